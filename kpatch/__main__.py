@@ -1,0 +1,5 @@
+"""`python -m kpatch` runs the command line."""
+
+from kpatch.cli import main
+
+main()

@@ -1,0 +1,171 @@
+"""The command line: click parsing and printing only. The one place that turns errors into exit codes."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.table import Table
+
+from kpatch import __version__, config
+from kpatch.errors import ExitCode, KpatchError, UsageError
+from kpatch.ui import UI, escape, setup_logging
+from kpatch.workspace import Workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Context:
+    """What every command gets: the UI and, lazily, the workspace built from the shared options."""
+
+    def __init__(self, ui: UI, options: dict[str, Any]) -> None:
+        self.ui = ui
+        self.options = options
+
+    def workspace(self) -> Workspace:
+        path = Path(self.options["config_path"]) if self.options["config_path"] else config.find_config(Path.cwd())
+        stack = config.load(path)
+        overrides = config.parse_assignments(self.options["urls"], "--url")
+        stack = config.with_url_overrides(stack, overrides, os.environ)
+        cache = Path(self.options["cache_dir"]) if self.options["cache_dir"] else None
+        workdir = Path(self.options["workdir"]) if self.options["workdir"] else None
+        ws = Workspace.create(stack, cache, workdir)
+        self.ui.log_file = setup_logging(ws.log_dir, self.options["command"])
+        return ws
+
+
+def kpatch_command(func: F) -> F:
+    """Shared options (config, cache, workdir, URL overrides, --json) and the error boundary."""
+
+    @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="kpatch.toml (default: nearest).")
+    @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="KPATCH_CACHE_DIR",
+                  help="Mirrors and logs (default: $XDG_CACHE_HOME/kpatch).")
+    @click.option("--workdir", type=click.Path(file_okay=False), help="Worktrees (default: ./work next to kpatch.toml).")
+    @click.option("--url", "urls", multiple=True, metavar="NAME=URL", help="Fetch upstream NAME from URL instead.")
+    @click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
+    @functools.wraps(func)
+    def wrapper(config_path: str | None, cache_dir: str | None, workdir: str | None, urls: tuple[str, ...],
+                json_mode: bool, **kwargs: Any) -> None:
+        ui = UI(json_mode=json_mode)
+        ctx = Context(ui, {"config_path": config_path, "cache_dir": cache_dir, "workdir": workdir, "urls": urls,
+                           "command": func.__name__.rstrip("_")})
+        sys.exit(_guarded(ui, lambda: func(ctx, **kwargs)))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _guarded(ui: UI, body: Callable[[], int | None]) -> int:
+    try:
+        return int(body() or ExitCode.OK)
+    except KpatchError as err:
+        ui.error(str(err))
+        if ui.log_file:
+            ui.err.print(f"log: {ui.log_file}", markup=False)
+        return int(err.exit_code)
+    except KeyboardInterrupt:
+        ui.error("interrupted")
+        return int(ExitCode.INTERRUPTED)
+    except Exception:  # a bug: keep the evidence
+        crash = Path(os.environ.get("TMPDIR", "/tmp")) / f"kpatch-crash-{os.getpid()}.log"
+        crash.write_text(f"kpatch {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
+                         f"argv: {sys.argv}\n\n{traceback.format_exc()}", encoding="utf-8")
+        ui.error(f"kpatch crashed (a bug); details in {crash}")
+        return int(ExitCode.INTERNAL)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kpatch")
+def main() -> None:
+    """Keep fixes as ordered patch stacks on their upstreams, kernels first."""
+
+
+@main.command("apply")
+@click.option("--onto", multiple=True, metavar="NAME=REF", help="Apply NAME's stack onto REF instead of its base.")
+@click.option("--continue", "continue_", is_flag=True, help="Go on after resolving a conflict (git add first).")
+@click.option("--abort", is_flag=True, help="Put every worktree back as it was before the stopped apply.")
+@kpatch_command
+def apply_(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool) -> int:
+    """Apply every stack onto its upstream, in dependency order."""
+    from kpatch.commands import apply as cmd
+
+    if continue_ and abort or (continue_ or abort) and onto:
+        raise UsageError("--continue, --abort and --onto go alone")
+    ws = ctx.workspace()
+    if abort:
+        restored = cmd.abort_apply(ws, ctx.ui)
+        if ctx.ui.json_mode:
+            ctx.ui.json({"restored": restored})
+        return 0
+    result = cmd.continue_apply(ws, ctx.ui) if continue_ else cmd.apply(ws, ctx.ui, config.parse_assignments(onto, "--onto"))
+    if ctx.ui.json_mode:
+        ctx.ui.json(result)
+    else:
+        _print_apply(ctx.ui, result)
+    return int(ExitCode.CONFLICT) if result.conflict else 0
+
+
+@main.command("export")
+@click.argument("names", nargs=-1, metavar="[NAME]...")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")
+@kpatch_command
+def export_(ctx: Context, names: tuple[str, ...], check: bool) -> int:
+    """Regenerate patch files and series from the worktree commits."""
+    from kpatch.commands import export as cmd
+
+    result = cmd.export(ctx.workspace(), ctx.ui, names, check=check)
+    if ctx.ui.json_mode:
+        ctx.ui.json({"written": result.written, "files": result.files})
+    else:
+        for change in result.stale:
+            ctx.ui.line(f"{change.change.value:>9}  {change.path}")
+        ctx.ui.note(f"{len(result.stale)} file(s) {'stale' if check else 'written'}")
+    return int(ExitCode.CONFLICT) if check and result.stale else 0
+
+
+@main.command("status")
+@kpatch_command
+def status_(ctx: Context) -> int:
+    """Show each upstream, its pin and mirror, and the state of every patch."""
+    from kpatch.commands import status as cmd
+
+    reports = cmd.status(ctx.workspace(), ctx.ui)
+    if ctx.ui.json_mode:
+        ctx.ui.json({"upstreams": reports})
+        return 0
+    for report in reports:
+        behind = "?" if report.behind is None else str(report.behind)
+        ctx.ui.line(f"[bold]{escape(report.name)}[/]  {escape(report.url)} ({escape(report.branch)})")
+        ctx.ui.line(f"  base {escape(report.base)} = {report.base_commit or 'unresolved (no mirror yet)'}; "
+                    f"mirror head {report.mirror_head or '-'}; {behind} commits behind")
+        table = Table("#", "patch", "state", "upstream", "PR", "requires", box=None, pad_edge=False)
+        for index, patch in enumerate(report.patches, start=1):
+            table.add_row(str(index), escape(patch.name), patch.state.value, patch.upstream_status or "-",
+                          ", ".join(patch.upstream_prs) or "-", ", ".join(patch.requires) or "-")
+        ctx.ui.table(table)
+        if report.unexported:
+            ctx.ui.line(f"  {report.unexported} worktree commit(s) not in the patch files: run 'kpatch export'")
+    return 0
+
+
+
+
+def _print_apply(ui: UI, result: Any) -> None:
+    for stack in result.stacks:
+        head = stack.head[:12] if stack.head else "-"
+        ui.line(f"{escape(stack.upstream):<20} {stack.outcome.value:<9} {stack.applied}/{stack.total} patches "
+                f"on {stack.base[:12]} -> {head}  {escape(str(stack.worktree))}")
+    conflict = result.conflict
+    if conflict:
+        ui.error(f"{conflict.upstream}: patch {conflict.patch} does not apply in {conflict.worktree}")
+        for hunk in conflict.hunks:
+            ui.err.print(f"  {escape(hunk.path)}" + (f":{hunk.line}" if hunk.line else ""), markup=True)
+        if conflict.blocked:
+            ui.err.print(f"  not applied (they require {escape(conflict.upstream)}): {', '.join(conflict.blocked)}")
+        ui.err.print("  fix the files, 'git add' them, then 'kpatch apply --continue' (or 'kpatch apply --abort')")

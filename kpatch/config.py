@@ -1,0 +1,193 @@
+"""kpatch.toml -> frozen dataclasses: the upstreams, validated at load, in dependency order."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from kpatch.errors import ConfigError, UsageError
+
+CONFIG_NAME = "kpatch.toml"
+CONFIG_VERSION = 1
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires"}
+_REQUIRED = ("name", "url", "branch", "base", "patches")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Upstream:
+    """One upstream repository and the patch stack kept for it."""
+
+    name: str
+    url: str
+    branch: str
+    base: str  # a full commit SHA or a tag
+    base_commit: str | None  # the SHA a tag base was recorded to resolve to
+    patches: Path  # absolute folder holding `series` and the patch files
+    requires: tuple[str, ...]
+    line: int  # line of its [[upstream]] header in kpatch.toml
+    url_overridden: bool = False
+
+    @property
+    def base_is_sha(self) -> bool:
+        return SHA_RE.match(self.base) is not None
+
+    @property
+    def env_var(self) -> str:
+        return "KPATCH_URL_" + re.sub(r"[^A-Z0-9]", "_", self.name.upper())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stack:
+    """The whole stack file: upstreams in dependency order (each after everything it requires)."""
+
+    root: Path
+    path: Path
+    upstreams: tuple[Upstream, ...]
+
+    def get(self, name: str) -> Upstream:
+        for upstream in self.upstreams:
+            if upstream.name == name:
+                return upstream
+        known = ", ".join(u.name for u in self.upstreams)
+        raise UsageError(f"unknown upstream {name!r} (known: {known})")
+
+    def closure(self, name: str) -> set[str]:
+        """Names of every upstream `name` requires, directly or not."""
+        seen: set[str] = set()
+        todo = list(self.get(name).requires)
+        while todo:
+            dep = todo.pop()
+            if dep not in seen:
+                seen.add(dep)
+                todo.extend(self.get(dep).requires)
+        return seen
+
+    def dependents(self, name: str) -> set[str]:
+        """Names of every upstream that requires `name`, directly or not."""
+        return {u.name for u in self.upstreams if name in self.closure(u.name)}
+
+
+def find_config(start: Path) -> Path:
+    """The nearest kpatch.toml at or above `start`."""
+    for folder in (start, *start.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it")
+
+
+def load(path: Path) -> Stack:
+    """Read and validate a stack file; every error names the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: {err}") from None
+    lines = text.splitlines()
+    headers = [i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[[upstream]]"]
+    for key in data:
+        if key not in ("version", "upstream"):
+            raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
+    if data.get("version") != CONFIG_VERSION:
+        raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
+    tables = data.get("upstream")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{path}: no [[upstream]] tables")
+    upstreams = []
+    for index, table in enumerate(tables):
+        start = headers[index] if index < len(headers) else 1
+        end = headers[index + 1] if index + 1 < len(headers) else len(lines) + 1
+        upstreams.append(_upstream(path, lines, start, end, table))
+    names = [u.name for u in upstreams]
+    for upstream in upstreams:
+        if names.count(upstream.name) > 1:
+            raise ConfigError(f"{path}:{upstream.line}: upstream {upstream.name!r} is defined twice")
+        for dep in upstream.requires:
+            if dep not in names:
+                line = _key_line(lines, upstream.line, len(lines) + 1, "requires")
+                raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
+    return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams))
+
+
+def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapping[str, str]) -> Stack:
+    """Point upstreams at other URLs: `--url NAME=URL` first, then env KPATCH_URL_<NAME>."""
+    for name in overrides:
+        stack.get(name)  # unknown names are a usage error
+    upstreams = []
+    for upstream in stack.upstreams:
+        url = overrides.get(upstream.name) or environ.get(upstream.env_var)
+        upstreams.append(replace(upstream, url=url, url_overridden=True) if url else upstream)
+    return replace(stack, upstreams=tuple(upstreams))
+
+
+def parse_assignments(values: tuple[str, ...], option: str) -> dict[str, str]:
+    """`NAME=VALUE` pairs from a repeatable option."""
+    result: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise UsageError(f"{option} takes NAME=VALUE, got {value!r}")
+        result[name] = rest
+    return result
+
+
+def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:
+    where = f"{path}:{start}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [[upstream]] must be a table")
+    for key in table:
+        if key not in _UPSTREAM_KEYS:
+            raise ConfigError(f"{path}:{_key_line(lines, start, end, key)}: unknown key {key!r} in [[upstream]]")
+    for key in _REQUIRED:
+        if key not in table:
+            raise ConfigError(f"{where}: [[upstream]] is missing {key!r}")
+        if not isinstance(table[key], str) or not table[key].strip():
+            raise ConfigError(f"{path}:{_key_line(lines, start, end, key)}: {key!r} must be a non-empty string")
+    name = table["name"]
+    if not NAME_RE.match(name):
+        raise ConfigError(f"{path}:{_key_line(lines, start, end, 'name')}: bad upstream name {name!r}")
+    requires = table.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise ConfigError(f"{path}:{_key_line(lines, start, end, 'requires')}: 'requires' must be a list of names")
+    base_commit = table.get("base-commit")
+    if base_commit is not None and (not isinstance(base_commit, str) or not SHA_RE.match(base_commit)):
+        raise ConfigError(f"{path}:{_key_line(lines, start, end, 'base-commit')}: 'base-commit' must be a 40-hex SHA")
+    patches = (path.parent / table["patches"]).resolve()
+    if not patches.is_relative_to(path.parent.resolve()):
+        raise ConfigError(f"{path}:{_key_line(lines, start, end, 'patches')}: 'patches' must stay inside {path.parent}")
+    return Upstream(
+        name=name, url=table["url"], branch=table["branch"], base=table["base"], base_commit=base_commit,
+        patches=patches, requires=tuple(requires), line=start,
+    )
+
+
+def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:
+    """Topological order by `requires`; ties keep file order. A cycle is reported with its members."""
+    done: list[Upstream] = []
+    pending = list(upstreams)
+    while pending:
+        ready = [u for u in pending if all(dep in {d.name for d in done} for dep in u.requires)]
+        if not ready:
+            cycle = " -> ".join(u.name for u in pending)
+            raise ConfigError(f"{path}:{pending[0].line}: cycle in 'requires' among: {cycle}")
+        done.append(ready[0])
+        pending.remove(ready[0])
+    return tuple(done)
+
+
+def _key_line(lines: list[str], start: int, end: int, key: str) -> int:
+    """Line number of `key = ...` between two lines, or `start` when not found."""
+    pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')
+    for number in range(start, min(end, len(lines) + 1)):
+        if pattern.match(lines[number - 1]):
+            return number
+    return start

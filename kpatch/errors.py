@@ -1,0 +1,112 @@
+"""Every error kpatch raises on purpose: each class owns its exit code and a one-line message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Documented process exit codes (README: "Exit codes")."""
+
+    OK = 0
+    CONFLICT = 1  # needs a person: a patch did not apply, or a --check found stale files
+    BAD_INPUT = 2  # usage, kpatch.toml, series or patch file errors
+    WORKTREE = 3  # a worktree is dirty, busy with another operation, or has nothing in progress
+    UPSTREAM = 4  # an upstream could not be fetched or a ref could not be found
+    GIT = 5  # git itself failed in a way kpatch did not expect
+    BUILD = 6  # a build step, the docker engine or an image failed
+    INTERNAL = 70  # a bug in kpatch: a crash log is written
+    INTERRUPTED = 130  # Ctrl-C
+
+
+class KpatchError(Exception):
+    """Base class: `str(err)` is the one-line message shown to the user."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(KpatchError):
+    """A command-line argument is wrong."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class ConfigError(KpatchError):
+    """kpatch.toml is wrong: the message names the file and line."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class SeriesError(KpatchError):
+    """A series file or patch file is wrong: the message names the file and line."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class WorktreeError(KpatchError):
+    """A worktree is not in a state the command can work on (dirty, mid-am, nothing in progress)."""
+
+    exit_code = ExitCode.WORKTREE
+
+
+class UpstreamError(KpatchError):
+    """An upstream URL could not be fetched, or a ref does not exist there."""
+
+    exit_code = ExitCode.UPSTREAM
+
+
+class GitError(KpatchError):
+    """git failed unexpectedly; carries the command, its exit status and its output."""
+
+    exit_code = ExitCode.GIT
+
+    def __init__(self, command: list[str], status: int, stdout: str, stderr: str) -> None:
+        last = (stderr.strip() or stdout.strip() or "no output").splitlines()[-1]
+        super().__init__(f"git {' '.join(command[1:4])} failed (exit {status}): {last}")
+        self.command = command
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class FailedHunk:
+    """One place where a patch did not apply: a file and the line git reported."""
+
+    path: str
+    line: int | None
+
+
+class ConflictError(KpatchError):
+    """A patch did not apply; the worktree is left mid-`git am` for a person to resolve."""
+
+    exit_code = ExitCode.CONFLICT
+
+    def __init__(self, upstream: str, patch: str, hunks: tuple[FailedHunk, ...], skipped: tuple[str, ...]) -> None:
+        files = sorted({h.path for h in hunks})
+        where = ", ".join(files) if files else "no file reported"
+        super().__init__(f"{upstream}: patch {patch} does not apply ({where})")
+        self.upstream = upstream
+        self.patch = patch
+        self.hunks = hunks
+        self.skipped = skipped
+
+
+class CheckFailed(KpatchError):
+    """A --check found differences; the message says how many."""
+
+    exit_code = ExitCode.CONFLICT
+
+
+class BuildError(KpatchError):
+    """A wheel build, the docker engine or the image failed."""
+
+    exit_code = ExitCode.BUILD

@@ -1,0 +1,262 @@
+"""The only module that runs git: mirrors, worktrees, `git am`, format-patch, patch-id."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpatch.errors import FailedHunk, GitError, UpstreamError
+
+log = logging.getLogger("kpatch.git")
+
+# Applied commits get this committer and the author's date, so the same base and patches give the same SHAs.
+COMMITTER = ("kpatch", "kpatch@localhost")
+FETCH_TRIES = 3
+# Options that make format-patch output depend on nothing but the commit (no version, signature or
+# abbreviation noise); user and system git config is ignored for the same reason.
+FORMAT_PATCH = ["format-patch", "--zero-commit", "--no-signature", "-N", "--full-index", "--no-thread",
+                "--no-attach", "--no-cover-letter", "--no-notes", "--encode-email-headers", "-M", "--stat=72"]
+
+
+@dataclass(frozen=True)
+class AmOutcome:
+    """What `git am` did: how many patches it applied, and where it stopped if it stopped."""
+
+    applied: int
+    stopped_at: int | None  # 0-based index into the patches given to this am run
+    hunks: tuple[FailedHunk, ...]
+
+
+def run(args: Sequence[str], cwd: Path | None = None, *, stdin: bytes | None = None,
+        env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    """Run git; raise GitError with command, status and output when it fails and `check` is set."""
+    command = ["git", *args]
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=cwd, input=stdin, capture_output=True, env=_env(env))
+    log.debug("%s (cwd=%s) -> %d in %.3fs", " ".join(command), cwd, proc.returncode, time.monotonic() - started)
+    if check and proc.returncode != 0:
+        raise GitError(command, proc.returncode, _text(proc.stdout), _text(proc.stderr))
+    return proc
+
+
+def out(args: Sequence[str], cwd: Path | None = None, **kwargs: object) -> str:
+    """stdout of a git command as text, trailing newline removed."""
+    return _text(run(args, cwd, **kwargs).stdout).rstrip("\n")  # type: ignore[arg-type]
+
+
+def fetch_mirror(mirror: Path, url: str, upstream: str, retry_delay: float = 1.0) -> None:
+    """Create the bare mirror if needed, then fetch every branch and tag of `url` into it (incremental)."""
+    if not (mirror / "HEAD").exists():
+        mirror.mkdir(parents=True, exist_ok=True)
+        run(["init", "--quiet", "--bare", str(mirror)])
+    refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
+    last = ""
+    for attempt in range(1, FETCH_TRIES + 1):
+        proc = run(["fetch", "--quiet", "--prune", "--no-write-fetch-head", url, *refspecs], mirror, check=False,
+                   env={"GIT_TERMINAL_PROMPT": "0"})
+        if proc.returncode == 0:
+            return
+        last = (_text(proc.stderr).strip().splitlines() or ["no output"])[-1]
+        log.warning("fetch %s from %s failed (try %d/%d): %s", upstream, url, attempt, FETCH_TRIES, last)
+        if attempt < FETCH_TRIES:
+            time.sleep(retry_delay * attempt)
+    raise UpstreamError(f"upstream {upstream}: cannot fetch {url} after {FETCH_TRIES} tries: {last}")
+
+
+def resolve(repo: Path, ref: str) -> str | None:
+    """The commit SHA `ref` names in `repo` (full SHA, tag, branch, or other rev), or None."""
+    for candidate in (f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
+        proc = run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"], repo,
+                   check=False)
+        if proc.returncode == 0:
+            return _text(proc.stdout).strip()
+    return None
+
+
+def count_commits(repo: Path, since: str, until: str) -> int:
+    return int(out(["rev-list", "--count", f"{since}..{until}"], repo))
+
+
+def symlinks_in_tree(repo: Path, commit: str, paths: Sequence[str]) -> set[str]:
+    """Those of `paths` (and of their parent folders) that are symlinks in `commit`."""
+    prefixes = sorted({"/".join(p.split("/")[: i + 1]) for p in paths for i in range(p.count("/") + 1)})
+    if not prefixes:
+        return set()
+    listing = out(["ls-tree", "-z", "--full-tree", commit, "--", *prefixes], repo).split("\0")
+    return {entry.split("\t", 1)[1] for entry in listing if entry.startswith("120000 ")}
+
+
+def is_worktree_of(path: Path, mirror: Path) -> bool:
+    """True when `path` is a worktree whose objects live in `mirror`."""
+    if not (path / ".git").exists():
+        return False
+    proc = run(["rev-parse", "--git-common-dir"], path, check=False)
+    if proc.returncode != 0:
+        return False
+    common = Path(_text(proc.stdout).strip())
+    common = common if common.is_absolute() else (path / common)
+    return common.resolve() == mirror.resolve()
+
+
+def add_worktree(mirror: Path, path: Path, commit: str) -> None:
+    run(["worktree", "prune"], mirror)
+    run(["worktree", "add", "--quiet", "--force", "--detach", str(path), commit], mirror)
+
+
+def remove_worktree(mirror: Path, path: Path) -> None:
+    run(["worktree", "remove", "--force", str(path)], mirror)
+
+
+def checkout(path: Path, commit: str) -> None:
+    """Detach a clean worktree at `commit`."""
+    run(["checkout", "--quiet", "--detach", commit], path)
+
+
+def dirty_files(path: Path) -> list[str]:
+    """Uncommitted changes, untracked files included (porcelain lines)."""
+    return [line for line in out(["status", "--porcelain", "--untracked-files=normal"], path).splitlines() if line]
+
+
+def operation_in_progress(path: Path) -> str | None:
+    """'am', 'rebase', 'merge' or 'cherry-pick' when the worktree is in the middle of one."""
+    for marker, name in (("rebase-apply", "am"), ("rebase-merge", "rebase"), ("MERGE_HEAD", "merge"),
+                         ("CHERRY_PICK_HEAD", "cherry-pick")):
+        if Path(out(["rev-parse", "--path-format=absolute", "--git-path", marker], path)).exists():
+            return name
+    return None
+
+
+def head(path: Path) -> str:
+    return out(["rev-parse", "HEAD"], path)
+
+
+def commits(path: Path, base: str, tip: str = "HEAD") -> list[str]:
+    """SHAs in base..tip, oldest first."""
+    return out(["rev-list", "--reverse", f"{base}..{tip}"], path).split()
+
+
+def am(path: Path, patches: Sequence[Path], on_progress: Callable[[int], None]) -> AmOutcome:
+    """`git am -3` the patches in one process; report progress by watching git's own state folder."""
+    if not patches:
+        return AmOutcome(applied=0, stopped_at=None, hunks=())
+    args = ["am", "-3", "--quiet", "--committer-date-is-author-date", "--no-gpg-sign", *map(str, patches)]
+    state = Path(out(["rev-parse", "--path-format=absolute", "--git-path", "rebase-apply"], path))
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(["git", *args], cwd=path, stdout=stdout, stderr=stderr, env=_env(_am_env()))
+        while proc.poll() is None:
+            _report(state, on_progress)
+            time.sleep(0.05)
+        stdout.seek(0)
+        stderr.seek(0)
+        out_text, err_text = _text(stdout.read()), _text(stderr.read())
+    log.debug("git am of %d patches (cwd=%s) -> %d in %.3fs\n%s%s", len(patches), path, proc.returncode,
+              time.monotonic() - started, out_text, err_text)
+    if proc.returncode == 0:
+        on_progress(len(patches))
+        return AmOutcome(applied=len(patches), stopped_at=None, hunks=())
+    return _stopped(path, state, ["git", *args], proc.returncode, out_text, err_text)
+
+
+def am_continue(path: Path, remaining: int, on_progress: Callable[[int], None]) -> AmOutcome:
+    """`git am --continue` after a person resolved and staged the conflict."""
+    state = Path(out(["rev-parse", "--path-format=absolute", "--git-path", "rebase-apply"], path))
+    first = _am_number(state, "next") - 1
+    proc = run(["am", "--continue"], path, check=False, env=_am_env())
+    if proc.returncode == 0:
+        on_progress(remaining)
+        return AmOutcome(applied=remaining, stopped_at=None, hunks=())
+    outcome = _stopped(path, state, ["git", "am", "--continue"], proc.returncode, _text(proc.stdout),
+                       _text(proc.stderr))
+    stopped = None if outcome.stopped_at is None else outcome.stopped_at - first
+    return AmOutcome(applied=outcome.applied - first, stopped_at=stopped, hunks=outcome.hunks)
+
+
+def am_abort(path: Path) -> None:
+    run(["am", "--abort"], path, env=_am_env())
+
+
+def format_patches(path: Path, base: str, tip: str = "HEAD") -> list[bytes]:
+    """`git format-patch` of base..tip, one mbox text per commit, deterministic bytes."""
+    with tempfile.TemporaryDirectory(prefix="kpatch-export-") as folder:
+        run([*FORMAT_PATCH, "--output-directory", folder, f"{base}..{tip}"], path, env=_isolated())
+        return [p.read_bytes() for p in sorted(Path(folder).iterdir())]
+
+
+def patch_ids(repo: Path, diff_text: bytes) -> list[str]:
+    """`git patch-id --stable` of every patch in `diff_text`, in order."""
+    text = _text(run(["patch-id", "--stable"], repo, stdin=diff_text).stdout)
+    return [line.split()[0] for line in text.splitlines() if line]
+
+
+def commit_patch_ids(repo: Path, base: str, tip: str) -> dict[str, str]:
+    """{commit SHA: stable patch-id} for base..tip, in one log + one patch-id call."""
+    diff = run(["log", "-p", "--no-color", "--no-ext-diff", "--format=commit %H", f"{base}..{tip}"], repo,
+               env=_isolated()).stdout
+    text = _text(run(["patch-id", "--stable"], repo, stdin=diff).stdout)
+    return {parts[1]: parts[0] for parts in (line.split() for line in text.splitlines()) if len(parts) == 2}
+
+
+def _stopped(path: Path, state: Path, command: list[str], status: int, stdout: str, stderr: str) -> AmOutcome:
+    if not state.exists():  # failed before it started: not a conflict
+        raise GitError(command, status, stdout, stderr)
+    first = _am_number(state, "next")
+    return AmOutcome(applied=first - 1, stopped_at=first - 1, hunks=_failed_hunks(path, stdout + stderr))
+
+
+def _failed_hunks(path: Path, output: str) -> tuple[FailedHunk, ...]:
+    """Where git said the patch failed, plus the conflict markers a 3-way merge left behind."""
+    hunks: list[FailedHunk] = []
+    for match in re.finditer(r"^error: patch failed: (.+):(\d+)$", output, re.MULTILINE):
+        hunks.append(FailedHunk(match.group(1), int(match.group(2))))
+    for match in re.finditer(r"^error: (.+): (?:does not exist in index|already exists in index)$", output,
+                             re.MULTILINE):
+        hunks.append(FailedHunk(match.group(1), None))
+    unmerged = out(["diff", "--name-only", "--diff-filter=U", "-z"], path).split("\0")
+    for name in filter(None, unmerged):
+        hunks = [h for h in hunks if h.path != name]
+        try:
+            lines = (path / name).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        markers = [i + 1 for i, line in enumerate(lines) if line.startswith("<<<<<<< ")]
+        hunks.extend(FailedHunk(name, line) for line in markers or [None])  # type: ignore[list-item]
+    return tuple(dict.fromkeys(hunks))
+
+
+def _am_number(state: Path, name: str) -> int:
+    try:
+        return int((state / name).read_text().strip())
+    except (OSError, ValueError):
+        return 1
+
+
+def _report(state: Path, on_progress: Callable[[int], None]) -> None:
+    if (state / "next").exists():
+        on_progress(_am_number(state, "next") - 1)
+
+
+def _am_env() -> dict[str, str]:
+    return {**_isolated(), "GIT_COMMITTER_NAME": COMMITTER[0], "GIT_COMMITTER_EMAIL": COMMITTER[1]}
+
+
+def _isolated() -> dict[str, str]:
+    """Ignore user and system git config, so output and commits do not depend on the machine."""
+    return {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def _env(extra: dict[str, str] | None) -> dict[str, str] | None:
+    if not extra:
+        return None
+    return {**os.environ, **extra}
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,114 @@
+"""Where things live on disk (mirrors, worktrees, logs) and the apply state kept between runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from kpatch.config import Stack
+from kpatch.errors import WorktreeError
+
+STATE_VERSION = 1
+
+
+class Outcome(Enum):
+    """Where one upstream's stack stands in a worktree."""
+
+    APPLIED = "applied"
+    CONFLICT = "conflict"  # git am stopped; the worktree waits for a person
+    BLOCKED = "blocked"  # not applied because an upstream it requires conflicted
+
+
+@dataclass
+class UpstreamState:
+    base: str  # the commit the stack is applied onto
+    previous_head: str | None  # what the worktree held before this apply (None: kpatch created it)
+    outcome: Outcome
+    patches: list[str]  # the patch files given to git am, in order
+    applied: int
+    failed: list[tuple[str, int | None]] = field(default_factory=list)  # (path, line) where git am stopped
+
+
+@dataclass
+class ApplyState:
+    upstreams: dict[str, UpstreamState] = field(default_factory=dict)
+
+    @property
+    def in_progress(self) -> bool:
+        return any(s.outcome is not Outcome.APPLIED for s in self.upstreams.values())
+
+
+@dataclass(frozen=True)
+class Workspace:
+    stack: Stack
+    cache_dir: Path
+    workdir: Path
+
+    @classmethod
+    def create(cls, stack: Stack, cache_dir: Path | None, workdir: Path | None) -> Workspace:
+        return cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(),
+                   workdir=(workdir or stack.root / "work").resolve())
+
+    def mirror(self, name: str) -> Path:
+        return self.cache_dir / "mirrors" / f"{name}.git"
+
+    def worktree(self, name: str) -> Path:
+        return self.workdir / name
+
+    @property
+    def log_dir(self) -> Path:
+        return self.cache_dir / "logs"
+
+    @property
+    def state_file(self) -> Path:
+        return self.workdir / ".kpatch-state.json"
+
+    def read_state(self) -> ApplyState | None:
+        try:
+            raw = json.loads(self.state_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            raise WorktreeError(f"{self.state_file}: unreadable apply state ({err}); remove it and apply again") from None
+        if raw.get("version") != STATE_VERSION:
+            raise WorktreeError(f"{self.state_file}: apply state version {raw.get('version')} is not {STATE_VERSION}")
+        return ApplyState(upstreams={
+            name: UpstreamState(**{**item, "outcome": Outcome(item["outcome"]),
+                                   "failed": [tuple(f) for f in item.get("failed", [])]})
+            for name, item in raw["upstreams"].items()
+        })
+
+    def write_state(self, state: ApplyState | None) -> None:
+        if state is None:
+            self.state_file.unlink(missing_ok=True)
+            return
+        payload = {"version": STATE_VERSION, "upstreams": {
+            name: {**asdict(item), "outcome": item.outcome.value} for name, item in state.upstreams.items()
+        }}
+        write_atomic(self.state_file, (json.dumps(payload, indent=2) + "\n").encode())
+
+
+def default_cache_dir() -> Path:
+    if os.environ.get("KPATCH_CACHE_DIR"):
+        return Path(os.environ["KPATCH_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "kpatch"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temp file beside `path`, fsync, then rename over it: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
