@@ -92,7 +92,7 @@ def load_series(upstream: str, folder: Path) -> Series:
         if name not in names:
             raise SeriesError(f"{folder / name}: patch file is not listed in {series_file}")
     patches = []
-    for number, name in names.items():
+    for name, number in names.items():
         path = folder / name
         if not path.is_file():
             raise SeriesError(f"{series_file}:{number}: patch file {name} does not exist")
@@ -112,7 +112,7 @@ def parse_series_text(text: str, where: str) -> dict[str, int]:
         if entry in names:
             raise SeriesError(f"{where}:{number}: {entry} is listed twice (first on line {names[entry]})")
         names[entry] = number
-    return {name: number for name, number in names.items()}
+    return names
 
 
 def parse_patch(path: Path) -> Patch:

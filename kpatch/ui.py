@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,7 +27,8 @@ class UI:
     def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
         self.json_mode = json_mode
         self.quiet = quiet
-        self.out = Console(highlight=False, soft_wrap=True)
+        # Piped output (CI logs, grep) gets wide lines instead of tables cut at 80 columns.
+        self.out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self.log_file: Path | None = None
 

@@ -67,6 +67,22 @@ class Workspace:
     def state_file(self) -> Path:
         return self.workdir / ".kpatch-state.json"
 
+    @property
+    def previous_state_file(self) -> Path:
+        return self.workdir / ".kpatch-state.previous.json"
+
+    def keep_previous_state(self) -> None:
+        """Set the finished apply's state aside, so that an abort of the next one can bring it back."""
+        self.previous_state_file.unlink(missing_ok=True)
+        if self.state_file.exists():
+            os.replace(self.state_file, self.previous_state_file)
+
+    def restore_previous_state(self) -> None:
+        if self.previous_state_file.exists():
+            os.replace(self.previous_state_file, self.state_file)
+        else:
+            self.state_file.unlink(missing_ok=True)
+
     def read_state(self) -> ApplyState | None:
         try:
             raw = json.loads(self.state_file.read_text(encoding="utf-8"))
@@ -82,10 +98,7 @@ class Workspace:
             for name, item in raw["upstreams"].items()
         })
 
-    def write_state(self, state: ApplyState | None) -> None:
-        if state is None:
-            self.state_file.unlink(missing_ok=True)
-            return
+    def write_state(self, state: ApplyState) -> None:
         payload = {"version": STATE_VERSION, "upstreams": {
             name: {**asdict(item), "outcome": item.outcome.value} for name, item in state.upstreams.items()
         }}

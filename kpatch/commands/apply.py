@@ -56,6 +56,7 @@ def apply(ws: Workspace, ui: UI, onto: Mapping[str, str]) -> ApplyResult:
         new_state.upstreams[item.upstream.name] = UpstreamState(
             base=item.base, previous_head=previous, outcome=Outcome.BLOCKED,
             patches=[str(p.path) for p in item.series.patches], applied=0)
+    ws.keep_previous_state()
     _apply_unblocked(ws, ui, new_state)
     return _result(ws, new_state)
 
@@ -101,7 +102,7 @@ def abort_apply(ws: Workspace, ui: UI) -> tuple[str, ...]:
             git.checkout(worktree, entry.previous_head)
         restored.append(name)
         ui.note(f"{name}: restored {worktree}")
-    ws.write_state(None)
+    ws.restore_previous_state()
     return tuple(restored)
 
 
