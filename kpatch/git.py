@@ -146,7 +146,9 @@ def am(path: Path, patches: Sequence[Path], on_progress: Callable[[int], None]) 
     """`git am -3` the patches in one process; report progress by watching git's own state folder."""
     if not patches:
         return AmOutcome(applied=0, stopped_at=None, hunks=())
-    args = ["am", "-3", "--quiet", "--committer-date-is-author-date", "--no-gpg-sign", *map(str, patches)]
+    # --keep-non-patch: a subject like "[XPU] Fix x" keeps its tag, so export gives back the same bytes.
+    args = ["am", "-3", "--quiet", "--keep-non-patch", "--committer-date-is-author-date", "--no-gpg-sign",
+            *map(str, patches)]
     state = Path(out(["rev-parse", "--path-format=absolute", "--git-path", "rebase-apply"], path))
     started = time.monotonic()
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:

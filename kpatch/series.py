@@ -241,3 +241,39 @@ def _check_path(name: str, path: Path, index: int) -> None:
     parts = PurePosixPath(name).parts
     if not name or name.startswith("/") or ".." in parts or any(p.lower() == ".git" for p in parts):
         raise SeriesError(f"{path}:{index + 1}: patch writes outside the worktree: {name!r}")
+
+
+def added_file(patch: Path, name: str) -> str:
+    """The full text of file `name` as a patch creates it (a `new file` diff): the patch is its only copy."""
+    lines, new = _file_diff(patch, name)
+    if not new:
+        raise SeriesError(f"{patch}: {name} is not a new file in this patch")
+    return "".join(line[1:] + "\n" for line in lines if line.startswith("+"))
+
+
+def added_text(patch: Path, name: str) -> str:
+    """The lines a patch adds to file `name`, joined (for reading declarations out of a patch)."""
+    lines, _ = _file_diff(patch, name)
+    return "".join(line[1:] + "\n" for line in lines if line.startswith("+"))
+
+
+def _file_diff(patch: Path, name: str) -> tuple[list[str], bool]:
+    """The hunk lines of `name` in a patch, and whether the patch creates it."""
+    lines = patch.read_text(encoding="utf-8").split("\n")
+    try:
+        start = lines.index(f"diff --git a/{name} b/{name}")
+    except ValueError:
+        raise SeriesError(f"{patch}: does not touch {name}") from None
+    new = False
+    hunk: list[str] = []
+    in_hunk = False
+    for line in lines[start + 1:]:
+        if line.startswith("diff --git ") or line == "-- ":
+            break
+        if not in_hunk:
+            new = new or line.startswith("new file mode")
+            in_hunk = line.startswith("@@ ")
+            continue
+        if line.startswith(("+", "-", " ")):
+            hunk.append(line)
+    return hunk, new

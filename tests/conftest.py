@@ -139,7 +139,7 @@ APP_CHANGES = [
      "Requires: kernels/0001-Add-the-kimi-op.patch\n"),
     ({"app/models/k3/nvidia/metadata.py": APP_FILES["app/models/k3/nvidia/metadata.py"].replace(
         "t.is_cuda", "t.device.type != 'cpu'")},
-     "Make the block-table assert device-generic\n\nUpstream-Status: pending\n"),
+     "[XPU] Make the block-table assert device-generic\n\nUpstream-Status: pending\n"),
 ]
 
 

@@ -18,7 +18,7 @@ def test_applies_kernels_first_and_reproducibly(project: Project) -> None:
     assert all(s["outcome"] == "applied" and s["applied"] == s["total"] == 2 for s in stacks)
     assert stacks[1]["base"] == project.app_base  # the tag v1.0 resolved
     heads = {s["upstream"]: s["head"] for s in stacks}
-    assert git(project.workdir / "app", "log", "--format=%s", "-1") == "Make the block-table assert device-generic"
+    assert git(project.workdir / "app", "log", "--format=%s", "-1") == "[XPU] Make the block-table assert device-generic"
     # Same base + same patches -> same SHAs, in the same worktree and in a fresh one.
     again = json.loads(project.run("apply", "--json").stdout)["stacks"]
     assert {s["upstream"]: s["head"] for s in again} == heads

@@ -1,0 +1,318 @@
+"""The Kimi-K3 MLA epilogue kernels, taken from the kernels patch file, run on a real SYCL device.
+
+The header is read out of patches/vllm-xpu-kernels (no second copy in this repo), compiled at run time by
+the SYCL kernel compiler behind thin free-function wrappers, launched on Intel's OpenCL CPU device through
+tests/sycl/run_kernel.cpp, and compared with the PyTorch reference on the CPU: copied elements bit-exact,
+rotated elements within 1 ulp, every cache element not addressed by a valid slot unchanged (poisoned first).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import kimi_k3_reference as ref
+import pytest
+import torch
+
+from kpatch.series import added_file, load_series
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADER = "csrc/kimi_k3_mla_epilogue.hpp"
+POISON = {torch.bfloat16: 0x7FC1, torch.float16: 0x7E01}  # NaN bit patterns no kernel result can produce
+LOCAL = 128
+
+WRAPPERS = r"""
+namespace syclexp = sycl::ext::oneapi::experimental;
+namespace kk = kimi_k3_mla;
+
+#define KIMI_K3_WRAPPERS(T, SUFFIX)                                                                  \
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                          \
+void kimi_prefill_##SUFFIX(T* q, int64_t q_tok, int64_t q_head, T* k_nope, int64_t kn_tok,           \
+    int64_t kn_head, T* k_pe, int64_t kpe_tok, T* kv_c, int64_t kvc_tok, T* k_out, int64_t ko_tok,   \
+    int64_t ko_head, T* cache, int64_t block_stride, int64_t entry_stride, int64_t block_size,       \
+    int64_t* slots, int64_t* positions, float* cos_sin, int64_t cs_stride, int64_t num_tokens,      \
+    int64_t num_heads) {                                                                             \
+  kk::PrefillArgs<T> a{q, q_tok, q_head, k_nope, kn_tok, kn_head, k_pe, kpe_tok, kv_c, kvc_tok,      \
+      k_out, ko_tok, ko_head, {cache, block_stride, entry_stride, block_size, slots},               \
+      {positions, cos_sin, cs_stride}, num_tokens, num_heads};                                       \
+  kk::prefill_item(a, sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_linear_id()); \
+}                                                                                                    \
+extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclexp::nd_range_kernel<1>))                          \
+void kimi_decode_##SUFFIX(T* ql_nope, int64_t qn_tok, int64_t qn_head, T* q_pe, int64_t qpe_tok,    \
+    int64_t qpe_head, T* kv_c, int64_t kvc_tok, T* k_pe, int64_t kpe_tok, T* mqa_q, int64_t mq_tok,  \
+    int64_t mq_head, T* cache, int64_t block_stride, int64_t entry_stride, int64_t block_size,       \
+    int64_t* slots, int64_t* positions, float* cos_sin, int64_t cs_stride, int64_t num_tokens,      \
+    int64_t num_heads) {                                                                             \
+  kk::DecodeArgs<T> a{ql_nope, qn_tok, qn_head, q_pe, qpe_tok, qpe_head, kv_c, kvc_tok, k_pe,        \
+      kpe_tok, mqa_q, mq_tok, mq_head, {cache, block_stride, entry_stride, block_size, slots},      \
+      {positions, cos_sin, cs_stride}, num_tokens, num_heads};                                       \
+  kk::decode_item(a, sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_linear_id());  \
+}
+
+KIMI_K3_WRAPPERS(sycl::ext::oneapi::bfloat16, bf16)
+KIMI_K3_WRAPPERS(sycl::half, f16)
+"""
+
+SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16"}
+MAX_POSITION = 300
+
+
+def kernel_header() -> str:
+    """The header exactly as the kernels patch stack creates it."""
+    series = load_series("vllm-xpu-kernels", ROOT / "patches" / "vllm-xpu-kernels")
+    patch = next(p for p in series.patches if HEADER in p.paths)
+    return added_file(patch.path, HEADER)
+
+
+@dataclass(frozen=True)
+class Case:
+    rope: bool
+    tokens: int
+    heads: int
+    block_size: int
+    strided: bool
+
+    @property
+    def id(self) -> str:
+        return (f"{'rope' if self.rope else 'nope'}-T{self.tokens}-H{self.heads}-bs{self.block_size}-"
+                f"{'strided' if self.strided else 'contig'}")
+
+
+def cases() -> list[Case]:
+    """RoPE on/off x tokens {1, 5, 37, 256} x heads {1, 8, 16}; block sizes and layouts rotate through."""
+    result = []
+    for index, (rope, tokens, heads) in enumerate(itertools.product((False, True), (1, 5, 37, 256), (1, 8, 16))):
+        result.append(Case(rope, tokens, heads, block_size=(1, 16, 64)[index % 3], strided=index % 2 == 1))
+    return result
+
+
+class Launcher:
+    """Writes owner tensors to files, builds the launch plan, runs the harness once, reads the owners back."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.owners: list[tuple[torch.Tensor, Path]] = []
+        self.lines: list[str] = []
+
+    def buf(self, view: torch.Tensor | None, owner: torch.Tensor | None = None) -> str:
+        if view is None:
+            return "null"
+        owner = view if owner is None else owner
+        assert owner.is_contiguous() and owner.storage_offset() == 0
+        assert view.untyped_storage().data_ptr() == owner.untyped_storage().data_ptr()
+        path = next((p for o, p in self.owners if o is owner), None)
+        if path is None:
+            path = self.folder / f"t{len(self.owners)}.bin"
+            path.write_bytes(owner.view(torch.uint8).numpy().tobytes())
+            self.owners.append((owner, path))
+        return f"buf:{path}+{view.storage_offset() * view.element_size()}"
+
+    def launch(self, kernel: str, items: int, args: list[str | int]) -> None:
+        global_size = max(LOCAL, math.ceil(items / LOCAL) * LOCAL)
+        words = [a if isinstance(a, str) else f"i64:{a}" for a in args]
+        self.lines.append(" ".join([kernel, str(global_size), str(LOCAL), *words]))
+
+    def run(self, run_kernel: Path, env: dict[str, str]) -> str:
+        source = self.folder / "kernels.cpp"
+        source.write_text(kernel_header() + WRAPPERS)
+        plan = self.folder / "plan.txt"
+        plan.write_text("\n".join(self.lines) + "\n")
+        proc = subprocess.run([str(run_kernel), str(source), str(plan)], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        for owner, path in self.owners:
+            data = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8)
+            owner.view(torch.uint8).copy_(data.view(owner.view(torch.uint8).shape))
+        return proc.stdout
+
+
+def _rand(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    x = (torch.randn(shape, generator=gen) * 1.5 + 0.25).to(dtype)
+    x[x == 0] = 0.5  # never zeros: a kernel that writes nothing must not pass by luck
+    return x
+
+
+def _poisoned(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    return torch.full(shape, POISON[dtype], dtype=torch.int16).view(dtype)
+
+
+def _cos_sin(strided: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(view, owner) of a [MAX_POSITION, 64] fp32 cos|sin cache; strided rows when asked."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, ref.ROPE, 2, dtype=torch.float32) / ref.ROPE))
+    freqs = torch.arange(MAX_POSITION, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    table = torch.cat([freqs.cos(), freqs.sin()], dim=-1)
+    if not strided:
+        return table, table
+    owner = torch.full((MAX_POSITION, 96), float("nan"))
+    owner[:, :64] = table
+    return owner[:, :64], owner
+
+
+def _cache(case: Case, dtype: torch.dtype, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(cache view, owner, slots): poisoned cache, non-sequential slots with some -1."""
+    blocks = math.ceil(2 * case.tokens / case.block_size) + 1
+    entry = 640 if case.strided else 576
+    owner = _poisoned((blocks, case.block_size, entry), dtype)
+    slots = torch.randperm(blocks * case.block_size, generator=gen)[: case.tokens].to(torch.int64)
+    slots[3::7] = -1
+    if case.tokens > 1:
+        slots[-1] = -1
+    return owner[..., :576], owner, slots
+
+
+def _ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def ordered(x: torch.Tensor) -> torch.Tensor:
+        bits = x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+        return torch.where(bits >= 0x8000, 0x8000 - bits, bits)
+
+    return (ordered(a) - ordered(b)).abs()
+
+
+def _check(name: str, got: torch.Tensor, want: torch.Tensor, rotated: torch.Tensor | None) -> None:
+    """Bit-exact everywhere, except elements under `rotated` which may differ by 1 ulp."""
+    dist = _ulp_distance(got, want)
+    allowed = torch.zeros_like(dist) if rotated is None else rotated.to(torch.int32)
+    bad = dist > allowed
+    assert not bad.any(), f"{name}: {int(bad.sum())} elements wrong, first at {bad.nonzero()[0].tolist()}"
+
+
+def _rope_mask(shape: tuple[int, ...], start: int, rope: bool) -> torch.Tensor:
+    mask = torch.zeros(shape, dtype=torch.bool)
+    if rope:
+        mask[..., start:start + ref.ROPE] = True
+    return mask
+
+
+@pytest.mark.sycl
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
+                                          sycl_env: dict[str, str]) -> None:
+    gen = torch.Generator().manual_seed(1234)
+    launcher = Launcher(tmp_path)
+    checks = []
+    for case in cases():
+        t, h = case.tokens, case.heads
+        q_owner = _rand((t, h, 224 if case.strided else 192), dtype, gen)
+        kvb = _rand((t, h, 256 if case.strided else 128), dtype, gen)
+        kv_owner = _rand((t, 640 if case.strided else 576), dtype, gen)
+        q, k_nope = q_owner[..., :192], kvb[..., :128]
+        kv_c, k_pe = kv_owner[:, :512], kv_owner[:, 512:576]
+        k_out = _poisoned((t, h, 192), dtype)
+        cache, cache_owner, slots = _cache(case, dtype, gen)
+        positions = torch.randint(0, MAX_POSITION, (t,), generator=gen) if case.rope else None
+        cos_sin, cs_owner = _cos_sin(case.strided)
+        expected = ref.prefill(q, k_nope, k_pe, kv_c, cache, slots,
+                               positions, cos_sin if case.rope else None)
+        expected_owner = cache_owner.clone()
+        expected_owner[..., :576] = expected[2]
+        q_before = q_owner.clone()
+        launcher.launch(f"kimi_prefill_{SUFFIX[dtype]}", t * (h + 1) * 32, [
+            launcher.buf(q, q_owner), q.stride(0), q.stride(1), launcher.buf(k_nope, kvb), k_nope.stride(0),
+            k_nope.stride(1), launcher.buf(k_pe, kv_owner), k_pe.stride(0), launcher.buf(kv_c, kv_owner),
+            kv_c.stride(0), launcher.buf(k_out), k_out.stride(0), k_out.stride(1),
+            launcher.buf(cache, cache_owner), cache.stride(0), cache.stride(1), case.block_size,
+            launcher.buf(slots), launcher.buf(positions), launcher.buf(cos_sin, cs_owner) if case.rope else "null",
+            cos_sin.stride(0), t, h])
+        checks.append((case, q_owner, q_before, expected, k_out, cache_owner, expected_owner, slots))
+    device = launcher.run(run_kernel, sycl_env)
+    assert "CPU" in device or "Intel" in device, device
+    for case, q_owner, q_before, expected, k_out, cache_owner, expected_owner, slots in checks:
+        q_want = q_before.clone()
+        q_want[..., :192] = expected[0]
+        _check(f"{case.id} q", q_owner, q_want, _rope_mask(q_owner.shape, 128, case.rope))
+        assert not (k_out.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: k_out not fully written"
+        _check(f"{case.id} k_out", k_out, expected[1], _rope_mask(k_out.shape, 128, case.rope))
+        _check(f"{case.id} cache", cache_owner, expected_owner, _rope_mask(cache_owner.shape, 512, case.rope))
+        _check_untouched_rows(case, cache_owner, slots, dtype)
+
+
+@pytest.mark.sycl
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
+                                         sycl_env: dict[str, str]) -> None:
+    gen = torch.Generator().manual_seed(4321)
+    launcher = Launcher(tmp_path)
+    checks = []
+    for case in cases():
+        b, h = case.tokens, case.heads
+        qn_owner = _rand((b, h, 576 if case.strided else 512), dtype, gen)
+        qpe_owner = _rand((b, h, 192 if case.strided else 64), dtype, gen)
+        kv_owner = _rand((b, 640 if case.strided else 576), dtype, gen)
+        ql_nope = qn_owner[..., :512]
+        q_pe = qpe_owner[..., 128:] if case.strided else qpe_owner
+        kv_c, k_pe = kv_owner[:, :512], kv_owner[:, 512:576]
+        mqa_q = _poisoned((b, h, 576), dtype)
+        cache, cache_owner, slots = _cache(case, dtype, gen)
+        positions = torch.randint(0, MAX_POSITION, (b,), generator=gen) if case.rope else None
+        cos_sin, cs_owner = _cos_sin(case.strided)
+        expected = ref.decode(ql_nope, q_pe, kv_c, k_pe, cache, slots, positions, cos_sin if case.rope else None)
+        expected_owner = cache_owner.clone()
+        expected_owner[..., :576] = expected[1]
+        inputs_before = [qn_owner.clone(), qpe_owner.clone(), kv_owner.clone()]
+        launcher.launch(f"kimi_decode_{SUFFIX[dtype]}", b * (h + 1) * 32, [
+            launcher.buf(ql_nope, qn_owner), ql_nope.stride(0), ql_nope.stride(1), launcher.buf(q_pe, qpe_owner),
+            q_pe.stride(0), q_pe.stride(1), launcher.buf(kv_c, kv_owner), kv_c.stride(0),
+            launcher.buf(k_pe, kv_owner), k_pe.stride(0), launcher.buf(mqa_q), mqa_q.stride(0), mqa_q.stride(1),
+            launcher.buf(cache, cache_owner), cache.stride(0), cache.stride(1), case.block_size,
+            launcher.buf(slots), launcher.buf(positions), launcher.buf(cos_sin, cs_owner) if case.rope else "null",
+            cos_sin.stride(0), b, h])
+        checks.append((case, mqa_q, expected, cache_owner, expected_owner, slots,
+                       [qn_owner, qpe_owner, kv_owner], inputs_before))
+    launcher.run(run_kernel, sycl_env)
+    for case, mqa_q, expected, cache_owner, expected_owner, slots, inputs, before in checks:
+        assert not (mqa_q.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: mqa_q not fully written"
+        _check(f"{case.id} mqa_q", mqa_q, expected[0], _rope_mask(mqa_q.shape, 512, case.rope))
+        _check(f"{case.id} cache", cache_owner, expected_owner, _rope_mask(cache_owner.shape, 512, case.rope))
+        _check_untouched_rows(case, cache_owner, slots, dtype)
+        for got, want in zip(inputs, before):
+            _check(f"{case.id} input changed", got, want, None)
+
+
+def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Tensor, dtype: torch.dtype) -> None:
+    """Rows no valid slot addresses (and the padding of strided rows) still hold the poison."""
+    flat = cache_owner.reshape(-1, cache_owner.shape[-1]).view(torch.int16)
+    written = set(s for s in slots.tolist() if s >= 0)
+    untouched = [r for r in range(flat.shape[0]) if r not in written]
+    assert (flat[untouched] == POISON[dtype]).all(), f"{case.id}: a row no valid slot names was written"
+    assert (flat[:, 576:] == POISON[dtype]).all(), f"{case.id}: padding past 576 was written"
+    assert (slots == -1).any() or case.tokens < 4, f"{case.id}: the case has no skipped slot"
+
+
+def test_case_matrix_covers_the_issue() -> None:
+    matrix = cases()
+    assert len(matrix) == 24
+    assert {c.block_size for c in matrix} == {1, 16, 64} and {c.strided for c in matrix} == {True, False}
+    assert {(c.rope, c.strided) for c in matrix} == {(r, s) for r in (True, False) for s in (True, False)}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_reference_equals_unfused_composition(dtype: torch.dtype) -> None:
+    """The reference is itself checked: RoPE, then cat, then a concat_and_cache_mla-style insert."""
+    gen = torch.Generator().manual_seed(7)
+    for tokens, heads, block_size in ((1, 1, 1), (37, 8, 16), (256, 16, 64)):
+        q = _rand((tokens, heads, 192), dtype, gen)
+        k_nope = _rand((tokens, heads, 128), dtype, gen)
+        kv = _rand((tokens, 576), dtype, gen)
+        kv_c, k_pe = kv[:, :512], kv[:, 512:]
+        blocks = math.ceil(2 * tokens / block_size) + 1
+        cache = _rand((blocks, block_size, 576), dtype, gen)
+        slots = torch.randperm(blocks * block_size, generator=gen)[:tokens]
+        slots[3::7] = -1
+        positions = torch.randint(0, MAX_POSITION, (tokens,), generator=gen)
+        cos_sin, _ = _cos_sin(False)
+        q_ref, k_out_ref, cache_ref = ref.prefill(q, k_nope, k_pe, kv_c, cache, slots, positions, cos_sin)
+        q_pe_rot = ref.rotary_native(positions, q[..., 128:], cos_sin)
+        k_pe_rot = ref.rotary_native(positions, k_pe, cos_sin)
+        cache_unfused = cache.clone()
+        ref.concat_and_cache_mla(kv_c, k_pe_rot, cache_unfused, slots)
+        assert torch.equal(q_ref.view(torch.int16), torch.cat([q[..., :128], q_pe_rot], -1).view(torch.int16))
+        k_out_unfused = torch.cat([k_nope, k_pe_rot[:, None, :].expand(tokens, heads, 64)], -1)
+        assert torch.equal(k_out_ref.view(torch.int16), k_out_unfused.view(torch.int16))
+        assert torch.equal(cache_ref.view(torch.int16), cache_unfused.view(torch.int16))
+        ql_nope = _rand((tokens, heads, 512), dtype, gen)
+        mqa_ref, _ = ref.decode(ql_nope, q[..., 128:], kv_c, k_pe, cache, slots, positions, cos_sin)
+        assert torch.equal(mqa_ref.view(torch.int16), torch.cat([ql_nope, q_pe_rot], -1).view(torch.int16))
