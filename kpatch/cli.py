@@ -47,7 +47,8 @@ def kpatch_command(func: F) -> F:
     @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="kpatch.toml (default: nearest).")
     @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="KPATCH_CACHE_DIR",
                   help="Mirrors and logs (default: $XDG_CACHE_HOME/kpatch).")
-    @click.option("--workdir", type=click.Path(file_okay=False), help="Worktrees (default: ./work next to kpatch.toml).")
+    @click.option("--workdir", type=click.Path(file_okay=False),
+                  help="Worktrees (default: ./work next to kpatch.toml).")
     @click.option("--url", "urls", multiple=True, metavar="NAME=URL", help="Fetch upstream NAME from URL instead.")
     @click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
     @functools.wraps(func)
@@ -103,7 +104,10 @@ def apply_(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool) ->
         if ctx.ui.json_mode:
             ctx.ui.json({"restored": restored})
         return 0
-    result = cmd.continue_apply(ws, ctx.ui) if continue_ else cmd.apply(ws, ctx.ui, config.parse_assignments(onto, "--onto"))
+    if continue_:
+        result = cmd.continue_apply(ws, ctx.ui)
+    else:
+        result = cmd.apply(ws, ctx.ui, config.parse_assignments(onto, "--onto"))
     if ctx.ui.json_mode:
         ctx.ui.json(result)
     else:
@@ -138,22 +142,53 @@ def status_(ctx: Context) -> int:
     reports = cmd.status(ctx.workspace(), ctx.ui)
     if ctx.ui.json_mode:
         ctx.ui.json({"upstreams": reports})
-        return 0
+    else:
+        _print_status(ctx.ui, reports)
+    return 0
+
+
+
+
+@main.command("demo")
+@click.option("--dir", "folder", type=click.Path(file_okay=False), help="Where to build it (default: a new temp dir).")
+@click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
+def demo_(folder: str | None, json_mode: bool) -> None:
+    """Run apply, status and export --check on example upstreams kpatch builds itself (offline)."""
+    import tempfile
+
+    from kpatch.commands import demo as cmd
+
+    ui = UI(json_mode=json_mode)
+
+    def body() -> int:
+        where = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="kpatch-demo-"))
+        result = cmd.demo(where.resolve(), ui)
+        if ui.json_mode:
+            ui.json(result)
+        else:
+            _print_apply(ui, result.applied)
+            _print_status(ui, result.status)
+            stale = len(result.export_check.stale)
+            ui.line(f"export --check: {'byte-identical' if not stale else f'{stale} stale file(s)'}")
+            ui.line(f"demo {'passed' if result.ok else 'FAILED'}; everything is in {result.folder}")
+        return 0 if result.ok else int(ExitCode.CONFLICT)
+
+    sys.exit(_guarded(ui, body))
+
+
+def _print_status(ui: UI, reports: Any) -> None:
     for report in reports:
         behind = "?" if report.behind is None else str(report.behind)
-        ctx.ui.line(f"[bold]{escape(report.name)}[/]  {escape(report.url)} ({escape(report.branch)})")
-        ctx.ui.line(f"  base {escape(report.base)} = {report.base_commit or 'unresolved (no mirror yet)'}; "
-                    f"mirror head {report.mirror_head or '-'}; {behind} commits behind")
+        ui.line(f"[bold]{escape(report.name)}[/]  {escape(report.url)} ({escape(report.branch)})")
+        ui.line(f"  base {escape(report.base)} = {report.base_commit or 'unresolved (no mirror yet)'}; "
+                f"mirror head {report.mirror_head or '-'}; {behind} commits behind")
         table = Table("#", "patch", "state", "upstream", "PR", "requires", box=None, pad_edge=False)
         for index, patch in enumerate(report.patches, start=1):
             table.add_row(str(index), escape(patch.name), patch.state.value, patch.upstream_status or "-",
                           ", ".join(patch.upstream_prs) or "-", ", ".join(patch.requires) or "-")
-        ctx.ui.table(table)
+        ui.table(table)
         if report.unexported:
-            ctx.ui.line(f"  {report.unexported} worktree commit(s) not in the patch files: run 'kpatch export'")
-    return 0
-
-
+            ui.line(f"  {report.unexported} worktree commit(s) not in the patch files: run 'kpatch export'")
 
 
 def _print_apply(ui: UI, result: Any) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from kpatch.errors import ConfigError, UsageError
 

@@ -262,3 +262,29 @@ def _env(extra: dict[str, str] | None) -> dict[str, str] | None:
 
 def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
+
+
+def init_repo(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    run(["init", "--quiet", "--initial-branch=main", str(path)])
+
+
+def commit_all(repo: Path, message: str, author: tuple[str, str], when: int) -> str:
+    """Stage everything and commit it with a fixed author, committer and date; return the SHA."""
+    stamp = f"@{when} +0000"
+    env = {**_isolated(), "GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1], "GIT_AUTHOR_DATE": stamp,
+           "GIT_COMMITTER_NAME": author[0], "GIT_COMMITTER_EMAIL": author[1], "GIT_COMMITTER_DATE": stamp}
+    run(["add", "--all"], repo)
+    run(["commit", "--quiet", "--no-gpg-sign", "--allow-empty", "--message", message], repo, env=env)
+    return head(repo)
+
+
+def tag(repo: Path, name: str) -> None:
+    run(["tag", name], repo)
+
+
+def write_patches(repo: Path, base: str, folder: Path) -> list[str]:
+    """`git format-patch` of base..HEAD into `folder` with kpatch's flags; return the file names in order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    listing = out([*FORMAT_PATCH, "--output-directory", str(folder), f"{base}..HEAD"], repo, env=_isolated())
+    return [Path(line).name for line in listing.splitlines() if line]

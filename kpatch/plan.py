@@ -59,7 +59,8 @@ def resolve_items(ws: Workspace, ui: UI, onto: Mapping[str, str], *, fetch: bool
             git.fetch_mirror(mirror, upstream.url, upstream.name)
             base = git.resolve(mirror, ref)
             if base is None:
-                raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of {upstream.url}")
+                raise UpstreamError(
+                    f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of {upstream.url}")
         if base is not None and upstream.name not in onto:
             _check_recorded(ws.stack, upstream, base, ui)
         items.append(Item(upstream=upstream, series=series[upstream.name], base=base, mirror=mirror,

@@ -187,7 +187,8 @@ def _trailers(
             try:
                 status = UpstreamStatus(value)
             except ValueError:
-                raise SeriesError(f"{where}: Upstream-Status must be pending, submitted or backport, not {value!r}") from None
+                raise SeriesError(
+                    f"{where}: Upstream-Status must be pending, submitted or backport, not {value!r}") from None
         elif key == "upstream-pr":
             if not _PR.match(value):
                 raise SeriesError(f"{where}: Upstream-PR must look like owner/repo#123, not {value!r}")
@@ -232,7 +233,8 @@ def _unquote(raw: str, path: Path, index: int) -> str:
     if len(raw) < 2 or not raw.endswith('"'):
         raise SeriesError(f"{path}:{index + 1}: badly quoted path {raw[:60]!r}")
     try:
-        return raw[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1").decode("utf-8")
+        escaped = raw[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+        return escaped.encode("latin-1").decode("utf-8")
     except (UnicodeDecodeError, UnicodeEncodeError):
         raise SeriesError(f"{path}:{index + 1}: badly quoted path {raw[:60]!r}") from None
 

@@ -89,7 +89,8 @@ class Workspace:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as err:
-            raise WorktreeError(f"{self.state_file}: unreadable apply state ({err}); remove it and apply again") from None
+            raise WorktreeError(
+                f"{self.state_file}: unreadable apply state ({err}); remove it and apply again") from None
         if raw.get("version") != STATE_VERSION:
             raise WorktreeError(f"{self.state_file}: apply state version {raw.get('version')} is not {STATE_VERSION}")
         return ApplyState(upstreams={

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import Project, commit, git
+from gitrepos import Project, git
 
 from kpatch.errors import ExitCode
+from kpatch.examples import commit
 
 
 def test_applies_kernels_first_and_reproducibly(project: Project) -> None:
@@ -18,7 +19,8 @@ def test_applies_kernels_first_and_reproducibly(project: Project) -> None:
     assert all(s["outcome"] == "applied" and s["applied"] == s["total"] == 2 for s in stacks)
     assert stacks[1]["base"] == project.app_base  # the tag v1.0 resolved
     heads = {s["upstream"]: s["head"] for s in stacks}
-    assert git(project.workdir / "app", "log", "--format=%s", "-1") == "[XPU] Make the block-table assert device-generic"
+    subject = git(project.workdir / "app", "log", "--format=%s", "-1")
+    assert subject == "[XPU] Make the block-table assert device-generic"
     # Same base + same patches -> same SHAs, in the same worktree and in a fresh one.
     again = json.loads(project.run("apply", "--json").stdout)["stacks"]
     assert {s["upstream"]: s["head"] for s in again} == heads

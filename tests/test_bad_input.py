@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Project
+from gitrepos import Project
 
 from kpatch.errors import ExitCode
 
@@ -42,7 +42,8 @@ CASES: dict[str, tuple[Callable[[Project], None], ExitCode, str]] = {
                          ExitCode.BAD_INPUT, r"kpatch\.toml:9: upstream 'app' requires unknown upstream 'kernelz'"),
     "bad toml": (lambda p: _toml(p, "version = 1", "version = = 1"), ExitCode.BAD_INPUT, r"kpatch\.toml: Invalid"),
     "series names a missing file": (lambda p: _series(p, "kernels", f"{K1}\n{K2}\n0003-gone.patch\n"),
-                                    ExitCode.BAD_INPUT, r"kernels/series:3: patch file 0003-gone\.patch does not exist"),
+                                    ExitCode.BAD_INPUT,
+                                    r"kernels/series:3: patch file 0003-gone\.patch does not exist"),
     "patch not in series": (lambda p: _series(p, "kernels", f"{K1}\n"), ExitCode.BAD_INPUT,
                             rf"kernels/{K2}: patch file is not listed in .*kernels/series"),
     "duplicate series entry": (lambda p: _series(p, "kernels", f"{K1}\n# c\n{K2}\n{K1}\n"), ExitCode.BAD_INPUT,
@@ -84,7 +85,7 @@ def test_bad_input_is_one_clear_line_and_changes_nothing(project: Project, case:
 
 
 def test_patch_through_a_symlink_is_refused(project: Project) -> None:
-    from conftest import git
+    from gitrepos import git
 
     (project.kernels / "tests_link").symlink_to("tests")
     git(project.kernels, "add", "tests_link")

@@ -61,7 +61,7 @@ def _report(item: Item, entry: UpstreamState | None) -> UpstreamReport:
     patches = tuple(
         PatchStatus(name=p.name, subject=p.subject, upstream_status=p.status.value if p.status else None,
                     upstream_prs=p.prs, requires=tuple(str(r) for r in p.requires), state=s)
-        for p, s in zip(item.series.patches, states)
+        for p, s in zip(item.series.patches, states, strict=True)
     )
     return UpstreamReport(name=upstream.name, url=upstream.url, branch=upstream.branch, base=upstream.base,
                           base_commit=base, mirror_head=mirror_head, behind=behind, worktree=item.worktree,
@@ -79,7 +79,7 @@ def _patch_states(item: Item, base: str | None, entry: UpstreamState | None) -> 
     subjects = set(git.out(["log", "--format=%s", f"{base}..HEAD"], item.worktree).splitlines())
     ids = _file_patch_ids(item.worktree, patches)
     states = []
-    for patch, pid in zip(patches, ids):
+    for patch, pid in zip(patches, ids, strict=True):
         if pid in in_tree.values():
             states.append(PatchState.APPLIED)
         elif patch.subject in subjects:

@@ -268,7 +268,7 @@ def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run
         _check(f"{case.id} mqa_q", mqa_q, expected[0], _rope_mask(mqa_q.shape, 512, case.rope))
         _check(f"{case.id} cache", cache_owner, expected_owner, _rope_mask(cache_owner.shape, 512, case.rope))
         _check_untouched_rows(case, cache_owner, slots, dtype)
-        for got, want in zip(inputs, before):
+        for got, want in zip(inputs, before, strict=True):
             _check(f"{case.id} input changed", got, want, None)
 
 

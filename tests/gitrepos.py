@@ -1,0 +1,62 @@
+"""The example project (real git upstreams in a temp dir) driven through the CLI, and a git helper for tests."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from kpatch import git as kgit
+from kpatch.cli import main
+from kpatch.examples import make_example_project
+
+AUTHOR = {"GIT_AUTHOR_NAME": "Up Stream", "GIT_AUTHOR_EMAIL": "up@example.invalid",
+          "GIT_COMMITTER_NAME": "Up Stream", "GIT_COMMITTER_EMAIL": "up@example.invalid"}
+
+
+def git(cwd: Path, *args: str, date: int = 0) -> str:
+    env = {**os.environ, **AUTHOR, "GIT_AUTHOR_DATE": f"@{1_700_000_000 + date} +0000",
+           "GIT_COMMITTER_DATE": f"@{1_700_000_000 + date} +0000"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@dataclass
+class Project:
+    root: Path
+    kernels: Path
+    app: Path
+    kernels_base: str
+    app_base: str
+
+    @property
+    def workdir(self) -> Path:
+        return self.root / "work"
+
+    def run(self, *args: str) -> Result:
+        old = Path.cwd()
+        os.chdir(self.root)
+        try:
+            return CliRunner().invoke(main, list(args), catch_exceptions=False)
+        finally:
+            os.chdir(old)
+
+    def snapshot(self) -> dict[str, str]:
+        """Hash of every file in the project and worktrees (git internals excluded): 'nothing changed' checks."""
+        result = {}
+        for path in sorted(self.root.rglob("*")):
+            if path.is_file() and ".git" not in path.parts:
+                result[str(path.relative_to(self.root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        for tree in (self.workdir / "kernels", self.workdir / "app"):
+            if tree.exists():
+                result[f"HEAD:{tree.name}"] = kgit.head(tree)
+        return result
+
+
+def make_project(tmp_path: Path) -> Project:
+    example = make_example_project(tmp_path)
+    return Project(root=example.root, kernels=example.kernels, app=example.app,
+                   kernels_base=example.kernels_base, app_base=example.app_base)
