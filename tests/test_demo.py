@@ -22,7 +22,9 @@ def test_demo_runs_offline_and_round_trips(tmp_path: Path) -> None:
 
 
 def test_demo_refuses_a_folder_in_use(tmp_path: Path) -> None:
-    (tmp_path / "keep.txt").write_text("mine")
-    result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path)])
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "keep.txt").write_text("mine")
+    result = CliRunner().invoke(main, ["demo", "--dir", str(used)])
     assert result.exit_code == ExitCode.BAD_INPUT and "is not empty" in result.stderr
-    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+    assert [p.name for p in used.iterdir()] == ["keep.txt"]
