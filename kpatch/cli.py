@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.table import Table
 
 from kpatch import __version__, config
 from kpatch.errors import ExitCode, KpatchError, UsageError
@@ -177,6 +176,8 @@ def demo_(folder: str | None, json_mode: bool) -> None:
 
 
 def _print_status(ui: UI, reports: Any) -> None:
+    from rich.table import Table
+
     for report in reports:
         behind = "?" if report.behind is None else str(report.behind)
         ui.line(f"[bold]{escape(report.name)}[/]  {escape(report.url)} ({escape(report.branch)})")

@@ -72,7 +72,8 @@ def fetch_mirror(mirror: Path, url: str, upstream: str, retry_delay: float = 1.0
 
 def resolve(repo: Path, ref: str) -> str | None:
     """The commit SHA `ref` names in `repo` (full SHA, tag, branch, or other rev), or None."""
-    for candidate in (f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
+    candidates = (ref,) if re.fullmatch(r"[0-9a-f]{40}", ref) else (f"refs/tags/{ref}", f"refs/heads/{ref}", ref)
+    for candidate in candidates:
         proc = run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"], repo,
                    check=False)
         if proc.returncode == 0:
@@ -126,9 +127,13 @@ def dirty_files(path: Path) -> list[str]:
 
 def operation_in_progress(path: Path) -> str | None:
     """'am', 'rebase', 'merge' or 'cherry-pick' when the worktree is in the middle of one."""
-    for marker, name in (("rebase-apply", "am"), ("rebase-merge", "rebase"), ("MERGE_HEAD", "merge"),
-                         ("CHERRY_PICK_HEAD", "cherry-pick")):
-        if Path(out(["rev-parse", "--path-format=absolute", "--git-path", marker], path)).exists():
+    markers = (("rebase-apply", "am"), ("rebase-merge", "rebase"), ("MERGE_HEAD", "merge"),
+               ("CHERRY_PICK_HEAD", "cherry-pick"))
+    args = ["rev-parse", "--path-format=absolute"]
+    for marker, _ in markers:
+        args += ["--git-path", marker]
+    for location, (_, name) in zip(out(args, path).splitlines(), markers, strict=True):
+        if Path(location).exists():
             return name
     return None
 
@@ -153,9 +158,12 @@ def am(path: Path, patches: Sequence[Path], on_progress: Callable[[int], None]) 
     started = time.monotonic()
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen(["git", *args], cwd=path, stdout=stdout, stderr=stderr, env=_env(_am_env()))
-        while proc.poll() is None:
-            _report(state, on_progress)
-            time.sleep(0.05)
+        while True:
+            try:
+                proc.wait(timeout=0.05)
+                break
+            except subprocess.TimeoutExpired:
+                _report(state, on_progress)
         stdout.seek(0)
         stderr.seek(0)
         out_text, err_text = _text(stdout.read()), _text(stderr.read())

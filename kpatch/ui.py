@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.markup import escape
 
 log = logging.getLogger("kpatch")
 
@@ -46,7 +45,7 @@ class UI:
         log.error(message)
         self.err.print(f"[bold red]error:[/] {escape(message)}")
 
-    def table(self, table: Table) -> None:
+    def table(self, table: Any) -> None:
         self.out.print(table)
 
     def line(self, text: str) -> None:
@@ -62,16 +61,12 @@ class UI:
         if self.quiet or self.json_mode or not self.err.is_terminal:
             yield lambda done: None
             return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=self.err, transient=True) as bar:
             task = bar.add_task(description, total=total)
             yield lambda done: bar.update(task, completed=done)
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
 
 
 def setup_logging(log_dir: Path, command: str) -> Path:
