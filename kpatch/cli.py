@@ -114,6 +114,35 @@ def apply_(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool) ->
     return int(ExitCode.CONFLICT) if result.conflict else 0
 
 
+@main.command("rebase")
+@click.option("--onto", multiple=True, metavar="NAME=REF", help="Rebase NAME onto REF (default: its branch head).")
+@click.option("--force", is_flag=True, help="Allow a new base that is not a descendant of the pinned one.")
+@click.option("--continue", "continue_", is_flag=True, help="Go on after resolving a conflict (git add first).")
+@click.option("--abort", is_flag=True, help="Drop the rebase; kpatch.toml and patches/ stay as they were.")
+@kpatch_command
+def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, abort: bool) -> int:
+    """Move every stack onto its upstream's new head, as one transaction: all stacks or none."""
+    from kpatch.commands import rebase as cmd
+
+    if continue_ and abort or (continue_ or abort) and (onto or force):
+        raise UsageError("--continue and --abort go alone")
+    ws = ctx.workspace()
+    if abort:
+        names = cmd.abort_rebase(ws, ctx.ui)
+        if ctx.ui.json_mode:
+            ctx.ui.json({"aborted": names})
+        return 0
+    if continue_:
+        result = cmd.continue_rebase(ws, ctx.ui)
+    else:
+        result = cmd.rebase(ws, ctx.ui, config.parse_assignments(onto, "--onto"), force=force)
+    if ctx.ui.json_mode:
+        ctx.ui.json({"committed": result.committed, "github": result.github, "stacks": result.stacks})
+    else:
+        _print_rebase(ctx.ui, result)
+    return int(ExitCode.CONFLICT) if result.conflict else 0
+
+
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")
@@ -190,6 +219,33 @@ def _print_status(ui: UI, reports: Any) -> None:
         ui.table(table)
         if report.unexported:
             ui.line(f"  {report.unexported} worktree commit(s) not in the patch files: run 'kpatch export'")
+
+
+def _print_rebase(ui: UI, result: Any) -> None:
+    from rich.table import Table
+
+    for stack in result.stacks:
+        moved = f"{stack.old_base[:12]} -> {stack.new_base[:12]}"
+        ui.line(f"[bold]{escape(stack.name)}[/]  {moved}  ({stack.outcome.value})")
+        table = Table("patch", "class", "why", box=None, pad_edge=False)
+        for patch in stack.patches:
+            why = patch.why
+            if patch.culprit:
+                c = patch.culprit
+                why = (f"broken by {c.sha[:12]} \"{c.subject}\" ({c.author}, {c.date}); "
+                       f"found in {c.trials} trial applies over {c.commits} commits")
+            if patch.hunks:
+                why += " [" + ", ".join(p + (f":{line}" if line else "") for p, line in patch.hunks) + "]"
+            table.add_row(escape(patch.name), patch.klass.value, escape(why))
+        ui.table(table)
+    if result.github:
+        ui.line(f"note: {escape(result.github)}")
+    if result.conflict:
+        ui.error(f"patch {result.conflict.name} conflicts: nothing was written to kpatch.toml or patches/")
+        ui.err.print("  resolve it in work/.rebase/<name>, 'git add', then 'kpatch rebase --continue' "
+                     "(or 'kpatch rebase --abort')")
+    elif result.committed:
+        ui.line("kpatch.toml and patches/ updated; review with 'git diff'")
 
 
 def _print_apply(ui: UI, result: Any) -> None:

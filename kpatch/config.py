@@ -191,3 +191,22 @@ def _key_line(lines: list[str], start: int, end: int, key: str) -> int:
         if pattern.match(lines[number - 1]):
             return number
     return start
+
+
+def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
+    """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    headers = [i for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[[upstream]]"]
+    result = list(lines)
+    for number, start in enumerate(headers):
+        end = headers[number + 1] if number + 1 < len(headers) else len(lines)
+        block = range(start, end)
+        name = next((tomllib.loads(lines[i])["name"] for i in block if re.match(r"^\s*name\s*=", lines[i])), None)
+        if name is None or name not in bases:
+            continue
+        for i in block:
+            if re.match(r"^\s*base\s*=", lines[i]):
+                result[i] = f'base = "{bases[name]}"\n'
+            elif re.match(r"^\s*\"?base-commit\"?\s*=", lines[i]):
+                result[i] = ""
+    return "".join(result).encode("utf-8")

@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from kpatch.errors import FailedHunk, GitError, UpstreamError
@@ -206,6 +207,14 @@ def patch_ids(repo: Path, diff_text: bytes) -> list[str]:
     return [line.split()[0] for line in text.splitlines() if line]
 
 
+def file_patch_ids(repo: Path, files: Sequence[Path]) -> list[str | None]:
+    """The stable patch-id of each patch file (None for one git finds no diff in), in one call when it can."""
+    ids = patch_ids(repo, b"".join(f.read_bytes() for f in files)) if files else []
+    if len(ids) == len(files):
+        return list(ids)
+    return [next(iter(patch_ids(repo, f.read_bytes())), None) for f in files]
+
+
 def commit_patch_ids(repo: Path, base: str, tip: str) -> dict[str, str]:
     """{commit SHA: stable patch-id} for base..tip, in one log + one patch-id call."""
     diff = run(["log", "-p", "--no-color", "--no-ext-diff", "--format=commit %H", f"{base}..{tip}"], repo,
@@ -296,3 +305,113 @@ def write_patches(repo: Path, base: str, folder: Path) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     listing = out([*FORMAT_PATCH, "--output-directory", str(folder), f"{base}..HEAD"], repo, env=_isolated())
     return [Path(line).name for line in listing.splitlines() if line]
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    subject: str
+    author: str
+    date: str
+
+
+class Step(Enum):
+    """What one `git am -3` of one patch did."""
+
+    CLEAN = "clean"
+    THREE_WAY = "three-way"
+    EMPTY = "empty"  # the patch changes nothing any more: its content is already upstream
+    CONFLICT = "conflict"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    step: Step
+    rerere: bool  # a recorded resolution resolved the conflict
+    hunks: tuple[FailedHunk, ...]
+
+
+def is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    return run(["merge-base", "--is-ancestor", older, newer], repo, check=False).returncode == 0
+
+
+def first_parent_range(repo: Path, since: str, until: str) -> list[str]:
+    """Commits of since..until along the first-parent line, oldest first: the order bisection walks."""
+    return out(["rev-list", "--first-parent", "--reverse", f"{since}..{until}"], repo).split()
+
+
+def commit_info(repo: Path, sha: str) -> CommitInfo:
+    text = out(["show", "--no-patch", "--format=%H%x00%s%x00%an <%ae>%x00%aI", sha], repo)
+    full, subject, author, date = text.split("\0")
+    return CommitInfo(sha=full, subject=subject, author=author, date=date)
+
+
+def range_patch_ids(repo: Path, since: str, until: str, paths: Sequence[str]) -> dict[str, str]:
+    """{stable patch-id: commit} for the commits of since..until that touch `paths` (only those are hashed)."""
+    if not paths:
+        return {}
+    diff = run(["log", "-p", "--no-color", "--no-ext-diff", "--no-renames", "--format=commit %H",
+                f"{since}..{until}", "--", *paths], repo, env=_isolated()).stdout
+    text = _text(run(["patch-id", "--stable"], repo, stdin=diff).stdout)
+    ids: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            ids.setdefault(parts[0], parts[1])
+    return ids
+
+
+def last_commit_touching(repo: Path, since: str, until: str, paths: Sequence[str]) -> str | None:
+    found = out(["log", "-1", "--format=%H", f"{since}..{until}", "--", *paths], repo) if paths else ""
+    return found or None
+
+
+def applies_at(repo: Path, commit: str, patches: Sequence[Path]) -> bool:
+    """Would `patches`, in order, apply (3-way, like `git am -3`) onto `commit`? Uses a throwaway index only."""
+    with tempfile.TemporaryDirectory(prefix="kpatch-trial-") as folder:
+        env = {**_isolated(), "GIT_INDEX_FILE": str(Path(folder) / "index")}
+        run(["read-tree", commit], repo, env=env)
+        for patch in patches:
+            proc = run(["-c", "rerere.enabled=false", "apply", "--cached", "--3way", str(patch)], repo,
+                       env=env, check=False)
+            if proc.returncode != 0:
+                return False
+    return True
+
+
+def enable_rerere(repo: Path) -> Path:
+    """Turn on rerere (with autoupdate) for `repo` and its worktrees; return its rr-cache folder."""
+    run(["config", "rerere.enabled", "true"], repo)
+    run(["config", "rerere.autoupdate", "true"], repo)
+    return Path(out(["rev-parse", "--path-format=absolute", "--git-common-dir"], repo)) / "rr-cache"
+
+
+def am_one(path: Path, patch: Path) -> StepResult:
+    """`git am -3` of one patch; a conflict that rerere resolved completely is continued automatically."""
+    before = head(path)
+    proc = run(["am", "-3", "--keep-non-patch", "--committer-date-is-author-date", "--no-gpg-sign", str(patch)],
+               path, check=False, env=_am_env())
+    output = _text(proc.stdout) + _text(proc.stderr)
+    three_way = "Falling back to patching base and 3-way merge" in output
+    if proc.returncode == 0:
+        if head(path) == before:
+            return StepResult(Step.EMPTY, False, ())
+        return StepResult(Step.THREE_WAY if three_way else Step.CLEAN, False, ())
+    if operation_in_progress(path) != "am":
+        raise GitError(["git", "am", str(patch)], proc.returncode, _text(proc.stdout), _text(proc.stderr))
+    unmerged = out(["diff", "--name-only", "--diff-filter=U"], path)
+    if "using previous resolution" in output and not unmerged:
+        resumed = run(["am", "--continue"], path, check=False, env=_am_env())
+        if resumed.returncode == 0:
+            return StepResult(Step.THREE_WAY, True, ())
+    return StepResult(Step.CONFLICT, False, _failed_hunks(path, output))
+
+
+def am_resume(path: Path) -> StepResult:
+    """`git am --continue` after a person resolved the conflict (rerere records the resolution)."""
+    before = head(path)
+    proc = run(["am", "--continue"], path, check=False, env=_am_env())
+    if proc.returncode != 0:
+        output = _text(proc.stdout) + _text(proc.stderr)
+        return StepResult(Step.CONFLICT, False, _failed_hunks(path, output))
+    return StepResult(Step.THREE_WAY if head(path) != before else Step.EMPTY, False, ())

@@ -38,7 +38,8 @@ def load_all_series(stack: Stack) -> dict[str, Series]:
                 if ref.upstream not in allowed:
                     raise SeriesError(f"{where}: Requires {ref} but {upstream.name!r} does not require "
                                       f"{ref.upstream!r} in {stack.path.name}")
-                if ref.patch not in all_series[ref.upstream].names():
+                target = all_series[ref.upstream]
+                if ref.patch not in target.names() and ref.patch not in target.dropped:
                     raise SeriesError(f"{where}: Requires {ref}, which is not in {ref.upstream}'s series")
     return all_series
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from enum import Enum
 from pathlib import Path, PurePosixPath
@@ -17,6 +17,7 @@ _HEADER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 _TRAILER = re.compile(r"^(Upstream-Status|Upstream-PR|Requires):\s*(.*?)\s*$", re.IGNORECASE)
 _PR = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[1-9][0-9]*$")
 _SERIES_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.patch$")
+_DROPPED = re.compile(r"^#\s*dropped\s+(\S+\.patch):\s*(.*?)\s*$")
 _PATH_LINE = re.compile(r"^(?:--- |\+\+\+ |rename from |rename to |copy from |copy to )(.*)$")
 
 
@@ -66,6 +67,7 @@ class Series:
     upstream: str
     folder: Path
     patches: tuple[Patch, ...]
+    dropped: dict[str, str] = field(default_factory=dict)  # patch name -> why (`# dropped NAME: why` lines)
 
     def names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.patches)
@@ -97,7 +99,16 @@ def load_series(upstream: str, folder: Path) -> Series:
         if not path.is_file():
             raise SeriesError(f"{series_file}:{number}: patch file {name} does not exist")
         patches.append(parse_patch(path))
-    return Series(upstream=upstream, folder=folder, patches=tuple(patches))
+    return Series(upstream=upstream, folder=folder, patches=tuple(patches), dropped=parse_dropped(text))
+
+
+def parse_dropped(text: str) -> dict[str, str]:
+    """`# dropped NAME.patch: why` comment lines: patches a rebase found upstream and removed."""
+    return {m.group(1): m.group(2) for m in map(_DROPPED.match, text.splitlines()) if m}
+
+
+def dropped_line(name: str, why: str) -> str:
+    return f"# dropped {name}: {why}\n"
 
 
 def parse_series_text(text: str, where: str) -> dict[str, int]:

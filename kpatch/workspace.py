@@ -68,6 +68,14 @@ class Workspace:
         return self.workdir / ".kpatch-state.json"
 
     @property
+    def rebase_state_file(self) -> Path:
+        return self.workdir / ".kpatch-rebase.json"
+
+    @property
+    def rebase_journal(self) -> Path:
+        return self.workdir / ".kpatch-rebase.journal"
+
+    @property
     def previous_state_file(self) -> Path:
         return self.workdir / ".kpatch-state.previous.json"
 

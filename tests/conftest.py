@@ -21,6 +21,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     monkeypatch.delenv("KPATCH_CACHE_DIR", raising=False)
     for key in [k for k in os.environ if k.startswith("KPATCH_URL_")]:
         monkeypatch.delenv(key)
+    # GitHub is never reached from tests: a closed loopback port, unless a test starts its fake server.
+    monkeypatch.setenv("KPATCH_GITHUB_API", "http://127.0.0.1:9")
+    monkeypatch.delenv("KPATCH_OFFLINE", raising=False)
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
     (home / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.invalid\n"
                                      "[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n")

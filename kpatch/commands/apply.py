@@ -41,6 +41,9 @@ class ApplyResult:
 
 def apply(ws: Workspace, ui: UI, onto: Mapping[str, str]) -> ApplyResult:
     """Apply every stack from scratch onto its base (or `--onto` ref); stop a stack at its first conflict."""
+    if ws.rebase_state_file.exists() or ws.rebase_journal.exists():
+        raise WorktreeError("a rebase is in progress (or was interrupted): run 'kpatch rebase --continue' "
+                            "or 'kpatch rebase --abort' first")
     state = ws.read_state()
     if state is not None and state.in_progress:
         raise WorktreeError(f"an apply is stopped at a conflict in {ws.workdir}: fix it and run "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -10,7 +10,7 @@ from pathlib import Path
 from kpatch import git
 from kpatch.errors import WorktreeError
 from kpatch.plan import Item, resolve_items
-from kpatch.series import SERIES, parse_patch_text
+from kpatch.series import SERIES, Series, dropped_line, parse_dropped, parse_patch_text
 from kpatch.ui import UI
 from kpatch.workspace import Workspace, write_atomic
 
@@ -69,7 +69,6 @@ def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expor
 
 
 def _render(item: Item, base: str | None) -> tuple[dict[Path, bytes], bytes]:
-    """The patch files and series text the worktree's commits give, reusing existing file names."""
     worktree = item.worktree
     if not worktree.exists():
         raise WorktreeError(f"no worktree for {item.upstream.name} at {worktree}: run 'kpatch apply' first")
@@ -78,19 +77,27 @@ def _render(item: Item, base: str | None) -> tuple[dict[Path, bytes], bytes]:
         raise WorktreeError(f"worktree {worktree} is in the middle of a git {busy}; finish it first")
     if base is None:
         raise WorktreeError(f"base of {item.upstream.name} is unknown: run 'kpatch apply' first")
+    return render(worktree, base, item.series, item.series.dropped)
+
+
+def render(worktree: Path, base: str, series: Series, dropped: Mapping[str, str]) -> tuple[dict[Path, bytes], bytes]:
+    """The patch files and series text that base..HEAD of `worktree` give, reusing the series' file names."""
     texts = git.format_patches(worktree, base)
-    old = list(item.series.patches)
-    folder = item.upstream.patches
+    old = list(series.patches)
     files: dict[Path, bytes] = {}
     for index, data in enumerate(texts):
         subject = parse_patch_text(data.decode("utf-8", "replace"), Path("<export>")).subject
+        same = next((p for p in old if p.subject == subject and series.folder / p.name not in files), None)
         if index < len(old) and old[index].subject == subject:
             name = old[index].name
+        elif same is not None:
+            name = same.name
         else:
             name = _fresh_name(index, subject, {p.name for p in old} | {p.name for p in files})
-        files[folder / name] = data
-    header = _header_comments(folder / SERIES)
-    series_text = header + "".join(f"{p.name}\n" for p in files)
+        files[series.folder / name] = data
+    header = _header_comments(series.folder / SERIES)
+    notes = "".join(dropped_line(name, why) for name, why in dropped.items())
+    series_text = header + notes + "".join(f"{p.name}\n" for p in files)
     return files, series_text.encode()
 
 
@@ -130,5 +137,6 @@ def _header_comments(series: Path) -> str:
     for line in series.read_text(encoding="utf-8").splitlines(keepends=True):
         if not line.startswith("#"):
             break
-        lines.append(line)
+        if not parse_dropped(line):
+            lines.append(line)
     return "".join(lines)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from kpatch import git
 from kpatch.plan import Item, resolve_items
-from kpatch.series import Patch
 from kpatch.ui import UI
 from kpatch.workspace import Outcome, UpstreamState, Workspace
 
@@ -77,7 +76,7 @@ def _patch_states(item: Item, base: str | None, entry: UpstreamState | None) -> 
         return [PatchState.NOT_APPLIED] * len(patches), 0
     in_tree = git.commit_patch_ids(item.worktree, base, "HEAD")
     subjects = set(git.out(["log", "--format=%s", f"{base}..HEAD"], item.worktree).splitlines())
-    ids = _file_patch_ids(item.worktree, patches)
+    ids = git.file_patch_ids(item.worktree, [p.path for p in patches])
     states = []
     for patch, pid in zip(patches, ids, strict=True):
         if pid in in_tree.values():
@@ -88,11 +87,3 @@ def _patch_states(item: Item, base: str | None, entry: UpstreamState | None) -> 
             states.append(PatchState.NOT_APPLIED)
     unexported = len(set(in_tree.values()) - set(ids))
     return states, unexported
-
-
-def _file_patch_ids(repo: Path, patches: tuple[Patch, ...]) -> list[str | None]:
-    joined = b"".join(p.path.read_bytes() for p in patches)
-    ids = git.patch_ids(repo, joined) if patches else []
-    if len(ids) == len(patches):
-        return list(ids)
-    return [next(iter(git.patch_ids(repo, p.path.read_bytes())), None) for p in patches]

@@ -1,0 +1,187 @@
+"""kpatch rebase on real repositories: classes, the culprit, one transaction, recorded resolutions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fake_github import fake_github
+from rebase_repos import CULPRIT_INDEX, FILES, RebaseProject, make_rebase_project, replace_line
+
+from kpatch import git as kgit
+from kpatch.errors import ExitCode
+
+
+@pytest.fixture
+def rp(tmp_path: Path) -> RebaseProject:
+    return make_rebase_project(tmp_path)
+
+
+def classes(payload: dict, stack: str) -> list[str]:
+    return [p["klass"] for p in next(s for s in payload["stacks"] if s["name"] == stack)["patches"]]
+
+
+def resolve_c(rp: RebaseProject) -> None:
+    tree = rp.root / "work" / ".rebase" / "kernels"
+    (tree / "c.txt").write_text(replace_line(FILES["c"], 15, "c line 15 rewritten upstream, fixed by us"))
+    kgit.run(["add", "c.txt"], tree)
+
+
+def test_conflict_names_the_culprit_and_writes_nothing(rp: RebaseProject) -> None:
+    before = rp.tracked()
+    result = rp.run("rebase", "--json")
+    assert result.exit_code == ExitCode.CONFLICT, result.output
+    payload = json.loads(result.stdout)
+    assert classes(payload, "kernels") == ["upstream", "upstream", "conflict", "not tried"]
+    assert classes(payload, "app") == ["not tried", "not tried"]
+    kernels = payload["stacks"][0]
+    assert "same patch-id as upstream" in kernels["patches"][0]["why"]
+    assert "empty after a 3-way apply" in kernels["patches"][1]["why"]
+    culprit = kernels["patches"][2]["culprit"]
+    assert culprit["sha"] == rp.culprit and culprit["subject"] == "Rewrite c"
+    assert culprit["commits"] == 70 and culprit["trials"] <= 7
+    assert kernels["patches"][2]["hunks"][0][0] == "c.txt"
+    assert "GitHub unreachable" in payload["github"]
+    assert payload["committed"] is False
+    assert rp.tracked() == before  # kpatch.toml and patches/ byte-identical
+    human = rp.run("rebase")
+    assert human.exit_code == ExitCode.WORKTREE and "--continue" in human.stderr  # a rebase is in progress
+    assert rp.run("apply").exit_code == ExitCode.WORKTREE
+    assert rp.run("rebase", "--abort").exit_code == 0
+    assert rp.tracked() == before and not (rp.root / "work" / ".rebase" / "kernels").exists()
+
+
+def test_continue_commits_everything_in_one_step(rp: RebaseProject) -> None:
+    assert rp.run("rebase").exit_code == ExitCode.CONFLICT
+    resolve_c(rp)
+    result = rp.run("rebase", "--continue", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert classes(payload, "kernels") == ["upstream", "upstream", "three-way", "clean"]
+    assert classes(payload, "app") == ["clean", "clean"]
+    app_why = payload["stacks"][1]["patches"][0]["why"]
+    assert app_why == "requires kernels/0001-Fix-a.patch, which is now upstream"
+    assert payload["committed"] is True
+    toml = (rp.root / "kpatch.toml").read_text()
+    assert f'base = "{rp.kernels_new}"' in toml and f'base = "{kgit.head(rp.app)}"' in toml
+    series = (rp.root / "patches" / "kernels" / "series").read_text()
+    assert "# dropped 0001-Fix-a.patch: upstream (same patch-id" in series
+    assert "# dropped 0002-Fix-b.patch: upstream (empty after a 3-way apply" in series
+    assert not (rp.root / "patches" / "kernels" / "0001-Fix-a.patch").exists()
+    assert "rewritten upstream, fixed by us" in (rp.root / "patches" / "kernels" / "0003-Fix-c.patch").read_text()
+    assert list((rp.root / "patches" / ".rerere" / "kernels").glob("*/postimage"))
+    # The refreshed stacks apply and export byte-identically on the new bases.
+    assert rp.run("apply").exit_code == 0
+    assert rp.run("export", "--check").exit_code == 0
+    assert rp.run("status", "--json").exit_code == 0
+
+
+def test_recorded_resolution_resolves_the_next_rebase(rp: RebaseProject, tmp_path: Path) -> None:
+    before = rp.tracked()
+    assert rp.run("rebase").exit_code == ExitCode.CONFLICT
+    resolve_c(rp)
+    assert rp.run("rebase", "--continue").exit_code == 0
+    recorded = rp.root / "patches" / ".rerere"
+    # Back to the old bases and stacks, keeping only the recorded resolution; a fresh cache and work folder.
+    kept = tmp_path / "rerere-copy"
+    shutil.copytree(recorded, kept)
+    shutil.rmtree(rp.root / "patches")
+    shutil.rmtree(rp.root / "work")
+    for name, data in before.items():
+        (rp.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (rp.root / name).write_bytes(data)
+    shutil.copytree(kept, recorded)
+    again = rp.run("rebase", "--json", "--cache-dir", str(tmp_path / "fresh-cache"))
+    assert again.exit_code == 0, again.output
+    payload = json.loads(again.stdout)
+    assert classes(payload, "kernels") == ["upstream", "upstream", "three-way", "clean"]
+    assert payload["stacks"][0]["patches"][2]["why"] == "conflict resolved by a recorded resolution"
+
+
+def test_onto_unknown_ref_and_backwards(rp: RebaseProject) -> None:
+    before = rp.tracked()
+    bad = rp.run("rebase", "--onto", "kernels=nope")
+    assert bad.exit_code == ExitCode.UPSTREAM and "'nope' is not a commit, tag or branch" in bad.stderr
+    assert rp.run("rebase", "--onto", f"kernels={rp.kernels_new}").exit_code == ExitCode.CONFLICT
+    assert rp.run("rebase", "--abort").exit_code == 0
+    back = kgit.out(["rev-list", "--max-parents=0", "HEAD"], rp.kernels)
+    toml = rp.root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace(kgit.out(["rev-parse", "HEAD~70"], rp.kernels),
+                                             kgit.out(["rev-parse", "HEAD~10"], rp.kernels)))
+    moved = rp.tracked()
+    backwards = rp.run("rebase", "--onto", f"kernels={back}")
+    assert backwards.exit_code == ExitCode.BAD_INPUT and "goes backwards past the base" in backwards.stderr
+    assert "--force" in backwards.stderr
+    assert rp.tracked() == moved
+    assert before != moved
+
+
+def test_fetch_failure_changes_nothing(rp: RebaseProject, tmp_path: Path) -> None:
+    before = rp.tracked()
+    result = rp.run("rebase", "--url", f"app={tmp_path / 'gone'}")
+    assert result.exit_code == ExitCode.UPSTREAM and "upstream app: cannot fetch" in result.stderr
+    assert rp.tracked() == before
+    assert not (rp.root / "work" / ".kpatch-rebase.json").exists()
+
+
+def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject) -> None:
+    """A real SIGKILL while the kernels stack is being rebased; the next command offers --continue/--abort."""
+    state = rp.root / "work" / ".kpatch-rebase.json"
+    proc = subprocess.Popen([sys.executable, "-m", "kpatch", "rebase"], cwd=rp.root, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert state.exists(), "the rebase finished before it could be killed"
+    again = rp.run("rebase")
+    assert again.exit_code == ExitCode.WORKTREE
+    assert "'kpatch rebase --continue' or 'kpatch rebase --abort'" in again.stderr
+    cont = rp.run("rebase", "--continue", "--json")
+    assert cont.exit_code in (0, ExitCode.CONFLICT), cont.output
+    assert classes(json.loads(cont.stdout), "kernels")[2] == "conflict"
+    resolve_c(rp)
+    assert rp.run("rebase", "--continue").exit_code == 0
+
+
+def test_culprit_index_is_the_upstream_commit(rp: RebaseProject) -> None:
+    """The fixture's culprit is commit number CULPRIT_INDEX after the base."""
+    commits = kgit.first_parent_range(rp.kernels, kgit.out(["rev-parse", "HEAD~70"], rp.kernels), "HEAD")
+    assert commits[CULPRIT_INDEX - 1] == rp.culprit
+
+
+def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(c): Fix c's PR is merged upstream (as the commit that rewrote its line), so it is dropped, not a conflict."""
+    patch = rp.root / "patches" / "kernels" / "0003-Fix-c.patch"
+    patch.write_text(patch.read_text().replace("Upstream-Status: pending\n",
+                                               "Upstream-Status: submitted\nUpstream-PR: up/kernels#13\n", 1))
+    with fake_github() as fake:
+        fake.pulls["up/kernels#13"] = {"merged": True, "merge_commit_sha": rp.culprit}
+        fake.pulls["up/kernels#11"] = {"merged": False, "merge_commit_sha": None}
+        monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
+        result = rp.run("rebase", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["github"] is None
+    assert classes(payload, "kernels") == ["upstream", "upstream", "upstream", "clean"]
+    assert payload["stacks"][0]["patches"][2]["why"] == f"up/kernels#13 is merged upstream as {rp.culprit[:12]}"
+    assert sorted(fake.requests) == ["/repos/up/kernels/pulls/11", "/repos/up/kernels/pulls/13"]
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_github_server_errors_degrade(rp: RebaseProject, monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+    with fake_github() as fake:
+        fake.status = status
+        monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
+        result = rp.run("rebase", "--json")
+    assert result.exit_code == ExitCode.CONFLICT, result.output  # the rebase itself goes on as usual
+    payload = json.loads(result.stdout)
+    assert payload["github"] == f"GitHub unavailable ({fake.url} answered {status}): Upstream-PR states not checked"
+    assert f"warning: GitHub unavailable ({fake.url} answered {status})" in result.stderr
