@@ -63,6 +63,8 @@ def fetch_mirror(mirror: Path, url: str, upstream: str, retry_delay: float = 1.0
         proc = run(["fetch", "--quiet", "--prune", "--no-write-fetch-head", url, *refspecs], mirror, check=False,
                    env={"GIT_TERMINAL_PROMPT": "0"})
         if proc.returncode == 0:
+            # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
+            run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"], mirror)
             return
         last = (_text(proc.stderr).strip().splitlines() or ["no output"])[-1]
         log.warning("fetch %s from %s failed (try %d/%d): %s", upstream, url, attempt, FETCH_TRIES, last)
