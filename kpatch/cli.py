@@ -143,6 +143,32 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
     return int(ExitCode.CONFLICT) if result.conflict else 0
 
 
+@main.command("build-wheels")
+@click.option("--backend", type=click.Choice(["docker"]), default="docker", show_default=True,
+              help="Where the build steps run (docker: local engine or DOCKER_HOST).")
+@click.option("--image", metavar="REF", help="Build in this existing image instead of building docker/Dockerfile.")
+@click.option("--base-image", metavar="REF", help="BASE_IMAGE for docker/Dockerfile (default: Intel oneAPI).")
+@click.option("--out", type=click.Path(file_okay=False), default="dist", show_default=True,
+              help="Where the wheel pair and pylock.toml go.")
+@kpatch_command
+def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str | None, out: str) -> int:
+    """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
+    from kpatch.commands import build_wheels as cmd
+
+    if image and base_image:
+        raise UsageError("--image and --base-image go alone")
+    ws = ctx.workspace()
+    result = cmd.build_wheels(ws, ctx.ui, image=image, base_image=base_image, out=Path(out).resolve())
+    if ctx.ui.json_mode:
+        ctx.ui.json(result)
+        return 0
+    for wheel in result.wheels:
+        ctx.ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}")
+    ctx.ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
+                f"{result.containers} build container(s) started)")
+    return 0
+
+
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")

@@ -15,7 +15,17 @@ CONFIG_NAME = "kpatch.toml"
 CONFIG_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires"}
+_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires", "build"}
+_BUILD_KEYS = {"command", "env", "pin-files"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Build:
+    """How the upstream's wheel is built inside the build container ([upstream.build])."""
+
+    command: str  # run in the source copy; the wheel must land in $KPATCH_OUT
+    env: tuple[tuple[str, str], ...] = ()
+    pin_files: tuple[str, ...] = ()  # requirement files whose pins on required upstreams' wheels are rewritten
 _REQUIRED = ("name", "url", "branch", "base", "patches")
 
 
@@ -31,6 +41,7 @@ class Upstream:
     patches: Path  # absolute folder holding `series` and the patch files
     requires: tuple[str, ...]
     line: int  # line of its [[upstream]] header in kpatch.toml
+    build: Build | None = None
     url_overridden: bool = False
 
     @property
@@ -166,8 +177,30 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
         raise ConfigError(f"{path}:{_key_line(lines, start, end, 'patches')}: 'patches' must stay inside {path.parent}")
     return Upstream(
         name=name, url=table["url"], branch=table["branch"], base=table["base"], base_commit=base_commit,
-        patches=patches, requires=tuple(requires), line=start,
+        patches=patches, requires=tuple(requires), line=start, build=_build(path, lines, start, end, table),
     )
+
+
+def _build(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> Build | None:
+    build = table.get("build")
+    if build is None:
+        return None
+    line = next((n for n in range(start, min(end, len(lines) + 1)) if "build" in lines[n - 1]), start)
+    where = f"{path}:{line}"
+    if not isinstance(build, dict):
+        raise ConfigError(f"{where}: 'build' must be a table")
+    for key in build:
+        if key not in _BUILD_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} in [upstream.build]")
+    if not isinstance(build.get("command"), str) or not build["command"].strip():
+        raise ConfigError(f"{where}: [upstream.build] needs a non-empty 'command'")
+    env = build.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise ConfigError(f"{where}: [upstream.build] 'env' must be a table of strings")
+    pins = build.get("pin-files", [])
+    if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
+        raise ConfigError(f"{where}: [upstream.build] 'pin-files' must be a list of paths")
+    return Build(command=build["command"], env=tuple(sorted(env.items())), pin_files=tuple(pins))
 
 
 def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:

@@ -28,6 +28,11 @@ KERNEL_FILES = {
     "csrc/layernorm.cpp": "".join(f"// layernorm kernel line {i}\n" for i in range(40)),
     "vllm_xpu_kernels/__init__.py": "__version__ = '0.1.0'\n",
     "tests/test_cache.py": "def test_cache():\n    assert True\n",
+    # Built like the real kernels (setup.py bdist_wheel, an abi3 platform wheel) but in a second.
+    "setup.py": "import os\nfrom setuptools import Distribution, setup\n\n\n"
+                "class Binary(Distribution):\n    def has_ext_modules(self):\n        return True\n\n\n"
+                "setup(name='vllm-xpu-kernels', version=os.environ.get('SETUPTOOLS_SCM_PRETEND_VERSION', '0.0.0'),\n"
+                "      packages=['vllm_xpu_kernels'], distclass=Binary)\n",
 }
 APP_FILES = {
     "app/__init__.py": "",
@@ -39,6 +44,12 @@ APP_FILES = {
     + "def block_table(t):\n    assert t.is_cuda\n    return t\n",
     "app/models/k3/nvidia/model.py": "class Model:\n    pass\n\n\nclass Linear:\n    pass\n",
     "README.md": "app\n",
+    "requirements/xpu.txt": "vllm-xpu-kernels==0.1.0\n",
+    "setup.py": "import os\nfrom setuptools import find_namespace_packages, setup\n\n"
+                "with open('requirements/xpu.txt') as f:\n"
+                "    requires = [line.strip() for line in f if line.strip() and not line.startswith('#')]\n\n"
+                "setup(name='app', version=os.environ.get('SETUPTOOLS_SCM_PRETEND_VERSION', '0.0.0'),\n"
+                "      packages=find_namespace_packages(include=['app', 'app.*']), install_requires=requires)\n",
 }
 KERNEL_CHANGES: list[Change] = [
     ({"csrc/kimi.cpp": "// kimi op\nvoid kimi() {}\n",
@@ -127,6 +138,10 @@ base = "v1.0"
 patches = "patches/app"
 requires = ["kernels"]
 
+[upstream.build]
+command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"
+pin-files = ["requirements/xpu.txt"]
+
 [[upstream]]
 name = "kernels"
 url = "{kernels}"
@@ -134,5 +149,8 @@ branch = "main"
 base = "{kernels_base}"
 patches = "patches/kernels"
 requires = []
+
+[upstream.build]
+command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"
 """, encoding="utf-8")
     return ExampleProject(root=project, kernels=kernels, app=app, kernels_base=kernels_base, app_base=app_base)

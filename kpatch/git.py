@@ -417,3 +417,17 @@ def am_resume(path: Path) -> StepResult:
         output = _text(proc.stdout) + _text(proc.stderr)
         return StepResult(Step.CONFLICT, False, _failed_hunks(path, output))
     return StepResult(Step.THREE_WAY if head(path) != before else Step.EMPTY, False, ())
+
+
+def archive(repo: Path, commit: str, prefix: str) -> bytes:
+    """A tar of the tracked files at `commit`, under `prefix` (what a build gets: no untracked files)."""
+    return run(["archive", "--format=tar", f"--prefix={prefix}", commit], repo, env=_isolated()).stdout
+
+
+def describe(repo: Path, commit: str) -> tuple[str, int] | None:
+    """(nearest tag, commits since it) for `commit`, or None when no tag is reachable."""
+    proc = run(["describe", "--tags", "--long", commit], repo, check=False)
+    if proc.returncode != 0:
+        return None
+    tag, count, _ = _text(proc.stdout).strip().rsplit("-", 2)
+    return tag, int(count)

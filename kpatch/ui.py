@@ -69,6 +69,29 @@ class UI:
             yield lambda done: bar.update(task, completed=done)
 
 
+class _Activity:
+    def __init__(self, ui: UI, description: str) -> None:
+        self.ui, self.description, self.status = ui, description, None
+
+    def __call__(self, line: str) -> None:
+        log.debug("%s | %s", self.description, line)
+        if self.status is not None:
+            self.status.update(f"{self.description}: {escape(line[-100:])}")
+
+
+@contextmanager
+def activity(ui: UI, description: str) -> Iterator[Callable[[str], None]]:
+    """A spinner showing the latest line of a long step (on a terminal); every line goes to the log file."""
+    ui.note(description)
+    reporter = _Activity(ui, description)
+    if ui.quiet or ui.json_mode or not ui.err.is_terminal:
+        yield reporter
+        return
+    with ui.err.status(description) as status:
+        reporter.status = status  # type: ignore[assignment]
+        yield reporter
+
+
 def setup_logging(log_dir: Path, command: str) -> Path:
     """Log everything of this run at debug level to a new file under `log_dir`; return its path."""
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,164 @@
+"""The only module that talks to the Docker engine (docker SDK): images, and containers that always go away.
+
+Files travel by archive (put_archive/get_archive), never by bind mount, so a remote engine (DOCKER_HOST,
+e.g. ssh:// to an XPU build host) works the same as a local one.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kpatch.errors import BuildError
+
+log = logging.getLogger("kpatch.docker")
+LABEL = "kpatch.build"  # on every container kpatch starts, so leftovers of a killed run can be found
+BUILD_UID = 10001
+TAIL = 15
+
+
+@dataclass(frozen=True)
+class Image:
+    reference: str
+    digest: str  # the image ID (sha256 of its config): what a build really ran in
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: int
+    log_tail: str
+
+
+class Engine:
+    def __init__(self) -> None:
+        from docker.errors import DockerException
+
+        import docker
+
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        try:
+            self.client = docker.from_env(timeout=600)  # type: ignore[attr-defined]
+            self.client.ping()
+        except DockerException as err:
+            reason = str(err).splitlines()[0][:160]
+            raise BuildError(f"no Docker engine at {where} ({reason}): start one (as root: 'dockerd &'), "
+                             "or point DOCKER_HOST at one (e.g. ssh://user@xpu-build-host)") from None
+
+    def image(self, reference: str) -> Image:
+        from docker.errors import ImageNotFound
+
+        try:
+            found = self.client.images.get(reference)
+        except ImageNotFound:
+            raise BuildError(f"image {reference} not found on the engine: build it or pull it first") from None
+        return Image(reference=reference, digest=str(found.id))
+
+    def has_image(self, reference: str) -> bool:
+        from docker.errors import ImageNotFound
+
+        try:
+            self.client.images.get(reference)
+            return True
+        except ImageNotFound:
+            return False
+
+    def build_image(self, context: Path, tag: str, buildargs: dict[str, str], on_line: Callable[[str], None]) -> Image:
+        """docker build, streaming its log; a failure shows the log's tail."""
+        lines: list[str] = []
+        stream = self.client.api.build(path=str(context), tag=tag, buildargs=buildargs, rm=True, forcerm=True,
+                                       decode=True, pull=False)
+        for chunk in stream:
+            text = str(chunk.get("stream") or chunk.get("status") or "").rstrip()
+            if text:
+                lines.append(text)
+                on_line(text)
+            if "error" in chunk or "errorDetail" in chunk:
+                message = str(chunk.get("error") or chunk.get("errorDetail"))
+                tail = "\n".join([*lines[-TAIL:], message])
+                raise BuildError(f"image build failed: {message.strip().splitlines()[-1]}\n{tail}")
+        return self.image(tag)
+
+    def remove_leftovers(self) -> int:
+        """Remove containers a killed kpatch run left behind; return how many."""
+        stale = self.client.containers.list(all=True, filters={"label": LABEL})
+        for container in stale:
+            log.warning("removing leftover build container %s", container.name)
+            container.remove(force=True)
+        return len(stale)
+
+    def created_since(self, since: float) -> int:
+        """How many kpatch build containers the engine created since `since` (from its event log)."""
+        events = self.client.events(since=int(since), until=int(time.time()) + 1, decode=True,
+                                    filters={"type": "container", "event": "create", "label": LABEL})
+        return sum(1 for _ in events)
+
+    @contextmanager
+    def container(self, image: Image, env: dict[str, str], name: str) -> Iterator[Container]:
+        """A stopped container ready to receive files; removed on every way out, kill of kpatch aside."""
+        created = self.client.containers.create(
+            image.digest, command=["sh", "/kpatch/build-wheel.sh"], environment=env, labels={LABEL: "1"},
+            name=name, user=str(BUILD_UID), network_disabled=False, privileged=False)
+        try:
+            yield Container(created)
+        finally:
+            try:
+                created.remove(force=True)
+            except Exception as err:  # the engine went away: nothing else to do
+                log.warning("could not remove container %s: %r", name, err)
+
+
+class Container:
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def put(self, folder: str, entries: list[tuple[str, bytes | None, int]]) -> None:
+        """Copy files (name, data, mode) into `folder`; data None makes a directory. Owned by the build user
+        unless the mode denies writes (then by root: read-only for the build)."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for name, data, mode in entries:
+                info = tarfile.TarInfo(name)
+                info.mode = mode
+                info.uid = info.gid = BUILD_UID if mode & 0o200 else 0
+                info.mtime = 0
+                if data is None:
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                else:
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        self.put_tar(folder, buffer.getvalue())
+
+    def put_tar(self, folder: str, tar: bytes) -> None:
+        if not self.handle.put_archive(folder, tar):
+            raise BuildError(f"could not copy files into the build container at {folder}")
+
+    def run(self, on_line: Callable[[str], None]) -> RunResult:
+        self.handle.start()
+        tail: list[str] = []
+        for raw in self.handle.logs(stream=True, follow=True):
+            for line in raw.decode("utf-8", "replace").splitlines():
+                tail = [*tail[-(TAIL - 1):], line]
+                on_line(line)
+        status = int(self.handle.wait().get("StatusCode", -1))
+        return RunResult(status=status, log_tail="\n".join(tail))
+
+    def get(self, path: str) -> dict[str, bytes]:
+        """Regular files under `path` in the container, by base name."""
+        stream, _ = self.handle.get_archive(path)
+        buffer = io.BytesIO(b"".join(stream))
+        files: dict[str, bytes] = {}
+        with tarfile.open(fileobj=buffer) as tar:
+            for member in tar.getmembers():
+                extracted = tar.extractfile(member) if member.isfile() else None
+                if extracted is not None:
+                    files[Path(member.name).name] = extracted.read()
+        return files

@@ -1,0 +1,180 @@
+"""kpatch build-wheels on a real Docker engine, with the example pair (a kernels-like and an app package)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from kpatch.cli import main
+from kpatch.errors import ExitCode
+from kpatch.examples import ExampleProject, make_example_project
+
+
+class Pair:
+    def __init__(self, tmp: Path, base_image: str) -> None:
+        self.example: ExampleProject = make_example_project(tmp)
+        self.root = self.example.root
+        self.base_image = base_image
+        self.cache = tmp / "cache"
+        assert self.run("apply").exit_code == 0
+
+    def run(self, *args: str) -> Result:
+        old = Path.cwd()
+        os.chdir(self.root)
+        try:
+            return CliRunner().invoke(main, [*args, "--cache-dir", str(self.cache)], catch_exceptions=False)
+        finally:
+            os.chdir(old)
+
+    def build(self, *extra: str) -> Result:
+        return self.run("build-wheels", "--base-image", self.base_image, "--json", *extra)
+
+    def dist(self) -> dict[str, bytes]:
+        folder = self.root / "dist"
+        return {p.name: p.read_bytes() for p in sorted(folder.iterdir())} if folder.exists() else {}
+
+
+@pytest.fixture
+def pair(tmp_path: Path, base_image: str) -> Pair:
+    return Pair(tmp_path, base_image)
+
+
+def metadata(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(next(n for n in archive.namelist() if n.endswith("METADATA"))).decode()
+
+
+def test_pair_is_built_in_order_pinned_and_locked(pair: Pair) -> None:
+    result = pair.build()
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert [w["upstream"] for w in payload["wheels"]] == ["kernels", "app"]
+    assert payload["containers"] == 2 and not any(w["cached"] for w in payload["wheels"])
+    kernels, app = payload["wheels"]
+    assert kernels["version"].startswith("1.0+kpatch.") and app["version"].startswith(kernels["version"] + ".")
+    assert f"Requires-Dist: vllm-xpu-kernels (=={kernels['version']})" in metadata(pair.root / "dist" / app["filename"])
+    lock_path = pair.root / "dist" / "pylock.toml"
+    lock = tomllib.loads(lock_path.read_text())
+    assert lock["lock-version"] == "1.0"
+    for package in lock["packages"]:
+        wheel = pair.root / "dist" / package["wheels"][0]["path"]
+        assert package["wheels"][0]["size"] == wheel.stat().st_size
+        assert package["wheels"][0]["hashes"]["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    upstreams = lock["tool"]["kpatch"]["upstreams"]
+    assert upstreams["kernels"]["base"] == pair.example.kernels_base
+    assert lock["tool"]["kpatch"]["image-digest"] == payload["image_digest"]
+    # The wheel holds the patched tree: the app stack's first patch adds app/models/k3/xpu/model.py.
+    with zipfile.ZipFile(pair.root / "dist" / app["filename"]) as archive:
+        assert "app/models/k3/xpu/model.py" in archive.namelist()
+    first_lock = lock_path.read_bytes()
+
+    again = pair.build()
+    assert again.exit_code == 0, again.output
+    payload = json.loads(again.stdout)
+    assert payload["containers"] == 0 and all(w["cached"] for w in payload["wheels"])
+    assert lock_path.read_bytes() == first_lock  # deterministic: no clock in the lock
+
+
+def test_an_app_patch_change_rebuilds_only_the_app(pair: Pair) -> None:
+    first = json.loads(pair.build().stdout)
+    patch = pair.root / "patches" / "app" / "0001-Route-k3-to-the-XPU-path.patch"
+    patch.write_text(patch.read_text().replace("# ops come from the kernels", "# ops come from the kernels!"))
+    assert pair.run("apply").exit_code == 0
+    second = pair.build()
+    assert second.exit_code == 0, second.output
+    payload = json.loads(second.stdout)
+    assert payload["containers"] == 1
+    assert [w["cached"] for w in payload["wheels"]] == [True, False]
+    assert payload["wheels"][0]["sha256"] == first["wheels"][0]["sha256"]
+    assert payload["wheels"][1]["version"] != first["wheels"][1]["version"]
+
+
+def test_a_failing_build_step_leaves_no_lock(pair: Pair) -> None:
+    toml = pair.root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace('command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"',
+                                             'command = "echo compiling; exit 3"'))
+    result = pair.build()
+    assert result.exit_code == ExitCode.BUILD
+    assert "app: build step failed (exit 3); last lines:" in result.stderr and "compiling" in result.stderr
+    assert pair.dist() == {}
+    assert not subprocess.run(["docker", "ps", "-aq", "--filter", "label=kpatch.build"], capture_output=True,
+                              text=True).stdout.strip()
+
+
+def test_missing_worktree_unknown_image_and_no_engine(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    unknown = pair.run("build-wheels", "--image", "kpatch-no-such-image:1")
+    assert unknown.exit_code == ExitCode.BUILD and "image kpatch-no-such-image:1 not found" in unknown.stderr
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    none = pair.run("build-wheels")
+    assert none.exit_code == ExitCode.BUILD
+    assert "no Docker engine at unix:///nonexistent/docker.sock" in none.stderr and "dockerd" in none.stderr
+    monkeypatch.delenv("DOCKER_HOST")
+    subprocess.run(["git", "worktree", "remove", "--force", str(pair.root / "work" / "app")],
+                   cwd=pair.cache / "mirrors" / "app.git", check=True)
+    missing = pair.build()
+    assert missing.exit_code == ExitCode.WORKTREE and "run 'kpatch apply' first" in missing.stderr
+    assert pair.dist() == {}
+
+
+def test_image_build_failure_shows_the_log_tail(pair: Pair) -> None:
+    result = pair.run("build-wheels", "--base-image", "kpatch-no-such-base:1")
+    assert result.exit_code == ExitCode.BUILD
+    assert "image build failed" in result.stderr
+    assert pair.dist() == {}
+
+
+def test_unwritable_out_dir(pair: Pair, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = pair.build("--out", str(blocker / "dist"))
+    assert result.exit_code == ExitCode.BUILD and f"cannot write the wheels to {blocker / 'dist'}" in result.stderr
+
+
+def test_full_disk(pair: Pair, tmp_path: Path) -> None:
+    """A real full file system (a 64 KiB tmpfs): a clear error and no half-written lock or wheel."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)]).returncode != 0:
+        pytest.fail("cannot mount a tmpfs (the tests run as root in CI)")
+    try:
+        (small / "filler").write_bytes(b"x" * 60 * 1024)
+        result = pair.build("--out", str(small / "dist"))
+        assert result.exit_code == ExitCode.BUILD, result.output
+        assert "No space left on device" in result.stderr
+        assert not (small / "dist" / "pylock.toml").exists()
+        assert not (small / "dist").exists() or not list((small / "dist").iterdir())
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_kill_midway_then_the_next_run_starts_clean(pair: Pair) -> None:
+    """SIGKILL kpatch while its first build container runs; the rerun removes the leftover and builds."""
+    proc = subprocess.Popen([sys.executable, "-m", "kpatch", "build-wheels", "--base-image", pair.base_image,
+                             "--cache-dir", str(pair.cache)], cwd=pair.root, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        running = subprocess.run(["docker", "ps", "-q", "--filter", "label=kpatch.build"], capture_output=True,
+                                 text=True).stdout.strip()
+        if running:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert pair.dist() == {}  # nothing published by the killed run
+    result = pair.build()
+    assert result.exit_code == 0, result.output
+    assert "removed build containers left by an interrupted run" in result.stderr
+    assert not list((pair.cache / "wheels").glob("*/.*-*"))
+    assert len([n for n in pair.dist() if n.endswith(".whl")]) == 2
