@@ -24,6 +24,16 @@ def git(cwd: Path, *args: str, date: int = 0) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def run_kpatch(root: Path, *args: str) -> Result:
+    """The kpatch CLI in-process, from `root` as the working folder."""
+    old = Path.cwd()
+    os.chdir(root)
+    try:
+        return CliRunner().invoke(main, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
 @dataclass
 class Project:
     root: Path
@@ -37,12 +47,7 @@ class Project:
         return self.root / "work"
 
     def run(self, *args: str) -> Result:
-        old = Path.cwd()
-        os.chdir(self.root)
-        try:
-            return CliRunner().invoke(main, list(args), catch_exceptions=False)
-        finally:
-            os.chdir(old)
+        return run_kpatch(self.root, *args)
 
     def snapshot(self) -> dict[str, str]:
         """Hash of every file in the project and worktrees (git internals excluded): 'nothing changed' checks."""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from click.testing import CliRunner, Result
+from click.testing import Result
+from gitrepos import run_kpatch
 
 from kpatch import git as kgit
-from kpatch.cli import main
 from kpatch.examples import commit, write_stack
 
 
@@ -52,12 +51,7 @@ class RebaseProject:
     kernels_new: str
 
     def run(self, *args: str) -> Result:
-        old = Path.cwd()
-        os.chdir(self.root)
-        try:
-            return CliRunner().invoke(main, list(args), catch_exceptions=False)
-        finally:
-            os.chdir(old)
+        return run_kpatch(self.root, *args)
 
     def tracked(self) -> dict[str, bytes]:
         """kpatch.toml and every file under patches/: what a failed rebase must leave byte-identical."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,9 +13,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from gitrepos import run_kpatch
 
-from kpatch.cli import main
 from kpatch.errors import ExitCode
 from kpatch.examples import ExampleProject, make_example_project
 
@@ -30,12 +29,7 @@ class Pair:
         assert self.run("apply").exit_code == 0
 
     def run(self, *args: str) -> Result:
-        old = Path.cwd()
-        os.chdir(self.root)
-        try:
-            return CliRunner().invoke(main, [*args, "--cache-dir", str(self.cache)], catch_exceptions=False)
-        finally:
-            os.chdir(old)
+        return run_kpatch(self.root, *args, "--cache-dir", str(self.cache))
 
     def build(self, *extra: str) -> Result:
         return self.run("build-wheels", "--base-image", self.base_image, "--json", *extra)
