@@ -144,8 +144,8 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
 
 
 @main.command("build-wheels")
-@click.option("--backend", type=click.Choice(["docker"]), default="docker", show_default=True,
-              help="Where the build steps run (docker: local engine or DOCKER_HOST).")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
+              help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
 @click.option("--image", metavar="REF", help="Build in this existing image instead of building docker/Dockerfile.")
 @click.option("--base-image", metavar="REF", help="BASE_IMAGE for docker/Dockerfile (default: Intel oneAPI).")
 @click.option("--out", type=click.Path(file_okay=False), default="dist", show_default=True,
@@ -155,10 +155,11 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
     from kpatch.commands import build_wheels as cmd
 
-    if image and base_image:
-        raise UsageError("--image and --base-image go alone")
+    if image and base_image or backend == "local" and (image or base_image):
+        raise UsageError("--image and --base-image go alone, and only with --backend docker")
     ws = ctx.workspace()
-    result = cmd.build_wheels(ws, ctx.ui, image=image, base_image=base_image, out=Path(out).resolve())
+    result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
+                              out=Path(out).resolve())
     if ctx.ui.json_mode:
         ctx.ui.json(result)
         return 0

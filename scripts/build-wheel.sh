@@ -1,19 +1,22 @@
 #!/bin/sh
-# One wheel build inside the build container, as the unprivileged build user.
-#   /kpatch/src   the patched upstream source (read-only: it is built on a copy)
-#   /kpatch/deps  wheels of the upstreams this one requires: installed, and pinned exactly
-#   /kpatch/out   where the wheel must land ($KPATCH_OUT)
-# Environment from kpatch: KPATCH_VERSION (the version to build), KPATCH_BUILD_COMMAND (the upstream's
-# documented build command), KPATCH_PIN_FILES (requirement files to pin in), KPATCH_PINS (name==version ...).
+# One wheel build: in the build container as the unprivileged build user (--backend docker), or on the
+# host with a private HOME and PYTHONUSERBASE (--backend local). The folders default to the container's:
+#   KPATCH_SRC  (/kpatch/src)   the patched upstream source (read-only: it is built on a copy)
+#   KPATCH_DEPS (/kpatch/deps)  wheels of the upstreams this one requires: installed, and pinned exactly
+#   KPATCH_OUT  (/kpatch/out)   where the wheel must land
+# Also from kpatch: KPATCH_VERSION (the version to build), KPATCH_BUILD_COMMAND (the upstream's documented
+# build command), KPATCH_PIN_FILES (requirement files to pin in), KPATCH_PINS (name==version ...).
 set -eu
-export KPATCH_OUT=/kpatch/out
+src="${KPATCH_SRC:-/kpatch/src}"
+deps="${KPATCH_DEPS:-/kpatch/deps}"
+export KPATCH_OUT="${KPATCH_OUT:-/kpatch/out}"
 work="$HOME/build"
 rm -rf "$work"
-cp -R /kpatch/src "$work"
+cp -R "$src" "$work"
 chmod -R u+w "$work"
 cd "$work"
 
-for wheel in /kpatch/deps/*.whl; do
+for wheel in "$deps"/*.whl; do
     [ -e "$wheel" ] || continue
     echo "kpatch: installing $(basename "$wheel")"
     python3 -m pip install --quiet --user --no-deps --no-index "$wheel"

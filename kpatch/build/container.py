@@ -6,6 +6,7 @@ e.g. ssh:// to an XPU build host) works the same as a local one.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import os
@@ -162,3 +163,24 @@ class Container:
                 if extracted is not None:
                     files[Path(member.name).name] = extracted.read()
         return files
+
+
+class DockerBackend:
+    """Builds in a fresh container of `image` per wheel: source in read-only, the wheel out, all by archive."""
+
+    def __init__(self, engine: Engine, image: Image) -> None:
+        self.engine, self.reference, self.digest = engine, image.reference, image.digest
+        self.image = image
+
+    def build(self, name: str, env: dict[str, str], source_tar: bytes, deps: list[Path], script: bytes,
+              on_line: Callable[[str], None]) -> dict[str, bytes]:
+        container_name = f"kpatch-build-{name}-{hashlib.sha256(source_tar).hexdigest()[:12]}-{os.getpid()}"
+        with self.engine.container(self.image, env, container_name) as box:
+            box.put("/kpatch", [("build-wheel.sh", script, 0o555), ("deps", None, 0o555), ("out", None, 0o755)])
+            box.put_tar("/kpatch", source_tar)  # root-owned: read-only for the build user
+            if deps:
+                box.put("/kpatch/deps", [(d.name, d.read_bytes(), 0o444) for d in deps])
+            run = box.run(on_line)
+            if run.status != 0:
+                raise BuildError(f"{name}: build step failed (exit {run.status}); last lines:\n{run.log_tail}")
+            return box.get("/kpatch/out")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from kpatch import __version__, git, lock
 from kpatch.build import wheels
-from kpatch.build.container import Engine, Image
+from kpatch.build.container import DockerBackend, Engine, Image
+from kpatch.build.local import LocalBackend
 from kpatch.config import Upstream
 from kpatch.errors import BuildError, ConfigError, WorktreeError
 from kpatch.plan import load_all_series
@@ -41,16 +42,23 @@ class BuildResult:
     containers: int  # build containers the engine created during this run
 
 
-def build_wheels(ws: Workspace, ui: UI, *, image: str | None, base_image: str | None, out: Path) -> BuildResult:
+def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base_image: str | None,
+                 out: Path) -> BuildResult:
     started = time.time()
     inputs = _check_inputs(ws)
     script = (SOURCE_ROOT / "scripts" / "build-wheel.sh").read_bytes()
-    engine = Engine()
-    if engine.remove_leftovers():
-        ui.warn("removed build containers left by an interrupted run")
     cache = ws.cache_dir / "wheels"
     wheels.sweep(cache)
-    built_image = engine.image(image) if image else _image(engine, ui, base_image or DEFAULT_BASE_IMAGE)
+    engine: Engine | None = None
+    runner: DockerBackend | LocalBackend
+    if backend == "local":
+        runner = LocalBackend()
+    else:
+        engine = Engine()
+        if engine.remove_leftovers():
+            ui.warn("removed build containers left by an interrupted run")
+        runner = DockerBackend(engine, engine.image(image) if image else
+                               _image(engine, ui, base_image or DEFAULT_BASE_IMAGE))
     built: dict[str, wheels.Wheel] = {}
     labels: dict[str, str] = {}
     results, locked = [], []
@@ -58,7 +66,7 @@ def build_wheels(ws: Workspace, ui: UI, *, image: str | None, base_image: str | 
         assert upstream.build is not None
         deps = [built[d] for d in upstream.requires]
         key = wheels.cache_key({
-            "base": base, "commit": commit, "stack": stack_hash, "image": built_image.digest,
+            "base": base, "commit": commit, "stack": stack_hash, "image": runner.digest,
             "script": hashlib.sha256(script).hexdigest(), "command": upstream.build.command,
             "env": upstream.build.env, "pin-files": upstream.build.pin_files, "deps": [d.sha256 for d in deps]})
         labels[upstream.name] = wheels.label(key, [labels[d] for d in upstream.requires])
@@ -66,8 +74,8 @@ def build_wheels(ws: Workspace, ui: UI, *, image: str | None, base_image: str | 
         wheel = wheels.cached(cache, upstream.name, key)
         if wheel is not None:
             ui.note(f"{upstream.name}: cached {wheel.path.name}")
-        built[upstream.name] = wheel or _build_one(engine, ui, built_image, upstream, worktree, commit, version,
-                                                   deps, script, cache, key)
+        built[upstream.name] = wheel or _build_one(runner, ui, upstream, worktree, commit, version, deps, script,
+                                                   cache, key)
         results.append(BuiltWheel(upstream=upstream.name, filename=built[upstream.name].path.name,
                                   version=built[upstream.name].version, sha256=built[upstream.name].sha256,
                                   cached=wheel is not None))
@@ -77,10 +85,10 @@ def build_wheels(ws: Workspace, ui: UI, *, image: str | None, base_image: str | 
     path = _publish(out, built, lock.Lock(
         wheels=tuple(lock.LockedWheel(upstream=n, package=w.package, version=w.version, filename=w.path.name,
                                       sha256=w.sha256, size=w.path.stat().st_size) for n, w in built.items()),
-        upstreams=tuple(locked), image=built_image.reference, image_digest=built_image.digest,
-        base_image=base_image or (DEFAULT_BASE_IMAGE if not image else ""), kpatch_version=__version__))
-    return BuildResult(wheels=tuple(results), lock=path, image=built_image.reference,
-                       image_digest=built_image.digest, containers=engine.created_since(started))
+        upstreams=tuple(locked), image=runner.reference, image_digest=runner.digest,
+        base_image="" if image or engine is None else base_image or DEFAULT_BASE_IMAGE, kpatch_version=__version__))
+    return BuildResult(wheels=tuple(results), lock=path, image=runner.reference, image_digest=runner.digest,
+                       containers=engine.created_since(started) if engine else 0)
 
 
 def _check_inputs(ws: Workspace) -> list[tuple[Upstream, Path, str, str, str]]:
@@ -115,22 +123,16 @@ def _image(engine: Engine, ui: UI, base_image: str) -> Image:
         return engine.build_image(Path(context), tag, {"BASE_IMAGE": base_image}, on)
 
 
-def _build_one(engine: Engine, ui: UI, image: Image, upstream: Upstream, worktree: Path, commit: str, version: str,
-               deps: list[wheels.Wheel], script: bytes, cache: Path, key: str) -> wheels.Wheel:
+def _build_one(runner: DockerBackend | LocalBackend, ui: UI, upstream: Upstream, worktree: Path, commit: str,
+               version: str, deps: list[wheels.Wheel], script: bytes, cache: Path, key: str) -> wheels.Wheel:
     assert upstream.build is not None
     env = {**dict(upstream.build.env), "KPATCH_VERSION": version, "KPATCH_BUILD_COMMAND": upstream.build.command,
            "KPATCH_PIN_FILES": " ".join(upstream.build.pin_files),
            "KPATCH_PINS": " ".join(f"{d.package}=={d.version}" for d in deps)}
-    name = f"kpatch-build-{upstream.name}-{key[:12]}"
-    with engine.container(image, env, name) as box, activity(ui, f"building {upstream.name} {version}") as on:
-        box.put("/kpatch", [("build-wheel.sh", script, 0o555), ("deps", None, 0o555), ("out", None, 0o755)])
-        box.put_tar("/kpatch", git.archive(worktree, commit, "src/"))  # root-owned: read-only for the build
-        if deps:
-            box.put("/kpatch/deps", [(d.path.name, d.path.read_bytes(), 0o444) for d in deps])
-        run = box.run(on)
-        if run.status != 0:
-            raise BuildError(f"{upstream.name}: build step failed (exit {run.status}); last lines:\n{run.log_tail}")
-        made = {n: d for n, d in box.get("/kpatch/out").items() if n.endswith(".whl")}
+    with activity(ui, f"building {upstream.name} {version}") as on:
+        made = runner.build(upstream.name, env, git.archive(worktree, commit, "src/"), [d.path for d in deps],
+                            script, on)
+    made = {n: d for n, d in made.items() if n.endswith(".whl")}
     if len(made) != 1:
         raise BuildError(f"{upstream.name}: the build wrote {len(made)} wheels, expected one: {sorted(made)}")
     (filename, data), = made.items()

@@ -1,0 +1,62 @@
+"""--backend local: the same build script on this host (one with oneAPI installed), in a private folder.
+
+Nothing of the host's Python is touched: the script gets its own HOME and PYTHONUSERBASE, and the source
+it copies is extracted read-only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from kpatch.build.container import TAIL
+from kpatch.errors import BuildError
+
+
+class LocalBackend:
+    reference = "local"
+
+    def __init__(self) -> None:
+        probe = subprocess.run(["python3", "-c", "import sys, platform; print(sys.version, platform.platform())"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise BuildError("--backend local needs python3 on PATH")
+        compiler = os.environ.get("CMPLR_ROOT", "")
+        # What identifies this host's toolchain in the cache keys (the docker backend uses the image digest).
+        self.digest = "local:" + hashlib.sha256(f"{probe.stdout}\0{compiler}".encode()).hexdigest()
+
+    def build(self, name: str, env: dict[str, str], source_tar: bytes, deps: list[Path], script: bytes,
+              on_line: Callable[[str], None]) -> dict[str, bytes]:
+        with tempfile.TemporaryDirectory(prefix=f"kpatch-build-{name}-") as folder:
+            root = Path(folder)
+            for sub in ("home", "userbase", "deps", "out"):
+                (root / sub).mkdir()
+            with tarfile.open(fileobj=io.BytesIO(source_tar)) as tar:
+                tar.extractall(root, filter="data")
+            for path in (root / "src").rglob("*"):  # read-only, like the container's root-owned copy
+                if path.is_file() and not path.is_symlink():
+                    path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+            for wheel in deps:
+                (root / "deps" / wheel.name).write_bytes(wheel.read_bytes())
+            (root / "build-wheel.sh").write_bytes(script)
+            full_env = {**os.environ, **env, "HOME": str(root / "home"), "PYTHONUSERBASE": str(root / "userbase"),
+                        "KPATCH_SRC": str(root / "src"), "KPATCH_DEPS": str(root / "deps"),
+                        "KPATCH_OUT": str(root / "out"), "PIP_BREAK_SYSTEM_PACKAGES": "1"}
+            proc = subprocess.Popen(["sh", str(root / "build-wheel.sh")], env=full_env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace")
+            assert proc.stdout is not None
+            tail: list[str] = []
+            for line in proc.stdout:
+                tail = [*tail[-(TAIL - 1):], line.rstrip("\n")]
+                on_line(tail[-1])
+            status = proc.wait()
+            if status != 0:
+                raise BuildError(f"{name}: build step failed (exit {status}); last lines:\n" + "\n".join(tail))
+            return {p.name: p.read_bytes() for p in (root / "out").iterdir() if p.is_file()}

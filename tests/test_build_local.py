@@ -1,0 +1,45 @@
+"""kpatch build-wheels --backend local: the same build script on this host, with a private HOME."""
+
+from __future__ import annotations
+
+import json
+import site
+import zipfile
+from pathlib import Path
+
+from gitrepos import run_kpatch
+
+from kpatch.errors import ExitCode
+from kpatch.examples import make_example_project
+
+
+def test_local_backend_builds_the_pair_and_caches(tmp_path: Path) -> None:
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    user_site_before = sorted(Path(site.getusersitepackages()).glob("*"))
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    first = run_kpatch(root, "build-wheels", "--backend", "local", "--json", *cache)
+    assert first.exit_code == 0, first.output
+    payload = json.loads(first.stdout)
+    assert payload["image"] == "local" and payload["containers"] == 0
+    kernels, app = payload["wheels"]
+    with zipfile.ZipFile(root / "dist" / app["filename"]) as archive:
+        meta = archive.read(next(n for n in archive.namelist() if n.endswith("METADATA"))).decode()
+    assert "vllm-xpu-kernels==" in meta.replace(" (", "").replace(")", "")
+    assert kernels["version"] in meta
+    again = json.loads(run_kpatch(root, "build-wheels", "--backend", "local", "--json", *cache).stdout)
+    assert all(w["cached"] for w in again["wheels"])
+    assert sorted(Path(site.getusersitepackages()).glob("*")) == user_site_before  # the host's Python untouched
+
+
+def test_local_backend_failing_step(tmp_path: Path) -> None:
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    toml = root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace("--py-limited-api=cp38", "--py-limited-api=cp38 && exit 7"))
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == ExitCode.BUILD and "kernels: build step failed (exit 7)" in result.stderr
+    assert not (root / "dist").exists()
+    usage = run_kpatch(root, "build-wheels", "--backend", "local", "--image", "x", *cache)
+    assert usage.exit_code == ExitCode.BAD_INPUT
