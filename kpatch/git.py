@@ -52,25 +52,50 @@ def out(args: Sequence[str], cwd: Path | None = None, **kwargs: object) -> str:
     return _text(run(args, cwd, **kwargs).stdout).rstrip("\n")  # type: ignore[arg-type]
 
 
-def fetch_mirror(mirror: Path, url: str, upstream: str, retry_delay: float = 1.0) -> None:
-    """Create the bare mirror if needed, then fetch every branch and tag of `url` into it (incremental)."""
+def fetch_mirror(mirror: Path, url: str, upstream: str, on_progress: Callable[[int], None] | None = None,
+                 retry_delay: float = 1.0) -> None:
+    """Create the bare mirror if needed, then fetch every branch and tag of `url` into it (incremental).
+
+    `on_progress` gets the percentage of objects received, read from git's own progress output.
+    """
     if not (mirror / "HEAD").exists():
         mirror.mkdir(parents=True, exist_ok=True)
         run(["init", "--quiet", "--bare", str(mirror)])
     refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
     last = ""
     for attempt in range(1, FETCH_TRIES + 1):
-        proc = run(["fetch", "--quiet", "--prune", "--no-write-fetch-head", url, *refspecs], mirror, check=False,
-                   env={"GIT_TERMINAL_PROMPT": "0"})
-        if proc.returncode == 0:
+        status, stderr = _fetch(mirror, [url, *refspecs], on_progress or (lambda percent: None))
+        if status == 0:
+            (on_progress or (lambda percent: None))(100)
             # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
             run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"], mirror)
             return
-        last = (_text(proc.stderr).strip().splitlines() or ["no output"])[-1]
+        last = (stderr.strip().splitlines() or ["no output"])[-1]
         log.warning("fetch %s from %s failed (try %d/%d): %s", upstream, url, attempt, FETCH_TRIES, last)
         if attempt < FETCH_TRIES:
             time.sleep(retry_delay * attempt)
     raise UpstreamError(f"upstream {upstream}: cannot fetch {url} after {FETCH_TRIES} tries: {last}")
+
+
+def _fetch(mirror: Path, args: list[str], on_progress: Callable[[int], None]) -> tuple[int, str]:
+    """git fetch --progress, turning "Receiving objects:  45% (...)" into on_progress(45)."""
+    command = ["git", "fetch", "--progress", "--prune", "--no-write-fetch-head", *args]
+    started = time.monotonic()
+    proc = subprocess.Popen(command, cwd=mirror, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=_env({"GIT_TERMINAL_PROMPT": "0"}))
+    assert proc.stderr is not None
+    lines: list[str] = []
+    stream = proc.stderr.fileno()
+    for chunk in iter(lambda: os.read(stream, 4096), b""):
+        for piece in re.split(r"[\r\n]", _text(chunk)):
+            match = re.search(r"Receiving objects:\s+(\d+)%", piece)
+            if match:
+                on_progress(int(match.group(1)))
+            elif piece.strip():
+                lines.append(piece)
+    status = proc.wait()
+    log.debug("%s (cwd=%s) -> %d in %.3fs", " ".join(command), mirror, status, time.monotonic() - started)
+    return status, "\n".join(lines)
 
 
 def resolve(repo: Path, ref: str) -> str | None:

@@ -56,8 +56,8 @@ def resolve_items(ws: Workspace, ui: UI, onto: Mapping[str, str], *, fetch: bool
         base = git.resolve(mirror, ref) if (mirror / "HEAD").exists() else None
         moving = upstream.name in onto and not SHA_RE.match(ref)
         if fetch and (base is None or moving):
-            ui.note(f"fetching {upstream.name} from {upstream.url}")
-            git.fetch_mirror(mirror, upstream.url, upstream.name)
+            with ui.progress(f"fetching {upstream.name} from {upstream.url}", 100) as report:
+                git.fetch_mirror(mirror, upstream.url, upstream.name, report)
             base = git.resolve(mirror, ref)
             if base is None:
                 raise UpstreamError(

@@ -57,10 +57,11 @@ class UI:
     @contextmanager
     def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
         """A progress bar (only on a terminal) whose callback takes the number of steps done so far."""
-        log.info("%s (%d steps)", description, total)
         if self.quiet or self.json_mode or not self.err.is_terminal:
+            self.note(description)  # CI logs and pipes get the step as a plain line
             yield lambda done: None
             return
+        log.info("%s (%d steps)", description, total)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -43,8 +43,8 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool) -> Re
     stacks: dict[str, StackRebase] = {}
     for upstream in ws.stack.upstreams:  # everything is resolved and checked before anything is written
         mirror = ws.mirror(upstream.name)
-        ui.note(f"fetching {upstream.name} from {upstream.url}")
-        git.fetch_mirror(mirror, upstream.url, upstream.name)
+        with ui.progress(f"fetching {upstream.name} from {upstream.url}", 100) as report:
+            git.fetch_mirror(mirror, upstream.url, upstream.name, report)
         old = git.resolve(mirror, upstream.base)
         ref = onto.get(upstream.name, upstream.branch)
         new = git.resolve(mirror, ref)
@@ -137,6 +137,8 @@ def _run(ws: Workspace, ui: UI, state: RebaseState) -> RebaseResult:
                 if not _apply_one(ws, state, stack, index, patches):
                     stack.outcome = Outcome.CONFLICT
                     break
+            else:
+                report(len(stack.patches))
         rebase_state.write(_state_file(ws), state)
     if any(s.outcome is not Outcome.APPLIED for s in state.stacks.values()):
         return _result(state, committed=False)
