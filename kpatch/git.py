@@ -52,7 +52,11 @@ def out(args: Sequence[str], cwd: Path | None = None, **kwargs: object) -> str:
     return _text(run(args, cwd, **kwargs).stdout).rstrip("\n")  # type: ignore[arg-type]
 
 
-def fetch_mirror(mirror: Path, url: str, upstream: str, on_progress: Callable[[int], None] | None = None,
+def _ignore(percent: int) -> None:
+    pass
+
+
+def fetch_mirror(mirror: Path, url: str, upstream: str, on_progress: Callable[[int], None] = _ignore,
                  retry_delay: float = 1.0) -> None:
     """Create the bare mirror if needed, then fetch every branch and tag of `url` into it (incremental).
 
@@ -64,9 +68,9 @@ def fetch_mirror(mirror: Path, url: str, upstream: str, on_progress: Callable[[i
     refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
     last = ""
     for attempt in range(1, FETCH_TRIES + 1):
-        status, stderr = _fetch(mirror, [url, *refspecs], on_progress or (lambda percent: None))
+        status, stderr = _fetch(mirror, [url, *refspecs], on_progress)
         if status == 0:
-            (on_progress or (lambda percent: None))(100)
+            on_progress(100)
             # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
             run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"], mirror)
             return
