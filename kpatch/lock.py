@@ -46,6 +46,7 @@ class Lock:
     image: str
     image_digest: str
     base_image: str
+    base_image_digest: str
     kpatch_version: str
 
 
@@ -57,7 +58,8 @@ def render(lock: Lock) -> bytes:
                 f"wheels = [{{ name = {q(wheel.filename)}, path = {q(wheel.filename)}, size = {wheel.size}, "
                 f"hashes = {{ sha256 = {q(wheel.sha256)} }} }}]", ""]
     out += ["[tool.kpatch]", f"version = {q(lock.kpatch_version)}", f"image = {q(lock.image)}",
-            f"image-digest = {q(lock.image_digest)}", f"base-image = {q(lock.base_image)}", ""]
+            f"image-digest = {q(lock.image_digest)}", f"base-image = {q(lock.base_image)}",
+            f"base-image-digest = {q(lock.base_image_digest)}", ""]
     for up in lock.upstreams:
         env = ", ".join(f"{k} = {q(v)}" for k, v in sorted(up.env.items()))
         env = f"{{ {env} }}" if env else "{}"

@@ -30,6 +30,8 @@ TAIL = 15
 class Image:
     reference: str
     digest: str  # the image ID (sha256 of its config): what a build really ran in
+    base: str = ""  # the BASE_IMAGE it was built from, and that image's ID (labels kpatch sets)
+    base_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,9 @@ class Engine:
             found = self.client.images.get(reference)
         except ImageNotFound:
             raise BuildError(f"image {reference} not found on the engine: build it or pull it first") from None
-        return Image(reference=reference, digest=str(found.id))
+        labels = found.labels or {}
+        return Image(reference=reference, digest=str(found.id), base=labels.get("kpatch.base-image", ""),
+                     base_digest=labels.get("kpatch.base-image-digest", ""))
 
     def has_image(self, reference: str) -> bool:
         from docker.errors import ImageNotFound
@@ -71,11 +75,12 @@ class Engine:
         except ImageNotFound:
             return False
 
-    def build_image(self, context: Path, tag: str, buildargs: dict[str, str], on_line: Callable[[str], None]) -> Image:
+    def build_image(self, context: Path, tag: str, buildargs: dict[str, str], labels: dict[str, str],
+                    on_line: Callable[[str], None]) -> Image:
         """docker build, streaming its log; a failure shows the log's tail."""
         lines: list[str] = []
-        stream = self.client.api.build(path=str(context), tag=tag, buildargs=buildargs, rm=True, forcerm=True,
-                                       decode=True, pull=False)
+        stream = self.client.api.build(path=str(context), tag=tag, buildargs=buildargs, labels=labels, rm=True,
+                                       forcerm=True, decode=True, pull=False)
         for chunk in stream:
             text = str(chunk.get("stream") or chunk.get("status") or "").rstrip()
             if text:
@@ -170,6 +175,7 @@ class DockerBackend:
 
     def __init__(self, engine: Engine, image: Image) -> None:
         self.engine, self.reference, self.digest = engine, image.reference, image.digest
+        self.base, self.base_digest = image.base, image.base_digest
         self.image = image
 
     def build(self, name: str, env: dict[str, str], source_tar: bytes, deps: list[Path], script: bytes,

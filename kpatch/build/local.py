@@ -22,6 +22,7 @@ from kpatch.errors import BuildError
 
 class LocalBackend:
     reference = "local"
+    base = base_digest = ""
 
     def __init__(self) -> None:
         probe = subprocess.run(["python3", "-c", "import sys, platform; print(sys.version, platform.platform())"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -86,7 +87,7 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
         wheels=tuple(lock.LockedWheel(upstream=n, package=w.package, version=w.version, filename=w.path.name,
                                       sha256=w.sha256, size=w.path.stat().st_size) for n, w in built.items()),
         upstreams=tuple(locked), image=runner.reference, image_digest=runner.digest,
-        base_image="" if image or engine is None else base_image or DEFAULT_BASE_IMAGE, kpatch_version=__version__))
+        base_image=runner.base, base_image_digest=runner.base_digest, kpatch_version=__version__))
     return BuildResult(wheels=tuple(results), lock=path, image=runner.reference, image_digest=runner.digest,
                        containers=engine.created_since(started) if engine else 0)
 
@@ -112,15 +113,18 @@ def _check_inputs(ws: Workspace) -> list[tuple[Upstream, Path, str, str, str]]:
 
 
 def _image(engine: Engine, ui: UI, base_image: str) -> Image:
-    """The build image for `base_image`: reused when already built from the same Dockerfile and base."""
+    """The build image for `base_image`: reused when already built from the same Dockerfile, base and labels."""
     dockerfile = (SOURCE_ROOT / "docker" / "Dockerfile").read_bytes()
-    base_digest = engine.image(base_image).digest if engine.has_image(base_image) else base_image
-    tag = "kpatch-build:" + hashlib.sha256(dockerfile + base_digest.encode()).hexdigest()[:16]
+    base_digest = engine.image(base_image).digest if engine.has_image(base_image) else ""
+    args = {"BASE_IMAGE": base_image}
+    labels = {"kpatch.base-image": base_image, "kpatch.base-image-digest": base_digest}
+    recipe = dockerfile + json.dumps([args, labels], sort_keys=True).encode()
+    tag = "kpatch-build:" + hashlib.sha256(recipe).hexdigest()[:16]
     if engine.has_image(tag):
         return engine.image(tag)
     with tempfile.TemporaryDirectory(prefix="kpatch-image-") as context, activity(ui, f"building image {tag}") as on:
         shutil.copy(SOURCE_ROOT / "docker" / "Dockerfile", Path(context) / "Dockerfile")
-        return engine.build_image(Path(context), tag, {"BASE_IMAGE": base_image}, on)
+        return engine.build_image(Path(context), tag, args, labels, on)
 
 
 def _build_one(runner: DockerBackend | LocalBackend, ui: UI, upstream: Upstream, worktree: Path, commit: str,

@@ -68,6 +68,10 @@ def test_pair_is_built_in_order_pinned_and_locked(pair: Pair) -> None:
     upstreams = lock["tool"]["kpatch"]["upstreams"]
     assert upstreams["kernels"]["base"] == pair.example.kernels_base
     assert lock["tool"]["kpatch"]["image-digest"] == payload["image_digest"]
+    base_id = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", pair.base_image], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert lock["tool"]["kpatch"]["base-image"] == pair.base_image
+    assert lock["tool"]["kpatch"]["base-image-digest"] == base_id
     # The wheel holds the patched tree: the app stack's first patch adds app/models/k3/xpu/model.py.
     with zipfile.ZipFile(pair.root / "dist" / app["filename"]) as archive:
         assert "app/models/k3/xpu/model.py" in archive.namelist()
