@@ -179,3 +179,17 @@ def test_url_from_environment(project: Project, monkeypatch: object, tmp_path: P
     finally:
         del os.environ["KPATCH_URL_KERNELS"]
     assert (project.workdir / "kernels" / "csrc" / "kimi.cpp").exists()
+
+
+def test_export_adds_a_new_commit_and_logs_the_run(project: Project) -> None:
+    assert project.run("apply").exit_code == 0
+    tree = project.workdir / "kernels"
+    commit(tree, {"csrc/extra.cpp": "// one more kernel\n"}, "[XPU] Add one more kernel\n\nUpstream-Status: pending\n",
+           6000)
+    assert project.run("export", "--check").exit_code == ExitCode.CONFLICT
+    assert project.run("export").exit_code == 0
+    series = (project.root / "patches" / "kernels" / "series").read_text().splitlines()
+    assert series[-1] == "0003-XPU-Add-one-more-kernel.patch" and series[0] == "# applied in this order"
+    assert project.run("export", "--check").exit_code == 0
+    logs = sorted((Path(project.root).parent / "home" / ".cache" / "kpatch" / "logs").glob("kpatch-*-export.log"))
+    assert logs and "format-patch" in logs[-1].read_text()
