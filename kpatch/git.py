@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -144,7 +145,17 @@ def add_worktree(mirror: Path, path: Path, commit: str) -> None:
 
 
 def remove_worktree(mirror: Path, path: Path) -> None:
-    run(["worktree", "remove", "--force", str(path)], mirror)
+    """Remove a worktree; one left half-made by an interrupted `worktree add` is deleted and pruned."""
+    if is_worktree_of(path, mirror):
+        run(["worktree", "remove", "--force", str(path)], mirror)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+        run(["worktree", "prune"], mirror)
+
+
+def reset_hard(path: Path, commit: str) -> None:
+    """Put a worktree kpatch owns (a rebase's scratch) back at `commit`, discarding everything."""
+    run(["reset", "--quiet", "--hard", commit], path)
 
 
 def checkout(path: Path, commit: str) -> None:

@@ -31,6 +31,7 @@ class UpstreamState:
     patches: list[str]  # the patch files given to git am, in order
     applied: int
     failed: list[tuple[str, int | None]] = field(default_factory=list)  # (path, line) where git am stopped
+    in_flight: bool = False  # git am was running: if kpatch was killed, --continue starts the stack again
 
 
 @dataclass

@@ -65,3 +65,27 @@ def make_project(tmp_path: Path) -> Project:
     example = make_example_project(tmp_path)
     return Project(root=example.root, kernels=example.kernels, app=example.app,
                    kernels_base=example.kernels_base, app_base=example.app_base)
+
+
+def kill_inside_git_am(command: list[str], cwd: Path, mirror: Path, marker: Path) -> None:
+    """Run `command` in its own process group and SIGKILL the whole group (kpatch, git am and all) while
+    git am is in the middle of a patch: an applypatch-msg hook in the mirror marks the moment and waits."""
+    import signal
+    import time
+
+    hook = mirror / "hooks" / "applypatch-msg"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text(f"#!/bin/sh\ntouch '{marker}'\nsleep 60\n")
+    hook.chmod(0o755)
+    proc = subprocess.Popen(command, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None, "the command ended before git am ran"
+            assert time.monotonic() < deadline, "git am never started"
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        hook.unlink()

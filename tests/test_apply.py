@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from gitrepos import Project, git
+from gitrepos import Project, git, kill_inside_git_am
 
+from kpatch import git as kgit
 from kpatch.errors import ExitCode
 from kpatch.examples import commit
 
@@ -193,3 +195,20 @@ def test_export_adds_a_new_commit_and_logs_the_run(project: Project) -> None:
     assert project.run("export", "--check").exit_code == 0
     logs = sorted((Path(project.root).parent / "home" / ".cache" / "kpatch" / "logs").glob("kpatch-*-export.log"))
     assert logs and "format-patch" in logs[-1].read_text()
+
+
+def test_kill_inside_git_am_then_continue(project: Project, tmp_path: Path) -> None:
+    """SIGKILL to kpatch and its git am mid-patch: apply refuses, --continue starts that stack again and ends
+    at the same commits a clean apply gives."""
+    assert project.run("apply").exit_code == 0
+    clean_heads = {name: kgit.head(project.workdir / name) for name in ("kernels", "app")}
+    cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
+    kill_inside_git_am([sys.executable, "-m", "kpatch", "apply"], project.root, cache / "mirrors" / "kernels.git",
+                       tmp_path / "in-am")
+    state = json.loads((project.workdir / ".kpatch-state.json").read_text())
+    assert state["upstreams"]["kernels"]["in_flight"] is True
+    refused = project.run("apply")
+    assert refused.exit_code == ExitCode.WORKTREE and "--continue" in refused.stderr
+    done = project.run("apply", "--continue")
+    assert done.exit_code == 0, done.output
+    assert {name: kgit.head(project.workdir / name) for name in ("kernels", "app")} == clean_heads

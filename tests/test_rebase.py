@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from fake_github import fake_github
+from gitrepos import kill_inside_git_am
 from rebase_repos import CULPRIT_INDEX, FILES, RebaseProject, make_rebase_project, replace_line
 
 from kpatch import git as kgit
@@ -130,25 +128,26 @@ def test_fetch_failure_changes_nothing(rp: RebaseProject, tmp_path: Path) -> Non
     assert not (rp.root / "work" / ".kpatch-rebase.json").exists()
 
 
-def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject) -> None:
-    """A real SIGKILL while the kernels stack is being rebased; the next command offers --continue/--abort."""
-    state = rp.root / "work" / ".kpatch-rebase.json"
-    proc = subprocess.Popen([sys.executable, "-m", "kpatch", "rebase"], cwd=rp.root, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert state.exists(), "the rebase finished before it could be killed"
-    again = rp.run("rebase")
+def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: Path) -> None:
+    """SIGKILL to kpatch and its git am while a patch is half-applied; the next command offers --continue."""
+    cache = tmp_path / "kill-cache"
+    assert rp.run("apply", "--cache-dir", str(cache)).exit_code == 0  # the mirrors exist, hooks can go in
+    before = rp.tracked()
+    kill_inside_git_am([sys.executable, "-m", "kpatch", "rebase", "--cache-dir", str(cache)], rp.root,
+                       cache / "mirrors" / "kernels.git", tmp_path / "in-am")
+    state = json.loads((rp.root / "work" / ".kpatch-rebase.json").read_text())
+    assert [p["why"] for p in state["stacks"]["kernels"]["patches"]].count("in flight") == 1
+    again = rp.run("rebase", "--cache-dir", str(cache))
     assert again.exit_code == ExitCode.WORKTREE
     assert "'kpatch rebase --continue' or 'kpatch rebase --abort'" in again.stderr
-    cont = rp.run("rebase", "--continue", "--json")
-    assert cont.exit_code in (0, ExitCode.CONFLICT), cont.output
-    assert classes(json.loads(cont.stdout), "kernels")[2] == "conflict"
+    assert rp.tracked() == before
+    cont = rp.run("rebase", "--continue", "--json", "--cache-dir", str(cache))
+    assert cont.exit_code == ExitCode.CONFLICT, cont.output
+    assert classes(json.loads(cont.stdout), "kernels") == ["upstream", "upstream", "conflict", "not tried"]
     resolve_c(rp)
-    assert rp.run("rebase", "--continue").exit_code == 0
+    done = rp.run("rebase", "--continue", "--json", "--cache-dir", str(cache))
+    assert done.exit_code == 0, done.output
+    assert classes(json.loads(done.stdout), "kernels") == ["upstream", "upstream", "three-way", "clean"]
 
 
 def test_culprit_index_is_the_upstream_commit(rp: RebaseProject) -> None:

@@ -73,6 +73,14 @@ def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
         if entry.outcome is not Outcome.CONFLICT:
             continue
         worktree = ws.worktree(name)
+        if entry.in_flight:  # kpatch was killed while git am ran: start this stack again
+            if git.is_worktree_of(worktree, ws.mirror(name)) and git.operation_in_progress(worktree) == "am":
+                git.am_abort(worktree)
+            elif worktree.exists() and not git.is_worktree_of(worktree, ws.mirror(name)):
+                git.remove_worktree(ws.mirror(name), worktree)
+            entry.outcome, entry.in_flight = Outcome.BLOCKED, False
+            ws.write_state(state)
+            continue
         if git.operation_in_progress(worktree) != "am":
             raise WorktreeError(f"{worktree}: no git am in progress there; run 'kpatch apply --abort'")
         remaining = len(entry.patches) - entry.applied
@@ -94,13 +102,13 @@ def abort_apply(ws: Workspace, ui: UI) -> tuple[str, ...]:
             raise WorktreeError(f"worktree {worktree} has uncommitted changes; commit or discard them first")
     restored = []
     for name, entry in state.upstreams.items():
-        worktree = ws.worktree(name)
+        worktree, mirror = ws.worktree(name), ws.mirror(name)
         if not worktree.exists():
             continue
-        if git.operation_in_progress(worktree) == "am":
+        if git.is_worktree_of(worktree, mirror) and git.operation_in_progress(worktree) == "am":
             git.am_abort(worktree)
         if entry.previous_head is None:
-            git.remove_worktree(ws.mirror(name), worktree)
+            git.remove_worktree(mirror, worktree)
         else:
             git.checkout(worktree, entry.previous_head)
         restored.append(name)
@@ -116,7 +124,7 @@ def _apply_unblocked(ws: Workspace, ui: UI, state: ApplyState) -> None:
         entry = state.upstreams[upstream.name]
         if entry.outcome is not Outcome.BLOCKED or _blocked(ws, state, upstream.name):
             continue
-        entry.outcome = Outcome.CONFLICT  # until git am says otherwise: an interrupted run can be continued
+        entry.outcome, entry.in_flight = Outcome.CONFLICT, True  # what --continue sees if this run is killed
         ws.write_state(state)
         worktree, mirror = ws.worktree(upstream.name), ws.mirror(upstream.name)
         if worktree.exists():
@@ -132,6 +140,7 @@ def _apply_unblocked(ws: Workspace, ui: UI, state: ApplyState) -> None:
 
 def _record(entry: UpstreamState, outcome: git.AmOutcome) -> None:
     entry.applied += outcome.applied
+    entry.in_flight = False
     entry.outcome = Outcome.APPLIED if outcome.stopped_at is None else Outcome.CONFLICT
     entry.failed = [(h.path, h.line) for h in outcome.hunks]
 

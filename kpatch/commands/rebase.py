@@ -22,6 +22,7 @@ from kpatch.ui import UI
 from kpatch.workspace import ApplyState, Outcome, UpstreamState, Workspace
 
 RERERE = ".rerere"
+IN_FLIGHT = "in flight"  # the `why` of the patch git am is applying right now
 
 
 @dataclass(frozen=True)
@@ -76,25 +77,32 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
         return _finish(ws, ui, _require_state(ws))
     state = _require_state(ws)
     for stack in state.stacks.values():
-        if stack.outcome is not Outcome.CONFLICT:
+        index = next((i for i, p in enumerate(stack.patches) if p.klass is PatchClass.CONFLICT), None)
+        if index is None:
             continue
-        scratch = Path(stack.scratch)
-        index = next(i for i, p in enumerate(stack.patches) if p.klass is PatchClass.CONFLICT)
-        if git.operation_in_progress(scratch) == "am":
+        result, scratch = stack.patches[index], Path(stack.scratch)
+        if result.why == IN_FLIGHT:  # killed while git am ran: undo what it half did, then try again
+            if git.is_worktree_of(scratch, ws.mirror(stack.name)):
+                if git.operation_in_progress(scratch) == "am":
+                    git.am_abort(scratch)
+                if stack.head_before:
+                    git.reset_hard(scratch, stack.head_before)
+            result.klass = PatchClass.NOT_TRIED
+        elif git.operation_in_progress(scratch) == "am":
             step = git.am_resume(scratch)
             if step.step is git.Step.CONFLICT:
-                stack.patches[index].hunks = [(h.path, h.line) for h in step.hunks]
+                result.hunks = [(h.path, h.line) for h in step.hunks]
                 rebase_state.write(_state_file(ws), state)
                 return _result(state, committed=False)
-            stack.patches[index].klass = PatchClass.THREE_WAY
-            stack.patches[index].why = "resolved by hand (recorded for the next rebase)"
+            result.klass = PatchClass.THREE_WAY
+            result.why = "resolved by hand (recorded for the next rebase)"
         elif stack.head_before and git.head(scratch) != stack.head_before:
-            stack.patches[index].klass = PatchClass.THREE_WAY
-            stack.patches[index].why = "finished outside kpatch"
+            result.klass, result.why = PatchClass.THREE_WAY, "finished outside kpatch"
         else:
-            stack.patches[index].klass = PatchClass.NOT_TRIED  # interrupted before git am: try it again
-        stack.patches[index].culprit = None
-        stack.patches[index].hunks = []
+            result.klass = PatchClass.NOT_TRIED  # skipped or aborted by hand: try it again
+        if result.klass is PatchClass.NOT_TRIED:
+            result.why = ""
+        result.culprit, result.hunks = None, []
         stack.outcome = Outcome.BLOCKED
         rebase_state.write(_state_file(ws), state)
     return _run(ws, ui, state)
@@ -104,11 +112,11 @@ def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
     """Drop the scratch worktrees and the rebase state: kpatch.toml and patches/ were never touched."""
     state = _require_state(ws)
     for stack in state.stacks.values():
-        scratch = Path(stack.scratch)
+        scratch, mirror = Path(stack.scratch), ws.mirror(stack.name)
+        if git.is_worktree_of(scratch, mirror) and git.operation_in_progress(scratch) == "am":
+            git.am_abort(scratch)
         if scratch.exists():
-            if git.operation_in_progress(scratch) == "am":
-                git.am_abort(scratch)
-            git.remove_worktree(ws.mirror(stack.name), scratch)
+            git.remove_worktree(mirror, scratch)
     _state_file(ws).unlink()
     ui.note("rebase aborted; kpatch.toml and patches/ are as they were")
     return tuple(state.stacks)
@@ -123,12 +131,16 @@ def _run(ws: Workspace, ui: UI, state: RebaseState) -> RebaseResult:
         if stack.outcome is not Outcome.BLOCKED or blocked:
             continue
         scratch, mirror = Path(stack.scratch), ws.mirror(upstream.name)
-        if not scratch.exists():
+        if not git.is_worktree_of(scratch, mirror):  # new, or half-made by an interrupted run
+            if scratch.exists():
+                git.remove_worktree(mirror, scratch)
             scratch.parent.mkdir(parents=True, exist_ok=True)
             git.add_worktree(mirror, scratch, stack.new_base)
             _load_rerere(ws, upstream.name, git.enable_rerere(mirror))
+            for result in stack.patches:  # a fresh scratch holds none of them
+                if result.klass in (PatchClass.CLEAN, PatchClass.THREE_WAY):
+                    result.klass, result.why = PatchClass.NOT_TRIED, ""
         patches = {p.name: p for p in series[upstream.name].patches}
-        stack.outcome = Outcome.APPLIED
         with ui.progress(f"rebasing {upstream.name}", len(stack.patches)) as report:
             for index, result in enumerate(stack.patches):
                 report(index)
@@ -139,6 +151,7 @@ def _run(ws: Workspace, ui: UI, state: RebaseState) -> RebaseResult:
                     break
             else:
                 report(len(stack.patches))
+                stack.outcome = Outcome.APPLIED
         rebase_state.write(_state_file(ws), state)
     if any(s.outcome is not Outcome.APPLIED for s in state.stacks.values()):
         return _result(state, committed=False)
@@ -150,9 +163,10 @@ def _apply_one(ws: Workspace, state: RebaseState, stack: StackRebase, index: int
     result, scratch, mirror = stack.patches[index], Path(stack.scratch), ws.mirror(stack.name)
     patch = patches[result.name]
     stack.head_before = git.head(scratch)
-    result.klass = PatchClass.CONFLICT  # until git am says otherwise: an interrupted run can be continued
+    result.klass, result.why = PatchClass.CONFLICT, IN_FLIGHT  # what --continue sees if this run is killed
     rebase_state.write(_state_file(ws), state)
     step = git.am_one(scratch, patch.path)
+    result.why = ""
     if step.step is git.Step.EMPTY:
         carrier = git.last_commit_touching(mirror, stack.old_base, stack.new_base, patch.paths)
         result.klass, result.commit = PatchClass.UPSTREAM, carrier
