@@ -408,17 +408,26 @@ def last_commit_touching(repo: Path, since: str, until: str, paths: Sequence[str
     return found or None
 
 
-def applies_at(repo: Path, commit: str, patches: Sequence[Path]) -> bool:
-    """Would `patches`, in order, apply (3-way, like `git am -3`) onto `commit`? Uses a throwaway index only."""
+def trial(repo: Path, commit: str, kept: Sequence[Path], patch: Path) -> Step:
+    """What `git am -3` of `patch` would do on `commit` with `kept` applied first, on a throwaway index only."""
     with tempfile.TemporaryDirectory(prefix="kpatch-trial-") as folder:
         env = {**_isolated(), "GIT_INDEX_FILE": str(Path(folder) / "index")}
+
+        def apply(path: Path, *how: str) -> bool:
+            return run(["-c", "rerere.enabled=false", "apply", "--cached", *how, str(path)], repo, env=env,
+                       check=False).returncode == 0
+
         run(["read-tree", commit], repo, env=env)
-        for patch in patches:
-            proc = run(["-c", "rerere.enabled=false", "apply", "--cached", "--3way", str(patch)], repo,
-                       env=env, check=False)
-            if proc.returncode != 0:
-                return False
-    return True
+        if not all(apply(k, "--3way") for k in kept):
+            return Step.CONFLICT
+        before = out(["write-tree"], repo, env=env)
+        if apply(patch):
+            step = Step.CLEAN
+        elif apply(patch, "--3way"):
+            step = Step.THREE_WAY
+        else:
+            return Step.CONFLICT
+        return Step.EMPTY if out(["write-tree"], repo, env=env) == before else step
 
 
 def enable_rerere(repo: Path) -> Path:

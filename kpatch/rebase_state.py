@@ -20,7 +20,7 @@ class PatchClass(Enum):
     THREE_WAY = "three-way"
     UPSTREAM = "upstream"  # already merged upstream: dropped from the series
     CONFLICT = "conflict"
-    NOT_TRIED = "not tried"  # after a conflict in its stack, or in a stack that requires a conflicted one
+    NOT_TRIED = "not tried"  # not reached yet (only while a rebase runs)
 
 
 @dataclass
@@ -37,6 +37,7 @@ class Culprit:
 class PatchResult:
     name: str
     klass: PatchClass = PatchClass.NOT_TRIED
+    applied: bool = False  # in the scratch worktree; False for a class found by a trial apply (after a conflict)
     why: str = ""
     commit: str | None = None  # the upstream commit that carries an `upstream` patch
     hunks: list[tuple[str, int | None]] = field(default_factory=list)
@@ -83,7 +84,8 @@ def read(path: Path) -> RebaseState | None:
         raise WorktreeError(f"{path}: rebase state version {raw.get('version')} is not {STATE_VERSION}")
     stacks = {}
     for name, item in raw["stacks"].items():
-        patches = [PatchResult(name=p["name"], klass=PatchClass(p["klass"]), why=p["why"], commit=p["commit"],
+        patches = [PatchResult(name=p["name"], klass=PatchClass(p["klass"]), applied=p["applied"], why=p["why"],
+                               commit=p["commit"],
                                hunks=[(h[0], h[1]) for h in p["hunks"]],
                                culprit=Culprit(**p["culprit"]) if p["culprit"] else None)
                    for p in item["patches"]]

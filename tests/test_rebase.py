@@ -36,9 +36,14 @@ def test_conflict_names_the_culprit_and_writes_nothing(rp: RebaseProject) -> Non
     result = rp.run("rebase", "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output
     payload = json.loads(result.stdout)
-    assert classes(payload, "kernels") == ["upstream", "upstream", "conflict", "not tried"]
-    assert classes(payload, "app") == ["not tried", "not tried"]
+    # The issue's expectation: upstream (verbatim), upstream (other context), conflict, clean. Fix d and the
+    # app stack are classified by trial applies: a conflict stops the stacks, not the report.
+    assert classes(payload, "kernels") == ["upstream", "upstream", "conflict", "clean"]
+    assert classes(payload, "app") == ["clean", "clean"]
     kernels = payload["stacks"][0]
+    assert [p["applied"] for p in kernels["patches"]] == [False, False, False, False]
+    assert kernels["patches"][3]["why"].startswith("trial apply")
+    assert [s["outcome"] for s in payload["stacks"]] == ["conflict", "blocked"]
     assert "same patch-id as upstream" in kernels["patches"][0]["why"]
     assert "empty after a 3-way apply" in kernels["patches"][1]["why"]
     culprit = kernels["patches"][2]["culprit"]
@@ -143,7 +148,7 @@ def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: 
     assert rp.tracked() == before
     cont = rp.run("rebase", "--continue", "--json", "--cache-dir", str(cache))
     assert cont.exit_code == ExitCode.CONFLICT, cont.output
-    assert classes(json.loads(cont.stdout), "kernels") == ["upstream", "upstream", "conflict", "not tried"]
+    assert classes(json.loads(cont.stdout), "kernels") == ["upstream", "upstream", "conflict", "clean"]
     resolve_c(rp)
     done = rp.run("rebase", "--continue", "--json", "--cache-dir", str(cache))
     assert done.exit_code == 0, done.output
@@ -184,3 +189,29 @@ def test_github_server_errors_degrade(rp: RebaseProject, monkeypatch: pytest.Mon
     payload = json.loads(result.stdout)
     assert payload["github"] == f"GitHub unavailable ({fake.url} answered {status}): Upstream-PR states not checked"
     assert f"warning: GitHub unavailable ({fake.url} answered {status})" in result.stderr
+
+
+def test_every_conflict_is_reported_in_one_run(rp: RebaseProject) -> None:
+    """A second conflict behind the first is found by a trial apply, with its own culprit; both get resolved."""
+    from kpatch.examples import commit
+
+    second = commit(rp.kernels, {"d.txt": replace_line(FILES["d"], 20, "d line 20 rewritten upstream")},
+                    "Rewrite d", 500)
+    result = rp.run("rebase", "--json")
+    assert result.exit_code == ExitCode.CONFLICT
+    kernels = json.loads(result.stdout)["stacks"][0]["patches"]
+    assert [p["klass"] for p in kernels] == ["upstream", "upstream", "conflict", "conflict"]
+    assert kernels[2]["culprit"]["sha"] == rp.culprit and kernels[3]["culprit"]["sha"] == second
+    assert kernels[3]["why"] == "trial apply" and kernels[3]["culprit"]["trials"] <= 7
+    resolve_c(rp)
+    again = rp.run("rebase", "--continue", "--json")
+    assert again.exit_code == ExitCode.CONFLICT  # now "Fix d" conflicts for real
+    kernels = json.loads(again.stdout)["stacks"][0]["patches"]
+    assert [p["klass"] for p in kernels] == ["upstream", "upstream", "three-way", "conflict"]
+    assert kernels[3]["applied"] is False and kernels[3]["why"] == "" and kernels[3]["culprit"]["sha"] == second
+    tree = rp.root / "work" / ".rebase" / "kernels"
+    (tree / "d.txt").write_text(replace_line(FILES["d"], 20, "d line 20 rewritten upstream, fixed by us"))
+    kgit.run(["add", "d.txt"], tree)
+    done = rp.run("rebase", "--continue", "--json")
+    assert done.exit_code == 0, done.output
+    assert classes(json.loads(done.stdout), "kernels") == ["upstream", "upstream", "three-way", "three-way"]

@@ -23,6 +23,7 @@ from kpatch.workspace import ApplyState, Outcome, UpstreamState, Workspace
 
 RERERE = ".rerere"
 IN_FLIGHT = "in flight"  # the `why` of the patch git am is applying right now
+TRIAL = "trial apply"  # the `why` of a class found on a throwaway index, not yet applied
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,9 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
         return _finish(ws, ui, _require_state(ws))
     state = _require_state(ws)
     for stack in state.stacks.values():
-        index = next((i for i, p in enumerate(stack.patches) if p.klass is PatchClass.CONFLICT), None)
+        stopped = stack.outcome is Outcome.CONFLICT  # else only a patch in flight when kpatch was killed counts
+        index = next((i for i, p in enumerate(stack.patches)
+                      if p.klass is PatchClass.CONFLICT and (stopped or p.why == IN_FLIGHT)), None)
         if index is None:
             continue
         result, scratch = stack.patches[index], Path(stack.scratch)
@@ -94,10 +97,10 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
                 result.hunks = [(h.path, h.line) for h in step.hunks]
                 rebase_state.write(_state_file(ws), state)
                 return _result(state, committed=False)
-            result.klass = PatchClass.THREE_WAY
+            result.klass, result.applied = PatchClass.THREE_WAY, True
             result.why = "resolved by hand (recorded for the next rebase)"
         elif stack.head_before and git.head(scratch) != stack.head_before:
-            result.klass, result.why = PatchClass.THREE_WAY, "finished outside kpatch"
+            result.klass, result.applied, result.why = PatchClass.THREE_WAY, True, "finished outside kpatch"
         else:
             result.klass = PatchClass.NOT_TRIED  # skipped or aborted by hand: try it again
         if result.klass is PatchClass.NOT_TRIED:
@@ -128,6 +131,8 @@ def _run(ws: Workspace, ui: UI, state: RebaseState) -> RebaseResult:
     for upstream in ws.stack.upstreams:
         stack = state.stacks[upstream.name]
         blocked = any(state.stacks[d].outcome is not Outcome.APPLIED for d in ws.stack.closure(upstream.name))
+        if stack.outcome is Outcome.BLOCKED and blocked:
+            _predict(ws, stack, series[upstream.name].patches, 0)
         if stack.outcome is not Outcome.BLOCKED or blocked:
             continue
         scratch, mirror = Path(stack.scratch), ws.mirror(upstream.name)
@@ -138,16 +143,16 @@ def _run(ws: Workspace, ui: UI, state: RebaseState) -> RebaseResult:
             git.add_worktree(mirror, scratch, stack.new_base)
             _load_rerere(ws, upstream.name, git.enable_rerere(mirror))
             for result in stack.patches:  # a fresh scratch holds none of them
-                if result.klass in (PatchClass.CLEAN, PatchClass.THREE_WAY):
-                    result.klass, result.why = PatchClass.NOT_TRIED, ""
+                result.applied = False
         patches = {p.name: p for p in series[upstream.name].patches}
         with ui.progress(f"rebasing {upstream.name}", len(stack.patches)) as report:
             for index, result in enumerate(stack.patches):
                 report(index)
-                if result.klass is not PatchClass.NOT_TRIED:
+                if _settled(result):
                     continue
                 if not _apply_one(ws, state, stack, index, patches):
                     stack.outcome = Outcome.CONFLICT
+                    _predict(ws, stack, series[upstream.name].patches, index + 1)
                     break
             else:
                 report(len(stack.patches))
@@ -162,6 +167,7 @@ def _apply_one(ws: Workspace, state: RebaseState, stack: StackRebase, index: int
                patches: Mapping[str, Patch]) -> bool:
     result, scratch, mirror = stack.patches[index], Path(stack.scratch), ws.mirror(stack.name)
     patch = patches[result.name]
+    result.hunks, result.culprit, result.commit = [], None, None
     stack.head_before = git.head(scratch)
     result.klass, result.why = PatchClass.CONFLICT, IN_FLIGHT  # what --continue sees if this run is killed
     rebase_state.write(_state_file(ws), state)
@@ -173,11 +179,11 @@ def _apply_one(ws: Workspace, state: RebaseState, stack: StackRebase, index: int
         result.why = "empty after a 3-way apply: its change is already upstream"
     elif step.step is git.Step.CONFLICT:
         result.hunks = [(h.path, h.line) for h in step.hunks]
-        kept = [patches[p.name].path for p in stack.patches[:index] if p.klass in (PatchClass.CLEAN,
-                                                                                  PatchClass.THREE_WAY)]
-        result.culprit = _bisect(mirror, stack.old_base, stack.new_base, kept, patch.path)
+        kept = [patches[p.name] for p in stack.patches[:index] if p.applied]
+        result.culprit = _bisect(mirror, stack.old_base, stack.new_base, kept, patch)
         return False
     else:
+        result.applied = True
         result.klass = PatchClass.CLEAN if step.step is git.Step.CLEAN else PatchClass.THREE_WAY
         notes = ["conflict resolved by a recorded resolution"] if step.rerere else []
         notes += [f"requires {ref}, which is now upstream" for ref in patch.requires
@@ -188,6 +194,33 @@ def _apply_one(ws: Workspace, state: RebaseState, stack: StackRebase, index: int
 
 def _klass(state: RebaseState, stack: str, name: str) -> PatchClass | None:
     return next((p.klass for p in state.stacks[stack].patches if p.name == name), None)
+
+
+def _settled(result: PatchResult) -> bool:
+    """In the scratch worktree already, or found upstream before any apply (patch-id, merged PR, empty am)."""
+    return result.applied or (result.klass is PatchClass.UPSTREAM and not result.why.startswith(TRIAL))
+
+
+def _predict(ws: Workspace, stack: StackRebase, patches: tuple[Patch, ...], start: int) -> None:
+    """Classes for the patches a conflict keeps from being applied, by trial applies on a throwaway index:
+    the maintainer sees every conflict of the rebase at once, not one per run."""
+    mirror = ws.mirror(stack.name)
+    kept = [p for p, r in zip(patches, stack.patches, strict=True) if r.applied]
+    for patch, result in list(zip(patches, stack.patches, strict=True))[start:]:
+        if _settled(result):
+            continue
+        step = git.trial(mirror, stack.new_base, [k.path for k in kept], patch.path)
+        result.hunks, result.culprit = [], None
+        if step is git.Step.EMPTY:
+            result.klass, result.why = PatchClass.UPSTREAM, f"{TRIAL}: empty, its change is already upstream"
+            result.commit = git.last_commit_touching(mirror, stack.old_base, stack.new_base, patch.paths)
+        elif step is git.Step.CONFLICT:
+            result.klass, result.why = PatchClass.CONFLICT, TRIAL
+            result.culprit = _bisect(mirror, stack.old_base, stack.new_base, kept, patch)
+        else:
+            result.klass = PatchClass.CLEAN if step is git.Step.CLEAN else PatchClass.THREE_WAY
+            result.why = f"{TRIAL}: applied for real once the conflict before it is resolved"
+            kept.append(patch)
 
 
 def _classify_merged(ws: Workspace, patches: tuple[Patch, ...], stack: StackRebase, pulls: github.PullCheck) -> None:
@@ -211,16 +244,21 @@ def _classify_merged(ws: Workspace, patches: tuple[Patch, ...], stack: StackReba
                 result.why = f"{pr} is merged upstream as {pull.merge_commit[:12]}"
 
 
-def _bisect(mirror: Path, old: str, new: str, kept: list[Path], patch: Path) -> Culprit | None:
-    """The first upstream commit (first-parent line) after which the patch no longer applies: O(log n) trials."""
+def _bisect(mirror: Path, old: str, new: str, kept: list[Patch], patch: Patch) -> Culprit | None:
+    """The first upstream commit (first-parent line) after which the patch no longer applies: O(log n) trials.
+
+    Only the earlier patches that touch the same files go first: the others cannot change the answer, and
+    one resolved by hand would, as its original file, stop applying at its own culprit and hide this one's.
+    """
     commits = git.first_parent_range(mirror, old, new)
     good, bad, trials = -1, len(commits) - 1, 0
     if bad < 0:
         return None
+    shared = [k.path for k in kept if set(k.paths) & set(patch.paths)]
     while bad - good > 1:
         middle = (good + bad) // 2
         trials += 1
-        if git.applies_at(mirror, commits[middle], [*kept, patch]):
+        if git.trial(mirror, commits[middle], shared, patch.path) is not git.Step.CONFLICT:
             good = middle
         else:
             bad = middle
