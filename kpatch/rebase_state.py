@@ -96,4 +96,4 @@ def read(path: Path) -> RebaseState | None:
 
 
 def write(path: Path, state: RebaseState) -> None:
-    write_atomic(path, state.to_json())
+    write_atomic(path, state.to_json(), durable=False)

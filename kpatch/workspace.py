@@ -112,7 +112,7 @@ class Workspace:
         payload = {"version": STATE_VERSION, "upstreams": {
             name: {**asdict(item), "outcome": item.outcome.value} for name, item in state.upstreams.items()
         }}
-        write_atomic(self.state_file, (json.dumps(payload, indent=2) + "\n").encode())
+        write_atomic(self.state_file, (json.dumps(payload, indent=2) + "\n").encode(), durable=False)
 
 
 def default_cache_dir() -> Path:
@@ -122,15 +122,20 @@ def default_cache_dir() -> Path:
     return Path(xdg) / "kpatch"
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temp file beside `path`, fsync, then rename over it: readers see old or new, never half."""
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write to a temp file beside `path`, then rename over it: readers see old or new, never half.
+
+    `durable` also fsyncs, so the file survives a power cut; run-state files that kpatch rewrites on the
+    apply path skip it (a killed process cannot lose them, and fsync can stall behind unrelated writeback).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
