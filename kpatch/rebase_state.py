@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from kpatch.errors import WorktreeError
 from kpatch.workspace import Outcome, write_atomic
@@ -80,8 +81,16 @@ def read(path: Path) -> RebaseState | None:
         return None
     except (OSError, ValueError) as err:
         raise WorktreeError(f"{path}: unreadable rebase state ({err}); run 'kpatch rebase --abort'") from None
-    if raw.get("version") != STATE_VERSION:
-        raise WorktreeError(f"{path}: rebase state version {raw.get('version')} is not {STATE_VERSION}")
+    if not isinstance(raw, dict) or raw.get("version") != STATE_VERSION:
+        version = raw.get("version") if isinstance(raw, dict) else None
+        raise WorktreeError(f"{path}: rebase state version {version} is not {STATE_VERSION}")
+    try:
+        return _decode(raw)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise WorktreeError(f"{path}: unreadable rebase state ({err!r}); run 'kpatch rebase --abort'") from None
+
+
+def _decode(raw: dict[str, Any]) -> RebaseState:
     stacks = {}
     for name, item in raw["stacks"].items():
         patches = [PatchResult(name=p["name"], klass=PatchClass(p["klass"]), applied=p["applied"], why=p["why"],

@@ -100,13 +100,18 @@ class Workspace:
         except (OSError, ValueError) as err:
             raise WorktreeError(
                 f"{self.state_file}: unreadable apply state ({err}); remove it and apply again") from None
-        if raw.get("version") != STATE_VERSION:
-            raise WorktreeError(f"{self.state_file}: apply state version {raw.get('version')} is not {STATE_VERSION}")
-        return ApplyState(upstreams={
-            name: UpstreamState(**{**item, "outcome": Outcome(item["outcome"]),
-                                   "failed": [tuple(f) for f in item.get("failed", [])]})
-            for name, item in raw["upstreams"].items()
-        })
+        if not isinstance(raw, dict) or raw.get("version") != STATE_VERSION:
+            version = raw.get("version") if isinstance(raw, dict) else None
+            raise WorktreeError(f"{self.state_file}: apply state version {version} is not {STATE_VERSION}")
+        try:
+            return ApplyState(upstreams={
+                name: UpstreamState(**{**item, "outcome": Outcome(item["outcome"]),
+                                       "failed": [tuple(f) for f in item.get("failed", [])]})
+                for name, item in raw["upstreams"].items()
+            })
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise WorktreeError(f"{self.state_file}: unreadable apply state ({err!r}); remove it and apply "
+                                "again") from None
 
     def write_state(self, state: ApplyState) -> None:
         payload = {"version": STATE_VERSION, "upstreams": {

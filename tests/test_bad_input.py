@@ -120,3 +120,32 @@ def test_missing_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 def test_export_without_worktree(project: Project) -> None:
     result = project.run("export")
     assert result.exit_code == ExitCode.WORKTREE and "run 'kpatch apply' first" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"version": 1, "upstreams": {"kernels": {}}}', "[]"])
+def test_corrupt_apply_state_is_a_clear_error(project: Project, text: str) -> None:
+    assert project.run("apply").exit_code == 0
+    (project.workdir / ".kpatch-state.json").write_text(text)
+    before = project.snapshot()
+    result = project.run("status")
+    assert result.exit_code == ExitCode.WORKTREE and ".kpatch-state.json: " in result.stderr
+    assert project.snapshot() == before
+
+
+def test_crash_boundary_writes_a_log_and_exits_70(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug (any exception kpatch did not raise on purpose) becomes exit 70 and a crash log; Ctrl-C is 130."""
+    from kpatch.cli import _guarded
+    from kpatch.ui import UI
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+    def bug() -> int:
+        return {}["missing"]  # type: ignore[no-any-return]
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert _guarded(UI(), bug) == ExitCode.INTERNAL
+    crash = next(tmp_path.glob("kpatch-crash-*.log")).read_text()
+    assert "KeyError: 'missing'" in crash and "Python" in crash
+    assert _guarded(UI(), interrupted) == ExitCode.INTERRUPTED
