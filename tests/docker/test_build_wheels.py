@@ -16,9 +16,9 @@ import pytest
 from click.testing import Result
 from gitrepos import run_kpatch
 
-from kpatch import lock
 from kpatch.errors import ExitCode
 from kpatch.examples import ExampleProject, make_example_project
+from kpatch.lock import check as check_lock
 
 
 class Pair:
@@ -77,11 +77,11 @@ def test_pair_is_built_in_order_pinned_and_locked(pair: Pair) -> None:
     with zipfile.ZipFile(pair.root / "dist" / app["filename"]) as archive:
         assert "app/models/k3/xpu/model.py" in archive.namelist()
     first_lock = lock_path.read_bytes()
-    assert lock.check(lock_path) == []
+    assert check_lock(lock_path) == []
     tampered = pair.root / "dist" / kernels["filename"]
     original = tampered.read_bytes()
     tampered.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
-    assert lock.check(lock_path) == [f"{kernels['filename']}: sha256 differs"]
+    assert check_lock(lock_path) == [f"{kernels['filename']}: sha256 differs"]
     tampered.write_bytes(original)
 
     again = pair.build()
