@@ -165,18 +165,24 @@ def test_full_disk(pair: Pair, tmp_path: Path) -> None:
 
 def test_kill_midway_then_the_next_run_starts_clean(pair: Pair) -> None:
     """SIGKILL kpatch while its first build container runs; the rerun removes the leftover and builds."""
+    toml = pair.root / "kpatch.toml"
+    original = toml.read_text()
+    slow = "sleep 30; python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"
+    toml.write_text(original.replace("python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38",
+                                     slow))
     proc = subprocess.Popen([sys.executable, "-m", "kpatch", "build-wheels", "--base-image", pair.base_image,
                              "--cache-dir", str(pair.cache)], cwd=pair.root, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
+    running = ""
+    while not running:  # the kernels build sleeps in its container: a window that cannot be missed
+        assert proc.poll() is None and time.monotonic() < deadline, "the build container never ran"
         running = subprocess.run(["docker", "ps", "-q", "--filter", "label=kpatch.build"], capture_output=True,
                                  text=True).stdout.strip()
-        if running:
-            break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    toml.write_text(original)
     assert pair.dist() == {}  # nothing published by the killed run
     result = pair.build()
     assert result.exit_code == 0, result.output
