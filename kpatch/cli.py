@@ -148,10 +148,10 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
               help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
 @click.option("--image", metavar="REF", help="Build in this existing image instead of building docker/Dockerfile.")
 @click.option("--base-image", metavar="REF", help="BASE_IMAGE for docker/Dockerfile (default: Intel oneAPI).")
-@click.option("--out", type=click.Path(file_okay=False), default="dist", show_default=True,
-              help="Where the wheel pair and pylock.toml go.")
+@click.option("--out", type=click.Path(file_okay=False),
+              help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
 @kpatch_command
-def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str | None, out: str) -> int:
+def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str | None, out: str | None) -> int:
     """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
     from kpatch.commands import build_wheels as cmd
 
@@ -159,7 +159,7 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
         raise UsageError("--image and --base-image go alone, and only with --backend docker")
     ws = ctx.workspace()
     result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
-                              out=Path(out).resolve())
+                              out=Path(out).resolve() if out else ws.stack.root / "dist")
     if ctx.ui.json_mode:
         ctx.ui.json(result)
         return 0
