@@ -170,6 +170,15 @@ class Container:
         return files
 
 
+def host_ca_bundle() -> Path | None:
+    """The CA bundle the host's pip uses (PIP_CERT, else REQUESTS_CA_BUNDLE or SSL_CERT_FILE), if any."""
+    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        value = os.environ.get(name)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
+
+
 class DockerBackend:
     """Builds in a fresh container of `image` per wheel: source in read-only, the wheel out, all by archive."""
 
@@ -181,8 +190,14 @@ class DockerBackend:
     def build(self, name: str, env: dict[str, str], source_tar: bytes, deps: list[Path], script: bytes,
               on_line: Callable[[str], None]) -> dict[str, bytes]:
         container_name = f"kpatch-build-{name}-{hashlib.sha256(source_tar).hexdigest()[:12]}-{os.getpid()}"
+        files: list[tuple[str, bytes | None, int]] = [
+            ("build-wheel.sh", script, 0o555), ("deps", None, 0o555), ("out", None, 0o755)]
+        ca = host_ca_bundle()
+        if ca is not None:  # pip in the container trusts what pip on the host trusts (PIP_CERT)
+            files.append(("ca.pem", ca.read_bytes(), 0o444))
+            env = {**env, "PIP_CERT": "/kpatch/ca.pem", "SSL_CERT_FILE": "/kpatch/ca.pem"}
         with self.engine.container(self.image, env, container_name) as box:
-            box.put("/kpatch", [("build-wheel.sh", script, 0o555), ("deps", None, 0o555), ("out", None, 0o755)])
+            box.put("/kpatch", files)
             box.put_tar("/kpatch", source_tar)  # root-owned: read-only for the build user
             if deps:
                 box.put("/kpatch/deps", [(d.name, d.read_bytes(), 0o444) for d in deps])

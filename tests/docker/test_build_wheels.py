@@ -189,3 +189,25 @@ def test_kill_midway_then_the_next_run_starts_clean(pair: Pair) -> None:
     assert "removed build containers left by an interrupted run" in result.stderr
     assert not list((pair.cache / "wheels").glob("*/.*-*"))
     assert len([n for n in pair.dist() if n.endswith(".whl")]) == 2
+
+
+def test_pip_in_the_container_trusts_the_hosts_ca_bundle(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build command downloads from the package index like the real upstream builds do (pip install -r ...):
+    that only works when the host's CA bundle (PIP_CERT) is copied into the container."""
+    bundle = Path("/etc/ssl/certs/ca-certificates.crt")
+    if not bundle.is_file():
+        pytest.fail(f"{bundle} is missing")
+    monkeypatch.setenv("PIP_CERT", str(bundle))
+    toml = pair.root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace(
+        'command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"',
+        'command = "python3 -m pip download --quiet --no-deps -d $HOME/dl six && python3 setup.py -q bdist_wheel '
+        '--dist-dir=$KPATCH_OUT"'))
+    result = pair.build()
+    assert result.exit_code == 0, result.output
+    monkeypatch.delenv("PIP_CERT")
+    for name in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    toml.write_text(toml.read_text().replace("-d $HOME/dl six", "-d $HOME/dl2 six"))  # a new key: no cache
+    without = pair.build()
+    assert without.exit_code == ExitCode.BUILD and "app: build step failed" in without.stderr
