@@ -11,8 +11,9 @@ from kpatch import git
 from kpatch.errors import WorktreeError
 from kpatch.plan import Item, resolve_items
 from kpatch.series import SERIES, Series, dropped_line, parse_dropped, parse_patch_text
+from kpatch.transaction import Transaction
 from kpatch.ui import UI
-from kpatch.workspace import Workspace, write_atomic
+from kpatch.workspace import Workspace
 
 
 class Change(Enum):
@@ -54,18 +55,17 @@ def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expor
         files, series_text = _render(item, base)
         planned.append((item, files, series_text))
         changes.extend(_compare(item, files, series_text))
-    written = False
-    if not check:
+    if not check:  # every stack's files change in one journaled step, as a rebase's do
+        txn = Transaction(ws.workdir / ".kpatch-export.journal")
         for item, files, series_text in planned:
             for path, data in files.items():
-                if not path.is_file() or path.read_bytes() != data:
-                    write_atomic(path, data)
-            write_atomic(item.upstream.patches / SERIES, series_text)
-            for change in changes:
-                if change.upstream == item.upstream.name and change.change is Change.REMOVED:
-                    change.path.unlink()
-        written = True
-    return ExportResult(files=tuple(changes), written=written)
+                txn.write(path, data)
+            txn.write(item.upstream.patches / SERIES, series_text)
+        for change in changes:
+            if change.change is Change.REMOVED:
+                txn.delete(change.path)
+        txn.commit()
+    return ExportResult(files=tuple(changes), written=not check)
 
 
 def _render(item: Item, base: str | None) -> tuple[dict[Path, bytes], bytes]:

@@ -74,16 +74,16 @@ def _patch_states(item: Item, base: str | None, entry: UpstreamState | None) -> 
                 else PatchState.NOT_APPLIED for i in range(len(patches))], 0
     if base is None or not item.worktree.exists():
         return [PatchState.NOT_APPLIED] * len(patches), 0
-    in_tree = git.commit_patch_ids(item.worktree, base, "HEAD")
+    in_tree = set(git.commit_patch_ids(item.worktree, base, "HEAD").values())
     subjects = set(git.out(["log", "--format=%s", f"{base}..HEAD"], item.worktree).splitlines())
     ids = git.file_patch_ids(item.worktree, [p.path for p in patches])
     states = []
     for patch, pid in zip(patches, ids, strict=True):
-        if pid in in_tree.values():
+        if pid in in_tree:
             states.append(PatchState.APPLIED)
         elif patch.subject in subjects:
             states.append(PatchState.MODIFIED)
         else:
             states.append(PatchState.NOT_APPLIED)
-    unexported = len(set(in_tree.values()) - set(ids))
+    unexported = len(in_tree - set(ids))
     return states, unexported
