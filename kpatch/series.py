@@ -10,12 +10,13 @@ from enum import Enum
 from pathlib import Path, PurePosixPath
 
 from kpatch.errors import SeriesError
+from kpatch.github.names import PR_PATTERN
 
 SERIES = "series"
 _MBOX_FIRST = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 _HEADER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 _TRAILER = re.compile(r"^(Upstream-Status|Upstream-PR|Requires):\s*(.*?)\s*$", re.IGNORECASE)
-_PR = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[1-9][0-9]*$")
+_PR = re.compile(PR_PATTERN)  # GitHub's name rules: no `.`/`..` segment can climb the API path
 _SERIES_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.patch$")
 _DROPPED = re.compile(r"^#\s*dropped\s+(\S+\.patch):\s*(.*?)\s*$")
 _PATH_LINE = re.compile(r"^(?:--- |\+\+\+ |rename from |rename to |copy from |copy to )(.*)$")
@@ -201,7 +202,7 @@ def _trailers(
                 raise SeriesError(
                     f"{where}: Upstream-Status must be pending, submitted or backport, not {value!r}") from None
         elif key == "upstream-pr":
-            if not _PR.match(value):
+            if not _PR.fullmatch(value):
                 raise SeriesError(f"{where}: Upstream-PR must look like owner/repo#123, not {value!r}")
             prs.append(value)
         else:
