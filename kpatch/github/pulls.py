@@ -60,7 +60,8 @@ def check_pulls(prs: set[str]) -> PullCheck:
             try:
                 repo = session.get_repo(f"{match['owner']}/{match['name']}")
                 pull = repo.get_pull(int(match["number"]))
-                pulls[pr] = _state(pr, bool(pull.merged), pull.merge_commit_sha)
+                # raw: PyGithub's typed attribute raises on a non-string, and any reply must end as a state
+                pulls[pr] = _state(pr, pull.merged is True, pull.raw_data.get("merge_commit_sha"))
             except GithubException as err:
                 if err.status != 404:
                     raise
