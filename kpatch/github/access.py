@@ -61,7 +61,10 @@ class _Redact(logging.Filter):
 
 
 _REDACT = _Redact()
-log.addFilter(_REDACT)
+# A logger's filter sees only the records made on that very logger: kpatch's, and PyGithub's request log, which
+# masks the Authorization header but prints response bodies as they come (a proxy may echo the header back).
+for _name in ("kpatch.github", "github.Requester", "github.GithubRetry", "urllib3.connectionpool"):
+    logging.getLogger(_name).addFilter(_REDACT)
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def target(configured: Repository | None, environ: Mapping[str, str], *, dry_run
             raise UsageError(f"GITHUB_REPOSITORY must be owner/name, not {environ['GITHUB_REPOSITORY']!r}")
     secret = environ.get("GITHUB_TOKEN", "").strip()
     token = Token(secret) if secret else None
-    if token:
+    if token and all(known.reveal() != secret for known in _REDACT.tokens):
         _REDACT.tokens.append(token)
     offline = bool(environ.get("KPATCH_OFFLINE"))
     why = ("--dry-run" if dry_run else
