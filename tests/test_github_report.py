@@ -46,7 +46,9 @@ def test_a_clean_night_opens_one_pull_request(world: World) -> None:
     pulls = world.fake.items(REPO, pull=True)
     assert [(p.number, p.head, p.base, p.body, p.state) for p in pulls] == [(1, "kpatch/nightly", "main", "body 1",
                                                                               "open")]
-    assert result.ref is not None and result.ref.number == 1 and result.message.startswith("opened pull request #1")
+    assert result.to_json() == {"kind": "pull request", "action": "open", "outcome": "done", "number": 1,
+                                "url": f"https://github.example/{REPO}/pull/1", "attempts": 1,
+                                "message": f"opened pull request #1 https://github.example/{REPO}/pull/1"}
 
 
 def test_the_next_clean_night_updates_the_open_pull_request(world: World) -> None:
@@ -154,7 +156,7 @@ def test_github_staying_down_is_a_typed_unavailable_result(world: World) -> None
     assert (result.outcome, result.attempts, result.ok) == (Outcome.UNAVAILABLE, 4, False)
     assert world.sleeps == [2.0, 4.0, 8.0]
     assert result.message.startswith("GitHub unavailable (") and "answered 503" in result.message
-    assert world.fake.items(REPO, pull=False) == [] if REPO in world.fake.repos else True
+    assert world.fake.items(REPO, pull=False) == []
 
 
 def test_no_connection_at_all_is_unavailable_not_an_exception() -> None:
@@ -236,3 +238,11 @@ def test_a_dry_run_with_a_token_reads_but_never_writes(world: World) -> None:
         (Action.UPDATE, Outcome.DRY_RUN), (Action.COMMENT, Outcome.DRY_RUN), (Action.CLOSE, Outcome.DRY_RUN)]
     assert pull.message == "would update pull request #4 (--dry-run)"
     assert world.fake.writes() == []
+
+
+def test_a_repository_that_does_not_exist_is_rejected_not_retried(world: World) -> None:
+    env = {"GITHUB_REPOSITORY": "acme/gone", "GITHUB_TOKEN": TOKEN, "KPATCH_GITHUB_API": world.fake.url}
+    with Reporter(github.target(None, env), sleep=world.sleeps.append) as gh:
+        result = gh.report_failure("kpatch nightly failed", "night 1")
+    assert (result.outcome, result.attempts, world.sleeps) == (Outcome.REJECTED, 1, [])
+    assert "answered 404: Not Found" in result.message

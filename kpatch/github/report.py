@@ -67,6 +67,12 @@ class Result:
     def ok(self) -> bool:
         return self.outcome in (Outcome.DONE, Outcome.DRY_RUN)
 
+    def to_json(self) -> dict[str, object]:
+        """Plain values for a --json report."""
+        return {"kind": self.kind.value, "action": self.action.value, "outcome": self.outcome.value,
+                "number": self.ref.number if self.ref else None, "url": self.ref.url if self.ref else None,
+                "attempts": self.attempts, "message": self.message}
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -118,9 +124,9 @@ class Reporter:
     def ensure_pull_request(self, head: str, base: str, title: str, body: str) -> Result:
         """Open ONE pull request head -> base, or update the title and body of the open one."""
         progress = _Progress()
+        owner = self.target.repository.owner if self.target.repository else ""  # _step asks only with a repository
 
         def work(repo: Any) -> tuple[Action, Ref | None]:
-            owner = repo.owner.login if self.target.repository is None else self.target.repository.owner
             pulls = sorted(repo.get_pulls(state="open", head=f"{owner}:{head}", base=base), key=lambda p: p.number)
             if pulls:
                 pull = pulls[0]
