@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.errors import ConfigError, UsageError
+from kpatch.github.names import Repository, parse_repository
 from kpatch.gitx.mirror import url_problem
 from kpatch.redact import redact_url
 
@@ -68,6 +69,7 @@ class Stack:
     root: Path
     path: Path
     upstreams: tuple[Upstream, ...]
+    github: Repository | None = None  # [github] repository: where kpatch nightly opens its PR and issue
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:
@@ -114,7 +116,7 @@ def load(path: Path) -> Stack:
     lines = text.splitlines()
     headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
-        if key not in ("version", "upstream"):
+        if key not in ("version", "upstream", "github"):
             raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
@@ -134,7 +136,8 @@ def load(path: Path) -> Stack:
             if dep not in names:
                 line = _key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
-    return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams))
+    return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
+                 github=_github(path, lines, data.get("github")))
 
 
 def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapping[str, str]) -> Stack:
@@ -217,6 +220,26 @@ def _build(path: Path, lines: list[str], start: int, end: int, table: dict[str, 
     if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
         raise ConfigError(f"{where}: [upstream.build] 'pin-files' must be a list of paths")
     return Build(command=build["command"], env=tuple(sorted(env.items())), pin_files=tuple(pins))
+
+
+def _github(path: Path, lines: list[str], table: Any) -> Repository | None:
+    """The optional [github] table: `repository = "owner/name"`, by GitHub's name rules."""
+    if table is None:
+        return None
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[github]"), 1)
+    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines) + 1, 'github')}: 'github' must be a table")
+    for key in table:
+        if key != "repository":
+            raise ConfigError(f"{path}:{_key_line(lines, start, end, key)}: unknown key {key!r} in [github]")
+    value = table.get("repository")
+    repository = parse_repository(value) if isinstance(value, str) else None
+    if repository is None:
+        line = _key_line(lines, start, end, "repository")
+        raise ConfigError(f"{path}:{line}: [github] 'repository' must be owner/name (GitHub's name rules), "
+                          f"not {value!r}")
+    return repository
 
 
 def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:

@@ -164,14 +164,15 @@ def setup_logging(log_dir: Path, command: str) -> Path | None:
     except OSError:
         return None
     handler.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    for name in ("kpatch", "git", "github"):  # kpatch's own, GitPython's and PyGithub's loggers
+    handler._kpatch = True  # type: ignore[attr-defined]  # marks the run's log file among other handlers
+    for name in ("kpatch", "git", "github", "urllib3"):  # kpatch's own, GitPython's, PyGithub's and its HTTP's
         logger = logging.getLogger(name)
-        for old in [h for h in logger.handlers if not isinstance(h, logging.NullHandler)]:
+        for old in [h for h in logger.handlers if getattr(h, "_kpatch", False)]:
             logger.removeHandler(old)
             old.close()
         logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if name == "kpatch" else logging.INFO)
-        logger.propagate = False
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
     return path
 
 

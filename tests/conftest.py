@@ -25,6 +25,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     monkeypatch.setenv("KPATCH_GITHUB_API", "http://127.0.0.1:9")
     monkeypatch.delenv("KPATCH_OFFLINE", raising=False)
     monkeypatch.setenv("KPATCH_FETCH_RETRY_DELAY", "0")  # failed fetches are retried without sleeping
+    for key in ("GITHUB_TOKEN", "GITHUB_REPOSITORY"):  # a CI runner's real token must never reach a test
+        monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
     (home / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.invalid\n"
                                      "[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n")

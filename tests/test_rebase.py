@@ -167,8 +167,8 @@ def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypat
     patch.write_text(patch.read_text().replace("Upstream-Status: pending\n",
                                                "Upstream-Status: submitted\nUpstream-PR: up/kernels#13\n", 1))
     with fake_github() as fake:
-        fake.pulls["up/kernels#13"] = {"merged": True, "merge_commit_sha": rp.culprit}
-        fake.pulls["up/kernels#11"] = {"merged": False, "merge_commit_sha": None}
+        fake.add_pull("up/kernels", 13, merged=True, merge_commit_sha=rp.culprit)
+        fake.add_pull("up/kernels", 11)
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
         result = rp.run("rebase", "--json")
     assert result.exit_code == 0, result.output
@@ -176,13 +176,13 @@ def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypat
     assert payload["github"] is None
     assert classes(payload, "kernels") == ["upstream", "upstream", "upstream", "clean"]
     assert payload["stacks"][0]["patches"][2]["why"] == f"up/kernels#13 is merged upstream as {rp.culprit[:12]}"
-    assert sorted(fake.requests) == ["/repos/up/kernels/pulls/11", "/repos/up/kernels/pulls/13"]
+    assert sorted(r.path for r in fake.requests) == ["/repos/up/kernels/pulls/11", "/repos/up/kernels/pulls/13"]
 
 
 @pytest.mark.parametrize("status", [500, 503])
 def test_github_server_errors_degrade(rp: RebaseProject, monkeypatch: pytest.MonkeyPatch, status: int) -> None:
     with fake_github() as fake:
-        fake.status = status
+        fake.fail(status, times=100)
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
         result = rp.run("rebase", "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output  # the rebase itself goes on as usual

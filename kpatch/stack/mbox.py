@@ -9,15 +9,14 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.errors import SeriesError
+from kpatch.github.names import PR_PATTERN
 from kpatch.stack.diff import diff_paths
 
 MBOX_FIRST = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 PATCH_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.patch$")
 _HEADER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 _TRAILER = re.compile(r"^(Upstream-Status|Upstream-PR|Requires):\s*(.*?)\s*$", re.IGNORECASE)
-# owner/repo#N as GitHub names them: owner is letters, digits and single dashes; repo adds '.' and '_', but a
-# repo of only dots ('.', '..') would be another API path.
-_PR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.+#)[A-Za-z0-9_.-]{1,100}#[1-9][0-9]{0,9}$")
+_PR = re.compile(PR_PATTERN)  # GitHub's name rules: no `.`/`..` segment can climb the API path
 
 
 class UpstreamStatus(Enum):
@@ -62,7 +61,7 @@ class Patch:
 
 def is_pr(value: str) -> bool:
     """True for a well-formed `owner/repo#N` (nothing that could reach another GitHub API path)."""
-    return _PR.match(value) is not None
+    return _PR.fullmatch(value) is not None
 
 
 def parse_patch(path: Path) -> Patch:
