@@ -23,6 +23,10 @@ from kpatch.gitx.runner import failure_for, popen
 # -3: fall back to a 3-way merge; --keep-cr: CRLF files (real vLLM has them) keep their CRs;
 # --keep-non-patch: "[XPU] Fix x" keeps its tag, so export gives back the same bytes.
 AM_OPTIONS = ("-3", "--keep-cr", "--keep-non-patch", "--committer-date-is-author-date", "--no-gpg-sign")
+# What `git am --continue` must be told again: am keeps -3 and --keep-non-patch in its state folder, but not
+# these, so without them every commit after a resolved conflict got the current time as committer date (and
+# a new SHA on every run).
+RESUME_OPTIONS = ("--committer-date-is-author-date", "--no-gpg-sign")
 _FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
 _IN_INDEX = re.compile(r"^error: (.+): (?:does not exist in index|already exists in (?:index|working directory))$",
                        re.MULTILINE)
@@ -76,7 +80,7 @@ class Am:
 
     def resume(self, on_progress: Callable[[int], None], *, rerere: bool = False) -> AmRun:
         """`git am --continue` after a person resolved and staged the stopped patch; then the rest."""
-        return self._session(["am", "--continue"], on_progress, rerere=rerere, resuming=True)
+        return self._session(["am", "--continue", *RESUME_OPTIONS], on_progress, rerere=rerere, resuming=True)
 
     def abort(self, restore: str, created: Sequence[str] = ()) -> None:
         """Leave any am (even one a kill left half-written) and put the worktree at `restore`.
@@ -122,7 +126,7 @@ class Am:
             methods += taken[:done]
             if rerere and "using previous resolution" in output and not self.tree.unmerged():
                 resolved.append(len(methods))
-                args, resuming = ["am", "--continue"], True
+                args, resuming = ["am", "--continue", *RESUME_OPTIONS], True
                 continue
             hunks = _failed_hunks(self.tree, output)
             return AmRun(methods=tuple(methods), stopped=True, hunks=hunks, rerere=tuple(resolved),
