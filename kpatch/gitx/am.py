@@ -8,6 +8,7 @@ resolves a conflict completely is continued without a person.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import threading
@@ -16,9 +17,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from kpatch.errors import GitError
+from kpatch.errors import GitError, StorageError
 from kpatch.gitx.repo import Repository
 from kpatch.gitx.runner import failure_for, popen
+from kpatch.gitx.storage import storage_problem
 
 # -3: fall back to a 3-way merge; --keep-cr: CRLF files (real vLLM has them) keep their CRs;
 # --keep-non-patch: "[XPU] Fix x" keeps its tag, so export gives back the same bytes.
@@ -27,6 +29,7 @@ AM_OPTIONS = ("-3", "--keep-cr", "--keep-non-patch", "--committer-date-is-author
 # these, so without them every commit after a resolved conflict got the current time as committer date (and
 # a new SHA on every run).
 RESUME_OPTIONS = ("--committer-date-is-author-date", "--no-gpg-sign")
+log = logging.getLogger("kpatch.git")
 _FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
 _IN_INDEX = re.compile(r"^error: (.+): (?:does not exist in index|already exists in (?:index|working directory))$",
                        re.MULTILINE)
@@ -120,6 +123,10 @@ class Am:
                 return AmRun(methods=tuple(methods), stopped=False, rerere=tuple(resolved), output="\n".join(outputs))
             if not self.in_progress():  # failed before it started (bad patch file, broken repo): not a conflict
                 raise failure_for(["git", *args], status, b"", output, self.tree.path)
+            log.debug("git am stopped in %s:\n%s", self.tree.path, output.strip())
+            problem = storage_problem(args[:1], output, self.tree.path, also=(self.tree.git_dir,), look=True)
+            if problem:  # am stopped because it could not write, not at a conflict
+                raise StorageError(problem)
             done = self._next() - first
             if done < 0 or done > len(blocks):
                 raise GitError(["git", *args], status, "", f"git am stopped at an unexpected patch\n{output}")

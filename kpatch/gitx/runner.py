@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kpatch.errors import GitError, StorageError
+from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ log = logging.getLogger("kpatch.git")
 COMMITTER = ("kpatch", "kpatch@localhost")
 # Transports a fetch may use, whatever the user's config or GIT_ALLOW_PROTOCOL say (no ext::, no fd::).
 ALLOWED_PROTOCOLS = ("https", "ssh", "git", "file")
-_STORAGE = re.compile(r"No space left on device|Read-only file system|Disk quota exceeded")
-_QUOTED_PATH = re.compile(r"'(/[^']+)'")
 
 
 @dataclass(frozen=True)
@@ -151,11 +149,9 @@ def popen(args: Sequence[str], cwd: Path, *, env: Mapping[str, str] | None = Non
 
 def failure_for(command: list[str], status: int, stdout: bytes, stderr: str, cwd: Path | None) -> Exception:
     """The kpatch error for a failed git command: a full or read-only disk is named as such, with its path."""
-    match = _STORAGE.search(stderr)
-    if match:
-        path = _QUOTED_PATH.search(stderr)
-        where = path.group(1) if path else str(cwd or ".")
-        return StorageError(f"{match.group(0).lower()}: git {' '.join(command[1:3])} could not write {where}")
+    problem = storage_problem(command[1:], stderr, cwd)
+    if problem:
+        return StorageError(problem)
     return GitError(command, status, stdout.decode("utf-8", "replace"), stderr)
 
 
