@@ -6,6 +6,7 @@ so after a kill `--continue` redoes that stack from its base and `--abort` puts 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,12 +14,14 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.engine.plan import Item, backup, check_symlinks, refuse_unexported, resolve_items
-from kpatch.errors import StorageError, WorktreeError
+from kpatch.errors import STORAGE_ERRNOS, KpatchError, StorageError, WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Repository
 from kpatch.stack import Series
 from kpatch.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
 from kpatch.ui import UI
 from kpatch.workspace import Workspace
+
+log = logging.getLogger("kpatch")
 
 
 class Outcome(Enum):
@@ -70,9 +73,18 @@ def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool = Fal
         stacks[item.upstream.name] = StackRun(name=item.upstream.name, base=item.base, tree=str(item.worktree),
                                               previous_head=previous,
                                               patches=[PatchRun(name=p.name) for p in item.series.patches])
+    recorded = ws.state_bytes()
     run.operation = Operation(kind=Kind.APPLY, stacks=stacks)
-    ws.write_state(run)
-    return _advance(ws, ui, run, items)
+    try:
+        ws.write_state(run)
+        return _advance(ws, ui, run, items)
+    except OSError as err:
+        if err.errno not in STORAGE_ERRNOS:
+            raise
+        raise _roll_back(ws, run, items, recorded,
+                         StorageError(f"cannot write {err.filename}: {err.strerror}")) from None
+    except StorageError as err:
+        raise _roll_back(ws, run, items, recorded, err) from None
 
 
 def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
@@ -142,7 +154,6 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item]) -> ApplyRe
             if backup(tree, name, stamp):
                 ui.note(f"{name}: kept the worktree's commits under refs/kpatch/backup/{name}/{stamp}")
             tree.checkout(stack.base)
-            _verify_written(tree)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             item.mirror.add_worktree(path, stack.base)
@@ -199,12 +210,25 @@ def _undo(ws: Workspace, stack: StackRun, series: Series, *, restore: str | None
         mirror.remove_worktree(path)
 
 
-def _verify_written(tree: Repository) -> None:
-    """A checkout that could not write every file (a read-only worktree) must not go unnoticed."""
-    dirty = tree.dirty()
-    if dirty:
-        raise StorageError(f"cannot write worktree {tree.path}: {len(dirty)} file(s) differ from the commit after "
-                           f"checkout ({dirty[0][3:]}); is it read-only?")
+def _roll_back(ws: Workspace, run: RunState, items: list[Item], recorded: bytes | None,
+               err: StorageError) -> StorageError:
+    """A full or read-only disk stopped this apply: undo what it did, so that nothing changed; the error to raise.
+
+    When undoing fails too, the apply stays recorded and `kpatch apply --abort` finishes the job later.
+    """
+    assert run.operation is not None
+    series = {i.upstream.name: i.series for i in items}
+    try:
+        for stack in run.operation.stacks.values():
+            if stack.phase is not StackPhase.WAITING:
+                _undo(ws, stack, series[stack.name], restore=stack.previous_head)
+        ws.put_state_bytes(recorded)
+    except (KpatchError, OSError) as failure:
+        log.warning("undoing the apply after %s failed: %s", err, failure)
+        return StorageError(f"{err}; undoing the partial apply failed too: once kpatch can write there, run "
+                            "'kpatch apply --abort'")
+    log.info("the partial apply was undone after: %s", err)
+    return err
 
 
 def _blocked(ws: Workspace, op: Operation, name: str) -> bool:
