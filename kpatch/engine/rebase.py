@@ -106,7 +106,8 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
                           worktree=ws.worktree(upstream.name)))
         rerere.check(ws.stack.root, upstream.name)
     refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
-    ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams))
+    ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
+                      *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
     pulls = github.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
     if pulls.unavailable:
         ui.warn(pulls.unavailable)
