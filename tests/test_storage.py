@@ -168,6 +168,26 @@ def test_full_workdir_in_the_middle_of_git_am(project: Project, mounts: Mounts, 
     assert kpatch(project, "status").returncode == 0
 
 
+def test_full_workdir_during_a_rebase(project: Project, mounts: Mounts, tmp_path: Path) -> None:
+    """The scratch worktrees of a rebase do not fit: the rebase undoes itself; files, worktrees and run state
+    as they were."""
+    work = tmp_path / "small-work"
+    mounts.tmpfs(work, 1024)
+    assert kpatch(project, "apply", "--workdir", str(work)).returncode == 0
+    with open(work / ".filler", "wb") as handle:  # leave 8 KiB: not enough for a scratch worktree
+        handle.write(b"\0" * ((Mounts.free_kib(work) - 8) * 1024))
+    before = project.snapshot()
+    heads = {n: subprocess.run(["git", "rev-parse", "HEAD"], cwd=work / n, capture_output=True, text=True).stdout
+             for n in ("kernels", "app")}
+    result = kpatch(project, "rebase")
+    assert_storage_error(result, str(work / ".rebase"))
+    assert project.snapshot() == before
+    assert {n: subprocess.run(["git", "rev-parse", "HEAD"], cwd=work / n, capture_output=True, text=True).stdout
+            for n in ("kernels", "app")} == heads
+    assert not (work / ".rebase").exists()
+    assert json.loads(kpatch(project, "status", "--json").stdout)["operation"] is None
+
+
 @pytest.mark.parametrize(("kib", "free", "step"), [(256, 64, "git init"), (1024, 200, "git fetch")])
 def test_full_cache(project: Project, mounts: Mounts, tmp_path: Path, kib: int, free: int, step: str) -> None:
     """The mirrors cannot be written: a full disk, not "cannot fetch" (and no three tries)."""

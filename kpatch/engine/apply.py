@@ -6,7 +6,6 @@ so after a kill `--continue` redoes that stack from its base and `--abort` puts 
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,14 +13,13 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.engine.plan import Item, backup, check_symlinks, refuse_unexported, resolve_items
-from kpatch.errors import STORAGE_ERRNOS, KpatchError, StorageError, WorktreeError
+from kpatch.engine.rollback import undone_on_storage_error
+from kpatch.errors import WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Repository
 from kpatch.stack import Series
 from kpatch.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
 from kpatch.ui import UI
 from kpatch.workspace import Workspace
-
-log = logging.getLogger("kpatch")
 
 
 class Outcome(Enum):
@@ -73,18 +71,10 @@ def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool = Fal
         stacks[item.upstream.name] = StackRun(name=item.upstream.name, base=item.base, tree=str(item.worktree),
                                               previous_head=previous,
                                               patches=[PatchRun(name=p.name) for p in item.series.patches])
-    recorded = ws.state_bytes()
-    run.operation = Operation(kind=Kind.APPLY, stacks=stacks)
-    try:
+    with undone_on_storage_error(ws, "apply", lambda: abort_apply(ws, UI(quiet=True))):
+        run.operation = Operation(kind=Kind.APPLY, stacks=stacks)
         ws.write_state(run)
         return _advance(ws, ui, run, items)
-    except OSError as err:
-        if err.errno not in STORAGE_ERRNOS:
-            raise
-        raise _roll_back(ws, run, items, recorded,
-                         StorageError(f"cannot write {err.filename}: {err.strerror}")) from None
-    except StorageError as err:
-        raise _roll_back(ws, run, items, recorded, err) from None
 
 
 def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
@@ -208,27 +198,6 @@ def _undo(ws: Workspace, stack: StackRun, series: Series, *, restore: str | None
     Am(Repository(path)).abort(restore or stack.base, created)
     if restore is None:
         mirror.remove_worktree(path)
-
-
-def _roll_back(ws: Workspace, run: RunState, items: list[Item], recorded: bytes | None,
-               err: StorageError) -> StorageError:
-    """A full or read-only disk stopped this apply: undo what it did, so that nothing changed; the error to raise.
-
-    When undoing fails too, the apply stays recorded and `kpatch apply --abort` finishes the job later.
-    """
-    assert run.operation is not None
-    series = {i.upstream.name: i.series for i in items}
-    try:
-        for stack in run.operation.stacks.values():
-            if stack.phase is not StackPhase.WAITING:
-                _undo(ws, stack, series[stack.name], restore=stack.previous_head)
-        ws.put_state_bytes(recorded)
-    except (KpatchError, OSError) as failure:
-        log.warning("undoing the apply after %s failed: %s", err, failure)
-        return StorageError(f"{err}; undoing the partial apply failed too: once kpatch can write there, run "
-                            "'kpatch apply --abort'")
-    log.info("the partial apply was undone after: %s", err)
-    return err
 
 
 def _blocked(ws: Workspace, op: Operation, name: str) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from kpatch import config, github, journal
 from kpatch.engine import classify, rerere
 from kpatch.engine.plan import Item, backup, fetch, load_all_series, refuse_unexported, unexported
+from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
 from kpatch.stack import SERIES, Patch, Series, parse_patch
@@ -113,9 +114,10 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         ui.warn(pulls.unavailable)
     for upstream in ws.stack.upstreams:
         classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
-    run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable)
-    ws.write_state(run)
-    return _advance(ws, ui, run)
+    with undone_on_storage_error(ws, "rebase", lambda: abort_rebase(ws, UI(quiet=True))):
+        run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable)
+        ws.write_state(run)
+        return _advance(ws, ui, run)
 
 
 def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
