@@ -18,6 +18,7 @@ from kpatch.errors import StorageError, WorktreeError
 from kpatch.exclusive import exclusive
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
+from kpatch.gitx.orphans import stop_orphans
 from kpatch.gitx.storage import place_problem
 from kpatch.state import RunState
 
@@ -116,6 +117,10 @@ class Workspace:
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
+            stopped = stop_orphans([self.workdir, self.cache_dir])  # no git of ours runs yet: these are a dead one's
+            if stopped:
+                notes.append(f"stopped {len(stopped)} git process(es) a killed kpatch left running "
+                             f"(e.g. pid {stopped[0].pid} in {stopped[0].cwd})")
             yield notes
 
     # --- checks ---------------------------------------------------------------------------------------------

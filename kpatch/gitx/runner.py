@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kpatch.errors import GitError, StorageError
+from kpatch.gitx.orphans import MARKER as ORPHAN_MARKER
 from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text
 
@@ -52,7 +53,8 @@ class Completed:
 def base_env(*, user_config: bool = False) -> dict[str, str]:
     """What kpatch sets for every git call (on top of the inherited environment)."""
     env = {"LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_COMMITTER_NAME": COMMITTER[0],
-           "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no"}
+           "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
+           ORPHAN_MARKER: str(os.getpid())}  # inherited by what git starts: tells orphans (gitx/orphans.py)
     if not user_config:
         env |= {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     return env
@@ -82,9 +84,12 @@ def _prctl() -> Callable[[], None] | None:
     except OSError:
         return None
     pr_set_pdeathsig = 1
+    parent = os.getpid()
 
     def die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # kpatch died between fork and prctl: the signal will never come
+            os._exit(1)
 
     return die_with_parent
 
