@@ -95,7 +95,13 @@ class Workspace:
             write_atomic(self.state_file, data, durable=False)
 
     def pending_journal(self) -> str | None:
-        return journal.pending(self.journal_dir)
+        """The command whose journaled write was interrupted, or None (also for one whose run had finished)."""
+        pending = journal.pending(self.journal_dir)
+        if pending == "rebase" and journal.committed(self.journal_dir) and self.read_state().operation is None:
+            # A rebase ends by writing the run state without its operation, then drops its journal: killed in
+            # between, it had finished (files, worktrees and state new); only the journal folder is left.
+            return None
+        return pending
 
     def refuse_if_busy(self, *, allow: state.Kind | None = None) -> RunState:
         """The run state, unless an operation (other than `allow`) or a half-written journal is in progress."""
@@ -117,6 +123,8 @@ class Workspace:
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
+            if self.journal_dir.exists() and self.pending_journal() is None:
+                journal.close(self.journal_dir)  # the journal of a run that had finished
             stopped = stop_orphans([self.workdir, self.cache_dir])  # no git of ours runs yet: these are a dead one's
             if stopped:
                 notes.append(f"stopped {len(stopped)} git process(es) a killed kpatch left running "
