@@ -7,6 +7,7 @@ fewer kills here to keep CI fast: KPATCH_TEST_APPLY_KILLS and KPATCH_TEST_REBASE
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gitrepos import Project, git
+from gitrepos import Project, git, kill_inside_git_am, make_project
 from killing import ApplyKills, RebaseKills, Runner, isolated_env, processes_under
 from many_patches import make_long_project
 from rebase_repos import FILES, RebaseProject, make_rebase_project, replace_line
@@ -169,3 +170,78 @@ def test_a_stale_packed_refs_lock_costs_no_time_per_patch(long_project: tuple[Ru
     assert {name: Runner.head(runner.root / "work" / name) for name in heads} == heads
     assert took < duration * 2 + 2, f"{took:.1f}s with stale locks, {duration:.1f}s without"
     assert not list(runner.cache.rglob("*.lock"))
+
+
+def _resolve_cmake(tree: Path) -> None:
+    (tree / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.26)\nproject(kernels)\n"
+                                         "set(VLLM_EXT_SRC\n  \"csrc/cache.cpp\"\n  \"csrc/kimi.cpp\"\n"
+                                         "  \"csrc/norm.cpp\"\n  \"csrc/torch_bindings.cpp\"\n)\n")
+    git(tree, "add", "CMakeLists.txt")
+
+
+def _stopped_at_a_conflict(project: Project) -> str:
+    moved = commit(project.kernels, {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.26)\nproject(kernels)\n"
+                                     "set(VLLM_EXT_SRC\n  \"csrc/cache.cpp\"\n  \"csrc/norm.cpp\"\n"
+                                     "  \"csrc/torch_bindings.cpp\"\n)\n"}, "rename layernorm", 99)
+    assert project.run("apply", "--onto", f"kernels={moved}").exit_code == ExitCode.CONFLICT
+    _resolve_cmake(project.workdir / "kernels")
+    return moved
+
+
+@pytest.mark.parametrize("recovery", ["continue", "abort"])
+def test_kill_during_apply_continue_after_a_resolved_conflict(tmp_path: Path, example_template: Path,
+                                                              monkeypatch: pytest.MonkeyPatch, recovery: str) -> None:
+    """Killed in the `git am --continue` that commits a person's resolution and applies the rest: --continue
+    keeps the resolution and ends where an uninterrupted --continue ends; --abort puts everything back."""
+    monkeypatch.setenv("KPATCH_CACHE_DIR", str(tmp_path / "reference-cache"))
+    reference = make_project(tmp_path / "reference", example_template)
+    _stopped_at_a_conflict(reference)
+    assert reference.run("apply", "--continue").exit_code == 0
+    expected = {n: git(reference.workdir / n, "rev-parse", "HEAD") for n in ("kernels", "app")}
+    monkeypatch.setenv("KPATCH_CACHE_DIR", str(tmp_path / "cache"))
+    project = make_project(tmp_path / "killed", example_template)
+    _stopped_at_a_conflict(project)
+    mirror = tmp_path / "cache" / "mirrors" / "kernels.git"
+    kill_inside_git_am([sys.executable, "-m", "kpatch", "apply", "--continue"], project.root, mirror,
+                       tmp_path / "in-am")
+    done = project.run("apply", f"--{recovery}")
+    assert done.exit_code == 0, done.output
+    heads = {n: Runner.head(project.workdir / n) for n in ("kernels", "app")}
+    if recovery == "continue":
+        assert heads == expected
+    else:
+        assert heads == {"kernels": None, "app": None}  # the first apply made them: --abort removes them
+    assert json.loads(project.run("status", "--json").stdout)["operation"] is None
+
+
+@pytest.mark.parametrize("recovery", ["continue", "abort"])
+def test_kill_during_rebase_continue_after_a_resolved_conflict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               recovery: str) -> None:
+    """Killed while `rebase --continue` commits the resolution and applies the patches after it: the next
+    --continue keeps the resolution and ends exactly where an uninterrupted one ends; --abort ends old."""
+    def stopped(folder: Path) -> RebaseProject:
+        monkeypatch.setenv("KPATCH_CACHE_DIR", str(folder / "cache"))
+        rp = make_rebase_project(folder)
+        assert rp.run("apply").exit_code == 0
+        assert rp.run("rebase").exit_code == ExitCode.CONFLICT
+        resolve_c(rp)
+        return rp
+
+    reference = stopped(tmp_path / "reference")
+    assert reference.run("rebase", "--continue").exit_code == 0
+    rp = stopped(tmp_path / "killed")
+    old = rp.tracked(), {n: Runner.head(rp.root / "work" / n) for n in ("kernels", "app")}
+    kill_inside_git_am([sys.executable, "-m", "kpatch", "rebase", "--continue"], rp.root,
+                       tmp_path / "killed" / "cache" / "mirrors" / "kernels.git", tmp_path / "in-am")
+    state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
+    assert state["operation"]["stacks"]["kernels"]["phase"] == "resuming"
+    done = rp.run("rebase", f"--{recovery}")
+    assert done.exit_code == 0, done.output
+    now = rp.tracked(), {n: Runner.head(rp.root / "work" / n) for n in ("kernels", "app")}
+    if recovery == "abort":
+        assert now == old
+    else:
+        assert now[1] == {n: Runner.head(reference.root / "work" / n) for n in ("kernels", "app")}
+        moved = str(reference.root.parent).encode(), str(rp.root.parent).encode()  # URLs in kpatch.toml
+        assert now[0] == {k: v.replace(*moved) for k, v in reference.tracked().items()}
+    assert not (rp.root / "work" / ".rebase").exists()

@@ -90,16 +90,35 @@ def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
             for patch in stack.patches:
                 patch.phase, patch.how, patch.hunks = Phase.PENDING, None, []
             ws.write_state(run)
-        elif stack.phase is StackPhase.STOPPED:
-            tree = Repository(Path(stack.tree))
-            am = Am(tree)
-            if not am.in_progress():
-                raise WorktreeError(f"{stack.tree}: no git am in progress there; run 'kpatch apply --abort'")
-            first = next(i for i, p in enumerate(stack.patches) if p.phase is Phase.CONFLICT)
-            with ui.progress(f"continuing {stack.name}", len(stack.patches) - first) as report:
-                _record(stack, am.resume(report), first)
-            ws.write_state(run)
+        elif stack.phase in (StackPhase.STOPPED, StackPhase.RESUMING):
+            _resume(ws, ui, run, stack, series[stack.name])
     return _advance(ws, ui, run, items)
+
+
+def _resume(ws: Workspace, ui: UI, run: RunState, stack: StackRun, series: Series) -> None:
+    """Go on after the person resolved the stopped patch (or after a kill interrupted that going on)."""
+    tree = Repository(Path(stack.tree))
+    am = Am(tree)
+    first = next(i for i, p in enumerate(stack.patches) if p.phase is Phase.CONFLICT)
+    if stack.phase is StackPhase.RESUMING and stack.head_before:
+        am.after_killed_resume(stack.head_before, sorted({f for p in series.patches for f in p.new_files}))
+        if not am.in_progress():  # the resolution and maybe more were committed: apply the rest anew
+            done = tree.count(stack.head_before, "HEAD")
+            for patch in stack.patches[first:first + done]:
+                patch.phase, patch.how, patch.hunks = Phase.APPLIED, How.CLEAN, []
+            stack.patches[first].how = How.THREE_WAY
+            rest = stack.patches[first + done:]
+            with ui.progress(f"continuing {stack.name}", len(rest)) as report:
+                _record(stack, Am(tree).start([series.folder / p.name for p in rest], report), first + done)
+            ws.write_state(run)
+            return
+    if not am.in_progress():
+        raise WorktreeError(f"{stack.tree}: no git am in progress there; run 'kpatch apply --abort'")
+    stack.phase, stack.head_before = StackPhase.RESUMING, tree.head()
+    ws.write_state(run)  # what the next --continue sees if this one is killed
+    with ui.progress(f"continuing {stack.name}", len(stack.patches) - first) as report:
+        _record(stack, am.resume(report), first)
+    ws.write_state(run)
 
 
 def abort_apply(ws: Workspace, ui: UI) -> tuple[str, ...]:

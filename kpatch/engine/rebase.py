@@ -134,8 +134,8 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
         patches = series[stack.name].patches
         if stack.phase is StackPhase.RUNNING:  # killed while git am ran: undo its half, then go again
             _undo(ws, stack, patches)
-        elif stack.phase is StackPhase.STOPPED:
-            if not _resume(ws, ui, stack, patches):
+        elif stack.phase in (StackPhase.STOPPED, StackPhase.RESUMING):
+            if not _resume(ws, ui, run, stack, patches):
                 ws.write_state(run)
                 return _result(ws, op, committed=False)
         ws.write_state(run)
@@ -231,6 +231,7 @@ def _record(mirror: Mirror, tree: Repository, stack: StackRun, todo: Sequence[Pa
         stack.phase, stack.final_head = StackPhase.DONE, tree.head()
         return
     stopped = todo[len(am.methods)]
+    stack.head_before = tree.head()  # what a person's own `git am --continue` then builds on
     stopped.phase = Phase.CONFLICT
     stopped.hunks = [Hunk(h.path, h.line) for h in am.hunks]
     kept = [by_name[p.name] for p in stack.patches if p.phase is Phase.APPLIED]
@@ -239,17 +240,22 @@ def _record(mirror: Mirror, tree: Repository, stack: StackRun, todo: Sequence[Pa
     classify.predict(mirror, stack, patches, stack.patches.index(stopped) + 1)
 
 
-def _resume(ws: Workspace, ui: UI, stack: StackRun, patches: Sequence[Patch]) -> bool:
-    """Go on after a person resolved the stopped patch; False when the stack stopped again."""
+def _resume(ws: Workspace, ui: UI, run: RunState, stack: StackRun, patches: Sequence[Patch]) -> bool:
+    """Go on after a person resolved the stopped patch (or after a kill interrupted that); False when the
+    stack stopped again."""
     tree, mirror = Repository(Path(stack.tree)), ws.mirror(stack.name)
     stopped = next(p for p in stack.patches if p.phase is Phase.CONFLICT)
     index = stack.patches.index(stopped)
     todo = [stopped, *(p for p in stack.patches[index + 1:] if not p.settled)]
     am = Am(tree)
+    if stack.phase is StackPhase.RESUMING and stack.head_before:
+        am.after_killed_resume(stack.head_before, sorted({f for p in patches for f in p.new_files}))
     if am.in_progress():
+        stack.phase, stack.head_before = StackPhase.RESUMING, tree.head()
+        ws.write_state(run)  # what the next --continue sees if this one is killed
         with ui.progress(f"continuing {stack.name}", len(todo)) as report:
-            run = am.resume(report, rerere=True)
-        _record(mirror, tree, stack, todo, run, patches, resumed=True)
+            went = am.resume(report, rerere=True)
+        _record(mirror, tree, stack, todo, went, patches, resumed=True)
         return stack.phase is not StackPhase.STOPPED
     moved = tree.count(stack.head_before, "HEAD") if stack.head_before else 0
     for offset, patch in enumerate(todo):  # finished (or skipped) outside kpatch: keep what was committed

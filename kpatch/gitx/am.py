@@ -85,6 +85,19 @@ class Am:
         """`git am --continue` after a person resolved and staged the stopped patch; then the rest."""
         return self._session(["am", "--continue", *RESUME_OPTIONS], on_progress, rerere=rerere, resuming=True)
 
+    def after_killed_resume(self, head_before: str, created: Sequence[str] = ()) -> None:
+        """Make sense of a `resume` that a kill interrupted (HEAD was `head_before` when it started).
+
+        If it had not committed the person's resolution yet, am stays in progress: resume again. Otherwise
+        am's state (possibly half-written, with a patch half-applied) is dropped and the worktree put at HEAD:
+        the commits since `head_before` are the resolved patch and those after it; the rest is applied anew.
+        """
+        self.tree.clear_stale_locks()
+        head = self.tree.head()
+        if head == head_before and self.in_progress():
+            return
+        self.abort(head, created)
+
     def abort(self, restore: str, created: Sequence[str] = ()) -> None:
         """Leave any am (even one a kill left half-written) and put the worktree at `restore`.
 
