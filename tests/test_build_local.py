@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import site
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -11,6 +14,7 @@ from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
 from kpatch.examples import make_example_project
+from kpatch.lock import read as read_lock
 
 
 def test_local_backend_builds_the_pair_and_caches(tmp_path: Path) -> None:
@@ -43,3 +47,25 @@ def test_local_backend_failing_step(tmp_path: Path) -> None:
     assert not (root / "dist").exists()
     usage = run_kpatch(root, "build-wheels", "--backend", "local", "--image", "x", *cache)
     assert usage.exit_code == ExitCode.BAD_INPUT
+
+
+def test_uv_installs_exactly_the_locked_pair_offline_from_the_dist_folder(tmp_path: Path) -> None:
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    built = run_kpatch(root, "build-wheels", "--backend", "local", "--json", *cache)
+    assert built.exit_code == 0, built.output
+    dist = root / "dist"
+    venv = tmp_path / "venv"
+    uv = [sys.executable, "-m", "uv"]
+    env = {**os.environ, "UV_NO_CACHE": "1", "UV_OFFLINE": "1", "UV_NO_CONFIG": "1"}
+    subprocess.run([*uv, "venv", "--quiet", str(venv)], check=True, env=env)
+    install = subprocess.run([*uv, "pip", "install", "--offline", "--python", str(venv / "bin" / "python"),
+                              "-r", "pylock.toml"], cwd=dist, capture_output=True, text=True, env=env)
+    assert install.returncode == 0, install.stderr
+    listed = subprocess.run([*uv, "pip", "list", "--format", "json", "--python", str(venv / "bin" / "python")],
+                            capture_output=True, text=True, check=True, env=env)
+    installed = {p["name"]: p["version"] for p in json.loads(listed.stdout)}
+    lock = read_lock(dist / "pylock.toml")
+    assert installed == {w.package: w.version for w in lock.wheels}
+    assert sorted(installed) == ["app", "vllm-xpu-kernels"]
