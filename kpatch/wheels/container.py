@@ -63,7 +63,7 @@ class Engine:
 
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         try:
-            self.client = docker.from_env(timeout=600)  # type: ignore[attr-defined]
+            self.client = docker.from_env(timeout=600)
             self.client.ping()
         except DockerException as err:
             reason = str(err).splitlines()[0][:160]
