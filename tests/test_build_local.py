@@ -69,3 +69,25 @@ def test_uv_installs_exactly_the_locked_pair_offline_from_the_dist_folder(tmp_pa
     lock = read_lock(dist / "pylock.toml")
     assert installed == {w.package: w.version for w in lock.wheels}
     assert sorted(installed) == ["app", "vllm-xpu-kernels"]
+
+
+def test_a_projects_own_build_script_is_used_and_must_report_what_it_built_against(tmp_path: Path) -> None:
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    packaged = (Path(__file__).resolve().parents[1] / "kpatch" / "wheels" / "data" / "build-wheel.sh").read_text()
+    own = root / "scripts" / "build-wheel.sh"
+    own.parent.mkdir()
+    own.write_text(packaged.replace('echo "kpatch: building version', 'echo "project script: building version'))
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == 0, result.output
+    assert f"using the project's {own}" in result.stderr
+    log = max((tmp_path / "cache" / "logs").glob("*build_wheels.log"), key=lambda p: p.stat().st_mtime)
+    assert "project script: building version" in log.read_text()
+
+    own.write_text(packaged[:packaged.index("# What the build was built against")])
+    dist_before = {p.name: p.read_bytes() for p in (root / "dist").iterdir()}
+    broken = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert broken.exit_code == ExitCode.BUILD
+    assert "error: kernels: the build script wrote no kpatch-build-info.json" in broken.stderr
+    assert {p.name: p.read_bytes() for p in (root / "dist").iterdir()} == dist_before
