@@ -91,3 +91,21 @@ def test_a_projects_own_build_script_is_used_and_must_report_what_it_built_again
     assert broken.exit_code == ExitCode.BUILD
     assert "error: kernels: the build script wrote no kpatch-build-info.json" in broken.stderr
     assert {p.name: p.read_bytes() for p in (root / "dist").iterdir()} == dist_before
+
+
+def test_a_build_that_writes_a_wheel_without_metadata_is_one_error_line(tmp_path: Path) -> None:
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    toml = root / "kpatch.toml"
+    script = ("import os, zipfile; zipfile.ZipFile(os.environ['KPATCH_OUT'] + "
+              "'/vllm_xpu_kernels-1.0-py3-none-any.whl', 'w').writestr('x.py', '')")
+    fake = "command = " + json.dumps(f'python3 -c "{script}"')  # a JSON string is a TOML basic string
+    toml.write_text(toml.read_text().replace(
+        'command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"', fake))
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == ExitCode.BUILD, result.output
+    assert result.stderr.splitlines()[-2:] == [
+        "error: vllm_xpu_kernels-1.0-py3-none-any.whl: no .dist-info/METADATA in the wheel (expected one)",
+        f"log: {next((tmp_path / 'cache' / 'logs').glob('*build_wheels.log'))}"]
+    assert not (root / "dist").exists() and not list((tmp_path / "cache" / "wheels").glob("*/*"))
