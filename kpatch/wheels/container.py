@@ -118,9 +118,11 @@ class Engine:
         return len(stale)
 
     def created_since(self, since: float) -> int:
-        """How many kpatch build containers the engine created since `since` (from its event log)."""
+        """How many build containers this process had the engine create since `since` (from its event log);
+        another kpatch run on the same engine does not count."""
         events = self.client.events(since=int(since), until=int(time.time()) + 1, decode=True,
-                                    filters={"type": "container", "event": "create", "label": LABEL})
+                                    filters={"type": "container", "event": "create",
+                                             "label": [LABEL, f"{OWNER_LABEL}={owner()}"]})
         return sum(1 for _ in events)
 
     @contextmanager
