@@ -82,7 +82,7 @@ def test_a_projects_own_build_script_is_used_and_must_report_what_it_built_again
     result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
     assert result.exit_code == 0, result.output
     assert f"using the project's {own}" in result.stderr
-    log = max((tmp_path / "cache" / "logs").glob("*build_wheels.log"), key=lambda p: p.stat().st_mtime)
+    log = max((tmp_path / "cache" / "logs").glob("kpatch-*-build*wheels.log"), key=lambda p: p.stat().st_mtime)
     assert "project script: building version" in log.read_text()
 
     own.write_text(packaged[:packaged.index("# What the build was built against")])
@@ -107,5 +107,5 @@ def test_a_build_that_writes_a_wheel_without_metadata_is_one_error_line(tmp_path
     assert result.exit_code == ExitCode.BUILD, result.output
     assert result.stderr.splitlines()[-2:] == [
         "error: vllm_xpu_kernels-1.0-py3-none-any.whl: no .dist-info/METADATA in the wheel (expected one)",
-        f"log: {next((tmp_path / 'cache' / 'logs').glob('*build_wheels.log'))}"]
+        f"log: {next((tmp_path / 'cache' / 'logs').glob('kpatch-*-build*wheels.log'))}"]
     assert not (root / "dist").exists() and not list((tmp_path / "cache" / "wheels").glob("*/*"))

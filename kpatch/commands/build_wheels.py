@@ -6,13 +6,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import __version__, git, lock
+from kpatch import __version__, lock
+from kpatch.engine.plan import load_all_series
 from kpatch.errors import ConfigError, WorktreeError
-from kpatch.plan import load_all_series
+from kpatch.gitx import Repository
 from kpatch.ui import UI
 from kpatch.wheels import pipeline
 from kpatch.wheels.publish import publish
-from kpatch.workspace import Outcome, Workspace
+from kpatch.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -69,19 +70,20 @@ def _locked(member: pipeline.SetMember) -> lock.LockedUpstream:
 def _check_inputs(ws: Workspace) -> list[pipeline.BuildInput]:
     """Every upstream applied, clean and buildable."""
     series = load_all_series(ws.stack)
-    state = ws.read_state()
+    run = ws.refuse_if_busy()
     inputs = []
     for upstream in ws.stack.upstreams:
         worktree = ws.worktree(upstream.name)
-        entry = state.upstreams.get(upstream.name) if state else None
-        if not worktree.exists() or entry is None:
+        settled = run.settled.get(upstream.name)
+        if not worktree.exists() or settled is None:
             raise WorktreeError(f"no applied worktree for {upstream.name} at {worktree}: run 'kpatch apply' first")
-        if entry.outcome is not Outcome.APPLIED or git.operation_in_progress(worktree):
+        tree = Repository(worktree)
+        if tree.operation():
             raise WorktreeError(f"{upstream.name} is not cleanly applied in {worktree}: finish 'kpatch apply' first")
-        if git.dirty_files(worktree):
+        if tree.dirty():
             raise WorktreeError(f"worktree {worktree} has uncommitted changes: commit or discard them before building")
         if upstream.build is None:
             raise ConfigError(f"{ws.stack.path}:{upstream.line}: upstream {upstream.name} has no [upstream.build]")
-        inputs.append(pipeline.BuildInput(upstream=upstream, worktree=worktree, base=entry.base,
-                                          commit=git.head(worktree), stack_hash=series[upstream.name].stack_hash()))
+        inputs.append(pipeline.BuildInput(upstream=upstream, worktree=worktree, base=settled.base,
+                                          commit=tree.head(), stack_hash=series[upstream.name].stack_hash()))
     return inputs

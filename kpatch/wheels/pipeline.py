@@ -8,9 +8,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import git
 from kpatch.config import Upstream
 from kpatch.errors import BuildError
+from kpatch.gitx import Repository
 from kpatch.ui import UI, activity
 from kpatch.wheels import cache as wheel_cache
 from kpatch.wheels import resources, versions
@@ -124,7 +124,7 @@ def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: t
                set_torch: str | None) -> wheel_cache.CachedWheel:
     upstream, build = item.upstream, item.upstream.build
     assert build is not None
-    source = pin_source(upstream.name, git.archive(item.worktree, item.commit, SRC), SRC, build.pin_files, pins)
+    source = pin_source(upstream.name, Repository(item.worktree).archive(item.commit, SRC), SRC, build.pin_files, pins)
     env = {**dict(build.env), "KPATCH_VERSION": version, "KPATCH_BUILD_COMMAND": build.command}
     job = BuildJob(name=upstream.name, env=env, source_tar=source, deps=tuple(d.path for d in deps), script=script)
     with activity(ui, f"building {upstream.name} {version}") as on:

@@ -10,7 +10,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from kpatch import git
+from kpatch.gitx import Repository
 
 _LABEL = re.compile(r"^[a-z0-9]+(\.[a-z0-9]+)*$")
 FALLBACK = Version("0.0.0")  # an upstream with no tag, or a tag that is no version
@@ -54,7 +54,7 @@ def _bump(version: Version, count: int) -> Version:
 
 def upstream_version(repo: Path, commit: str) -> UpstreamVersion:
     """The version of `commit` from its nearest tag (git describe)."""
-    found = git.describe(repo, commit)
+    found = Repository(repo).describe(commit)
     return from_tag(found[0], found[1]) if found else from_tag(None, 0)
 
 

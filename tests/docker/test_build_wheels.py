@@ -192,7 +192,7 @@ def test_kill_midway_then_the_next_run_starts_clean(pair: Pair) -> None:
 
 
 def _build_log(pair: Pair) -> str:
-    return max((pair.cache / "logs").glob("*build_wheels.log"), key=lambda p: p.stat().st_mtime).read_text()
+    return max((pair.cache / "logs").glob("kpatch-*-build*wheels.log"), key=lambda p: p.stat().st_mtime).read_text()
 
 
 def test_the_hosts_ca_bundle_is_copied_in_read_only_and_pip_cert_points_at_it(

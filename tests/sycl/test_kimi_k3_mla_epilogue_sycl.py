@@ -18,7 +18,7 @@ import kimi_k3_reference as ref
 import pytest
 import torch
 
-from kpatch.series import added_file, load_series
+from kpatch.stack import added_file, load_series
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "csrc/kimi_k3_mla_epilogue.hpp"
