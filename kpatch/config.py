@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from kpatch.errors import ConfigError, UsageError
 from kpatch.github.names import Repository, parse_repository
 from kpatch.gitx.mirror import url_problem
@@ -70,6 +72,7 @@ class Stack:
     path: Path
     upstreams: tuple[Upstream, ...]
     github: Repository | None = None  # [github] repository: where kpatch nightly opens its PR and issue
+    torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:
@@ -116,7 +119,7 @@ def load(path: Path) -> Stack:
     lines = text.splitlines()
     headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
-        if key not in ("version", "upstream", "github"):
+        if key not in ("version", "upstream", "github", "set"):
             raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
@@ -137,7 +140,7 @@ def load(path: Path) -> Stack:
                 line = _key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
-                 github=_github(path, lines, data.get("github")))
+                 github=_github(path, lines, data.get("github")), torch=_set_torch(path, lines, data.get("set")))
 
 
 def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapping[str, str]) -> Stack:
@@ -240,6 +243,30 @@ def _github(path: Path, lines: list[str], table: Any) -> Repository | None:
         raise ConfigError(f"{path}:{line}: [github] 'repository' must be owner/name (GitHub's name rules), "
                           f"not {value!r}")
     return repository
+
+
+def _set_torch(path: Path, lines: list[str], table: Any) -> str | None:
+    """[set] torch = "2.14.0": one exact PEP 440 version (a local label such as +xpu allowed)."""
+    if table is None:
+        return None
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "").startswith("[set]")), 1)
+    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{start}: 'set' must be a table")
+    for key in table:
+        if key != "torch":
+            raise ConfigError(f"{path}:{_key_line(lines, start, end, key)}: unknown key {key!r} in [set]")
+    value = table.get("torch")
+    if value is None:
+        return None
+    line = _key_line(lines, start, end, "torch")
+    try:
+        if isinstance(value, str) and value.strip() == value:
+            return str(Version(value))
+    except InvalidVersion:
+        pass
+    raise ConfigError(f"{path}:{line}: [set] torch must be one exact version such as \"2.14.0\" or "
+                      f"\"2.14.0+xpu\", got {value!r}")
 
 
 def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:
