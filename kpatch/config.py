@@ -10,6 +10,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from kpatch.errors import ConfigError, UsageError
 
 CONFIG_NAME = "kpatch.toml"
@@ -77,6 +79,7 @@ class Stack:
     root: Path
     path: Path
     upstreams: tuple[Upstream, ...]
+    torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
     cuda_only: tuple[CudaOnly, ...] = ()  # [verify] cuda-only
 
     def get(self, name: str) -> Upstream:
@@ -124,7 +127,7 @@ def load(path: Path) -> Stack:
     lines = text.splitlines()
     headers = [i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[[upstream]]"]
     for key in data:
-        if key not in ("version", "upstream", "verify"):
+        if key not in ("version", "upstream", "set", "verify"):
             raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
@@ -145,6 +148,7 @@ def load(path: Path) -> Stack:
                 line = _key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
+                 torch=_set_torch(path, lines, data.get("set")),
                  cuda_only=_cuda_only(path, lines, data.get("verify")))
 
 
@@ -263,6 +267,29 @@ def _build(path: Path, lines: list[str], start: int, end: int, table: dict[str, 
     if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
         raise ConfigError(f"{where}: [upstream.build] 'pin-files' must be a list of paths")
     return Build(command=build["command"], env=tuple(sorted(env.items())), pin_files=tuple(pins))
+
+
+def _set_torch(path: Path, lines: list[str], table: Any) -> str | None:
+    """[set] torch = "2.14.0": one exact PEP 440 version (a local label such as +xpu allowed)."""
+    if table is None:
+        return None
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "").startswith("[set]")), 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{start}: 'set' must be a table")
+    for key in table:
+        if key != "torch":
+            raise ConfigError(f"{path}:{_key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [set]")
+    value = table.get("torch")
+    if value is None:
+        return None
+    line = _key_line(lines, start, len(lines) + 1, "torch")
+    try:
+        if isinstance(value, str) and value.strip() == value:
+            return str(Version(value))
+    except InvalidVersion:
+        pass
+    raise ConfigError(f"{path}:{line}: [set] torch must be one exact version such as \"2.14.0\" or "
+                      f"\"2.14.0+xpu\", got {value!r}")
 
 
 def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:

@@ -110,3 +110,9 @@ class BuildError(KpatchError):
     """A wheel build, the docker engine or the image failed."""
 
     exit_code = ExitCode.BUILD
+
+
+class LockError(KpatchError):
+    """A pylock.toml cannot be read, is not a valid PEP 751 lock, or has a [tool.kpatch] table kpatch cannot read."""
+
+    exit_code = ExitCode.BAD_INPUT

@@ -6,6 +6,7 @@ Used by `kpatch demo` and by the tests; every repository is a real git repositor
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ APP_FILES = {
     "requirements/xpu.txt": "vllm-xpu-kernels==0.1.0\n",
     "setup.py": "import os\nfrom setuptools import find_namespace_packages, setup\n\n"
                 "with open('requirements/xpu.txt') as f:\n"
-                "    requires = [line.strip() for line in f if line.strip() and not line.startswith('#')]\n\n"
+                "    requires = [line.strip() for line in f if line.strip() and not line.startswith(('#', '-'))]\n\n"
                 "setup(name='app', version=os.environ.get('SETUPTOOLS_SCM_PRETEND_VERSION', '0.0.0'),\n"
                 "      packages=find_namespace_packages(include=['app', 'app.*']), install_requires=requires)\n",
 }
@@ -82,19 +83,23 @@ class ExampleProject:
     app_base: str
 
 
-def write_files(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
+def write_files(root: Path, files: Mapping[str, str | bytes]) -> None:
+    for name, content in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
 
 
-def commit(repo: Path, files: dict[str, str], message: str, when: int, author: tuple[str, str] = AUTHOR) -> str:
+def commit(repo: Path, files: Mapping[str, str | bytes], message: str, when: int,
+           author: tuple[str, str] = AUTHOR) -> str:
     write_files(repo, files)
     return git.commit_all(repo, message, author, EPOCH + when)
 
 
-def make_upstream(root: Path, files: dict[str, str], churn: str, commits: int = 30) -> tuple[Path, str]:
+def make_upstream(root: Path, files: Mapping[str, str | bytes], churn: str, commits: int = 30) -> tuple[Path, str]:
     """A repository with `commits` commits; the middle one is tagged v1.0 and returned as the base."""
     git.init_repo(root)
     commit(root, files, "initial import", 0)
@@ -120,10 +125,30 @@ def write_stack(upstream: Path, base: str, folder: Path, changes: list[Change]) 
     return names
 
 
-def make_example_project(root: Path) -> ExampleProject:
-    """Two upstreams under root/upstreams and a kpatch project under root/project patching them."""
-    kernels, kernels_base = make_upstream(root / "upstreams" / "kernels", KERNEL_FILES, "csrc/cache_history.txt")
-    app, app_base = make_upstream(root / "upstreams" / "app", APP_FILES, "docs/history.txt")
+def make_example_project(root: Path, wheelhouse: Mapping[str, bytes] | None = None) -> ExampleProject:
+    """Two upstreams under root/upstreams and a kpatch project under root/project patching them.
+
+    With `wheelhouse` (wheel file name -> bytes, e.g. a torch), both upstreams carry those wheels in
+    `wheelhouse/` and install their requirements from there (no index) before building, as the real ones do
+    from the package index: the kernels pin torch==2.13.0, the app torch==2.14.0, like vllm-xpu-kernels
+    4543b580 and vLLM v0.33.0.
+    """
+    kernel_files: dict[str, str | bytes] = dict(KERNEL_FILES)
+    app_files: dict[str, str | bytes] = dict(APP_FILES)
+    kernels_build = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"
+    app_build = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"
+    kernels_pins = ""
+    if wheelhouse:
+        local = "--no-index\n--find-links wheelhouse\n"
+        wheels = {f"wheelhouse/{name}": data for name, data in wheelhouse.items()}
+        kernel_files |= {**wheels, "requirements.txt": f"{local}torch==2.13.0\n"}
+        app_files |= {**wheels, "requirements/xpu.txt": f"{local}vllm-xpu-kernels==0.1.0\ntorch==2.14.0\n"}
+        install = "python3 -m pip install --quiet --user -r {} && "
+        kernels_build = install.format("requirements.txt") + kernels_build
+        app_build = install.format("requirements/xpu.txt") + app_build
+        kernels_pins = 'pin-files = ["requirements.txt"]\n'
+    kernels, kernels_base = make_upstream(root / "upstreams" / "kernels", kernel_files, "csrc/cache_history.txt")
+    app, app_base = make_upstream(root / "upstreams" / "app", app_files, "docs/history.txt")
     project = root / "project"
     write_stack(kernels, kernels_base, project / "patches" / "kernels", KERNEL_CHANGES)
     write_stack(app, app_base, project / "patches" / "app", APP_CHANGES)
@@ -139,7 +164,7 @@ patches = "patches/app"
 requires = ["kernels"]
 
 [upstream.build]
-command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"
+command = "{app_build}"
 pin-files = ["requirements/xpu.txt"]
 
 [[upstream]]
@@ -151,6 +176,6 @@ patches = "patches/kernels"
 requires = []
 
 [upstream.build]
-command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"
-""", encoding="utf-8")
+command = "{kernels_build}"
+{kernels_pins}""", encoding="utf-8")
     return ExampleProject(root=project, kernels=kernels, app=app, kernels_base=kernels_base, app_base=app_base)

@@ -19,19 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.errors import BuildError
+from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Toolchain, collect
 
 log = logging.getLogger("kpatch.docker")
 LABEL = "kpatch.build"  # on every container kpatch starts, so leftovers of a killed run can be found
 BUILD_UID = 10001
-TAIL = 15
-
-
-@dataclass(frozen=True)
-class Image:
-    reference: str
-    digest: str  # the image ID (sha256 of its config): what a build really ran in
-    base: str = ""  # the BASE_IMAGE it was built from, and that image's ID (labels kpatch sets)
-    base_digest: str = ""
+CA_PATH = "/kpatch/ca.pem"
 
 
 @dataclass(frozen=True)
@@ -55,7 +48,7 @@ class Engine:
             raise BuildError(f"no Docker engine at {where} ({reason}): start one (as root: 'dockerd &'), "
                              "or point DOCKER_HOST at one (e.g. ssh://user@xpu-build-host)") from None
 
-    def image(self, reference: str) -> Image:
+    def image(self, reference: str) -> Toolchain:
         from docker.errors import ImageNotFound
 
         try:
@@ -63,8 +56,8 @@ class Engine:
         except ImageNotFound:
             raise BuildError(f"image {reference} not found on the engine: build it or pull it first") from None
         labels = found.labels or {}
-        return Image(reference=reference, digest=str(found.id), base=labels.get("kpatch.base-image", ""),
-                     base_digest=labels.get("kpatch.base-image-digest", ""))
+        return Toolchain(reference=reference, digest=str(found.id), base=labels.get("kpatch.base-image", ""),
+                         base_digest=labels.get("kpatch.base-image-digest", ""))
 
     def has_image(self, reference: str) -> bool:
         from docker.errors import ImageNotFound
@@ -76,7 +69,7 @@ class Engine:
             return False
 
     def build_image(self, context: Path, tag: str, buildargs: dict[str, str], labels: dict[str, str],
-                    on_line: Callable[[str], None]) -> Image:
+                    on_line: Callable[[str], None]) -> Toolchain:
         """docker build, streaming its log; a failure shows the log's tail."""
         lines: list[str] = []
         stream = self.client.api.build(path=str(context), tag=tag, buildargs=buildargs, labels=labels, rm=True,
@@ -107,7 +100,7 @@ class Engine:
         return sum(1 for _ in events)
 
     @contextmanager
-    def container(self, image: Image, env: dict[str, str], name: str) -> Iterator[Container]:
+    def container(self, image: Toolchain, env: dict[str, str], name: str) -> Iterator[Container]:
         """A stopped container ready to receive files; removed on every way out, kill of kpatch aside."""
         created = self.client.containers.create(
             image.digest, command=["sh", "/kpatch/build-wheel.sh"], environment=env, labels={LABEL: "1"},
@@ -179,29 +172,41 @@ def host_ca_bundle() -> Path | None:
     return None
 
 
+def ca_files(env: dict[str, str]) -> tuple[list[tuple[str, bytes | None, int]], dict[str, str]]:
+    """The host's CA bundle as a file for /kpatch, and the env that points pip (PIP_CERT) and ssl at it."""
+    ca = host_ca_bundle()
+    if ca is None:
+        return [], env
+    return [("ca.pem", ca.read_bytes(), 0o444)], {**env, "PIP_CERT": CA_PATH, "SSL_CERT_FILE": CA_PATH}
+
+
 class DockerBackend:
     """Builds in a fresh container of `image` per wheel: source in read-only, the wheel out, all by archive."""
 
-    def __init__(self, engine: Engine, image: Image) -> None:
-        self.engine, self.reference, self.digest = engine, image.reference, image.digest
-        self.base, self.base_digest = image.base, image.base_digest
+    def __init__(self, engine: Engine, image: Toolchain) -> None:
+        self.engine = engine
         self.image = image
 
-    def build(self, name: str, env: dict[str, str], source_tar: bytes, deps: list[Path], script: bytes,
-              on_line: Callable[[str], None]) -> dict[str, bytes]:
-        container_name = f"kpatch-build-{name}-{hashlib.sha256(source_tar).hexdigest()[:12]}-{os.getpid()}"
+    @property
+    def toolchain(self) -> Toolchain:
+        return self.image
+
+    def started_since(self, since: float) -> int:
+        return self.engine.created_since(since)
+
+    def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutput:
+        digest = hashlib.sha256(job.source_tar).hexdigest()[:12]
+        container_name = f"kpatch-build-{job.name}-{digest}-{os.getpid()}"
+        # pip in the container trusts what pip on the host trusts (PIP_CERT)
+        ca, env = ca_files(dict(job.env))
         files: list[tuple[str, bytes | None, int]] = [
-            ("build-wheel.sh", script, 0o555), ("deps", None, 0o555), ("out", None, 0o755)]
-        ca = host_ca_bundle()
-        if ca is not None:  # pip in the container trusts what pip on the host trusts (PIP_CERT)
-            files.append(("ca.pem", ca.read_bytes(), 0o444))
-            env = {**env, "PIP_CERT": "/kpatch/ca.pem", "SSL_CERT_FILE": "/kpatch/ca.pem"}
+            ("build-wheel.sh", job.script, 0o555), ("deps", None, 0o555), ("out", None, 0o755), *ca]
         with self.engine.container(self.image, env, container_name) as box:
             box.put("/kpatch", files)
-            box.put_tar("/kpatch", source_tar)  # root-owned: read-only for the build user
-            if deps:
-                box.put("/kpatch/deps", [(d.name, d.read_bytes(), 0o444) for d in deps])
+            box.put_tar("/kpatch", job.source_tar)  # root-owned: read-only for the build user
+            if job.deps:
+                box.put("/kpatch/deps", [(d.name, d.read_bytes(), 0o444) for d in job.deps])
             run = box.run(on_line)
             if run.status != 0:
-                raise BuildError(f"{name}: build step failed (exit {run.status}); last lines:\n{run.log_tail}")
-            return box.get("/kpatch/out")
+                raise BuildError(f"{job.name}: build step failed (exit {run.status}); last lines:\n{run.log_tail}")
+            return collect(job.name, box.get("/kpatch/out"))
