@@ -170,6 +170,26 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     return 0
 
 
+@main.command("verify")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
+              help="The lock to check (default: dist/pylock.toml next to kpatch.toml).")
+@click.option("--installed", is_flag=True, help="Also check this environment: versions, RECORD hashes, where it came "
+              "from, the stack's patches, and the live dispatcher (in a child Python).")
+@kpatch_command
+def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
+    """Check the built pair against its lock and the op contract between the two patched worktrees."""
+    from kpatch.commands import verify as cmd
+    from kpatch.ui import to_jsonable
+
+    result = cmd.verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
+                        installed=installed)
+    if ctx.ui.json_mode:
+        ctx.ui.json({"ok": result.ok, **to_jsonable(result)})
+    else:
+        _print_verify(ctx.ui, result)
+    return 0 if result.ok else int(ExitCode.CONFLICT)
+
+
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")
@@ -288,3 +308,43 @@ def _print_apply(ui: UI, result: Any) -> None:
         if conflict.blocked:
             ui.err.print(f"  not applied (they require {escape(conflict.upstream)}): {', '.join(conflict.blocked)}")
         ui.err.print("  fix the files, 'git add' them, then 'kpatch apply --continue' (or 'kpatch apply --abort')")
+
+
+def _print_verify(ui: UI, result: Any) -> None:
+    from rich.table import Table
+
+    styles = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
+    table = Table("", "check", "subject", "detail", box=None, pad_edge=False)
+    for check in result.checks:
+        status = check.status.value
+        detail = escape(check.detail) + (f"\n[dim]next: {escape(check.fix)}[/]" if check.fix and status != "pass"
+                                         else "")
+        table.add_row(f"[{styles[status]}]{status}[/]", check.area, escape(check.subject), detail)
+    ui.table(table)
+    for contract in result.contracts:
+        if contract.report is not None and not contract.report.ok:
+            _print_contract(ui, contract.kernels, contract.app, contract.report)
+    ui.line("verify " + ("[green]passed[/]" if result.ok else "[bold red]FAILED[/]"))
+
+
+def _print_contract(ui: UI, kernels: str, app: str, report: Any) -> None:
+    ui.line(f"\n[bold]op contract {escape(kernels)} -> {escape(app)}[/] (libraries {', '.join(report.namespaces)})")
+    for module in report.missing:
+        ui.line(f"  [bold]{escape(module.module)}[/] calls, not served on XPU:")
+        for op in module.ops:
+            where = ", ".join(str(s) for s in op.sites[:3]) + (" …" if len(op.sites) > 3 else "")
+            keys = f" (kernels: {', '.join(op.keys)})" if op.keys else ""
+            ui.line(f"    {op.namespace}.{escape(op.op)}: {op.gap.value}{keys}  [dim]{escape(where)}[/]")
+    for m in report.mismatches:
+        head = "[bold red]schema differs[/]" if m.breaking else "[yellow]schema differs (compatible)[/]"
+        ui.line(f"  {head} {m.namespace}.{escape(m.op)}: {app} {m.declared} vs {kernels} {m.registered}")
+        for diff in m.diffs:
+            ui.line(f"    {diff.kind.value}: {escape(diff.detail)}")
+    for u in report.unbound:
+        ui.line(f"  [bold red]call does not bind[/] {u.namespace}.{escape(u.op)} at {u.call}: {escape(u.reason)} "
+                f"(schema {u.registered})")
+    for problem in report.problems:
+        ui.line(f"  [bold red]unreadable[/] {escape(problem)}")
+    ui.line(f"  [dim]not counted: {len(report.cuda_only)} listed cuda-only, {len(report.other_backends)} only "
+            f"declared by {app}'s CPU/ROCm builds, {report.off_xpu_calls} call sites in non-XPU branches, "
+            f"{report.probes} hasattr/getattr probes[/]")

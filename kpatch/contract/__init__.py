@@ -168,7 +168,11 @@ def _cpp_files(root: Path) -> Iterable[Path]:
 
 def check(kernels_root: Path, app_root: Path, cuda_only: tuple[CudaOnly, ...] = ()) -> ContractReport:
     """The whole contract between two patched worktrees."""
-    kernels, app = read_kernels(kernels_root), read_app(app_root)
+    return check_sides(read_kernels(kernels_root), read_app(app_root), app_root, cuda_only)
+
+
+def check_sides(kernels: Side, app: Side, app_root: Path, cuda_only: tuple[CudaOnly, ...] = ()) -> ContractReport:
+    """The contract from both sides' C++ (already read) and the application's Python under `app_root`."""
     namespaces = frozenset(ns for ns, _ in (*kernels.defined, *kernels.keys))
     sites, broken = pycalls.call_sites(app_root, namespaces)
     return compare(kernels, app, sites, cuda_only, namespaces,

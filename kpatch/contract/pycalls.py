@@ -26,20 +26,26 @@ class CallSite:
     keywords: tuple[str, ...] = ()  # a direct call's keyword argument names
 
 
-def package_files(root: Path) -> list[Path]:
-    """The Python files of the packages a wheel ships: top-level folders with an __init__.py, tests excluded."""
+def package_files(root: Path, packages: tuple[str, ...] | None = None) -> list[Path]:
+    """The Python files of the packages a wheel ships: `packages` under root, or else every top-level folder
+    with an __init__.py except tests and the like."""
+    if packages is None:
+        folders = [p for p in root.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
+                   and p.name not in _NOT_SHIPPED]
+    else:
+        folders = [root / name for name in packages if (root / name).is_dir()]
     files: list[Path] = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / "__init__.py").is_file()):
-        if folder.name not in _NOT_SHIPPED:
-            files += sorted(folder.rglob("*.py"))
+    for folder in sorted(folders):
+        files += sorted(folder.rglob("*.py"))
     return files
 
 
-def call_sites(root: Path, namespaces: frozenset[str] | None = None) -> tuple[list[CallSite], list[str]]:
+def call_sites(root: Path, namespaces: frozenset[str] | None = None, packages: tuple[str, ...] | None = None,
+               ) -> tuple[list[CallSite], list[str]]:
     """Every op named in the packages under `root` (only `namespaces` when given); also files ast cannot parse."""
     sites: list[CallSite] = []
     broken: list[str] = []
-    for path in package_files(root):
+    for path in package_files(root, packages):
         rel = path.relative_to(root).as_posix()
         data = path.read_bytes()
         if b"torch.ops" not in data and not _FROM_TORCH_IMPORT_OPS.search(data):

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 _TOKEN = re.compile(r"""\s*(?:
-    (->)
-  | ([A-Za-z_][A-Za-z0-9_]*)
+    (->|::)
+  | ([A-Za-z_][A-Za-z0-9_]*|\$\d+)
   | (-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
   | ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
   | ([()\[\],?!=*.|])
@@ -122,9 +122,13 @@ class _Tokens:
 
 
 def parse(text: str) -> Schema:
-    """Parse one schema string (whitespace anywhere, as C++ string pieces join it); raise SchemaSyntaxError."""
+    """Parse one schema string (whitespace anywhere, as C++ string pieces join it, or as torch prints it with
+    `ns::` and `($0! -> )` alias sets); raise SchemaSyntaxError."""
     toks = _Tokens(text)
     name = toks.take()
+    if toks.peek() == "::":  # torch prints registered schemas with their namespace: `_C::name(...)`
+        toks.take("::")
+        name = toks.take()
     if not re.match(r"^[A-Za-z_]", name):
         raise SchemaSyntaxError(f"schema must start with an op name, got {name!r}")
     overload = ""
