@@ -17,9 +17,11 @@ from kpatch.contract import cmake, cpp, pycalls, schema
 from kpatch.contract.pycalls import CallSite
 from kpatch.contract.schema import Schema, SchemaDiff
 
-# Keys whose kernel serves an XPU tensor: the device key itself, or a composite registered for every backend.
+# Keys whose kernel serves the application on XPU: the device key itself, a composite registered for every
+# backend, or CPU: an XPU kernels package registers a CPU kernel only for ops that take host tensors on purpose
+# (get_xpu_view_from_cpu_tensor, swap_blocks_batch's pointer lists), so that is the key such a call dispatches to.
 XPU_KEYS = frozenset({"XPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd",
-                      "CompositeExplicitAutogradNonFunctional"})
+                      "CompositeExplicitAutogradNonFunctional", "CPU"})
 # The application's reference declarations are its CUDA build: the XPU kernels stand in for exactly that `_C`.
 # Its CPU and ROCm builds declare some of the same names with their own schemas, so they are not read.
 APP_OTHER_BACKENDS = ("csrc/cpu/", "csrc/rocm/")

@@ -118,7 +118,7 @@ def _op_check(qualname: str, found: OpState, where: list[CallSite], declared: Si
         return failed("dispatcher", qualname, f"not registered; called from {site}: torch.ops.{namespace}.{op} "
                       "raises AttributeError", f"install a vllm-xpu-kernels that provides it: {install} "
                       "(built by 'kpatch build-wheels' with the kernels stack)")
-    if not found.xpu and not found.computed:
+    if not found.xpu and not found.computed and "CPU" not in found.keys:  # CPU: host-tensor ops (see contract)
         keys = ", ".join(found.keys) or "no key"
         return failed("dispatcher", qualname, f"registered for {keys} but has no kernel for XPU; called from "
                       f"{site}", "the kernels must register it with torch::kXPU (a kernels patch), then rebuild")
@@ -133,6 +133,7 @@ def _op_check(qualname: str, found: OpState, where: list[CallSite], declared: Si
         return failed("dispatcher", qualname, f"registered schema {registered.text()} differs from {against}: "
                       f"{detail}", "fix the kernels' registration to match the declaration (csrc/torch_bindings.cpp),"
                       f" rebuild and {install}")
-    how = "XPU kernel" if found.xpu else "composite kernel (serves XPU)"
+    how = "XPU kernel" if found.xpu else "composite kernel (serves XPU)" if found.computed else \
+        "CPU kernel (the op takes host tensors)"
     checked = f"schema matches the application's declaration {want.site}" if want else "its calls bind to its schema"
     return passed("dispatcher", qualname, f"{how}; {checked}")
