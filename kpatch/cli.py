@@ -146,8 +146,8 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
 @main.command("build-wheels")
 @click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
               help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
-@click.option("--image", metavar="REF", help="Build in this existing image instead of building docker/Dockerfile.")
-@click.option("--base-image", metavar="REF", help="BASE_IMAGE for docker/Dockerfile (default: Intel oneAPI).")
+@click.option("--image", metavar="REF", help="Build in this existing image instead of building the Dockerfile.")
+@click.option("--base-image", metavar="REF", help="BASE_IMAGE for the Dockerfile (default: Intel oneAPI).")
 @click.option("--out", type=click.Path(file_okay=False),
               help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
 @kpatch_command
@@ -164,7 +164,8 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
         ctx.ui.json(result)
         return 0
     for wheel in result.wheels:
-        ctx.ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}")
+        ctx.ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
+                    f"  (torch {wheel.torch or 'none'})")
     ctx.ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
                 f"{result.containers} build container(s) started)")
     return 0

@@ -51,11 +51,16 @@ def store(cache: Path, name: str, key: str, filename: str, data: bytes, torch: s
     target = cache / name / key
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=target.parent))
-    (staging / filename).write_bytes(data)
-    (staging / INFO).write_text(json.dumps({"torch": torch}), encoding="utf-8")
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(staging, target)
+    try:
+        (staging / filename).write_bytes(data)
+        (staging / INFO).write_text(json.dumps({"torch": torch}), encoding="utf-8")
+        read_wheel(staging / filename)  # a broken wheel never enters the cache
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return CachedWheel(wheel=read_wheel(target / filename), torch=torch)
 
 

@@ -10,6 +10,7 @@ import hashlib
 import io
 import logging
 import os
+import socket
 import tarfile
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +25,29 @@ from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Toolchain, collec
 log = logging.getLogger("kpatch.docker")
 LABEL = "kpatch.build"  # on every container kpatch starts, so leftovers of a killed run can be found
 BUILD_UID = 10001
+OWNER_LABEL = "kpatch.owner"  # host:pid of the kpatch process that started the container
 CA_PATH = "/kpatch/ca.pem"
+
+
+def owner() -> str:
+    """This process, as the owner label of the containers it starts."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_alive(label: str) -> bool:
+    """Whether the kpatch process named by an owner label may still be running (unknown: assumed dead)."""
+    host, _, pid = label.rpartition(":")
+    if not host or not pid.isdigit():
+        return False  # unlabelled: started by a kpatch from before owner labels
+    if host != socket.gethostname():
+        return True  # another machine's run on a shared engine: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by another user
+    return True
 
 
 @dataclass(frozen=True)
@@ -35,13 +58,12 @@ class RunResult:
 
 class Engine:
     def __init__(self) -> None:
-        from docker.errors import DockerException
-
         import docker
+        from docker.errors import DockerException
 
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         try:
-            self.client = docker.from_env(timeout=600)  # type: ignore[attr-defined]
+            self.client = docker.from_env(timeout=600)
             self.client.ping()
         except DockerException as err:
             reason = str(err).splitlines()[0][:160]
@@ -86,8 +108,10 @@ class Engine:
         return self.image(tag)
 
     def remove_leftovers(self) -> int:
-        """Remove containers a killed kpatch run left behind; return how many."""
-        stale = self.client.containers.list(all=True, filters={"label": LABEL})
+        """Remove containers a killed kpatch run left behind; return how many. Another kpatch run building on
+        the same engine right now keeps its containers: only those whose owner process is gone are removed."""
+        stale = [c for c in self.client.containers.list(all=True, filters={"label": LABEL})
+                 if not owner_alive((c.labels or {}).get(OWNER_LABEL, ""))]
         for container in stale:
             log.warning("removing leftover build container %s", container.name)
             container.remove(force=True)
@@ -103,8 +127,9 @@ class Engine:
     def container(self, image: Toolchain, env: dict[str, str], name: str) -> Iterator[Container]:
         """A stopped container ready to receive files; removed on every way out, kill of kpatch aside."""
         created = self.client.containers.create(
-            image.digest, command=["sh", "/kpatch/build-wheel.sh"], environment=env, labels={LABEL: "1"},
-            name=name, user=str(BUILD_UID), network_disabled=False, privileged=False)
+            image.digest, command=["sh", "/kpatch/build-wheel.sh"], environment=env,
+            labels={LABEL: "1", OWNER_LABEL: owner()}, name=name, user=str(BUILD_UID), network_disabled=False,
+            privileged=False)
         try:
             yield Container(created)
         finally:

@@ -102,9 +102,21 @@ def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, r
         pins = tuple(Pin(d.package, str(d.version), append=True) for d in deps)
         if set_torch:
             pins += (Pin("torch", set_torch, append=False),)
-        built[upstream.name] = SetMember(input=item, key=key, cached=hit is not None, wheel=hit or _build_one(
-            backend, ui, item, str(version), pins, deps, script.data, cache, key, set_torch))
+        try:
+            wheel = hit or _build_one(backend, ui, item, str(version), pins, deps, script.data, cache, key, set_torch)
+        except BuildError as err:
+            raise _with_torch_hint(err, [built[d] for d in upstream.requires], set_torch) from None
+        built[upstream.name] = SetMember(input=item, key=key, cached=hit is not None, wheel=wheel)
     return list(built.values())
+
+
+def _with_torch_hint(err: BuildError, deps: list[SetMember], set_torch: str | None) -> BuildError:
+    """A failed build whose required wheels pin a torch: say so, since the usual cause is two torches."""
+    torches = [f"{d.input.upstream.name} was built against torch {d.wheel.torch}" for d in deps if d.wheel.torch]
+    if set_torch or not torches:
+        return err
+    return BuildError(f"{err}\nhint: {'; '.join(torches)} and requires exactly it: if this build pins another "
+                      'torch, name one for the whole set in kpatch.toml ([set] torch = "<version>")')
 
 
 def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: tuple[Pin, ...],
