@@ -80,3 +80,13 @@ def test_a_kernels_module_that_fails_to_import_is_named(tmp_path: Path, monkeypa
     (imported,) = [c for c in checks if c.subject == "vllm_xpu_kernels._C"]
     assert imported.status is Status.FAIL and "OSError: undefined symbol: _ZN3c10" in imported.detail
     assert "k.whl" in imported.fix
+
+
+def test_a_kernels_distribution_without_an_op_library_fails(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    kernels_info = install_dist(site, "vllm-xpu-kernels", "1.0", {"vllm_xpu_kernels/__init__.py": ""})
+    app_info = install_dist(site, "fakeapp", "1.0", {"fakeapp/__init__.py": "", "fakeapp/model.py": APP_CALLS})
+    (check,) = diagnose(metadata.PathDistribution(kernels_info), metadata.PathDistribution(app_info), None, (),
+                        "k.whl")
+    assert (check.status, check.subject) == (Status.FAIL, "vllm-xpu-kernels")
+    assert "no op library to import" in check.detail and check.fix.endswith("k.whl")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -304,3 +305,33 @@ def test_an_environment_from_another_build_came_from_no_lock(built: Built, site:
     assert payload["provenance"] == {"lock": None, "stacks": [],
                                      "detail": f"not from {lock}: app is {app.version}, the lock has {other.version}"}
     assert checks(result)[("installed", "app")]["detail"] == f"{app.version} is installed, the lock has {other.version}"
+
+
+def test_an_environment_torch_other_than_the_sets_fails(built: Built, site: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = copy_dist(built, tmp_path)
+    content = lockfile.read(lock)
+    lockfile.write(lock.parent, dataclasses.replace(content, upstreams=tuple(
+        dataclasses.replace(u, torch="2.14.0") for u in content.upstreams)))
+    monkeypatch.syspath_prepend(str(site))
+    result = built.verify("--installed", "--lock", str(lock), "--json")
+    assert result.exit_code == ExitCode.CONFLICT
+    import torch  # the test may import it; kpatch's own process never does
+
+    environment = checks(result)[("torch", "environment")]
+    assert environment["detail"] == f"torch {torch.__version__} is installed; the set was built against 2.14.0"
+    assert environment["fix"] == "pip install torch==2.14.0"
+    kernels = checks(result)[("torch", "kernels")]  # its wheel still requires the torch it was really built with
+    assert kernels["status"] == "fail" and f"requires 'torch=={torch.__version__}'" in kernels["detail"]
+
+
+def test_kpatch_itself_never_imports_torch(built: Built, site: Path) -> None:
+    """Only the child Python of the dispatcher probe imports torch; verify --installed leaves kpatch's own alone."""
+    code = ("import sys\nfrom kpatch.cli import main\ntry:\n    main(['verify', '--installed', '--cache-dir', "
+            f"{str(built.cache)!r}])\nexcept SystemExit as done:\n    code = done.code\n"
+            "print('torch imported' if 'torch' in sys.modules else f'exit {code}, torch not imported')\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=built.root, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(site)}, check=False)
+    *report, last = done.stdout.strip().splitlines()
+    assert last == "exit 0, torch not imported", done.stdout[-2000:] + done.stderr[-2000:]
+    assert "verify passed" in report[-1] and any("dispatcher" in line for line in report)

@@ -7,6 +7,7 @@ kernels do not serve on XPU (grouped by calling module), and schema differences 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -162,10 +163,12 @@ def _read_side(root: Path, targets: dict[str, tuple[str, ...]], skip: tuple[str,
 
 
 def _cpp_files(root: Path) -> Iterable[Path]:
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).parts
-        if path.suffix in _CPP_SUFFIXES and not any(p.startswith(".") or p in ("build", "third_party") for p in rel):
-            yield path
+    """C++ sources and headers under root, without hidden folders (.git), build output or vendored code."""
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in ("build", "third_party"))
+        for name in sorted(files):
+            if Path(name).suffix in _CPP_SUFFIXES:
+                yield Path(folder) / name
 
 
 def check(kernels_root: Path, app_root: Path, cuda_only: tuple[CudaOnly, ...] = ()) -> ContractReport:

@@ -93,14 +93,20 @@ def diagnose(kernels: metadata.Distribution, app: metadata.Distribution, declare
              and not any(c.matches(s.namespace, s.op, s.module) for c in cuda_only)]
     wanted = sorted({f"{s.namespace}::{s.op}" for s in calls})
     modules = extension_modules(kernels)
-    answer = run_probe(modules, wanted)
     install = f"pip install --force-reinstall --no-deps {kernels_wheel}"
+    name = str(kernels.metadata["Name"])
+    if not modules:
+        return [failed("dispatcher", name, "the installed distribution has no op library to import (no compiled "
+                       "extension, no *_C module)", install)]
+    answer = run_probe(modules, wanted)
     out: list[Check] = []
     for module, error in sorted(answer.imports.items()):
         out.append(passed("dispatcher", module, f"imported with torch {answer.torch}") if error is None else
                    failed("dispatcher", module, f"import failed: {error}", f"{install} (built against the "
                           "installed torch), or install the torch it was built against"))
     namespaces = set(answer.namespaces)
+    if not namespaces and all(error is None for error in answer.imports.values()):
+        out.append(failed("dispatcher", name, f"importing {', '.join(modules)} registered no ops", install))
     for qualname in wanted:
         namespace, op = qualname.split("::", 1)
         if namespace not in namespaces or (declared and (namespace, op) in declared.other_backends):
