@@ -20,8 +20,11 @@ from click.testing import Result
 from gitrepos import run_kpatch
 
 from kpatch import lock as lockfile
-from kpatch.errors import ExitCode
+from kpatch.config import load
+from kpatch.errors import ExitCode, VerifyFailed, WorktreeError
 from kpatch.examples import ExampleProject, make_example_project
+from kpatch.verify import gate
+from kpatch.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,8 @@ def test_halves_built_against_different_torch_or_pinned_to_another_kernels(built
 def test_verify_without_a_lock_still_checks_the_contract(tmp_path: Path) -> None:
     root = make_example_project(tmp_path).root
     cache = ["--cache-dir", str(tmp_path / "cache")]
+    with pytest.raises(WorktreeError):  # build-wheels' gate needs the applied worktrees
+        gate(Workspace.create(load(root / "kpatch.toml"), tmp_path / "cache", None))
     before = run_kpatch(root, "verify", *cache, "--json")
     assert before.exit_code == 0
     assert checks(before)[("contract", "kernels -> app")]["status"] == "skip"  # nothing applied yet
@@ -171,6 +176,8 @@ def test_verify_without_a_lock_still_checks_the_contract(tmp_path: Path) -> None
     result = run_kpatch(root, "verify", *cache, "--json")
     assert result.exit_code == 0 and checks(result)[("lock", str(root / "dist" / "pylock.toml"))]["status"] == "skip"
     assert checks(result)[("contract", "kernels -> app")]["status"] == "pass"
+    (report,) = gate(Workspace.create(load(root / "kpatch.toml"), tmp_path / "cache", None))
+    assert report.ok and report.cuda_only == ("_C.cutlass_scaled_mm",)
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -205,6 +212,14 @@ def test_a_pr592_registration_is_reported_with_both_files_and_lines(tmp_path: Pa
     human = run_kpatch(root, "verify", *cache)
     assert f"app csrc/torch_bindings.cpp:{app_line} vs kernels csrc/torch_bindings.cpp:{kernels_line}" in human.stdout
     assert untouched == {p: p.read_bytes() for p in untouched}
+    # build-wheels' last step: the same contract as one exit-1 error naming the op and both places
+    with pytest.raises(VerifyFailed) as caught:
+        gate(Workspace.create(load(root / "kpatch.toml"), tmp_path / "cache", None))
+    assert caught.value.exit_code == ExitCode.CONFLICT
+    assert str(caught.value) == (
+        f"op contract kernels -> app: _C.fused_kimi_mla_insert schema differs: arg 5 positions: default None vs "
+        f"none (csrc/torch_bindings.cpp:{app_line} vs csrc/torch_bindings.cpp:{kernels_line}) (+1 more); "
+        "'kpatch verify' shows the whole report")
 
 
 def test_ops_not_served_on_xpu_are_grouped_by_calling_module(tmp_path: Path) -> None:
