@@ -337,7 +337,7 @@ def _print_contract(ui: UI, kernels: str, app: str, report: Any) -> None:
             keys = f" (kernels: {', '.join(op.keys)})" if op.keys else ""
             ui.line(f"    {op.namespace}.{escape(op.op)}: {op.gap.value}{keys}  [dim]{escape(where)}[/]")
     for m in report.mismatches:
-        head = "[bold red]schema differs[/]" if m.breaking else "[yellow]schema differs (compatible)[/]"
+        head = "[bold red]schema differs[/]" if m.breaking else "[yellow]schema differs (not an error by itself)[/]"
         ui.line(f"  {head} {m.namespace}.{escape(m.op)}: {app} {m.declared} vs {kernels} {m.registered}")
         for diff in m.diffs:
             ui.line(f"    {diff.kind.value}: {escape(diff.detail)}")
