@@ -250,6 +250,27 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     return 0
 
 
+@main.command("verify")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
+              help="The lock to check (default: dist/pylock.toml next to kpatch.toml).")
+@click.option("--installed", is_flag=True, help="Also check this environment: versions, RECORD hashes, where it came "
+              "from, the stack's patches, and the live dispatcher (in a child Python).")
+@kpatch_command
+def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
+    """Check the built pair against its lock and the op contract between the two patched worktrees."""
+    from kpatch.commands import verify as cmd
+    from kpatch.printers import print_verify
+    from kpatch.ui import to_jsonable
+
+    result = cmd.verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
+                        installed=installed)
+    if ctx.ui.json_mode:
+        ctx.ui.json({"ok": result.ok, **to_jsonable(result)})
+    else:
+        print_verify(ctx.ui, result)
+    return 0 if result.ok else int(ExitCode.CONFLICT)
+
+
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import tomllib
 from collections.abc import Mapping
@@ -65,6 +66,22 @@ class Upstream:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CudaOnly:
+    """A `[verify] cuda-only` entry: an op (fnmatch pattern) or a calling module the XPU path never needs."""
+
+    op: str | None  # "name", "namespace.name", or a pattern such as "cutlass_*"
+    module: str | None  # a dotted module; its submodules too
+    why: str
+    line: int
+
+    def matches(self, namespace: str, op: str, module: str) -> bool:
+        if self.module is not None:
+            return module == self.module or module.startswith(self.module + ".")
+        assert self.op is not None
+        return fnmatch.fnmatchcase(op, self.op) or fnmatch.fnmatchcase(f"{namespace}.{op}", self.op)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stack:
     """The whole stack file: upstreams in dependency order (each after everything it requires)."""
 
@@ -73,6 +90,7 @@ class Stack:
     upstreams: tuple[Upstream, ...]
     github: Repository | None = None  # [github] repository: where kpatch nightly opens its PR and issue
     torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
+    cuda_only: tuple[CudaOnly, ...] = ()  # [verify] cuda-only
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:
@@ -119,7 +137,7 @@ def load(path: Path) -> Stack:
     lines = text.splitlines()
     headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
-        if key not in ("version", "upstream", "github", "set"):
+        if key not in ("version", "upstream", "github", "set", "verify"):
             raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
@@ -140,7 +158,51 @@ def load(path: Path) -> Stack:
                 line = _key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
-                 github=_github(path, lines, data.get("github")), torch=_set_torch(path, lines, data.get("set")))
+                 github=_github(path, lines, data.get("github")), torch=_set_torch(path, lines, data.get("set")),
+                 cuda_only=_cuda_only(path, lines, data.get("verify")))
+
+
+def _cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]:
+    """`[verify] cuda-only = [{ op = "...", why = "..." } | { module = "...", why = "..." }]`, checked."""
+    if verify is None:
+        return ()
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[verify]"), 1)
+    if not isinstance(verify, dict):
+        raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines) + 1, 'verify')}: 'verify' must be a table")
+    for key in verify:
+        if key != "cuda-only":
+            raise ConfigError(f"{path}:{_key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]")
+    entries = verify.get("cuda-only", [])
+    where = f"{path}:{_key_line(lines, start, len(lines) + 1, 'cuda-only')}"
+    if not isinstance(entries, list):
+        raise ConfigError(f"{where}: 'cuda-only' must be a list of {{ op = \"...\", why = \"...\" }} tables")
+    out: list[CudaOnly] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: every 'cuda-only' entry must be a {{ op = \"...\", why = \"...\" }} table")
+        named = entry.get("op", entry.get("module"))
+        line = _value_line(lines, start, named) if isinstance(named, str) else start
+        for key in entry:
+            if key not in ("op", "module", "why"):
+                raise ConfigError(f"{path}:{line}: unknown key {key!r} in a 'cuda-only' entry")
+        if ("op" in entry) == ("module" in entry):
+            raise ConfigError(f"{path}:{line}: a 'cuda-only' entry names exactly one of 'op' or 'module'")
+        for key in ("op", "module", "why"):
+            if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
+                raise ConfigError(f"{path}:{line}: 'cuda-only' {key!r} must be a non-empty string")
+        if "why" not in entry:
+            raise ConfigError(f"{path}:{line}: 'cuda-only' entry {named!r} needs a 'why'")
+        item = CudaOnly(op=entry.get("op"), module=entry.get("module"), why=entry["why"], line=line)
+        if any((o.op, o.module) == (item.op, item.module) for o in out):
+            raise ConfigError(f"{path}:{line}: 'cuda-only' lists {named!r} twice")
+        out.append(item)
+    return tuple(out)
+
+
+def _value_line(lines: list[str], start: int, value: str) -> int:
+    """The first line at or after `start` holding the TOML string `value`, or `start`."""
+    quoted = (f'"{value}"', f"'{value}'")
+    return next((n for n in range(start, len(lines) + 1) if any(q in lines[n - 1] for q in quoted)), start)
 
 
 def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapping[str, str]) -> Stack:

@@ -95,3 +95,9 @@ class LockError(KpatchError):
     """A pylock.toml cannot be read, is not a valid PEP 751 lock, or has a [tool.kpatch] table kpatch cannot read."""
 
     exit_code = ExitCode.BAD_INPUT
+
+
+class VerifyFailed(KpatchError):
+    """`verify` (or build-wheels' last step) found the set broken: a person must fix the stacks or rebuild."""
+
+    exit_code = ExitCode.CONFLICT

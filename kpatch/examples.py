@@ -55,6 +55,60 @@ APP_FILES = {
                 "setup(name='app', version=os.environ.get('SETUPTOOLS_SCM_PRETEND_VERSION', '0.0.0'),\n"
                 "      packages=find_namespace_packages(include=['app', 'app.*']), install_requires=requires)\n",
 }
+# A tiny real op contract (what `kpatch verify` reads): the kernels define and register ops for XPU in `_C` and
+# `_C_cache_ops` (TORCH_EXTENSION_NAME is the CMake target `_C`); the app declares the same schemas in its own
+# C++ bindings (its CUDA build) and calls them from Python. `_C.py` stands in for the compiled extension: it
+# registers the same schemas for XPU through torch.library, so an installed pair can be asked at run time.
+KIMI_SCHEMA = ("fused_kimi_mla_insert(Tensor! q, Tensor! kv_cache, Tensor slot_mapping, int block_size, "
+               "Tensor? positions=None, Tensor? cos_sin_cache=None) -> ()")
+_CACHE_SCHEMA = ("concat_and_cache_mla(Tensor kv_c, Tensor k_pe, Tensor! kv_cache, Tensor slot_mapping, "
+                 "str kv_cache_dtype, Tensor scale) -> ()")
+KERNEL_FILES["CMakeLists.txt"] += ("define_gpu_extension_target(\n  _C\n  DESTINATION vllm_xpu_kernels\n"
+                                   "  SOURCES ${VLLM_EXT_SRC})\n")
+KERNEL_FILES["csrc/torch_bindings.cpp"] = (
+    '#include "core/registration.h"\n#include "ops.h"\n\nTORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {\n'
+    '  ops.def("rms_norm(Tensor! out, Tensor input) -> ()");\n'
+    '  ops.impl("rms_norm", torch::kXPU, &rms_norm);\n\n'
+    '  // One schema across lines: C++ joins the adjacent literals.\n'
+    '  ops.def(\n      "silu_and_mul(Tensor! out, "\n      "Tensor input) -> ()");\n'
+    '  ops.impl("silu_and_mul", torch::kXPU, &silu_and_mul);\n}\n\n'
+    'TORCH_LIBRARY_EXPAND(CONCAT(TORCH_EXTENSION_NAME, _cache_ops), cache_ops) {\n'
+    f'  cache_ops.def("{_CACHE_SCHEMA}");\n'
+    '  cache_ops.impl("concat_and_cache_mla", torch::kXPU, &concat_and_cache_mla);\n}\n')
+KERNEL_FILES["vllm_xpu_kernels/_C.py"] = (
+    '"""Stands in for the compiled extension: registers csrc/torch_bindings.cpp\'s ops for XPU."""\n\n'
+    "import torch\n\n"
+    "SCHEMAS = {\n"
+    '    "_C": ["rms_norm(Tensor! out, Tensor input) -> ()", "silu_and_mul(Tensor! out, Tensor input) -> ()"],\n'
+    f'    "_C_cache_ops": ["{_CACHE_SCHEMA}"],\n'
+    "}\n"
+    "LIBRARIES = []\n"
+    "for namespace, schemas in SCHEMAS.items():\n"
+    '    library = torch.library.Library(namespace, "FRAGMENT")\n'
+    "    for schema in schemas:\n"
+    "        library.define(schema)\n"
+    '        library.impl(schema.split("(", 1)[0], lambda *args: None, "XPU")\n'
+    "    LIBRARIES.append(library)\n")
+APP_FILES["csrc/torch_bindings.cpp"] = (
+    '#include "ops.h"\n\n// Registered under "_C" so the ops are torch.ops._C.<name>, as in the CUDA build.\n'
+    "STABLE_TORCH_LIBRARY_FRAGMENT(_C, ops) {\n"
+    '  ops.def("rms_norm(Tensor! out, Tensor input) -> ()");\n'
+    '  ops.def("silu_and_mul(Tensor! out, Tensor input) -> ()");\n'
+    '  ops.def("cutlass_scaled_mm(Tensor! out, Tensor a, Tensor b) -> ()");\n}\n\n'
+    "STABLE_TORCH_LIBRARY_IMPL(_C, CUDA, ops) {\n"
+    '  ops.impl("rms_norm", TORCH_BOX(&rms_norm));\n'
+    '  ops.impl("silu_and_mul", TORCH_BOX(&silu_and_mul));\n'
+    '  ops.impl("cutlass_scaled_mm", TORCH_BOX(&cutlass_scaled_mm));\n}\n\n'
+    "STABLE_TORCH_LIBRARY_FRAGMENT(_C_cache_ops, ops) {\n"
+    f'  ops.def("{_CACHE_SCHEMA}");\n}}\n')
+APP_FILES["app/ops.py"] = (
+    '"""The kernels\' ops, called by name."""\n\nimport torch\n\n\n'
+    "def rms_norm(out, x):\n    torch.ops._C.rms_norm(out, x)\n\n\n"
+    "def silu_and_mul(out, x):\n    torch.ops._C.silu_and_mul(out, x)\n\n\n"
+    "def cutlass_scaled_mm(out, a, b):  # CUDA-only: kpatch.toml [verify] cuda-only says why\n"
+    "    torch.ops._C.cutlass_scaled_mm(out, a, b)\n\n\n"
+    "def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale):\n"
+    "    torch.ops._C_cache_ops.concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale)\n")
 KERNEL_CHANGES: list[Change] = [
     ({"csrc/kimi.cpp": "// kimi op\nvoid kimi() {}\n",
       "csrc/ops.h": KERNEL_FILES["csrc/ops.h"] + "void kimi();\n",
@@ -76,6 +130,29 @@ APP_CHANGES: list[Change] = [
         "t.is_cuda", "t.device.type != 'cpu'")},
      "[XPU] Make the block-table assert device-generic\n\nUpstream-Status: pending\n"),
 ]
+
+# The stacks add one op to both sides (the seed's shape): the kernels define and register it for XPU, the app
+# declares it in its C++ bindings and its XPU model calls it, leaving the optional RoPE arguments to the defaults.
+_SPLIT = KIMI_SCHEMA.index("int block_size")
+KERNEL_CHANGES[0][0]["csrc/torch_bindings.cpp"] = KERNEL_FILES["csrc/torch_bindings.cpp"].replace(
+    '  ops.impl("silu_and_mul", torch::kXPU, &silu_and_mul);\n',
+    '  ops.impl("silu_and_mul", torch::kXPU, &silu_and_mul);\n\n'
+    f'  ops.def(\n      "{KIMI_SCHEMA[:_SPLIT]}"\n      "{KIMI_SCHEMA[_SPLIT:]}");\n'
+    '  ops.impl("fused_kimi_mla_insert", torch::kXPU, &fused_kimi_mla_insert);\n')
+KERNEL_CHANGES[0][0]["vllm_xpu_kernels/_C.py"] = KERNEL_FILES["vllm_xpu_kernels/_C.py"].replace(
+    '"silu_and_mul(Tensor! out, Tensor input) -> ()"]', f'"silu_and_mul(Tensor! out, Tensor input) -> ()",\n'
+    f'           "{KIMI_SCHEMA}"]')
+APP_CHANGES[0][0]["csrc/torch_bindings.cpp"] = APP_FILES["csrc/torch_bindings.cpp"].replace(
+    '  ops.def("cutlass_scaled_mm', f'  ops.def(\n      "{KIMI_SCHEMA}");\n  ops.def("cutlass_scaled_mm')
+APP_CHANGES[0][0]["app/models/k3/xpu/ops.py"] = (
+    "import torch\n\n\ndef kimi_mla_insert(q, kv_cache, slot_mapping):\n"
+    "    torch.ops._C.fused_kimi_mla_insert(q, kv_cache, slot_mapping, kv_cache.shape[1])\n")
+VERIFY_TOML = """
+[verify]
+cuda-only = [
+  { op = "cutlass_scaled_mm", why = "CUTLASS GEMM: CUDA-only; the XPU path runs oneDNN's GEMM" },
+]
+"""
 
 
 @dataclass(frozen=True)
@@ -199,4 +276,6 @@ requires = []
 [upstream.build]
 command = "{kernels_build}"
 {kernels_pins}""", encoding="utf-8")
+    with (project / "kpatch.toml").open("a", encoding="utf-8") as toml:
+        toml.write(VERIFY_TOML)
     return ExampleProject(root=project, kernels=kernels, app=app, kernels_base=kernels_base, app_base=app_base)

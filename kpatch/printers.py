@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpatch.commands.verify import VerifyResult
+from kpatch.contract import ContractReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
@@ -71,3 +73,43 @@ def print_rebase(ui: UI, result: RebaseResult, scratch: Path) -> None:
                   "(or 'kpatch rebase --abort')")
     elif result.committed:
         ui.plain("kpatch.toml and patches/ updated; review with 'git diff'")
+
+
+def print_verify(ui: UI, result: VerifyResult) -> None:
+    from rich.table import Table
+
+    styles = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
+    table = Table("", "check", "subject", "detail", box=None, pad_edge=False)
+    for check in result.checks:
+        status = check.status.value
+        detail = escape(check.detail) + (f"\n[dim]next: {escape(check.fix)}[/]" if check.fix and status != "pass"
+                                         else "")
+        table.add_row(f"[{styles[status]}]{status}[/]", check.area, escape(check.subject), detail)
+    ui.table(table)
+    for contract in result.contracts:
+        if contract.report is not None and not contract.report.ok:
+            print_contract(ui, contract.kernels, contract.app, contract.report)
+    ui.line("verify " + ("[green]passed[/]" if result.ok else "[bold red]FAILED[/]"))
+
+
+def print_contract(ui: UI, kernels: str, app: str, report: ContractReport) -> None:
+    ui.line(f"\n[bold]op contract {escape(kernels)} -> {escape(app)}[/] (libraries {', '.join(report.namespaces)})")
+    for module in report.missing:
+        ui.line(f"  [bold]{escape(module.module)}[/] calls, not served on XPU:")
+        for op in module.ops:
+            where = ", ".join(str(s) for s in op.sites[:3]) + (" …" if len(op.sites) > 3 else "")
+            keys = f" (kernels: {', '.join(op.keys)})" if op.keys else ""
+            ui.line(f"    {op.namespace}.{escape(op.op)}: {op.gap.value}{keys}  [dim]{escape(where)}[/]")
+    for m in report.mismatches:
+        head = "[bold red]schema differs[/]" if m.breaking else "[yellow]schema differs (not an error by itself)[/]"
+        ui.line(f"  {head} {m.namespace}.{escape(m.op)}: {app} {m.declared} vs {kernels} {m.registered}")
+        for diff in m.diffs:
+            ui.line(f"    {diff.kind.value}: {escape(diff.detail)}")
+    for u in report.unbound:
+        ui.line(f"  [bold red]call does not bind[/] {u.namespace}.{escape(u.op)} at {u.call}: {escape(u.reason)} "
+                f"(schema {u.registered})")
+    for problem in report.problems:
+        ui.line(f"  [bold red]unreadable[/] {escape(problem)}")
+    ui.line(f"  [dim]not counted: {len(report.cuda_only)} listed cuda-only, {len(report.other_backends)} only "
+            f"declared by {app}'s CPU/ROCm builds, {report.off_xpu_calls} call sites in non-XPU branches, "
+            f"{report.probes} hasattr/getattr probes[/]")
