@@ -170,6 +170,35 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     return 0
 
 
+@main.command("test")
+@click.option("--upstream", "names", multiple=True, metavar="NAME", help="Only NAME's tests (default: every suite).")
+@click.option("--device", "devices", multiple=True, metavar="PATH",
+              help="Pass this device (HOST[:CONTAINER]) instead of /dev/dri; repeatable.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a suite after S seconds (default: its [upstream.test] timeout).")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
+              help="The pair's lock (default: dist/pylock.toml next to kpatch.toml).")
+@click.option("--reports", type=click.Path(file_okay=False),
+              help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
+@kpatch_command
+def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
+          lock_path: str | None, reports: str | None) -> int:
+    """Run each upstream's tests in the build image, with the locked pair installed from its lock."""
+    from kpatch.commands import test as cmd
+
+    result = cmd.test(ctx.workspace(), ctx.ui, names=names, devices=devices, timeout=timeout,
+                      lock=Path(lock_path).resolve() if lock_path else None,
+                      reports=Path(reports).resolve() if reports else None)
+    if ctx.ui.json_mode:
+        ctx.ui.json(result)
+    else:
+        _print_test(ctx.ui, result)
+    for suite in result.suites:
+        if suite.message:
+            ctx.ui.error(f"{suite.upstream}: {suite.message}")
+    return int(result.exit_code)
+
+
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")
@@ -246,6 +275,35 @@ def _print_status(ui: UI, reports: Any) -> None:
         ui.table(table)
         if report.unexported:
             ui.line(f"  {report.unexported} worktree commit(s) not in the patch files: run 'kpatch export'")
+
+
+def _print_test(ui: UI, result: Any) -> None:
+    from rich.table import Table
+
+    table = Table("upstream", "outcome", "passed", "failed", "errors", "skipped", "time", box=None, pad_edge=False)
+    for suite in result.suites:
+        c = suite.counts
+        numbers = [str(n) for n in (c.passed, c.failed, c.errors, c.skipped)] if c else ["-"] * 4
+        style = {"passed": "green", "no-device": "yellow"}.get(suite.outcome.value, "red")
+        table.add_row(escape(suite.upstream), f"[{style}]{suite.outcome.value}[/]", *numbers, f"{suite.seconds:.1f} s")
+    ui.table(table)
+    for suite in result.suites:
+        if suite.failing:
+            ui.line(f"[bold]{escape(suite.upstream)}[/] failing: " + ", ".join(escape(c.id) for c in suite.failing))
+        if suite.running:
+            ui.line(f"[bold]{escape(suite.upstream)}[/] was running: {escape(suite.running)}")
+        if suite.slowest:
+            ui.line(f"[bold]{escape(suite.upstream)}[/] slowest: "
+                    + ", ".join(f"{escape(c.id)} {c.seconds:.2f} s" for c in suite.slowest[:3]))
+        if suite.changes is not None:
+            for label, ids in (("newly failing", suite.changes.newly_failing),
+                               ("newly passing", suite.changes.newly_passing)):
+                if ids:
+                    ui.line(f"[bold]{escape(suite.upstream)}[/] {label}: " + ", ".join(escape(i) for i in ids))
+        elif suite.junit is not None:
+            ui.line(f"[bold]{escape(suite.upstream)}[/] no previous report to compare with")
+    ui.line(f"reports: {escape(str(result.reports))} (lock {escape(str(result.lock))}; devices: "
+            f"{escape(' '.join(result.devices)) or 'none'})")
 
 
 def _print_rebase(ui: UI, result: Any) -> None:

@@ -51,26 +51,51 @@ APP_FILES = {
                 "setup(name='app', version=os.environ.get('SETUPTOOLS_SCM_PRETEND_VERSION', '0.0.0'),\n"
                 "      packages=find_namespace_packages(include=['app', 'app.*']), install_requires=requires)\n",
 }
+# What `kpatch test` runs on the example pair (in the build image, the pair installed from its lock): the kernels
+# stack adds a pure-Python stand-in for the op and its tests; the app stack adds a test of the pair together.
+KIMI_OP = ('"""The kimi MLA key concat, in plain Python: each head\'s key is its k_nope, then the shared k_pe."""\n\n\n'
+           "def key_concat(k_nope, k_pe):\n    return [list(head) + list(k_pe) for head in k_nope]\n")
+KIMI_TESTS = ("import os\n\nimport pytest\n\nfrom vllm_xpu_kernels.kimi import key_concat\n\n\n"
+              "@pytest.mark.parametrize(\"heads\", [1, 2, 4])\n"
+              "def test_key_concat_puts_the_rope_part_after_each_head(heads):\n"
+              "    k_nope = [[h * 10 + i for i in range(3)] for h in range(heads)]\n"
+              "    assert key_concat(k_nope, [7, 8]) == [row + [7, 8] for row in k_nope]\n\n\n"
+              "def test_key_concat_of_no_heads_is_empty():\n    assert key_concat([], [7, 8]) == []\n\n\n"
+              "def test_the_devices_kpatch_passes_are_in_the_container():\n"
+              "    for path in os.environ.get(\"KPATCH_DEVICES\", \"\").split():\n"
+              "        assert os.path.exists(path), path\n")
+APP_PAIR_TEST = ("from importlib import metadata\n\n\n"
+                 "def test_the_app_pins_exactly_the_installed_kernels():\n"
+                 "    pins = [r.replace(\" \", \"\").replace(\"(\", \"\").replace(\")\", \"\")"
+                 " for r in metadata.requires(\"app\") or []]\n"
+                 "    assert \"vllm-xpu-kernels==\" + metadata.version(\"vllm-xpu-kernels\") in pins\n\n\n"
+                 "def test_the_kernels_have_the_op_the_xpu_path_calls():\n"
+                 "    from vllm_xpu_kernels.kimi import key_concat\n\n"
+                 "    assert key_concat([[1]], [2]) == [[1, 2]]\n")
 KERNEL_CHANGES: list[Change] = [
-    ({"csrc/kimi.cpp": "// kimi op\nvoid kimi() {}\n",
+    ({"csrc/kimi.cpp": "// kimi op\nvoid kimi() {}\n", "vllm_xpu_kernels/kimi.py": KIMI_OP,
       "csrc/ops.h": KERNEL_FILES["csrc/ops.h"] + "void kimi();\n",
       "CMakeLists.txt": KERNEL_FILES["CMakeLists.txt"].replace("  \"csrc/layernorm.cpp\"\n",
                                                                "  \"csrc/kimi.cpp\"\n  \"csrc/layernorm.cpp\"\n")},
      "Add the kimi op\n\nThe XPU kernel for the fused epilogue.\n\nUpstream-Status: submitted\n"
      "Upstream-PR: vllm-project/vllm-xpu-kernels#592\n"),
-    ({"tests/test_kimi.py": "def test_kimi():\n    assert 1 + 1 == 2\n"},
+    ({"tests/test_kimi.py": KIMI_TESTS},
      "Test the kimi op\n\nUpstream-Status: pending\n"),
 ]
 APP_CHANGES: list[Change] = [
     ({"app/models/k3/__init__.py": APP_FILES["app/models/k3/__init__.py"].replace(
         "    from .nvidia.model import Model\nelse", "    from .xpu.model import Model\nelse"),
-      "app/models/k3/xpu/model.py": "from ..nvidia.model import Model  # ops come from the kernels\n"},
+      "app/models/k3/xpu/model.py": "from ..nvidia.model import Model  # ops come from the kernels\n",
+      "tests/test_k3_xpu.py": APP_PAIR_TEST},
      "Route k3 to the XPU path\n\nUpstream-Status: submitted\nUpstream-PR: vllm-project/vllm#56462\n"
      "Requires: kernels/0001-Add-the-kimi-op.patch\n"),
     ({"app/models/k3/nvidia/metadata.py": APP_FILES["app/models/k3/nvidia/metadata.py"].replace(
         "t.is_cuda", "t.device.type != 'cpu'")},
      "[XPU] Make the block-table assert device-generic\n\nUpstream-Status: pending\n"),
 ]
+
+
+TEST_PYTEST = "pytest==9.0.3"  # the example suites' one requirement, from the package index
 
 
 @dataclass(frozen=True)
@@ -142,6 +167,10 @@ requires = ["kernels"]
 command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"
 pin-files = ["requirements/xpu.txt"]
 
+[upstream.test]
+command = "python3 -m pytest -v tests --junitxml=$KPATCH_JUNIT"
+requires = ["{TEST_PYTEST}"]
+
 [[upstream]]
 name = "kernels"
 url = "{kernels}"
@@ -152,5 +181,10 @@ requires = []
 
 [upstream.build]
 command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"
+
+[upstream.test]
+command = "python3 -m pytest -v tests --junitxml=$KPATCH_JUNIT"
+requires = ["{TEST_PYTEST}"]
+timeout = 300
 """, encoding="utf-8")
     return ExampleProject(root=project, kernels=kernels, app=app, kernels_base=kernels_base, app_base=app_base)

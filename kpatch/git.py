@@ -473,6 +473,11 @@ def archive(repo: Path, commit: str, prefix: str) -> bytes:
     return run(["archive", "--format=tar", f"--prefix={prefix}", commit], repo, env=_isolated()).stdout
 
 
+def archive_paths(repo: Path, commit: str, prefix: str, paths: Sequence[str]) -> bytes:
+    """A tar of only `paths` (files or folders) of the tree at `commit`, under `prefix` (what a test run gets)."""
+    return run(["archive", "--format=tar", f"--prefix={prefix}", commit, "--", *paths], repo, env=_isolated()).stdout
+
+
 def describe(repo: Path, commit: str) -> tuple[str, int] | None:
     """(nearest tag, commits since it) for `commit`, or None when no tag is reachable."""
     proc = run(["describe", "--tags", "--long", commit], repo, check=False)

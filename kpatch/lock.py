@@ -60,10 +60,12 @@ def render(lock: Lock) -> bytes:
     out += ["[tool.kpatch]", f"version = {q(lock.kpatch_version)}", f"image = {q(lock.image)}",
             f"image-digest = {q(lock.image_digest)}", f"base-image = {q(lock.base_image)}",
             f"base-image-digest = {q(lock.base_image_digest)}", ""]
+    wheel_of = {wheel.upstream: wheel.filename for wheel in lock.wheels}  # kpatch test installs per upstream
     for up in lock.upstreams:
         env = ", ".join(f"{k} = {q(v)}" for k, v in sorted(up.env.items()))
         env = f"{{ {env} }}" if env else "{}"
-        out += [f"[tool.kpatch.upstreams.{up.name}]", f"url = {q(up.url)}", f"base = {q(up.base)}",
+        out += [f"[tool.kpatch.upstreams.{up.name}]", f"wheel = {q(wheel_of.get(up.name, ''))}",
+                f"url = {q(up.url)}", f"base = {q(up.base)}",
                 f"commit = {q(up.commit)}", f"stack-hash = {q(up.stack_hash)}", f"build-key = {q(up.build_key)}",
                 f"command = {q(up.command)}", f"env = {env}", ""]
     return "\n".join(out).encode("utf-8")
