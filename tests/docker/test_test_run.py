@@ -3,6 +3,7 @@ from its lock. One pair is built per module; each test puts kpatch.toml and the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import signal
@@ -85,14 +86,21 @@ def kpatch_test_containers() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> Pair:
+def built(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> Iterator[Pair]:
     tmp = tmp_path_factory.mktemp("testrun")
     with pytest.MonkeyPatch.context() as patch:  # the autouse isolation is per test; this runs before it
         patch.setenv("HOME", str(tmp))
         patch.setenv("GIT_CONFIG_GLOBAL", str(tmp / ".gitconfig"))
         (tmp / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.invalid\n"
                                         "[init]\n\tdefaultBranch = main\n")
-        return Pair(tmp, base_image)
+        pair = Pair(tmp, base_image)
+    yield pair
+    project = hashlib.sha256(str(pair.root.resolve()).encode()).hexdigest()[:12]
+    for upstream in ("kernels", "app"):  # the test images this module made
+        images = subprocess.run(["docker", "images", "-q", "--filter", f"label=kpatch.test-env={project}/{upstream}"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        if images:
+            subprocess.run(["docker", "rmi", *images], capture_output=True, check=True)
 
 
 @pytest.fixture
