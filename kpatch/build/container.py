@@ -122,13 +122,14 @@ class Engine:
 
     def _sweep(self, label: str) -> int:
         """Remove the containers with `label` whose kpatch process is gone: never those of a run going on at the
-        same time (on this host, or on another one sharing the engine). Unowned ones come from an older kpatch."""
+        same time (on this host, or on another one sharing the engine). Unowned ones (from a kpatch before owner
+        labels) are left alone too: nothing tells a leftover from a build that is running."""
         from docker.errors import APIError
 
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": label}):
             host, _, pid = (container.labels or {}).get(OWNER_LABEL, "").rpartition(":")
-            if host and (host != socket.gethostname() or not pid.isdigit() or _alive(int(pid))):
+            if host != socket.gethostname() or not pid.isdigit() or _alive(int(pid)):
                 continue
             log.warning("removing container %s left by an interrupted kpatch run", container.name)
             try:
