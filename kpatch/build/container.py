@@ -144,10 +144,15 @@ class Engine:
                 network: bool, devices: tuple[str, ...] = (), groups: tuple[int, ...] = ()) -> Iterator[Container]:
         """A stopped test container (unprivileged user, no network unless asked, only the given devices);
         removed on every way out, kill of kpatch aside (then `remove_orphans` finds it)."""
-        created = self.client.containers.create(
-            image.digest, command=command, environment=env, name=name, user=str(BUILD_UID), privileged=False,
-            labels={TEST_LABEL: "1", **_owner(), **labels},
-            network_mode=None if network else "none", devices=list(devices) or None, group_add=list(groups) or None)
+        from docker.errors import APIError
+
+        try:
+            created = self.client.containers.create(
+                image.digest, command=command, environment=env, name=name, user=str(BUILD_UID), privileged=False,
+                labels={TEST_LABEL: "1", **_owner(), **labels}, network_mode=None if network else "none",
+                devices=list(devices) or None, group_add=list(groups) or None)
+        except APIError as err:  # e.g. a --device the engine's host does not have
+            raise BuildError(f"cannot create container {name}: {err.explanation or err}") from None
         try:
             yield Container(created)
         finally:
@@ -235,6 +240,8 @@ class Container:
             try:
                 for raw in stream:
                     on_text(decoder.decode(raw))
+            except Exception as err:  # the engine or the container went away: the run's status says the rest
+                log.warning("output of the container stopped: %r", err)
             finally:
                 finished.set()
 
