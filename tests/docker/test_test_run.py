@@ -237,8 +237,10 @@ def test_a_wheel_that_differs_from_the_lock_is_refused_before_any_container(pair
     original = wheel.read_bytes()
     try:
         wheel.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        dist = {p.name: p.read_bytes() for p in (pair.root / "dist").iterdir()}
         result = pair.run("test")
         assert result.exit_code == ExitCode.BAD_INPUT
+        assert {p.name: p.read_bytes() for p in (pair.root / "dist").iterdir()} == dist  # left as it was
         assert f"error: {wheel}: sha256 " in result.stderr and " differs from " in result.stderr
         assert f"in {lock}" in result.stderr
         wheel.unlink()
