@@ -288,8 +288,10 @@ def _print_test(ui: UI, result: Any) -> None:
         table.add_row(escape(suite.upstream), f"[{style}]{suite.outcome.value}[/]", *numbers, f"{suite.seconds:.1f} s")
     ui.table(table)
     for suite in result.suites:
-        if suite.failing:
-            ui.line(f"[bold]{escape(suite.upstream)}[/] failing: " + ", ".join(escape(c.id) for c in suite.failing))
+        new = set(suite.changes.newly_failing) if suite.changes else set()
+        for case in suite.failing:
+            ui.line(f"  {escape(suite.upstream)} [red]{case.verdict.value.upper()}[/] {escape(case.id)}"
+                    f"{' (new)' if case.id in new else ''}: {escape(case.message)}")
         if suite.running:
             ui.line(f"[bold]{escape(suite.upstream)}[/] was running: {escape(suite.running)}")
         if suite.slowest:
