@@ -271,6 +271,36 @@ def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
     return 0 if result.ok else int(ExitCode.CONFLICT)
 
 
+@main.command("test")
+@click.option("--upstream", "names", multiple=True, metavar="NAME", help="Only NAME's tests (default: every suite).")
+@click.option("--device", "devices", multiple=True, metavar="PATH",
+              help="Pass this device (HOST[:CONTAINER]) instead of /dev/dri; repeatable.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a suite after S seconds (default: its [upstream.test] timeout).")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
+              help="The pair's lock (default: dist/pylock.toml next to kpatch.toml).")
+@click.option("--reports", type=click.Path(file_okay=False),
+              help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
+@kpatch_command
+def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
+          lock_path: str | None, reports: str | None) -> int:
+    """Run each upstream's tests in the build image, with the locked pair installed from its lock."""
+    from kpatch.commands import test as cmd
+    from kpatch.printers import print_test
+
+    result = cmd.test(ctx.workspace(), ctx.ui, names=names, devices=devices, timeout=timeout,
+                      lock=Path(lock_path).resolve() if lock_path else None,
+                      reports=Path(reports).resolve() if reports else None)
+    if ctx.ui.json_mode:
+        ctx.ui.json(result)
+    else:
+        print_test(ctx.ui, result)
+    for suite in result.suites:
+        if suite.message:  # under --json the messages are also in the result
+            ctx.ui.error(f"{suite.upstream}: {suite.message}", int(result.exit_code), final=False)
+    return int(result.exit_code)
+
+
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")

@@ -22,8 +22,11 @@ CONFIG_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires", "build"}
+_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test"}
 _BUILD_KEYS = {"command", "env", "pin-files"}
+_TEST_KEYS = {"command", "junit", "paths", "requires", "devices", "env", "timeout"}
+DEVICE_KINDS = ("xpu",)  # what a test suite can say it needs ([upstream.test] devices)
+DEFAULT_TEST_TIMEOUT = 1800.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +36,22 @@ class Build:
     command: str  # run in the source copy; the wheel must land in $KPATCH_OUT
     env: tuple[tuple[str, str], ...] = ()
     pin_files: tuple[str, ...] = ()  # requirement files whose pins on required upstreams' wheels are rewritten
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestSuite:
+    """How the upstream's tests run in the build image against the locked pair ([upstream.test])."""
+
+    command: str  # run in a copy of `paths` of the patched tree; must write JUnit XML to `junit`
+    junit: str = "junit.xml"  # relative to the test folder; $KPATCH_JUNIT holds its absolute path
+    paths: tuple[str, ...] = ("tests",)  # never the package source: it would shadow the installed wheel
+    requires: tuple[str, ...] = ()  # pip arguments installed with the locked wheels: "pytest==9.0.3", "-r FILE"
+    devices: tuple[str, ...] = ()  # device kinds the suite cannot run without ("xpu")
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float = DEFAULT_TEST_TIMEOUT  # seconds for one run of the suite
+    line: int = 0  # line of the [upstream.test] header in kpatch.toml
+
+
 _REQUIRED = ("name", "url", "branch", "base", "patches")
 
 
@@ -50,6 +69,7 @@ class Upstream:
     line: int  # line of its [[upstream]] header in kpatch.toml
     build: Build | None = None
     url_overridden: bool = False
+    test: TestSuite | None = None
 
     @property
     def base_is_sha(self) -> bool:
@@ -262,6 +282,7 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
     return Upstream(
         name=name, url=table["url"], branch=table["branch"], base=table["base"], base_commit=base_commit,
         patches=patches, requires=tuple(requires), line=start, build=_build(path, lines, start, end, table),
+        test=_test(path, lines, start, end, table),
     )
 
 
@@ -329,6 +350,53 @@ def _set_torch(path: Path, lines: list[str], table: Any) -> str | None:
         pass
     raise ConfigError(f"{path}:{line}: [set] torch must be one exact version such as \"2.14.0\" or "
                       f"\"2.14.0+xpu\", got {value!r}")
+
+
+def _test(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> TestSuite | None:
+    suite = table.get("test")
+    if suite is None:
+        return None
+    header = re.compile(r"^\s*\[\s*upstream\s*\.\s*test\s*\]")
+    line = next((n for n in range(start, min(end, len(lines) + 1)) if header.match(lines[n - 1])), start)
+    if not isinstance(suite, dict):
+        raise ConfigError(f"{path}:{_key_line(lines, start, end, 'test')}: 'test' must be a table")
+
+    def fail(key: str, message: str) -> ConfigError:
+        return ConfigError(f"{path}:{_key_line(lines, line, end, key)}: [upstream.test] {message}")
+
+    for key in suite:
+        if key not in _TEST_KEYS:
+            raise fail(key, f"has unknown key {key!r}")
+    if not isinstance(suite.get("command"), str) or not suite["command"].strip():
+        raise fail("command", "needs a non-empty 'command'")
+    junit = suite.get("junit", "junit.xml")
+    if not isinstance(junit, str) or not _relative(junit):
+        raise fail("junit", "'junit' must be a relative path inside the test folder")
+    lists: dict[str, tuple[str, ...]] = {}
+    for key, default in (("paths", ["tests"]), ("requires", []), ("devices", [])):
+        value = suite.get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise fail(key, f"'{key}' must be a list of non-empty strings")
+        lists[key] = tuple(value)
+    if not lists["paths"] or not all(_relative(p) for p in lists["paths"]):
+        raise fail("paths", "'paths' must list relative paths inside the upstream's tree")
+    for device in lists["devices"]:
+        if device not in DEVICE_KINDS:
+            raise fail("devices", f"unknown device kind {device!r} (known: {', '.join(DEVICE_KINDS)})")
+    env = suite.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise fail("env", "'env' must be a table of strings")
+    timeout = suite.get("timeout", DEFAULT_TEST_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise fail("timeout", "'timeout' must be a positive number of seconds")
+    return TestSuite(command=suite["command"], junit=junit, paths=lists["paths"], requires=lists["requires"],
+                     devices=lists["devices"], env=tuple(sorted(env.items())), timeout=float(timeout), line=line)
+
+
+def _relative(value: str) -> bool:
+    """A path that stays inside the folder it is relative to."""
+    parts = Path(value).parts
+    return bool(parts) and not Path(value).is_absolute() and ".." not in parts
 
 
 def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:

@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     UPSTREAM = 4  # an upstream could not be fetched or a ref could not be found
     GIT = 5  # git itself failed in a way kpatch did not expect
     BUILD = 6  # a build step, the docker engine or an image failed
+    NO_DEVICE = 7  # kpatch test: a suite needs an XPU and none is present (not "passed", not "failed")
     INTERNAL = 70  # a bug in kpatch: a crash log is written
     INTERRUPTED = 130  # Ctrl-C
 

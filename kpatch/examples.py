@@ -109,21 +109,43 @@ APP_FILES["app/ops.py"] = (
     "    torch.ops._C.cutlass_scaled_mm(out, a, b)\n\n\n"
     "def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale):\n"
     "    torch.ops._C_cache_ops.concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype, scale)\n")
+# What `kpatch test` runs on the example pair (in the build image, the pair installed from its lock): the kernels
+# stack adds a pure-Python stand-in for the op and its tests; the app stack adds a test of the pair together.
+KIMI_OP = ('"""The kimi MLA key concat, in plain Python: each head\'s key is its k_nope, then the shared k_pe."""\n\n\n'
+           "def key_concat(k_nope, k_pe):\n    return [list(head) + list(k_pe) for head in k_nope]\n")
+KIMI_TESTS = ("import os\n\nimport pytest\n\nfrom vllm_xpu_kernels.kimi import key_concat\n\n\n"
+              "@pytest.mark.parametrize(\"heads\", [1, 2, 4])\n"
+              "def test_key_concat_puts_the_rope_part_after_each_head(heads):\n"
+              "    k_nope = [[h * 10 + i for i in range(3)] for h in range(heads)]\n"
+              "    assert key_concat(k_nope, [7, 8]) == [row + [7, 8] for row in k_nope]\n\n\n"
+              "def test_key_concat_of_no_heads_is_empty():\n    assert key_concat([], [7, 8]) == []\n\n\n"
+              "def test_the_devices_kpatch_passes_are_in_the_container():\n"
+              "    for path in os.environ.get(\"KPATCH_DEVICES\", \"\").split():\n"
+              "        assert os.path.exists(path), path\n")
+APP_PAIR_TEST = ("from importlib import metadata\n\n\n"
+                 "def test_the_app_pins_exactly_the_installed_kernels():\n"
+                 "    pins = [r.replace(\" \", \"\").replace(\"(\", \"\").replace(\")\", \"\")"
+                 " for r in metadata.requires(\"app\") or []]\n"
+                 "    assert \"vllm-xpu-kernels==\" + metadata.version(\"vllm-xpu-kernels\") in pins\n\n\n"
+                 "def test_the_kernels_have_the_op_the_xpu_path_calls():\n"
+                 "    from vllm_xpu_kernels.kimi import key_concat\n\n"
+                 "    assert key_concat([[1]], [2]) == [[1, 2]]\n")
 KERNEL_CHANGES: list[Change] = [
-    ({"csrc/kimi.cpp": "// kimi op\nvoid kimi() {}\n",
+    ({"csrc/kimi.cpp": "// kimi op\nvoid kimi() {}\n", "vllm_xpu_kernels/kimi.py": KIMI_OP,
       "csrc/ops.h": KERNEL_FILES["csrc/ops.h"] + "void kimi();\n",
       "csrc/kernels.ini": KERNEL_FILES["csrc/kernels.ini"].replace("kimi = off", "kimi = on"),
       "CMakeLists.txt": KERNEL_FILES["CMakeLists.txt"].replace("  \"csrc/layernorm.cpp\"\n",
                                                                "  \"csrc/kimi.cpp\"\n  \"csrc/layernorm.cpp\"\n")},
      "Add the kimi op\n\nThe XPU kernel for the fused epilogue.\n\nUpstream-Status: submitted\n"
      "Upstream-PR: vllm-project/vllm-xpu-kernels#592\n"),
-    ({"tests/test_kimi.py": "def test_kimi():\n    assert 1 + 1 == 2\n"},
+    ({"tests/test_kimi.py": KIMI_TESTS},
      "Test the kimi op\n\nUpstream-Status: pending\n"),
 ]
 APP_CHANGES: list[Change] = [
     ({"app/models/k3/__init__.py": APP_FILES["app/models/k3/__init__.py"].replace(
         "    from .nvidia.model import Model\nelse", "    from .xpu.model import Model\nelse"),
-      "app/models/k3/xpu/model.py": "from ..nvidia.model import Model  # ops come from the kernels\n"},
+      "app/models/k3/xpu/model.py": "from ..nvidia.model import Model  # ops come from the kernels\n",
+      "tests/test_k3_xpu.py": APP_PAIR_TEST},
      "Route k3 to the XPU path\n\nUpstream-Status: submitted\nUpstream-PR: vllm-project/vllm#56462\n"
      "Requires: kernels/0001-Add-the-kimi-op.patch\n"),
     ({"app/models/k3/nvidia/metadata.py": APP_FILES["app/models/k3/nvidia/metadata.py"].replace(
@@ -153,6 +175,9 @@ cuda-only = [
   { op = "cutlass_scaled_mm", why = "CUTLASS GEMM: CUDA-only; the XPU path runs oneDNN's GEMM" },
 ]
 """
+
+
+TEST_PYTEST = "pytest==9.0.3"  # the example suites' one requirement, from the package index
 
 
 @dataclass(frozen=True)
@@ -265,6 +290,10 @@ requires = ["kernels"]
 command = "{app_build}"
 pin-files = ["requirements/xpu.txt"]
 
+[upstream.test]
+command = "python3 -m pytest -v tests --junitxml=$KPATCH_JUNIT"
+requires = ["{TEST_PYTEST}"]
+
 [[upstream]]
 name = "kernels"
 url = "{kernels}"
@@ -275,7 +304,12 @@ requires = []
 
 [upstream.build]
 command = "{kernels_build}"
-{kernels_pins}""", encoding="utf-8")
+{kernels_pins}
+[upstream.test]
+command = "python3 -m pytest -v tests --junitxml=$KPATCH_JUNIT"
+requires = ["{TEST_PYTEST}"]
+timeout = 300
+""", encoding="utf-8")
     with (project / "kpatch.toml").open("a", encoding="utf-8") as toml:
         toml.write(VERIFY_TOML)
     return ExampleProject(root=project, kernels=kernels, app=app, kernels_base=kernels_base, app_base=app_base)

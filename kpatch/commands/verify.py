@@ -8,9 +8,9 @@ from pathlib import Path
 
 from kpatch import lock as lockfile
 from kpatch.contract import ContractReport, Side, check_sides, read_app, read_kernels
+from kpatch.engine.plan import load_all_series
 from kpatch.errors import LockError
 from kpatch.lock import Lock
-from kpatch.engine.plan import load_all_series
 from kpatch.ui import UI
 from kpatch.verify import applied, contract_pairs, first_problem, pair
 from kpatch.verify import diagnose as diag

@@ -6,12 +6,14 @@ e.g. ssh:// to an XPU build host) works the same as a local one.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import logging
 import os
 import socket
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +26,9 @@ from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Toolchain, collec
 
 log = logging.getLogger("kpatch.docker")
 LABEL = "kpatch.build"  # on every container kpatch starts, so leftovers of a killed run can be found
+# Test containers carry their own label; every container carries its owner (host:pid): a run only sweeps away
+# containers whose kpatch process is gone, never those of another run going on at the same time.
+TEST_LABEL = "kpatch.test"
 BUILD_UID = 10001
 OWNER_LABEL = "kpatch.owner"  # host:pid of the kpatch process that started the container
 CA_PATH = "/kpatch/ca.pem"
@@ -54,6 +59,13 @@ def owner_alive(label: str) -> bool:
 class RunResult:
     status: int
     log_tail: str
+
+
+@dataclass(frozen=True)
+class TimedRun:
+    status: int  # the container's exit status (137 when it was killed)
+    timed_out: bool  # kpatch killed it when the timeout ran out
+    oom_killed: bool  # the kernel killed it for memory
 
 
 class Engine:
@@ -108,14 +120,8 @@ class Engine:
         return self.image(tag)
 
     def remove_leftovers(self) -> int:
-        """Remove containers a killed kpatch run left behind; return how many. Another kpatch run building on
-        the same engine right now keeps its containers: only those whose owner process is gone are removed."""
-        stale = [c for c in self.client.containers.list(all=True, filters={"label": LABEL})
-                 if not owner_alive((c.labels or {}).get(OWNER_LABEL, ""))]
-        for container in stale:
-            log.warning("removing leftover build container %s", container.name)
-            container.remove(force=True)
-        return len(stale)
+        """Remove build containers a killed kpatch run left behind; return how many."""
+        return self._sweep(LABEL)
 
     def created_since(self, since: float) -> int:
         """How many build containers this process had the engine create since `since` (from its event log);
@@ -124,6 +130,63 @@ class Engine:
                                     filters={"type": "container", "event": "create",
                                              "label": [LABEL, f"{OWNER_LABEL}={owner()}"]})
         return sum(1 for _ in events)
+
+    def remove_orphans(self) -> int:
+        """Remove test containers a killed kpatch run left behind; return how many."""
+        return self._sweep(TEST_LABEL)
+
+    def _sweep(self, label: str) -> int:
+        """Remove the containers with `label` whose kpatch process is gone: never those of a run going on at the
+        same time (on this host, or on another one sharing the engine)."""
+        from docker.errors import APIError
+
+        removed = 0
+        for container in self.client.containers.list(all=True, filters={"label": label}):
+            if owner_alive((container.labels or {}).get(OWNER_LABEL, "")):
+                continue
+            log.warning("removing container %s left by an interrupted kpatch run", container.name)
+            try:
+                container.remove(force=True)
+                removed += 1
+            except APIError as err:  # already gone, or being removed by another kpatch run
+                log.info("could not remove %s: %s", container.name, err)
+        return removed
+
+    @contextmanager
+    def sandbox(self, image: Toolchain, *, name: str, command: list[str], env: dict[str, str], labels: dict[str, str],
+                network: bool, devices: tuple[str, ...] = (), groups: tuple[int, ...] = ()) -> Iterator[Container]:
+        """A stopped test container (unprivileged user, no network unless asked, only the given devices);
+        removed on every way out, kill of kpatch aside (then `remove_orphans` finds it)."""
+        from docker.errors import APIError
+
+        try:
+            created = self.client.containers.create(
+                image.digest, command=command, environment=env, name=name, user=str(BUILD_UID), privileged=False,
+                labels={TEST_LABEL: "1", OWNER_LABEL: owner(), **labels}, network_mode=None if network else "none",
+                devices=list(devices) or None, group_add=list(groups) or None)
+        except APIError as err:  # e.g. a --device the engine's host does not have
+            raise BuildError(f"cannot create container {name}: {err.explanation or err}") from None
+        try:
+            yield Container(created)
+        finally:
+            try:
+                created.remove(force=True)
+            except Exception as err:  # the engine went away: nothing else to do
+                log.warning("could not remove container %s: %r", name, err)
+
+    def remove_images(self, labels: dict[str, str], keep: str) -> int:
+        """Remove images carrying all `labels` except `keep` (an image ID); images in use stay. Return how many."""
+        from docker.errors import APIError
+
+        removed = 0
+        for found in self.client.images.list(filters={"label": [f"{k}={v}" for k, v in labels.items()]}):
+            if found.id != keep:
+                try:
+                    self.client.images.remove(found.id)
+                    removed += 1
+                except APIError as err:
+                    log.info("kept image %s: %s", found.id, err)
+        return removed
 
     @contextmanager
     def container(self, image: Toolchain, env: dict[str, str], name: str) -> Iterator[Container]:
@@ -176,6 +239,50 @@ class Container:
                 on_line(line)
         status = int(self.handle.wait().get("StatusCode", -1))
         return RunResult(status=status, log_tail="\n".join(tail))
+
+    def run_until(self, on_text: Callable[[str], None], timeout: float) -> TimedRun:
+        """Start, stream the output as it comes and kill the container at `timeout` seconds.
+
+        Attached, not through `logs`: the log driver holds a line back until its newline, and a hung test's id
+        is exactly such a line (pytest -v prints it, then runs the test)."""
+        stream = self.handle.attach(stdout=True, stderr=True, stream=True, logs=True)
+        self.handle.start()
+        finished = threading.Event()
+
+        def pump() -> None:
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            try:
+                for raw in stream:
+                    on_text(decoder.decode(raw))
+            except Exception as err:  # the engine or the container went away: the run's status says the rest
+                log.warning("output of the container stopped: %r", err)
+            finally:
+                finished.set()
+
+        reader = threading.Thread(target=pump, name="kpatch-test-log", daemon=True)
+        reader.start()
+        timed_out = not finished.wait(timeout)
+        if timed_out:
+            self.handle.kill()
+        reader.join(60)
+        status = int(self.handle.wait(timeout=60).get("StatusCode", -1))
+        self.handle.reload()
+        return TimedRun(status=status, timed_out=timed_out,
+                        oom_killed=bool(self.handle.attrs.get("State", {}).get("OOMKilled")))
+
+    def commit(self, repository: str, tag: str, labels: dict[str, str]) -> str:
+        """Save the stopped container's file system as an image; return its ID."""
+        return str(self.handle.commit(repository=repository, tag=tag, conf={"Labels": labels}).id)
+
+    def read(self, path: str) -> bytes | None:
+        """One regular file's bytes, or None when the container has no file there."""
+        from docker.errors import NotFound
+
+        try:
+            files = self.get(path)
+        except NotFound:
+            return None
+        return files.get(Path(path).name)
 
     def get(self, path: str) -> dict[str, bytes]:
         """Regular files under `path` in the container, by base name."""
