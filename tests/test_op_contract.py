@@ -19,30 +19,36 @@ def vllm_schemas() -> dict[str, str]:
     return {line.split("(", 1)[0]: normalise(line) for line in lines}
 
 
-def kernels_bindings() -> str:
+def kernels_added(name: str) -> str:
+    """Every line the kernels stack adds to file `name`, over all its patches."""
     series = load_series("vllm-xpu-kernels", ROOT / "patches" / "vllm-xpu-kernels")
-    patch = next(p for p in series.patches if "csrc/torch_bindings.cpp" in p.paths)
-    return added_text(patch.path, "csrc/torch_bindings.cpp")
+    return "".join(added_text(p.path, name) for p in series.patches if name in p.paths)
+
+
+def kernels_bindings() -> str:
+    return kernels_added("csrc/torch_bindings.cpp")
+
+
+def test_pinned_list_is_the_whole_kimi_k3_family() -> None:
+    assert len(vllm_schemas()) == 8 and all(n.startswith("fused_kimi_k3_mla_") for n in vllm_schemas())
 
 
 def test_kernels_register_vllms_schemas_exactly() -> None:
     registered = extract(kernels_bindings())
     for name, schema in vllm_schemas().items():
-        assert name in registered, f"the kernels patch does not define {name}"
+        assert name in registered, f"the kernels patches do not define {name}"
         assert registered[name].text == schema
 
 
-def test_both_ops_have_an_xpu_impl() -> None:
+def test_every_op_has_an_xpu_impl() -> None:
     text = kernels_bindings()
     for name in vllm_schemas():
         assert re.search(rf'ops\.impl\(\s*"{name}",\s*torch::kXPU,\s*&{name}\)', text), name
 
 
 def test_sources_are_built_and_declared() -> None:
-    series = load_series("vllm-xpu-kernels", ROOT / "patches" / "vllm-xpu-kernels")
-    patch = next(p for p in series.patches if "CMakeLists.txt" in p.paths).path
-    assert '"csrc/kimi_k3_mla_epilogue.cpp"' in added_text(patch, "CMakeLists.txt")
-    declared = added_text(patch, "csrc/ops.h")
+    assert '"csrc/kimi_k3_mla_epilogue.cpp"' in kernels_added("CMakeLists.txt")
+    declared = kernels_added("csrc/ops.h")
     for name in vllm_schemas():
         assert f"void {name}(" in declared
 
