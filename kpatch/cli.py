@@ -2,115 +2,189 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import platform
+import signal
 import sys
+import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from kpatch import __version__, config
-from kpatch.errors import ExitCode, KpatchError, UsageError
-from kpatch.ui import UI, escape, setup_logging
-from kpatch.workspace import Workspace
+from kpatch import __version__
+from kpatch.errors import ExitCode, KpatchError, StorageError, UsageError
+from kpatch.ui import UI, columns, escape, setup_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM}
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    """The options every command takes."""
+
+    config_path: Path | None
+    cache_dir: Path | None
+    workdir: Path | None
+    urls: tuple[str, ...]
+    command: str
 
 
 class Context:
     """What every command gets: the UI and, lazily, the workspace built from the shared options."""
 
-    def __init__(self, ui: UI, options: dict[str, Any]) -> None:
+    def __init__(self, ui: UI, options: CommonOptions) -> None:
         self.ui = ui
         self.options = options
 
-    def workspace(self) -> Workspace:
-        path = Path(self.options["config_path"]) if self.options["config_path"] else config.find_config(Path.cwd())
-        stack = config.load(path)
-        overrides = config.parse_assignments(self.options["urls"], "--url")
+    def workspace(self) -> Any:
+        from kpatch import config
+        from kpatch.workspace import Workspace
+
+        found = self.options.config_path or config.find_config(Path.cwd())
+        stack = config.load(found)
+        overrides = config.parse_assignments(self.options.urls, "--url")
         stack = config.with_url_overrides(stack, overrides, os.environ)
-        cache = Path(self.options["cache_dir"]) if self.options["cache_dir"] else None
-        workdir = Path(self.options["workdir"]) if self.options["workdir"] else None
-        ws = Workspace.create(stack, cache, workdir)
-        self.ui.log_file = setup_logging(ws.log_dir, self.options["command"])
+        ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir)
+        self.ui.log_file = setup_logging(ws.log_dir, self.options.command)
         return ws
+
+
+class KpatchGroup(click.Group):
+    """click's group, but its own usage errors also come as the one `error:` line with exit code 2."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.UsageError as err:
+            hint = f" (see 'kpatch {err.ctx.command.name} --help')" if err.ctx and err.ctx.command.name else ""
+            UI(json_mode="--json" in argv).error(err.format_message() + hint, ExitCode.BAD_INPUT)
+            sys.exit(int(ExitCode.BAD_INPUT))
+        except click.exceptions.ClickException as err:
+            UI(json_mode="--json" in argv).error(err.format_message(), err.exit_code)
+            sys.exit(err.exit_code)
+        except click.exceptions.Abort:
+            UI().error("interrupted", ExitCode.INTERRUPTED)
+            sys.exit(int(ExitCode.INTERRUPTED))
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 def kpatch_command(func: F) -> F:
     """Shared options (config, cache, workdir, URL overrides, --json) and the error boundary."""
 
-    @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="kpatch.toml (default: nearest).")
-    @click.option("--cache-dir", type=click.Path(file_okay=False), envvar="KPATCH_CACHE_DIR",
+    @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                  help="kpatch.toml (default: the nearest one, here or above).")
+    @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), envvar="KPATCH_CACHE_DIR",
                   help="Mirrors and logs (default: $XDG_CACHE_HOME/kpatch).")
-    @click.option("--workdir", type=click.Path(file_okay=False),
-                  help="Worktrees (default: ./work next to kpatch.toml).")
+    @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
+                  help="Worktrees (default: the last apply's, else ./work next to kpatch.toml).")
     @click.option("--url", "urls", multiple=True, metavar="NAME=URL", help="Fetch upstream NAME from URL instead.")
     @click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
     @functools.wraps(func)
-    def wrapper(config_path: str | None, cache_dir: str | None, workdir: str | None, urls: tuple[str, ...],
+    def wrapper(config_path: Path | None, cache_dir: Path | None, workdir: Path | None, urls: tuple[str, ...],
                 json_mode: bool, **kwargs: Any) -> None:
         ui = UI(json_mode=json_mode)
-        ctx = Context(ui, {"config_path": config_path, "cache_dir": cache_dir, "workdir": workdir, "urls": urls,
-                           "command": func.__name__.rstrip("_")})
-        sys.exit(_guarded(ui, lambda: func(ctx, **kwargs)))
+        options = CommonOptions(config_path=config_path, cache_dir=cache_dir, workdir=workdir, urls=urls,
+                                command=func.__name__.rstrip("_").replace("_", "-"))
+        sys.exit(guarded(ui, lambda: func(Context(ui, options), **kwargs)))
 
     return wrapper  # type: ignore[return-value]
 
 
-def _guarded(ui: UI, body: Callable[[], int | None]) -> int:
+def guarded(ui: UI, body: Callable[[], int | None]) -> int:
+    """Run a command: kpatch's errors become their exit codes, Ctrl-C 130, anything else a crash log and 70."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(body() or ExitCode.OK)
     except KpatchError as err:
-        ui.error(str(err))
+        ui.error(str(err), err.exit_code)
+        tail = str(err).split("\n", 1)[1:] if "\n" in str(err) else []
+        if tail:
+            ui.detail(tail[0])
         if ui.log_file:
-            ui.err.print(f"log: {ui.log_file}", markup=False)
+            ui.detail(f"log: {ui.log_file}")
         return int(err.exit_code)
     except KeyboardInterrupt:
-        ui.error("interrupted")
+        ui.error("interrupted", ExitCode.INTERRUPTED)
         return int(ExitCode.INTERRUPTED)
+    except OSError as err:
+        if err.errno not in _STORAGE_ERRNOS:
+            return _crash(ui)
+        where = err.filename or "a file"
+        failure = StorageError(f"cannot write {where}: {err.strerror or os.strerror(err.errno or 0)}")
+        ui.error(str(failure), failure.exit_code)
+        return int(failure.exit_code)
     except Exception:  # a bug: keep the evidence
-        crash = Path(os.environ.get("TMPDIR", "/tmp")) / f"kpatch-crash-{os.getpid()}.log"
-        crash.write_text(f"kpatch {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
-                         f"argv: {sys.argv}\n\n{traceback.format_exc()}", encoding="utf-8")
-        ui.error(f"kpatch crashed (a bug); details in {crash}")
-        return int(ExitCode.INTERNAL)
+        return _crash(ui)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _crash(ui: UI) -> int:
+    """Write the traceback to a new crash log (never through a planted symlink) and say where it is."""
+    text = (f"kpatch {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
+            f"argv: {sys.argv}\n\n{traceback.format_exc()}")
+    folder = ui.log_file.parent if ui.log_file else Path(tempfile.gettempdir())
+    try:
+        fd, name = tempfile.mkstemp(prefix="kpatch-crash-", suffix=".log", dir=folder)  # O_EXCL, O_NOFOLLOW
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        where = f"details in {name}"
+    except OSError:
+        where = "no crash log could be written"
+    ui.error(f"kpatch crashed (a bug); {where}", ExitCode.INTERNAL)
+    return int(ExitCode.INTERNAL)
+
+
+@click.group(cls=KpatchGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kpatch")
 def main() -> None:
     """Keep fixes as ordered patch stacks on their upstreams, kernels first."""
+
+
+def _assignments(values: tuple[str, ...], option: str) -> dict[str, str]:
+    from kpatch.config import parse_assignments
+
+    return parse_assignments(values, option)
 
 
 @main.command("apply")
 @click.option("--onto", multiple=True, metavar="NAME=REF", help="Apply NAME's stack onto REF instead of its base.")
 @click.option("--continue", "continue_", is_flag=True, help="Go on after resolving a conflict (git add first).")
 @click.option("--abort", is_flag=True, help="Put every worktree back as it was before the stopped apply.")
+@click.option("--discard", is_flag=True, help="Move worktrees even if they hold commits not exported to patches/.")
 @kpatch_command
-def apply_(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool) -> int:
+def apply_(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool, discard: bool) -> int:
     """Apply every stack onto its upstream, in dependency order."""
     from kpatch.commands import apply as cmd
+    from kpatch.printers import print_apply
 
-    if continue_ and abort or (continue_ or abort) and onto:
-        raise UsageError("--continue, --abort and --onto go alone")
+    if continue_ and abort or (continue_ or abort) and (onto or discard):
+        raise UsageError("--continue and --abort go alone")
+    onto_refs = _assignments(onto, "--onto")
     ws = ctx.workspace()
     if abort:
         restored = cmd.abort_apply(ws, ctx.ui)
         if ctx.ui.json_mode:
             ctx.ui.json({"restored": restored})
         return 0
-    if continue_:
-        result = cmd.continue_apply(ws, ctx.ui)
-    else:
-        result = cmd.apply(ws, ctx.ui, config.parse_assignments(onto, "--onto"))
+    result = cmd.continue_apply(ws, ctx.ui) if continue_ else cmd.apply(ws, ctx.ui, onto_refs, discard=discard)
     if ctx.ui.json_mode:
         ctx.ui.json(result)
     else:
-        _print_apply(ctx.ui, result)
+        print_apply(ctx.ui, result)
     return int(ExitCode.CONFLICT) if result.conflict else 0
 
 
@@ -119,13 +193,16 @@ def apply_(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool) ->
 @click.option("--force", is_flag=True, help="Allow a new base that is not a descendant of the pinned one.")
 @click.option("--continue", "continue_", is_flag=True, help="Go on after resolving a conflict (git add first).")
 @click.option("--abort", is_flag=True, help="Drop the rebase; kpatch.toml and patches/ stay as they were.")
+@click.option("--discard", is_flag=True, help="Move worktrees even if they hold commits not exported to patches/.")
 @kpatch_command
-def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, abort: bool) -> int:
+def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, abort: bool, discard: bool) -> int:
     """Move every stack onto its upstream's new head, as one transaction: all stacks or none."""
     from kpatch.commands import rebase as cmd
+    from kpatch.printers import print_rebase
 
-    if continue_ and abort or (continue_ or abort) and (onto or force):
+    if continue_ and abort or (continue_ or abort) and (onto or force or discard):
         raise UsageError("--continue and --abort go alone")
+    onto_refs = _assignments(onto, "--onto")
     ws = ctx.workspace()
     if abort:
         names = cmd.abort_rebase(ws, ctx.ui)
@@ -135,11 +212,11 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
     if continue_:
         result = cmd.continue_rebase(ws, ctx.ui)
     else:
-        result = cmd.rebase(ws, ctx.ui, config.parse_assignments(onto, "--onto"), force=force)
+        result = cmd.rebase(ws, ctx.ui, onto_refs, force=force, discard=discard)
     if ctx.ui.json_mode:
-        ctx.ui.json({"committed": result.committed, "github": result.github, "stacks": result.stacks})
+        ctx.ui.json(result)
     else:
-        _print_rebase(ctx.ui, result)
+        print_rebase(ctx.ui, result, ws.scratch_dir)
     return int(ExitCode.CONFLICT) if result.conflict else 0
 
 
@@ -148,18 +225,20 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
               help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
 @click.option("--image", metavar="REF", help="Build in this existing image instead of building docker/Dockerfile.")
 @click.option("--base-image", metavar="REF", help="BASE_IMAGE for docker/Dockerfile (default: Intel oneAPI).")
-@click.option("--out", type=click.Path(file_okay=False),
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
 @kpatch_command
-def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str | None, out: str | None) -> int:
+def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str | None, out: Path | None) -> int:
     """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
     from kpatch.commands import build_wheels as cmd
 
     if image and base_image or backend == "local" and (image or base_image):
         raise UsageError("--image and --base-image go alone, and only with --backend docker")
     ws = ctx.workspace()
-    result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
-                              out=Path(out).resolve() if out else ws.stack.root / "dist")
+    with ws.writer("build-wheels") as notes:
+        ctx.ui.notes(notes)
+        result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
+                                  out=out.resolve() if out else ws.stack.root / "dist")
     if ctx.ui.json_mode:
         ctx.ui.json(result)
         return 0
@@ -173,17 +252,26 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")
+@click.option("--continue", "continue_", is_flag=True, help="Finish an export that was interrupted.")
+@click.option("--abort", is_flag=True, help="Undo an export that was interrupted: every file as it was.")
 @kpatch_command
-def export_(ctx: Context, names: tuple[str, ...], check: bool) -> int:
+def export_(ctx: Context, names: tuple[str, ...], check: bool, continue_: bool, abort: bool) -> int:
     """Regenerate patch files and series from the worktree commits."""
     from kpatch.commands import export as cmd
 
-    result = cmd.export(ctx.workspace(), ctx.ui, names, check=check)
+    if sum((check, continue_, abort)) > 1 or (continue_ or abort) and names:
+        raise UsageError("--check, --continue and --abort go alone")
+    ws = ctx.workspace()
+    if abort:
+        cmd.abort_export(ws, ctx.ui)
+        ctx.ui.note("export aborted: patches/ as it was")
+        return 0
+    result = cmd.continue_export(ws, ctx.ui) if continue_ else cmd.export(ws, ctx.ui, names, check=check)
     if ctx.ui.json_mode:
         ctx.ui.json({"written": result.written, "files": result.files})
     else:
-        for change in result.stale:
-            ctx.ui.line(f"{change.change.value:>9}  {change.path}")
+        for line in columns([[change.change.value, str(change.path)] for change in result.stale]):
+            ctx.ui.plain(line)
         ctx.ui.note(f"{len(result.stale)} file(s) {'stale' if check else 'written'}")
     return int(ExitCode.CONFLICT) if check and result.stale else 0
 
@@ -193,98 +281,38 @@ def export_(ctx: Context, names: tuple[str, ...], check: bool) -> int:
 def status_(ctx: Context) -> int:
     """Show each upstream, its pin and mirror, and the state of every patch."""
     from kpatch.commands import status as cmd
+    from kpatch.printers import print_status
 
-    reports = cmd.status(ctx.workspace(), ctx.ui)
+    result = cmd.status(ctx.workspace(), ctx.ui)
     if ctx.ui.json_mode:
-        ctx.ui.json({"upstreams": reports})
+        ctx.ui.json(result)
     else:
-        _print_status(ctx.ui, reports)
+        print_status(ctx.ui, result)
     return 0
 
 
-
-
 @main.command("demo")
-@click.option("--dir", "folder", type=click.Path(file_okay=False), help="Where to build it (default: a new temp dir).")
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to build it (default: a new temp dir).")
 @click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
-def demo_(folder: str | None, json_mode: bool) -> None:
+def demo_(folder: Path | None, json_mode: bool) -> None:
     """Run apply, status and export --check on example upstreams kpatch builds itself (offline)."""
-    import tempfile
-
     from kpatch.commands import demo as cmd
+    from kpatch.printers import print_apply, print_status
 
     ui = UI(json_mode=json_mode)
 
     def body() -> int:
-        where = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="kpatch-demo-"))
+        where = folder if folder else Path(tempfile.mkdtemp(prefix="kpatch-demo-"))
         result = cmd.demo(where.resolve(), ui)
         if ui.json_mode:
             ui.json(result)
         else:
-            _print_apply(ui, result.applied)
-            _print_status(ui, result.status)
+            print_apply(ui, result.applied)
+            print_status(ui, result.status)
             stale = len(result.export_check.stale)
             ui.line(f"export --check: {'byte-identical' if not stale else f'{stale} stale file(s)'}")
             ui.line(f"demo {'passed' if result.ok else 'FAILED'}; everything is in {result.folder}")
         return 0 if result.ok else int(ExitCode.CONFLICT)
 
-    sys.exit(_guarded(ui, body))
-
-
-def _print_status(ui: UI, reports: Any) -> None:
-    from rich.table import Table
-
-    for report in reports:
-        behind = "?" if report.behind is None else str(report.behind)
-        ui.line(f"[bold]{escape(report.name)}[/]  {escape(report.url)} ({escape(report.branch)})")
-        ui.line(f"  base {escape(report.base)} = {report.base_commit or 'unresolved (no mirror yet)'}; "
-                f"mirror head {report.mirror_head or '-'}; {behind} commits behind")
-        table = Table("#", "patch", "state", "upstream", "PR", "requires", box=None, pad_edge=False)
-        for index, patch in enumerate(report.patches, start=1):
-            table.add_row(str(index), escape(patch.name), patch.state.value, patch.upstream_status or "-",
-                          ", ".join(patch.upstream_prs) or "-", ", ".join(patch.requires) or "-")
-        ui.table(table)
-        if report.unexported:
-            ui.line(f"  {report.unexported} worktree commit(s) not in the patch files: run 'kpatch export'")
-
-
-def _print_rebase(ui: UI, result: Any) -> None:
-    from rich.table import Table
-
-    for stack in result.stacks:
-        moved = f"{stack.old_base[:12]} -> {stack.new_base[:12]}"
-        ui.line(f"[bold]{escape(stack.name)}[/]  {moved}  ({stack.outcome.value})")
-        table = Table("patch", "class", "why", box=None, pad_edge=False)
-        for patch in stack.patches:
-            why = patch.why
-            if patch.culprit:
-                c = patch.culprit
-                why = (f"broken by {c.sha[:12]} \"{c.subject}\" ({c.author}, {c.date}); "
-                       f"found in {c.trials} trial applies over {c.commits} commits")
-            if patch.hunks:
-                why += " [" + ", ".join(p + (f":{line}" if line else "") for p, line in patch.hunks) + "]"
-            table.add_row(escape(patch.name), patch.klass.value, escape(why))
-        ui.table(table)
-    if result.github:
-        ui.line(f"note: {escape(result.github)}")
-    if result.conflict:
-        ui.error(f"patch {result.conflict.name} conflicts: nothing was written to kpatch.toml or patches/")
-        ui.err.print("  resolve it in work/.rebase/<name>, 'git add', then 'kpatch rebase --continue' "
-                     "(or 'kpatch rebase --abort')")
-    elif result.committed:
-        ui.line("kpatch.toml and patches/ updated; review with 'git diff'")
-
-
-def _print_apply(ui: UI, result: Any) -> None:
-    for stack in result.stacks:
-        head = stack.head[:12] if stack.head else "-"
-        ui.line(f"{escape(stack.upstream):<20} {stack.outcome.value:<9} {stack.applied}/{stack.total} patches "
-                f"on {stack.base[:12]} -> {head}  {escape(str(stack.worktree))}")
-    conflict = result.conflict
-    if conflict:
-        ui.error(f"{conflict.upstream}: patch {conflict.patch} does not apply in {conflict.worktree}")
-        for hunk in conflict.hunks:
-            ui.err.print(f"  {escape(hunk.path)}" + (f":{hunk.line}" if hunk.line else ""), markup=True)
-        if conflict.blocked:
-            ui.err.print(f"  not applied (they require {escape(conflict.upstream)}): {', '.join(conflict.blocked)}")
-        ui.err.print("  fix the files, 'git add' them, then 'kpatch apply --continue' (or 'kpatch apply --abort')")
+    sys.exit(guarded(ui, body))

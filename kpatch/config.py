@@ -10,10 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.errors import ConfigError, UsageError
+from kpatch.github.names import Repository, parse_repository
+from kpatch.gitx.mirror import url_problem
+from kpatch.redact import redact_url
 
 CONFIG_NAME = "kpatch.toml"
 CONFIG_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires", "build"}
 _BUILD_KEYS = {"command", "env", "pin-files"}
@@ -49,6 +53,11 @@ class Upstream:
         return SHA_RE.match(self.base) is not None
 
     @property
+    def display_url(self) -> str:
+        """The URL as kpatch shows and writes it: without credentials."""
+        return redact_url(self.url)
+
+    @property
     def env_var(self) -> str:
         return "KPATCH_URL_" + re.sub(r"[^A-Z0-9]", "_", self.name.upper())
 
@@ -60,6 +69,7 @@ class Stack:
     root: Path
     path: Path
     upstreams: tuple[Upstream, ...]
+    github: Repository | None = None  # [github] repository: where kpatch nightly opens its PR and issue
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:
@@ -104,9 +114,9 @@ def load(path: Path) -> Stack:
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: {err}") from None
     lines = text.splitlines()
-    headers = [i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[[upstream]]"]
+    headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
-        if key not in ("version", "upstream"):
+        if key not in ("version", "upstream", "github"):
             raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
@@ -126,7 +136,8 @@ def load(path: Path) -> Stack:
             if dep not in names:
                 line = _key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
-    return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams))
+    return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
+                 github=_github(path, lines, data.get("github")))
 
 
 def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapping[str, str]) -> Stack:
@@ -136,6 +147,11 @@ def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapp
     upstreams = []
     for upstream in stack.upstreams:
         url = overrides.get(upstream.name) or environ.get(upstream.env_var)
+        if url:
+            problem = url_problem(url)
+            if problem:
+                source = "--url" if upstream.name in overrides else upstream.env_var
+                raise UsageError(f"{source} {upstream.name}: {problem}")
         upstreams.append(replace(upstream, url=url, url_overridden=True) if url else upstream)
     return replace(stack, upstreams=tuple(upstreams))
 
@@ -172,6 +188,9 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
     base_commit = table.get("base-commit")
     if base_commit is not None and (not isinstance(base_commit, str) or not SHA_RE.match(base_commit)):
         raise ConfigError(f"{path}:{_key_line(lines, start, end, 'base-commit')}: 'base-commit' must be a 40-hex SHA")
+    problem = url_problem(table["url"])
+    if problem:
+        raise ConfigError(f"{path}:{_key_line(lines, start, end, 'url')}: {problem}")
     patches = (path.parent / table["patches"]).resolve()
     if not patches.is_relative_to(path.parent.resolve()):
         raise ConfigError(f"{path}:{_key_line(lines, start, end, 'patches')}: 'patches' must stay inside {path.parent}")
@@ -203,6 +222,26 @@ def _build(path: Path, lines: list[str], start: int, end: int, table: dict[str, 
     return Build(command=build["command"], env=tuple(sorted(env.items())), pin_files=tuple(pins))
 
 
+def _github(path: Path, lines: list[str], table: Any) -> Repository | None:
+    """The optional [github] table: `repository = "owner/name"`, by GitHub's name rules."""
+    if table is None:
+        return None
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[github]"), 1)
+    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines) + 1, 'github')}: 'github' must be a table")
+    for key in table:
+        if key != "repository":
+            raise ConfigError(f"{path}:{_key_line(lines, start, end, key)}: unknown key {key!r} in [github]")
+    value = table.get("repository")
+    repository = parse_repository(value) if isinstance(value, str) else None
+    if repository is None:
+        line = _key_line(lines, start, end, "repository")
+        raise ConfigError(f"{path}:{line}: [github] 'repository' must be owner/name (GitHub's name rules), "
+                          f"not {value!r}")
+    return repository
+
+
 def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:
     """Topological order by `requires`; ties keep file order. A cycle is reported with its members."""
     done: list[Upstream] = []
@@ -227,19 +266,17 @@ def _key_line(lines: list[str], start: int, end: int, key: str) -> int:
 
 
 def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
-    """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped)."""
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    headers = [i for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[[upstream]]"]
-    result = list(lines)
-    for number, start in enumerate(headers):
-        end = headers[number + 1] if number + 1 < len(headers) else len(lines)
-        block = range(start, end)
-        name = next((tomllib.loads(lines[i])["name"] for i in block if re.match(r"^\s*name\s*=", lines[i])), None)
-        if name is None or name not in bases:
-            continue
-        for i in block:
-            if re.match(r"^\s*base\s*=", lines[i]):
-                result[i] = f'base = "{bases[name]}"\n'
-            elif re.match(r"^\s*\"?base-commit\"?\s*=", lines[i]):
-                result[i] = ""
-    return "".join(result).encode("utf-8")
+    """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped).
+
+    Edited with tomlkit, so comments, key order, quoting and layout stay as the person wrote them.
+    """
+    import tomlkit
+
+    document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    for table in document.get("upstream", []):
+        name = table.get("name")
+        if name in bases:
+            table["base"] = bases[name]
+            if "base-commit" in table:
+                del table["base-commit"]
+    return tomlkit.dumps(document).encode("utf-8")

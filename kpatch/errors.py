@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
 
 
@@ -69,41 +68,21 @@ class GitError(KpatchError):
     exit_code = ExitCode.GIT
 
     def __init__(self, command: list[str], status: int, stdout: str, stderr: str) -> None:
+        from kpatch.redact import redact_text
+
+        words = [w for i, w in enumerate(command[1:], 1) if w != "-c" and command[i - 1] != "-c"]
         last = (stderr.strip() or stdout.strip() or "no output").splitlines()[-1]
-        super().__init__(f"git {' '.join(command[1:4])} failed (exit {status}): {last}")
+        super().__init__(redact_text(f"git {' '.join(words[:3])} failed (exit {status}): {last}"))
         self.command = command
         self.status = status
         self.stdout = stdout
         self.stderr = stderr
 
 
-@dataclass(frozen=True)
-class FailedHunk:
-    """One place where a patch did not apply: a file and the line git reported."""
+class StorageError(KpatchError):
+    """A disk is full or read-only: the message names the path kpatch could not write."""
 
-    path: str
-    line: int | None
-
-
-class ConflictError(KpatchError):
-    """A patch did not apply; the worktree is left mid-`git am` for a person to resolve."""
-
-    exit_code = ExitCode.CONFLICT
-
-    def __init__(self, upstream: str, patch: str, hunks: tuple[FailedHunk, ...], skipped: tuple[str, ...]) -> None:
-        files = sorted({h.path for h in hunks})
-        where = ", ".join(files) if files else "no file reported"
-        super().__init__(f"{upstream}: patch {patch} does not apply ({where})")
-        self.upstream = upstream
-        self.patch = patch
-        self.hunks = hunks
-        self.skipped = skipped
-
-
-class CheckFailed(KpatchError):
-    """A --check found differences; the message says how many."""
-
-    exit_code = ExitCode.CONFLICT
+    exit_code = ExitCode.GIT
 
 
 class BuildError(KpatchError):

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import git
+from kpatch.gitx import FORMAT_PATCH, out, run
 
 AUTHOR = ("Up Stream", "up@example.invalid")
 PATCH_AUTHOR = ("kpatch developers", "dev@kpatch.invalid")
@@ -27,6 +27,9 @@ KERNEL_FILES = {
     "csrc/cache.cpp": "".join(f"// cache kernel line {i}\n" for i in range(40)),
     "csrc/layernorm.cpp": "".join(f"// layernorm kernel line {i}\n" for i in range(40)),
     "vllm_xpu_kernels/__init__.py": "__version__ = '0.1.0'\n",
+    # CRLF line ends, as some real upstream files have (vLLM's vllm/config/fault_tolerance.py): a patch to it
+    # must keep its CRs through apply and export.
+    "csrc/kernels.ini": "; which kernels are built\r\n[kernels]\r\nkimi = off\r\nrms_norm = on\r\n",
     "tests/test_cache.py": "def test_cache():\n    assert True\n",
     # Built like the real kernels (setup.py bdist_wheel, an abi3 platform wheel) but in a second.
     "setup.py": "import os\nfrom setuptools import Distribution, setup\n\n\n"
@@ -54,6 +57,7 @@ APP_FILES = {
 KERNEL_CHANGES: list[Change] = [
     ({"csrc/kimi.cpp": "// kimi op\nvoid kimi() {}\n",
       "csrc/ops.h": KERNEL_FILES["csrc/ops.h"] + "void kimi();\n",
+      "csrc/kernels.ini": KERNEL_FILES["csrc/kernels.ini"].replace("kimi = off", "kimi = on"),
       "CMakeLists.txt": KERNEL_FILES["CMakeLists.txt"].replace("  \"csrc/layernorm.cpp\"\n",
                                                                "  \"csrc/kimi.cpp\"\n  \"csrc/layernorm.cpp\"\n")},
      "Add the kimi op\n\nThe XPU kernel for the fused epilogue.\n\nUpstream-Status: submitted\n"
@@ -86,23 +90,42 @@ def write_files(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(text.encode("utf-8"))  # byte for byte: CRLF files keep their CRs
+
+
+def init_repo(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    run(["init", "--quiet", "--initial-branch=main", "--", str(path)])
+    run(["config", "core.autocrlf", "false"], path)
 
 
 def commit(repo: Path, files: dict[str, str], message: str, when: int, author: tuple[str, str] = AUTHOR) -> str:
+    """Write `files`, stage everything and commit with a fixed author, committer and date; return the SHA."""
     write_files(repo, files)
-    return git.commit_all(repo, message, author, EPOCH + when)
+    stamp = f"@{EPOCH + when} +0000"
+    env = {"GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1], "GIT_AUTHOR_DATE": stamp,
+           "GIT_COMMITTER_NAME": author[0], "GIT_COMMITTER_EMAIL": author[1], "GIT_COMMITTER_DATE": stamp}
+    run(["add", "--all"], repo)
+    run(["commit", "--quiet", "--no-gpg-sign", "--allow-empty", "--message", message], repo, env=env)
+    return out(["rev-parse", "HEAD"], repo)
+
+
+def write_patches(repo: Path, base: str, folder: Path) -> list[str]:
+    """`git format-patch` of base..HEAD into `folder` with kpatch's flags; return the file names in order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    listing = out([*FORMAT_PATCH, "--output-directory", str(folder), f"{base}..HEAD"], repo)
+    return [Path(line).name for line in listing.splitlines() if line]
 
 
 def make_upstream(root: Path, files: dict[str, str], churn: str, commits: int = 30) -> tuple[Path, str]:
     """A repository with `commits` commits; the middle one is tagged v1.0 and returned as the base."""
-    git.init_repo(root)
+    init_repo(root)
     commit(root, files, "initial import", 0)
     base = ""
     for i in range(1, commits):
         sha = commit(root, {churn: "".join(f"churn {j}\n" for j in range(i))}, f"churn {i}", i)
         if i == commits // 2:
-            git.tag(root, "v1.0")
+            run(["tag", "v1.0"], root)
             base = sha
     return root, base
 
@@ -111,10 +134,10 @@ def write_stack(upstream: Path, base: str, folder: Path, changes: list[Change]) 
     """Commit `changes` on a copy of `upstream` at `base`; write them as patch files and a series."""
     scratch = folder.parent / f".scratch-{folder.name}"
     shutil.copytree(upstream, scratch, symlinks=True)
-    git.checkout(scratch, base)
+    run(["checkout", "--quiet", "--detach", base], scratch)
     for index, (files, message) in enumerate(changes):
         commit(scratch, files, message, 1000 + index, PATCH_AUTHOR)
-    names = git.write_patches(scratch, base, folder)
+    names = write_patches(scratch, base, folder)
     (folder / "series").write_text("# applied in this order\n" + "".join(f"{n}\n" for n in names))
     shutil.rmtree(scratch)
     return names

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.errors import BuildError
-from kpatch.workspace import write_atomic
+from kpatch.files import write_atomic
 
 LOCK_NAME = "pylock.toml"
 

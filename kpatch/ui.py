@@ -1,4 +1,7 @@
-"""All output: the one rich Console, progress bars, --json, and the run's log file."""
+"""All output: the one rich Console (made on first use), progress bars, --json, and the run's log file.
+
+Everything shown or logged passes through `redact_text`: no credential in a URL, no token, ever.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +11,28 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
+from kpatch.redact import redact_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 log = logging.getLogger("kpatch")
+log.addHandler(logging.NullHandler())  # before the log file exists nothing reaches logging's last resort
+logging.raiseExceptions = False  # a full or read-only log folder never turns into tracebacks on stderr
+
+
+def escape(text: str) -> str:
+    """Text made safe for rich markup."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 class UI:
@@ -26,37 +41,66 @@ class UI:
     def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
         self.json_mode = json_mode
         self.quiet = quiet
-        # Piped output (CI logs, grep) gets wide lines instead of tables cut at 80 columns.
-        self.out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self.log_file: Path | None = None
+
+    @cached_property
+    def out(self) -> Console:
+        from rich.console import Console
+
+        # Piped output (CI logs, grep) gets wide lines instead of tables cut at 80 columns.
+        return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+    @cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False, soft_wrap=True)
 
     def note(self, message: str) -> None:
         """A step or remark for a person: stderr, and the log."""
+        message = redact_text(message)
         log.info(message)
         if not self.quiet:
             self.err.print(message, markup=False)
 
+    def notes(self, messages: Sequence[str]) -> None:
+        for message in messages:
+            self.note(message)
+
     def warn(self, message: str) -> None:
+        message = redact_text(message)
         log.warning(message)
         self.err.print(f"[yellow]warning:[/] {escape(message)}")
 
-    def error(self, message: str) -> None:
+    def error(self, message: str, exit_code: int) -> None:
+        """The one `error:` line (and, under --json, the same as JSON on stdout)."""
+        message = redact_text(" ".join(message.splitlines()[:1]) if message else "unknown error")
         log.error(message)
         self.err.print(f"[bold red]error:[/] {escape(message)}")
+        if self.json_mode:
+            print(json.dumps({"error": message, "exit_code": exit_code}))
+
+    def detail(self, text: str) -> None:
+        """Lines that follow an error (a log tail, a hint): stderr, verbatim."""
+        self.err.print(redact_text(text), markup=False)
 
     def table(self, table: Any) -> None:
         self.out.print(table)
 
     def line(self, text: str) -> None:
-        self.out.print(text)
+        self.out.print(redact_text(text))
+
+    def plain(self, text: str) -> None:
+        """A line printed as it is (no markup)."""
+        self.out.print(redact_text(text), markup=False)
 
     def json(self, payload: Any) -> None:
-        print(json.dumps(to_jsonable(payload), indent=2, sort_keys=False))
+        print(redact_text(json.dumps(to_jsonable(payload), indent=2, sort_keys=False)))
 
     @contextmanager
     def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
         """A progress bar (only on a terminal) whose callback takes the number of steps done so far."""
+        description = redact_text(description)
         if self.quiet or self.json_mode or not self.err.is_terminal:
             self.note(description)  # CI logs and pipes get the step as a plain line
             yield lambda done: None
@@ -70,11 +114,21 @@ class UI:
             yield lambda done: bar.update(task, completed=done)
 
 
+def columns(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
+    """Rows as aligned text columns (two spaces apart), without trailing spaces."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))).rstrip()
+            for row in rows]
+
+
 class _Activity:
     def __init__(self, ui: UI, description: str) -> None:
         self.ui, self.description, self.status = ui, description, None
 
     def __call__(self, line: str) -> None:
+        line = redact_text(line)
         log.debug("%s | %s", self.description, line)
         if self.status is not None:
             self.status.update(f"{self.description}: {escape(line[-100:])}")
@@ -93,19 +147,32 @@ def activity(ui: UI, description: str) -> Iterator[Callable[[str], None]]:
         yield reporter
 
 
-def setup_logging(log_dir: Path, command: str) -> Path:
-    """Log everything of this run at debug level to a new file under `log_dir`; return its path."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+class _Redacting(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
+
+
+def setup_logging(log_dir: Path, command: str) -> Path | None:
+    """Log everything of this run at debug level to a new file under `log_dir`; return its path.
+
+    A log folder that cannot be written (full or read-only disk) costs the log, never the command.
+    """
     path = log_dir / f"kpatch-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{command}.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("kpatch")
-    for old in list(root.handlers):
-        root.removeHandler(old)
-        old.close()
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    root.propagate = False
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:
+        return None
+    handler.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler._kpatch = True  # type: ignore[attr-defined]  # marks the run's log file among other handlers
+    for name in ("kpatch", "git", "github", "urllib3"):  # kpatch's own, GitPython's, PyGithub's and its HTTP's
+        logger = logging.getLogger(name)
+        for old in [h for h in logger.handlers if getattr(h, "_kpatch", False)]:
+            logger.removeHandler(old)
+            old.close()
+        logger.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
     return path
 
 

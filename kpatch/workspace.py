@@ -1,46 +1,26 @@
-"""Where things live on disk (mirrors, worktrees, logs) and the apply state kept between runs."""
+"""Where things live (mirrors, worktrees, the run state, the journal, logs) and the checks on a worktree.
+
+Per project, kpatch keeps `.kpatch/` next to kpatch.toml: the run state (which also remembers the work folder
+the last apply used), the journal of an interrupted multi-file write, and the writer lock.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import journal, state
 from kpatch.config import Stack
-from kpatch.errors import WorktreeError
+from kpatch.errors import StorageError, WorktreeError
+from kpatch.exclusive import exclusive
+from kpatch.gitx import Mirror, Repository
+from kpatch.state import RunState
 
-STATE_VERSION = 1
-
-
-class Outcome(Enum):
-    """Where one upstream's stack stands in a worktree."""
-
-    APPLIED = "applied"
-    CONFLICT = "conflict"  # git am stopped; the worktree waits for a person
-    BLOCKED = "blocked"  # not applied because an upstream it requires conflicted
-
-
-@dataclass
-class UpstreamState:
-    base: str  # the commit the stack is applied onto
-    previous_head: str | None  # what the worktree held before this apply (None: kpatch created it)
-    outcome: Outcome
-    patches: list[str]  # the patch files given to git am, in order
-    applied: int
-    failed: list[tuple[str, int | None]] = field(default_factory=list)  # (path, line) where git am stopped
-    in_flight: bool = False  # git am was running: if kpatch was killed, --continue starts the stack again
-
-
-@dataclass
-class ApplyState:
-    upstreams: dict[str, UpstreamState] = field(default_factory=dict)
-
-    @property
-    def in_progress(self) -> bool:
-        return any(s.outcome is not Outcome.APPLIED for s in self.upstreams.values())
+KPATCH_DIR = ".kpatch"
+_LEGACY = (".kpatch-state.json", ".kpatch-rebase.json", ".kpatch-rebase.journal", ".kpatch-export.journal")
 
 
 @dataclass(frozen=True)
@@ -51,73 +31,125 @@ class Workspace:
 
     @classmethod
     def create(cls, stack: Stack, cache_dir: Path | None, workdir: Path | None) -> Workspace:
-        return cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(),
-                   workdir=(workdir or stack.root / "work").resolve())
+        """The workspace for `stack`; without `workdir`, the one the last apply used (else ./work)."""
+        if workdir is None:
+            recorded = state.read(stack.root / KPATCH_DIR / "state.json")
+            workdir = Path(recorded.workdir) if recorded else stack.root / "work"
+        ws = cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(), workdir=workdir.resolve())
+        ws._refuse_legacy()
+        return ws
 
-    def mirror(self, name: str) -> Path:
-        return self.cache_dir / "mirrors" / f"{name}.git"
+    @property
+    def kpatch_dir(self) -> Path:
+        return self.stack.root / KPATCH_DIR
 
-    def worktree(self, name: str) -> Path:
-        return self.workdir / name
+    @property
+    def state_file(self) -> Path:
+        return self.kpatch_dir / "state.json"
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.kpatch_dir / "journal"
 
     @property
     def log_dir(self) -> Path:
         return self.cache_dir / "logs"
 
     @property
-    def state_file(self) -> Path:
-        return self.workdir / ".kpatch-state.json"
+    def scratch_dir(self) -> Path:
+        return self.workdir / ".rebase"
 
-    @property
-    def rebase_state_file(self) -> Path:
-        return self.workdir / ".kpatch-rebase.json"
+    def mirror(self, name: str) -> Mirror:
+        return Mirror(self.cache_dir / "mirrors" / f"{name}.git", name)
 
-    @property
-    def rebase_journal(self) -> Path:
-        return self.workdir / ".kpatch-rebase.journal"
+    def worktree(self, name: str) -> Path:
+        return self.workdir / name
 
-    @property
-    def previous_state_file(self) -> Path:
-        return self.workdir / ".kpatch-state.previous.json"
+    def tree(self, name: str) -> Repository:
+        return Repository(self.worktree(name))
 
-    def keep_previous_state(self) -> None:
-        """Set the finished apply's state aside, so that an abort of the next one can bring it back."""
-        self.previous_state_file.unlink(missing_ok=True)
-        if self.state_file.exists():
-            os.replace(self.state_file, self.previous_state_file)
+    # --- the run state --------------------------------------------------------------------------------------
 
-    def restore_previous_state(self) -> None:
-        if self.previous_state_file.exists():
-            os.replace(self.previous_state_file, self.state_file)
-        else:
-            self.state_file.unlink(missing_ok=True)
+    def read_state(self) -> RunState:
+        return state.read(self.state_file) or RunState(workdir=str(self.workdir))
 
-    def read_state(self) -> ApplyState | None:
-        try:
-            raw = json.loads(self.state_file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+    def write_state(self, run: RunState) -> None:
+        run.workdir = str(self.workdir)
+        self._ensure_kpatch_dir()
+        state.write(self.state_file, run)
+
+    def pending_journal(self) -> str | None:
+        return journal.pending(self.journal_dir)
+
+    def refuse_if_busy(self, *, allow: state.Kind | None = None) -> RunState:
+        """The run state, unless an operation (other than `allow`) or a half-written journal is in progress."""
+        interrupted = self.pending_journal()
+        if interrupted:
+            raise WorktreeError(f"an interrupted 'kpatch {interrupted}' left kpatch.toml or patches/ half-written: "
+                                f"run 'kpatch {interrupted} --continue' or 'kpatch {interrupted} --abort'")
+        run = self.read_state()
+        op = run.operation
+        if op is not None and op.kind is not allow:
+            where = f" (stopped in {op.stopped.tree})" if op.stopped else ""
+            raise WorktreeError(f"a {op.kind.value} is in progress{where}: run 'kpatch {op.kind.value} --continue' "
+                                f"or 'kpatch {op.kind.value} --abort' first")
+        return run
+
+    @contextmanager
+    def writer(self, command: str) -> Iterator[list[str]]:
+        """Hold the project's and the cache's writer locks (fails at once if another kpatch holds one)."""
+        self._ensure_kpatch_dir()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
+            yield notes
+
+    # --- checks ---------------------------------------------------------------------------------------------
+
+    def check_worktree(self, name: str) -> Repository | None:
+        """The worktree of `name` if it exists, checked: made by kpatch from its mirror, not mid-operation, clean."""
+        path = self.worktree(name)
+        if not path.exists():
             return None
-        except (OSError, ValueError) as err:
-            raise WorktreeError(
-                f"{self.state_file}: unreadable apply state ({err}); remove it and apply again") from None
-        if not isinstance(raw, dict) or raw.get("version") != STATE_VERSION:
-            version = raw.get("version") if isinstance(raw, dict) else None
-            raise WorktreeError(f"{self.state_file}: apply state version {version} is not {STATE_VERSION}")
-        try:
-            return ApplyState(upstreams={
-                name: UpstreamState(**{**item, "outcome": Outcome(item["outcome"]),
-                                       "failed": [tuple(f) for f in item.get("failed", [])]})
-                for name, item in raw["upstreams"].items()
-            })
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise WorktreeError(f"{self.state_file}: unreadable apply state ({err!r}); remove it and apply "
-                                "again") from None
+        tree = Repository(path)
+        if not self.mirror(name).owns(path):
+            raise WorktreeError(f"{path} exists but is not a kpatch worktree of {name}; move it away")
+        tree.clear_stale_locks()
+        busy = tree.operation()
+        if busy:
+            raise WorktreeError(f"worktree {path} is in the middle of a git {busy}; finish or abort it first")
+        dirty = tree.dirty()
+        if dirty:
+            more = f" and {len(dirty) - 1} more" if len(dirty) > 1 else ""
+            raise WorktreeError(f"worktree {path} has uncommitted changes ({dirty[0].strip()}{more}); "
+                                "commit, stash or discard them first")
+        return tree
 
-    def write_state(self, state: ApplyState) -> None:
-        payload = {"version": STATE_VERSION, "upstreams": {
-            name: {**asdict(item), "outcome": item.outcome.value} for name, item in state.upstreams.items()
-        }}
-        write_atomic(self.state_file, (json.dumps(payload, indent=2) + "\n").encode(), durable=False)
+    def check_writable(self, *paths: Path) -> None:
+        """Refuse before changing anything when a place kpatch must write is read-only (or not a folder)."""
+        for path in paths:
+            folder = path if path.is_dir() else _existing_parent(path)
+            if folder is None or not os.access(folder, os.W_OK | os.X_OK):
+                raise StorageError(f"cannot write {path}: read-only or no permission")
+            if path.is_file() and not os.access(path, os.W_OK):
+                raise StorageError(f"cannot write {path}: the file is read-only")
+            try:
+                probe = os.statvfs(folder)
+            except OSError:
+                continue
+            if probe.f_flag & os.ST_RDONLY:
+                raise StorageError(f"cannot write {path}: read-only file system")
+
+    def _ensure_kpatch_dir(self) -> None:
+        if not self.kpatch_dir.is_dir():
+            self.kpatch_dir.mkdir(parents=True, exist_ok=True)
+            (self.kpatch_dir / ".gitignore").write_text("# kpatch's own run state: never committed\n*\n")
+
+    def _refuse_legacy(self) -> None:
+        for name in _LEGACY:
+            old = self.workdir / name
+            if old.exists():
+                raise WorktreeError(f"{old}: run state of an older kpatch; finish or abort its operation with "
+                                    "that version, or remove the file and run 'kpatch apply' again")
 
 
 def default_cache_dir() -> Path:
@@ -127,21 +159,8 @@ def default_cache_dir() -> Path:
     return Path(xdg) / "kpatch"
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write to a temp file beside `path`, then rename over it: readers see old or new, never half.
-
-    `durable` also fsyncs, so the file survives a power cut; run-state files that kpatch rewrites on the
-    apply path skip it (a killed process cannot lose them, and fsync can stall behind unrelated writeback).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _existing_parent(path: Path) -> Path | None:
+    for folder in (path.parent, *path.parent.parents):
+        if folder.exists():
+            return folder if folder.is_dir() else None
+    return None

@@ -84,7 +84,7 @@ def raw_pass(repo: Path, base: str) -> int:
 
 
 def kpatch_pass(repo: Path, base: str, patches: list[Path]) -> int:
-    from kpatch.series import parse_patch
+    from kpatch.stack import parse_patch
 
     paths = sorted({p for f in patches for p in parse_patch(f).paths})
     upstream = git.range_patch_ids(repo, base, "main", paths)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gitrepos import Project, make_project
+from gitrepos import Project, build_template, make_project
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +24,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     # GitHub is never reached from tests: a closed loopback port, unless a test starts its fake server.
     monkeypatch.setenv("KPATCH_GITHUB_API", "http://127.0.0.1:9")
     monkeypatch.delenv("KPATCH_OFFLINE", raising=False)
+    monkeypatch.setenv("KPATCH_FETCH_RETRY_DELAY", "0")  # failed fetches are retried without sleeping
+    for key in ("GITHUB_TOKEN", "GITHUB_REPOSITORY"):  # a CI runner's real token must never reach a test
+        monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
     (home / ".gitconfig").write_text("[user]\n\tname = Test User\n\temail = test@example.invalid\n"
                                      "[init]\n\tdefaultBranch = main\n[safe]\n\tdirectory = *\n")
@@ -39,6 +42,12 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     yield
 
 
+@pytest.fixture(scope="session")
+def example_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example upstreams and project, built once per test run; each test gets its own copy."""
+    return build_template(tmp_path_factory.mktemp("example-template"))
+
+
 @pytest.fixture
-def project(tmp_path: Path) -> Project:
-    return make_project(tmp_path)
+def project(tmp_path: Path, example_template: Path) -> Project:
+    return make_project(tmp_path, example_template)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from kpatch import git as kgit
 from kpatch.cli import main
 from kpatch.examples import make_example_project
+from kpatch.gitx import Repository
 
 AUTHOR = {"GIT_AUTHOR_NAME": "Up Stream", "GIT_AUTHOR_EMAIL": "up@example.invalid",
           "GIT_COMMITTER_NAME": "Up Stream", "GIT_COMMITTER_EMAIL": "up@example.invalid"}
@@ -50,21 +51,43 @@ class Project:
         return run_kpatch(self.root, *args)
 
     def snapshot(self) -> dict[str, str]:
-        """Hash of every file in the project and worktrees (git internals excluded): 'nothing changed' checks."""
+        """Hash of every file in the project and worktrees (git internals excluded): 'nothing changed' checks.
+
+        kpatch's writer lock (`.kpatch/lock`, empty when free) and the `.gitignore` of its private folder are
+        left out: the run state (`.kpatch/state.json`) is in.
+        """
         result = {}
         for path in sorted(self.root.rglob("*")):
+            if path.relative_to(self.root).as_posix() in (".kpatch/lock", ".kpatch/.gitignore"):
+                continue
             if path.is_file() and ".git" not in path.parts:
                 result[str(path.relative_to(self.root))] = hashlib.sha256(path.read_bytes()).hexdigest()
         for tree in (self.workdir / "kernels", self.workdir / "app"):
             if tree.exists():
-                result[f"HEAD:{tree.name}"] = kgit.head(tree)
+                result[f"HEAD:{tree.name}"] = Repository(tree).head()
         return result
 
 
-def make_project(tmp_path: Path) -> Project:
-    example = make_example_project(tmp_path)
-    return Project(root=example.root, kernels=example.kernels, app=example.app,
-                   kernels_base=example.kernels_base, app_base=example.app_base)
+def make_project(tmp_path: Path, template: Path | None = None) -> Project:
+    """The example project in `tmp_path`: built, or copied from `template` (built once per test run)."""
+    if template is None:
+        example = make_example_project(tmp_path)
+        return Project(root=example.root, kernels=example.kernels, app=example.app,
+                       kernels_base=example.kernels_base, app_base=example.app_base)
+    for name in ("upstreams", "project"):
+        shutil.copytree(template / name, tmp_path / name, symlinks=True)
+    toml = tmp_path / "project" / "kpatch.toml"
+    toml.write_text(toml.read_text().replace(str(template), str(tmp_path)))
+    bases = (template / "bases").read_text().split()
+    return Project(root=tmp_path / "project", kernels=tmp_path / "upstreams" / "kernels",
+                   app=tmp_path / "upstreams" / "app", kernels_base=bases[0], app_base=bases[1])
+
+
+def build_template(folder: Path) -> Path:
+    """Build the example upstreams and project once, for tests to copy."""
+    example = make_example_project(folder)
+    (folder / "bases").write_text(f"{example.kernels_base} {example.app_base}\n")
+    return folder
 
 
 def kill_inside_git_am(command: list[str], cwd: Path, mirror: Path, marker: Path) -> None:

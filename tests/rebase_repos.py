@@ -8,8 +8,8 @@ from pathlib import Path
 from click.testing import Result
 from gitrepos import run_kpatch
 
-from kpatch import git as kgit
-from kpatch.examples import commit, write_stack
+from kpatch.examples import commit, init_repo, write_stack
+from kpatch.gitx import Repository
 
 
 def numbered(prefix: str, count: int = 30) -> str:
@@ -64,9 +64,9 @@ class RebaseProject:
 
 def make_rebase_project(tmp: Path) -> RebaseProject:
     kernels, app = tmp / "up" / "kernels", tmp / "up" / "app"
-    kgit.init_repo(kernels)
+    init_repo(kernels)
     base = commit(kernels, {f"{n}.txt": t for n, t in FILES.items()}, "import", 0)
-    kgit.init_repo(app)
+    init_repo(app)
     app_base = commit(app, {"app.txt": numbered("app"), "app2.txt": numbered("app2")}, "import", 0)
     root = tmp / "project"
     write_stack(kernels, base, root / "patches" / "kernels", KERNEL_STACK)
@@ -104,4 +104,4 @@ base = "{app_base}"
 patches = "patches/app"
 requires = ["kernels"]
 """)
-    return RebaseProject(root=root, kernels=kernels, app=app, culprit=culprit, kernels_new=kgit.head(kernels))
+    return RebaseProject(root=root, kernels=kernels, app=app, culprit=culprit, kernels_new=Repository(kernels).head())

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from gitrepos import Project, git, kill_inside_git_am
 
-from kpatch import git as kgit
 from kpatch.errors import ExitCode
 from kpatch.examples import commit
 
@@ -141,13 +140,15 @@ def test_dirty_worktree_is_never_touched(project: Project) -> None:
     assert project.snapshot() == before
 
 
-def test_interrupted_apply_can_be_continued(project: Project) -> None:
-    """A kill mid-am leaves git's state; kpatch recorded the stack as stopped before starting git am."""
+def test_a_conflict_is_recorded_as_stopped_and_its_dependents_as_waiting(project: Project) -> None:
+    """The run state says which stack stopped at which patch, and that the app waits for it."""
     _break_kernels_patch(project)
     assert project.run("apply").exit_code == ExitCode.CONFLICT
-    state = json.loads((project.workdir / ".kpatch-state.json").read_text())
-    assert state["upstreams"]["kernels"]["outcome"] == "conflict"
-    assert state["upstreams"]["app"]["outcome"] == "blocked"
+    state = json.loads((project.root / ".kpatch" / "state.json").read_text())
+    stacks = state["operation"]["stacks"]
+    assert state["operation"]["kind"] == "apply"
+    assert stacks["kernels"]["phase"] == "stopped" and stacks["app"]["phase"] == "waiting"
+    assert [p["phase"] for p in stacks["kernels"]["patches"]] == ["conflict", "pending"]
 
 
 def test_unknown_onto_ref_and_unreachable_url(project: Project, tmp_path: Path) -> None:
@@ -201,14 +202,14 @@ def test_kill_inside_git_am_then_continue(project: Project, tmp_path: Path) -> N
     """SIGKILL to kpatch and its git am mid-patch: apply refuses, --continue starts that stack again and ends
     at the same commits a clean apply gives."""
     assert project.run("apply").exit_code == 0
-    clean_heads = {name: kgit.head(project.workdir / name) for name in ("kernels", "app")}
+    clean_heads = {name: git(project.workdir / name, "rev-parse", "HEAD") for name in ("kernels", "app")}
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
     kill_inside_git_am([sys.executable, "-m", "kpatch", "apply"], project.root, cache / "mirrors" / "kernels.git",
                        tmp_path / "in-am")
-    state = json.loads((project.workdir / ".kpatch-state.json").read_text())
-    assert state["upstreams"]["kernels"]["in_flight"] is True
+    state = json.loads((project.root / ".kpatch" / "state.json").read_text())
+    assert state["operation"]["stacks"]["kernels"]["phase"] == "running"
     refused = project.run("apply")
     assert refused.exit_code == ExitCode.WORKTREE and "--continue" in refused.stderr
     done = project.run("apply", "--continue")
     assert done.exit_code == 0, done.output
-    assert {name: kgit.head(project.workdir / name) for name in ("kernels", "app")} == clean_heads
+    assert {name: git(project.workdir / name, "rev-parse", "HEAD") for name in ("kernels", "app")} == clean_heads

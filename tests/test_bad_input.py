@@ -122,22 +122,25 @@ def test_export_without_worktree(project: Project) -> None:
     assert result.exit_code == ExitCode.WORKTREE and "run 'kpatch apply' first" in result.stderr
 
 
-@pytest.mark.parametrize("text", ["{not json", '{"version": 1, "upstreams": {"kernels": {}}}', "[]"])
-def test_corrupt_apply_state_is_a_clear_error(project: Project, text: str) -> None:
+@pytest.mark.parametrize("text", ["{not json", '{"version": 2, "workdir": 3}', '{"version": 1, "upstreams": {}}',
+                                  "[]", b"\xff\xfe not utf-8"])
+def test_corrupt_apply_state_is_a_clear_error(project: Project, text: str | bytes) -> None:
     assert project.run("apply").exit_code == 0
-    (project.workdir / ".kpatch-state.json").write_text(text)
+    (project.root / ".kpatch" / "state.json").write_bytes(text if isinstance(text, bytes) else text.encode())
     before = project.snapshot()
     result = project.run("status")
-    assert result.exit_code == ExitCode.WORKTREE and ".kpatch-state.json: " in result.stderr
+    assert result.exit_code == ExitCode.WORKTREE and "state.json: " in result.stderr
     assert project.snapshot() == before
 
 
 def test_crash_boundary_writes_a_log_and_exits_70(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug (any exception kpatch did not raise on purpose) becomes exit 70 and a crash log; Ctrl-C is 130."""
-    from kpatch.cli import _guarded
+    import tempfile
+
+    from kpatch.cli import guarded
     from kpatch.ui import UI
 
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     def bug() -> int:
         return {}["missing"]  # type: ignore[no-any-return]
@@ -145,7 +148,26 @@ def test_crash_boundary_writes_a_log_and_exits_70(tmp_path: Path, monkeypatch: p
     def interrupted() -> int:
         raise KeyboardInterrupt
 
-    assert _guarded(UI(), bug) == ExitCode.INTERNAL
-    crash = next(tmp_path.glob("kpatch-crash-*.log")).read_text()
-    assert "KeyError: 'missing'" in crash and "Python" in crash
-    assert _guarded(UI(), interrupted) == ExitCode.INTERRUPTED
+    assert guarded(UI(), bug) == ExitCode.INTERNAL
+    crash = next(tmp_path.glob("kpatch-crash-*.log"))
+    assert "KeyError: 'missing'" in crash.read_text() and "Python" in crash.read_text()
+    assert crash.stat().st_mode & 0o777 == 0o600
+    assert guarded(UI(), interrupted) == ExitCode.INTERRUPTED
+
+
+def test_crash_log_never_writes_through_a_planted_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old predictable name `kpatch-crash-<pid>.log` planted as a symlink: its target stays untouched."""
+    import os
+    import tempfile
+
+    from kpatch.cli import guarded
+    from kpatch.ui import UI
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / f"kpatch-crash-{os.getpid()}.log").symlink_to(victim)
+    assert guarded(UI(), lambda: int({}["x"])) == ExitCode.INTERNAL  # type: ignore[index]
+    assert victim.read_text() == "precious\n"
+    logs = [p for p in tmp_path.glob("kpatch-crash-*.log") if not p.is_symlink()]
+    assert len(logs) == 1 and "KeyError" in logs[0].read_text()

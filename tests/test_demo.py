@@ -17,7 +17,7 @@ def test_demo_runs_offline_and_round_trips(tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert [s["upstream"] for s in report["applied"]["stacks"]] == ["kernels", "app"]
     assert all(f["change"] == "unchanged" for f in report["export_check"]["files"])
-    assert all(p["state"] == "applied" for u in report["status"] for p in u["patches"])
+    assert all(p["state"] == "applied" for u in report["status"]["upstreams"] for p in u["patches"])
     assert (tmp_path / "d" / "project" / "work" / "app" / "app" / "models" / "k3" / "xpu" / "model.py").exists()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kpatch.schemas import normalise
-from kpatch.series import added_file, load_series
+from kpatch.stack import added_file, load_series
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = "vllm/models/kimi_k3/nvidia/ops/xpu_support.py"

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from kpatch.schemas import extract, normalise
-from kpatch.series import added_text, load_series
+from kpatch.stack import added_text, load_series
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = ROOT / "tests" / "data" / "vllm-v0.33.0-kimi-k3-schemas.txt"

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 from fake_github import fake_github
-from gitrepos import kill_inside_git_am
+from gitrepos import git, kill_inside_git_am
 from rebase_repos import CULPRIT_INDEX, FILES, RebaseProject, make_rebase_project, replace_line
 
-from kpatch import git as kgit
 from kpatch.errors import ExitCode
 
 
@@ -28,7 +27,7 @@ def classes(payload: dict, stack: str) -> list[str]:
 def resolve_c(rp: RebaseProject) -> None:
     tree = rp.root / "work" / ".rebase" / "kernels"
     (tree / "c.txt").write_text(replace_line(FILES["c"], 15, "c line 15 rewritten upstream, fixed by us"))
-    kgit.run(["add", "c.txt"], tree)
+    git(tree, "add", "c.txt")
 
 
 def test_conflict_names_the_culprit_and_writes_nothing(rp: RebaseProject) -> None:
@@ -72,7 +71,7 @@ def test_continue_commits_everything_in_one_step(rp: RebaseProject) -> None:
     assert app_why == "requires kernels/0001-Fix-a.patch, which is now upstream"
     assert payload["committed"] is True
     toml = (rp.root / "kpatch.toml").read_text()
-    assert f'base = "{rp.kernels_new}"' in toml and f'base = "{kgit.head(rp.app)}"' in toml
+    assert f'base = "{rp.kernels_new}"' in toml and f'base = "{git(rp.app, "rev-parse", "HEAD")}"' in toml
     series = (rp.root / "patches" / "kernels" / "series").read_text()
     assert "# dropped 0001-Fix-a.patch: upstream (same patch-id" in series
     assert "# dropped 0002-Fix-b.patch: upstream (empty after a 3-way apply" in series
@@ -113,10 +112,10 @@ def test_onto_unknown_ref_and_backwards(rp: RebaseProject) -> None:
     assert bad.exit_code == ExitCode.UPSTREAM and "'nope' is not a commit, tag or branch" in bad.stderr
     assert rp.run("rebase", "--onto", f"kernels={rp.kernels_new}").exit_code == ExitCode.CONFLICT
     assert rp.run("rebase", "--abort").exit_code == 0
-    back = kgit.out(["rev-list", "--max-parents=0", "HEAD"], rp.kernels)
+    back = git(rp.kernels, "rev-list", "--max-parents=0", "HEAD")
     toml = rp.root / "kpatch.toml"
-    toml.write_text(toml.read_text().replace(kgit.out(["rev-parse", "HEAD~70"], rp.kernels),
-                                             kgit.out(["rev-parse", "HEAD~10"], rp.kernels)))
+    toml.write_text(toml.read_text().replace(git(rp.kernels, "rev-parse", "HEAD~70"),
+                                             git(rp.kernels, "rev-parse", "HEAD~10")))
     moved = rp.tracked()
     backwards = rp.run("rebase", "--onto", f"kernels={back}")
     assert backwards.exit_code == ExitCode.BAD_INPUT and "goes backwards past the base" in backwards.stderr
@@ -130,7 +129,7 @@ def test_fetch_failure_changes_nothing(rp: RebaseProject, tmp_path: Path) -> Non
     result = rp.run("rebase", "--url", f"app={tmp_path / 'gone'}")
     assert result.exit_code == ExitCode.UPSTREAM and "upstream app: cannot fetch" in result.stderr
     assert rp.tracked() == before
-    assert not (rp.root / "work" / ".kpatch-rebase.json").exists()
+    assert not (rp.root / ".kpatch" / "state.json").exists()
 
 
 def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: Path) -> None:
@@ -140,8 +139,9 @@ def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: 
     before = rp.tracked()
     kill_inside_git_am([sys.executable, "-m", "kpatch", "rebase", "--cache-dir", str(cache)], rp.root,
                        cache / "mirrors" / "kernels.git", tmp_path / "in-am")
-    state = json.loads((rp.root / "work" / ".kpatch-rebase.json").read_text())
-    assert [p["why"] for p in state["stacks"]["kernels"]["patches"]].count("in flight") == 1
+    state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
+    kernels = state["operation"]["stacks"]["kernels"]
+    assert kernels["phase"] == "running" and "in flight" in [p["phase"] for p in kernels["patches"]]
     again = rp.run("rebase", "--cache-dir", str(cache))
     assert again.exit_code == ExitCode.WORKTREE
     assert "'kpatch rebase --continue' or 'kpatch rebase --abort'" in again.stderr
@@ -157,7 +157,7 @@ def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: 
 
 def test_culprit_index_is_the_upstream_commit(rp: RebaseProject) -> None:
     """The fixture's culprit is commit number CULPRIT_INDEX after the base."""
-    commits = kgit.first_parent_range(rp.kernels, kgit.out(["rev-parse", "HEAD~70"], rp.kernels), "HEAD")
+    commits = git(rp.kernels, "rev-list", "--first-parent", "--reverse", "HEAD~70..HEAD").split()
     assert commits[CULPRIT_INDEX - 1] == rp.culprit
 
 
@@ -167,8 +167,8 @@ def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypat
     patch.write_text(patch.read_text().replace("Upstream-Status: pending\n",
                                                "Upstream-Status: submitted\nUpstream-PR: up/kernels#13\n", 1))
     with fake_github() as fake:
-        fake.pulls["up/kernels#13"] = {"merged": True, "merge_commit_sha": rp.culprit}
-        fake.pulls["up/kernels#11"] = {"merged": False, "merge_commit_sha": None}
+        fake.add_pull("up/kernels", 13, merged=True, merge_commit_sha=rp.culprit)
+        fake.add_pull("up/kernels", 11)
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
         result = rp.run("rebase", "--json")
     assert result.exit_code == 0, result.output
@@ -176,13 +176,13 @@ def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypat
     assert payload["github"] is None
     assert classes(payload, "kernels") == ["upstream", "upstream", "upstream", "clean"]
     assert payload["stacks"][0]["patches"][2]["why"] == f"up/kernels#13 is merged upstream as {rp.culprit[:12]}"
-    assert sorted(fake.requests) == ["/repos/up/kernels/pulls/11", "/repos/up/kernels/pulls/13"]
+    assert sorted(r.path for r in fake.requests) == ["/repos/up/kernels/pulls/11", "/repos/up/kernels/pulls/13"]
 
 
 @pytest.mark.parametrize("status", [500, 503])
 def test_github_server_errors_degrade(rp: RebaseProject, monkeypatch: pytest.MonkeyPatch, status: int) -> None:
     with fake_github() as fake:
-        fake.status = status
+        fake.fail(status, times=100)
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
         result = rp.run("rebase", "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output  # the rebase itself goes on as usual
@@ -211,7 +211,7 @@ def test_every_conflict_is_reported_in_one_run(rp: RebaseProject) -> None:
     assert kernels[3]["applied"] is False and kernels[3]["why"] == "" and kernels[3]["culprit"]["sha"] == second
     tree = rp.root / "work" / ".rebase" / "kernels"
     (tree / "d.txt").write_text(replace_line(FILES["d"], 20, "d line 20 rewritten upstream, fixed by us"))
-    kgit.run(["add", "d.txt"], tree)
+    git(tree, "add", "d.txt")
     done = rp.run("rebase", "--continue", "--json")
     assert done.exit_code == 0, done.output
     assert classes(json.loads(done.stdout), "kernels") == ["upstream", "upstream", "three-way", "three-way"]

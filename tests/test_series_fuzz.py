@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kpatch.errors import SeriesError
-from kpatch.series import parse_patch_text, parse_series_text
+from kpatch.stack import parse_patch_text, parse_series_text
 
 HEAD = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
 PIECES = st.sampled_from([

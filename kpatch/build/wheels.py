@@ -12,7 +12,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import git
+from kpatch.gitx import Repository
 
 _PUBLIC = re.compile(r"^\d+(\.\d+)*$")
 
@@ -36,7 +36,7 @@ def cache_key(parts: dict[str, object]) -> str:
 
 def public_version(repo: Path, base: str) -> str:
     """The upstream's version at `base` from its nearest tag: v0.33.0 -> 0.33.0, 12 commits later -> .post12."""
-    found = git.describe(repo, base)
+    found = Repository(repo).describe(base)
     if found is None:
         return "0.0.0"
     tag, count = found

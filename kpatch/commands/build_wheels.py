@@ -11,15 +11,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import __version__, git, lock
+from kpatch import __version__, lock
 from kpatch.build import wheels
 from kpatch.build.container import DockerBackend, Engine, Image
 from kpatch.build.local import LocalBackend
 from kpatch.config import Upstream
+from kpatch.engine.plan import load_all_series
 from kpatch.errors import BuildError, ConfigError, WorktreeError
-from kpatch.plan import load_all_series
+from kpatch.gitx import Repository
 from kpatch.ui import UI, activity
-from kpatch.workspace import Outcome, Workspace
+from kpatch.workspace import Workspace
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]  # docker/ and scripts/ of the kpatch checkout
 DEFAULT_BASE_IMAGE = "intel/deep-learning-essentials:2026.0.0-devel-ubuntu24.04"
@@ -95,20 +96,21 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
 def _check_inputs(ws: Workspace) -> list[tuple[Upstream, Path, str, str, str]]:
     """Every upstream applied, clean and buildable: (upstream, worktree, base, patched commit, stack hash)."""
     series = load_all_series(ws.stack)
-    state = ws.read_state()
+    run = ws.refuse_if_busy()
     inputs = []
     for upstream in ws.stack.upstreams:
         worktree = ws.worktree(upstream.name)
-        entry = state.upstreams.get(upstream.name) if state else None
-        if not worktree.exists() or entry is None:
+        settled = run.settled.get(upstream.name)
+        if not worktree.exists() or settled is None:
             raise WorktreeError(f"no applied worktree for {upstream.name} at {worktree}: run 'kpatch apply' first")
-        if entry.outcome is not Outcome.APPLIED or git.operation_in_progress(worktree):
+        tree = Repository(worktree)
+        if tree.operation():
             raise WorktreeError(f"{upstream.name} is not cleanly applied in {worktree}: finish 'kpatch apply' first")
-        if git.dirty_files(worktree):
+        if tree.dirty():
             raise WorktreeError(f"worktree {worktree} has uncommitted changes: commit or discard them before building")
         if upstream.build is None:
             raise ConfigError(f"{ws.stack.path}:{upstream.line}: upstream {upstream.name} has no [upstream.build]")
-        inputs.append((upstream, worktree, entry.base, git.head(worktree), series[upstream.name].stack_hash()))
+        inputs.append((upstream, worktree, settled.base, tree.head(), series[upstream.name].stack_hash()))
     return inputs
 
 
@@ -134,7 +136,7 @@ def _build_one(runner: DockerBackend | LocalBackend, ui: UI, upstream: Upstream,
            "KPATCH_PIN_FILES": " ".join(upstream.build.pin_files),
            "KPATCH_PINS": " ".join(f"{d.package}=={d.version}" for d in deps)}
     with activity(ui, f"building {upstream.name} {version}") as on:
-        made = runner.build(upstream.name, env, git.archive(worktree, commit, "src/"), [d.path for d in deps],
+        made = runner.build(upstream.name, env, Repository(worktree).archive(commit, "src/"), [d.path for d in deps],
                             script, on)
     made = {n: d for n, d in made.items() if n.endswith(".whl")}
     if len(made) != 1:

@@ -6,9 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch import config
-from kpatch.commands.apply import ApplyResult, apply
-from kpatch.commands.export import ExportResult, export
-from kpatch.commands.status import UpstreamReport, status
+from kpatch.commands.apply import apply
+from kpatch.commands.export import export
+from kpatch.commands.status import status
+from kpatch.engine.apply import ApplyResult
+from kpatch.engine.export import ExportResult
+from kpatch.engine.status import StatusResult
 from kpatch.errors import UsageError
 from kpatch.examples import make_example_project
 from kpatch.ui import UI, setup_logging
@@ -19,7 +22,7 @@ from kpatch.workspace import Workspace
 class DemoResult:
     folder: Path
     applied: ApplyResult
-    status: tuple[UpstreamReport, ...]
+    status: StatusResult
     export_check: ExportResult
 
     @property
@@ -36,6 +39,6 @@ def demo(folder: Path, ui: UI) -> DemoResult:
     example = make_example_project(folder)
     ws = Workspace.create(config.load(example.root / config.CONFIG_NAME), folder / "cache", None)
     ui.log_file = setup_logging(ws.log_dir, "demo")
-    applied = apply(ws, ui, {})
+    applied = apply(ws, ui, {}, discard=False)
     return DemoResult(folder=folder, applied=applied, status=status(ws, ui),
                       export_check=export(ws, ui, (), check=True))

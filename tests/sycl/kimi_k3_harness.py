@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from kpatch.series import added_file, load_series
+from kpatch.stack import added_file, load_series
 
 ROOT = Path(__file__).resolve().parents[2]
 POISON = {torch.bfloat16: 0x7FC1, torch.float16: 0x7E01}  # NaN bit patterns no kernel result can produce

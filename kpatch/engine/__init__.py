@@ -1,0 +1,1 @@
+"""The algorithms: plan (check everything first), apply, rebase (classify, trial, culprit), export."""

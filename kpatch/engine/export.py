@@ -1,0 +1,150 @@
+"""export: worktree commits -> patch files and series, every stack in one journaled step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from kpatch import journal
+from kpatch.engine.plan import Item, resolve_items
+from kpatch.errors import WorktreeError
+from kpatch.gitx import Repository
+from kpatch.stack import SERIES
+from kpatch.stack.writer import Rendered, render
+from kpatch.state import Kind, RunState, Settled
+from kpatch.ui import UI
+from kpatch.workspace import Workspace
+
+
+class Change(Enum):
+    UNCHANGED = "unchanged"
+    MODIFIED = "modified"
+    ADDED = "added"
+    REMOVED = "removed"
+
+
+@dataclass(frozen=True)
+class FileChange:
+    upstream: str
+    path: Path
+    change: Change
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    files: tuple[FileChange, ...]
+    written: bool
+
+    @property
+    def stale(self) -> tuple[FileChange, ...]:
+        return tuple(f for f in self.files if f.change is not Change.UNCHANGED)
+
+
+def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> ExportResult:
+    """Compare (and unless `check`, write) every chosen stack's files with what its worktree commits give."""
+    for name in names:
+        ws.stack.get(name)
+    pending = ws.pending_journal()
+    if pending and not check:
+        raise WorktreeError(f"an interrupted 'kpatch {pending}' left files half-written: run 'kpatch {pending} "
+                            "--continue' or '--abort' first")
+    run = ws.read_state()
+    planned: list[tuple[Item, Repository, Rendered]] = []
+    changes: list[FileChange] = []
+    for item in resolve_items(ws, ui, {}, fetch_missing=False):
+        if names and item.upstream.name not in names:
+            continue
+        tree, base = _tree_on_stack(ws, item, run)
+        rendered = render(tree, base, item.series, item.series.dropped)
+        planned.append((item, tree, rendered))
+        changes.extend(_compare(item, rendered))
+    if check:
+        return ExportResult(files=tuple(changes), written=False)
+    ws.check_writable(ws.kpatch_dir, *(item.upstream.patches for item, _, _ in planned))
+    writes: dict[Path, bytes] = {}
+    for item, _, rendered in planned:
+        writes.update(rendered.files)
+        writes[item.upstream.patches / SERIES] = rendered.series
+    journal.write(ws.journal_dir, "export", writes, [c.path for c in changes if c.change is Change.REMOVED])
+    _record_exported(ws, run, [(item.upstream.name, tree) for item, tree, _ in planned])
+    journal.close(ws.journal_dir)
+    return ExportResult(files=tuple(changes), written=True)
+
+
+def continue_export(ws: Workspace, ui: UI) -> ExportResult:
+    """Finish an export a kill interrupted (or, if it had not started writing, run it again)."""
+    if ws.pending_journal() != "export":
+        raise WorktreeError("nothing to continue: no interrupted export")
+    if not journal.committed(ws.journal_dir):
+        journal.back(ws.journal_dir)
+        return export(ws, ui, (), check=False)
+    journal.forward(ws.journal_dir)
+    run = ws.read_state()
+    _record_exported(ws, run, [(u.name, ws.tree(u.name)) for u in ws.stack.upstreams if ws.worktree(u.name).exists()])
+    journal.close(ws.journal_dir)
+    return export(ws, ui, (), check=True)
+
+
+def abort_export(ws: Workspace) -> None:
+    """Put every file an interrupted export touched back as it was."""
+    if ws.pending_journal() != "export":
+        raise WorktreeError("nothing to abort: no interrupted export")
+    journal.back(ws.journal_dir)
+
+
+def _tree_on_stack(ws: Workspace, item: Item, run: RunState) -> tuple[Repository, str]:
+    """The worktree and its base, refused when it is mid-operation or holds something other than the stack."""
+    name, path = item.upstream.name, item.worktree
+    if not path.exists():
+        raise WorktreeError(f"no worktree for {name} at {path}: run 'kpatch apply' first")
+    tree = Repository(path)
+    busy = tree.operation()
+    if busy:
+        raise WorktreeError(f"worktree {path} is in the middle of a git {busy}; finish it first")
+    op = run.operation
+    stack = op.stacks.get(name) if op is not None and op.kind is Kind.APPLY else None
+    base = stack.base if stack else run.settled[name].base if name in run.settled else item.base
+    if base is None:
+        raise WorktreeError(f"base of {name} is unknown: run 'kpatch apply' first")
+    head = tree.head()
+    if not tree.is_ancestor(base, head):
+        raise WorktreeError(f"worktree {path} is not on the {name} stack: HEAD {head[:12]} does not contain its base "
+                            f"{base[:12]} (was something else checked out there?); nothing was exported")
+    ours = set(tree.not_upstream(base, head))
+    theirs = tree.count(base, head) - len(ours)
+    if theirs:
+        sample = next(sha for sha in tree.commits(base, head) if sha not in ours)
+        raise WorktreeError(f"worktree {path} is not on the {name} stack: {theirs} commit(s) since the base are "
+                            f"upstream's (e.g. {sample[:12]} \"{tree.commit_info(sample).subject}\"), not patches; "
+                            "was a branch checked out there? nothing was exported")
+    return tree, base
+
+
+def _record_exported(ws: Workspace, run: RunState, trees: list[tuple[str, Repository]]) -> None:
+    """What export wrote out is what the worktrees hold: moving them later loses nothing."""
+    for name, tree in trees:
+        settled = run.settled.get(name)
+        if settled is not None:
+            run.settled[name] = Settled(base=settled.base, head=tree.head(), tag=settled.tag,
+                                        tag_commit=settled.tag_commit)
+    ws.write_state(run)
+
+
+def _compare(item: Item, rendered: Rendered) -> list[FileChange]:
+    name = item.upstream.name
+    changes = []
+    for path, data in rendered.files.items():
+        if not path.is_file():
+            changes.append(FileChange(name, path, Change.ADDED))
+        else:
+            changes.append(FileChange(name, path, Change.UNCHANGED if path.read_bytes() == data else Change.MODIFIED))
+    for patch in item.series.patches:
+        if patch.path not in rendered.files:
+            changes.append(FileChange(name, patch.path, Change.REMOVED))
+    series = item.upstream.patches / SERIES
+    current = series.read_bytes() if series.is_file() else None
+    kind = Change.ADDED if current is None else Change.UNCHANGED if current == rendered.series else Change.MODIFIED
+    changes.append(FileChange(name, series, kind))
+    return changes

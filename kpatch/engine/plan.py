@@ -1,0 +1,170 @@
+"""Check everything before changing anything: series, cross-stack `Requires:`, bases, patch paths, and work
+that moving a worktree would lose."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpatch.config import SHA_RE, Stack, Upstream
+from kpatch.errors import ConfigError, SeriesError, UpstreamError, WorktreeError
+from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of
+from kpatch.stack import Series, load_series
+from kpatch.state import RunState, Settled
+from kpatch.ui import UI
+from kpatch.workspace import Workspace
+
+BACKUPS_KEPT = 20
+
+
+@dataclass(frozen=True)
+class Item:
+    """One upstream, its stack, and the commit the stack goes onto."""
+
+    upstream: Upstream
+    series: Series
+    base: str | None  # None when not resolved (no mirror yet and fetching was not allowed)
+    mirror: Mirror
+    worktree: Path
+
+
+def load_all_series(stack: Stack) -> dict[str, Series]:
+    """Every stack's series, with each `Requires:` checked against the stacks it may name."""
+    all_series = {u.name: load_series(u.name, u.patches) for u in stack.upstreams}
+    for upstream in stack.upstreams:
+        allowed = stack.closure(upstream.name)
+        for patch in all_series[upstream.name].patches:
+            for ref in patch.requires:
+                where = f"{patch.path}:{ref.line}"
+                if ref.upstream not in all_series:
+                    raise SeriesError(f"{where}: Requires names unknown upstream {ref.upstream!r}")
+                if ref.upstream not in allowed:
+                    raise SeriesError(f"{where}: Requires {ref} but {upstream.name!r} does not require "
+                                      f"{ref.upstream!r} in {stack.path.name}")
+                target = all_series[ref.upstream]
+                if ref.patch not in target.names() and ref.patch not in target.dropped:
+                    raise SeriesError(f"{where}: Requires {ref}, which is not in {ref.upstream}'s series")
+    return all_series
+
+
+def fetch(ws: Workspace, ui: UI, upstream: Upstream) -> Mirror:
+    mirror = ws.mirror(upstream.name)
+    with ui.progress(f"fetching {upstream.name} from {upstream.display_url}", 100) as report:
+        mirror.fetch(upstream.url, report)
+    return mirror
+
+
+def resolve_items(ws: Workspace, ui: UI, onto: Mapping[str, str], *, fetch_missing: bool,
+                  run: RunState | None = None) -> list[Item]:
+    """Resolve every upstream's target commit, fetching only what the mirror lacks (or any branch `--onto`)."""
+    series = load_all_series(ws.stack)
+    for name in onto:
+        ws.stack.get(name)
+    items = []
+    for upstream in ws.stack.upstreams:
+        mirror = ws.mirror(upstream.name)
+        ref = onto.get(upstream.name, upstream.base)
+        base = mirror.resolve(ref) if mirror.exists else None
+        moving = upstream.name in onto and not SHA_RE.match(ref)
+        if fetch_missing and (base is None or moving):
+            fetch(ws, ui, upstream)
+            base = mirror.resolve(ref)
+            if base is None:
+                raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of "
+                                    f"{upstream.display_url}")
+        if base is not None and upstream.name not in onto:
+            _check_recorded(ws.stack, upstream, base, ui)
+            if run is not None:
+                _check_tag(upstream, base, run.settled.get(upstream.name), ui)
+        items.append(Item(upstream=upstream, series=series[upstream.name], base=base, mirror=mirror,
+                          worktree=ws.worktree(upstream.name)))
+    return items
+
+
+def check_symlinks(item: Item) -> None:
+    """Refuse a stack that would write through a symlink of the base tree or one an earlier patch adds."""
+    assert item.base is not None
+    paths = [p for patch in item.series.patches for p in patch.paths]
+    links = item.mirror.symlinks(item.base, paths)
+    for patch in item.series.patches:
+        for path in patch.paths:
+            parents = ["/".join(path.split("/")[:i]) for i in range(1, path.count("/") + 1)]
+            hit = next((p for p in parents if p in links), None)
+            if hit:
+                raise SeriesError(f"{patch.path}: patch writes {path!r} through the symlink {hit!r}")
+        links |= set(patch.new_symlinks)
+
+
+def unexported(tree: Repository, series: Series, settled: Settled | None, base: str | None) -> list[str]:
+    """Commits in `tree` that no patch file holds and no upstream has: what moving it would lose.
+
+    Nothing when HEAD is what kpatch last left or exported there. Each is described as 'sha subject'.
+    """
+    head = tree.head()
+    if settled is not None and head == settled.head:
+        return []
+    since = settled.head if settled is not None and tree.has_commit(settled.head) else base
+    args = ["rev-list", "--reverse", head, "--not", "--branches", "--tags"] + ([since] if since else [])
+    candidates = tree.out(args).split()
+    if not candidates:
+        return []
+    in_files = set(file_patch_ids(tree, [p.path for p in series.patches], verbatim=True)) if series.patches else set()
+    ids = patch_ids_of(tree, candidates, verbatim=True)
+    lost = [sha for sha in candidates if ids.get(sha) not in in_files]
+    return [f"{sha[:12]} {tree.out(['log', '-1', '--format=%s', sha])}" for sha in lost]
+
+
+def refuse_unexported(ws: Workspace, items: list[Item], run: RunState, *, discard: bool, doing: str) -> None:
+    """Stop before `doing` moves a worktree that holds commits not exported to patches/ (unless --discard)."""
+    for item in items:
+        path = item.worktree
+        if not path.exists() or discard:
+            continue
+        lost = unexported(Repository(path), item.series, run.settled.get(item.upstream.name), item.base)
+        if lost:
+            more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+            raise WorktreeError(f"worktree {path} has commits not in patches/ ({lost[0]}{more}): run 'kpatch export "
+                                f"{item.upstream.name}' to keep them, or '{doing} --discard' to drop them (a backup "
+                                "ref is kept either way)")
+
+
+def backup(tree: Repository, name: str, stamp: str) -> str | None:
+    """Keep the worktree's HEAD reachable under refs/kpatch/backup/<name>/ before kpatch moves it.
+
+    Only a HEAD that no upstream branch or tag holds needs it; the same commit is kept once; the newest
+    BACKUPS_KEPT per upstream stay.
+    """
+    head = tree.head()
+    if not tree.out(["rev-list", "-1", head, "--not", "--branches", "--tags"]):
+        return None
+    prefix = f"refs/kpatch/backup/{name}/"
+    kept = tree.refs(prefix)
+    if any(sha == head for _, sha in kept):
+        return None
+    ref = prefix + stamp
+    tree.update_ref(ref, head)
+    for old, _ in kept[: max(0, len(kept) + 1 - BACKUPS_KEPT)]:
+        tree.run(["update-ref", "-d", old])
+    return ref
+
+
+def _check_recorded(stack: Stack, upstream: Upstream, base: str, ui: UI) -> None:
+    if upstream.base_commit is None or upstream.base_commit == base:
+        return
+    message = (f"upstream {upstream.name}: {upstream.base} resolves to {base[:12]}, "
+               f"not the recorded base-commit {upstream.base_commit[:12]}")
+    if upstream.url_overridden:
+        ui.warn(f"{message} (URL overridden to {upstream.display_url}; using {base[:12]})")
+        return
+    raise ConfigError(f"{stack.path}:{upstream.line}: {message} (did the tag move?)")
+
+
+def _check_tag(upstream: Upstream, base: str, settled: Settled | None, ui: UI) -> None:
+    """Warn when a tag base now names another commit than it did at the last apply (a force-pushed tag)."""
+    if upstream.base_is_sha or settled is None or settled.tag != upstream.base or settled.tag_commit in (None, base):
+        return
+    assert settled.tag_commit is not None
+    ui.warn(f"upstream {upstream.name}: tag {upstream.base} now resolves to {base[:12]}, not {settled.tag_commit[:12]}"
+            " as at the last apply (was it force-pushed?); pin base-commit in kpatch.toml to catch this as an error")
+

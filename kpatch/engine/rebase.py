@@ -1,0 +1,377 @@
+"""rebase: move every stack onto a new upstream base as one transaction across the repositories.
+
+Stacks move in scratch worktrees (`<workdir>/.rebase/<name>`), kernels first, each with one `git am` over the
+patches still to apply. Nothing the user owns changes until every stack has moved; then kpatch.toml, patches/
+and the recorded resolutions change in one journaled step, and the user's worktrees move last.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from kpatch import config, github, journal
+from kpatch.engine import classify, rerere
+from kpatch.engine.plan import Item, backup, fetch, load_all_series, refuse_unexported, unexported
+from kpatch.errors import UpstreamError, UsageError, WorktreeError
+from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
+from kpatch.stack import SERIES, Patch, Series, parse_patch
+from kpatch.stack.writer import render
+from kpatch.state import (
+    Culprit,
+    Evidence,
+    How,
+    Hunk,
+    Kind,
+    Operation,
+    PatchRun,
+    Phase,
+    Resolved,
+    RunState,
+    Settled,
+    StackPhase,
+    StackRun,
+)
+from kpatch.ui import UI
+from kpatch.workspace import Workspace
+
+
+class Outcome(Enum):
+    APPLIED = "applied"
+    CONFLICT = "conflict"
+    BLOCKED = "blocked"
+
+
+@dataclass(frozen=True)
+class PatchReport:
+    name: str
+    klass: str  # clean, three-way, upstream, conflict or "not tried"
+    applied: bool  # in the scratch worktree (False for a class found by a trial apply)
+    why: str
+    commit: str | None
+    hunks: tuple[tuple[str, int | None], ...]
+    culprit: Culprit | None
+
+
+@dataclass(frozen=True)
+class StackReport:
+    name: str
+    old_base: str
+    new_base: str
+    outcome: Outcome
+    patches: tuple[PatchReport, ...]
+
+
+@dataclass(frozen=True)
+class RebaseResult:
+    stacks: tuple[StackReport, ...]
+    github: str | None
+    committed: bool  # kpatch.toml and patches/ were rewritten
+
+    @property
+    def conflict(self) -> PatchReport | None:
+        return next((p for s in self.stacks for p in s.patches if p.klass == "conflict"), None)
+
+
+def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, discard: bool = False) -> RebaseResult:
+    run = ws.refuse_if_busy()
+    series = load_all_series(ws.stack)
+    for name in onto:
+        ws.stack.get(name)
+    stacks: dict[str, StackRun] = {}
+    items = []
+    for upstream in ws.stack.upstreams:  # everything is resolved and checked before anything is written
+        mirror = fetch(ws, ui, upstream)
+        old = mirror.resolve(upstream.base)
+        ref = onto.get(upstream.name, upstream.branch)
+        new = mirror.resolve(ref)
+        if old is None:
+            raise UpstreamError(f"upstream {upstream.name}: pinned base {upstream.base!r} is not in "
+                                f"{upstream.display_url}")
+        if new is None:
+            raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of "
+                                f"{upstream.display_url}")
+        if not force and not mirror.is_ancestor(old, new):
+            direction = "goes backwards past" if mirror.is_ancestor(new, old) else "does not descend from"
+            raise UsageError(f"upstream {upstream.name}: {ref} ({new[:12]}) {direction} the base {old[:12]}; "
+                             "use --force to rebase onto it anyway")
+        stacks[upstream.name] = StackRun(name=upstream.name, base=new, old_base=old,
+                                         tree=str(ws.scratch_dir / upstream.name),
+                                         patches=[PatchRun(name=p.name) for p in series[upstream.name].patches])
+        items.append(Item(upstream=upstream, series=series[upstream.name], base=old, mirror=mirror,
+                          worktree=ws.worktree(upstream.name)))
+        rerere.check(ws.stack.root, upstream.name)
+    refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
+    ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams))
+    pulls = github.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
+    if pulls.unavailable:
+        ui.warn(pulls.unavailable)
+    for upstream in ws.stack.upstreams:
+        classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
+    run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable)
+    ws.write_state(run)
+    return _advance(ws, ui, run)
+
+
+def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
+    if ws.pending_journal() == "rebase":
+        if journal.committed(ws.journal_dir):
+            journal.forward(ws.journal_dir)
+            return _finish(ws, ui, _require(ws))
+        journal.back(ws.journal_dir)  # killed while staging: nothing was written; stage it again
+    run = _require(ws)
+    op = run.operation
+    assert op is not None
+    series = load_all_series(ws.stack)
+    for stack in op.stacks.values():
+        patches = series[stack.name].patches
+        if stack.phase is StackPhase.RUNNING:  # killed while git am ran: undo its half, then go again
+            _undo(ws, stack, patches)
+        elif stack.phase is StackPhase.STOPPED:
+            if not _resume(ws, ui, stack, patches):
+                ws.write_state(run)
+                return _result(ws, op, committed=False)
+        ws.write_state(run)
+    return _advance(ws, ui, run)
+
+
+def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
+    """Drop the scratch worktrees and the rebase; a half-written kpatch.toml and patches/ go back as they were."""
+    restored_files = ws.pending_journal() == "rebase"
+    if restored_files:
+        journal.back(ws.journal_dir)
+    run = _require(ws)
+    op = run.operation
+    assert op is not None
+    for stack in op.stacks.values():
+        scratch, mirror = Path(stack.tree), ws.mirror(stack.name)
+        if mirror.owns(scratch):
+            tree = Repository(scratch)
+            if Am(tree).in_progress():
+                Am(tree).abort(tree.head())
+        if scratch.exists():
+            mirror.remove_worktree(scratch)
+        _move_back(ws, ui, run, stack)
+    shutil.rmtree(ws.scratch_dir, ignore_errors=True)
+    run.operation = None
+    ws.write_state(run)
+    ui.note("rebase aborted; kpatch.toml and patches/ are as they were" +
+            (" (restored from the journal)" if restored_files else ""))
+    return tuple(op.stacks)
+
+
+def _advance(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
+    """Apply what is left of every unblocked stack, then commit if nothing conflicts."""
+    op = run.operation
+    assert op is not None
+    series = load_all_series(ws.stack)
+    for upstream in ws.stack.upstreams:
+        stack = op.stacks[upstream.name]
+        patches = series[upstream.name].patches
+        mirror = ws.mirror(upstream.name)
+        blocked = any(op.stacks[d].phase is not StackPhase.DONE for d in ws.stack.closure(upstream.name))
+        if stack.phase is StackPhase.WAITING and blocked:
+            classify.predict(mirror, stack, patches, 0)
+        if stack.phase is not StackPhase.WAITING or blocked:
+            continue
+        scratch = Path(stack.tree)
+        if not mirror.owns(scratch):  # new, or half-made by an interrupted run
+            if scratch.exists():
+                mirror.remove_worktree(scratch)
+            scratch.parent.mkdir(parents=True, exist_ok=True)
+            mirror.add_worktree(scratch, stack.base)
+            rerere.load(ws.stack.root, upstream.name, mirror.enable_rerere())
+            for patch in stack.patches:  # a fresh scratch holds none of them
+                if patch.phase is Phase.APPLIED:
+                    patch.reset()
+        tree = Repository(scratch)
+        todo = [p for p in stack.patches if not p.settled]
+        stack.phase, stack.head_before = StackPhase.RUNNING, tree.head()
+        for patch in todo:
+            patch.reset()
+            patch.phase = Phase.IN_FLIGHT
+        ws.write_state(run)  # what --continue sees if this run is killed from here on
+        with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
+            am = Am(tree).start([series[upstream.name].folder / p.name for p in todo], report, rerere=True)
+        _record(mirror, tree, stack, todo, am, patches)
+        ws.write_state(run)
+    if any(s.phase is not StackPhase.DONE for s in op.stacks.values()):
+        return _result(ws, op, committed=False)
+    return _commit(ws, ui, run, series)
+
+
+def _record(mirror: Mirror, tree: Repository, stack: StackRun, todo: Sequence[PatchRun], am: AmRun,
+            patches: Sequence[Patch], *, resumed: bool = False) -> None:
+    """Classify the patches one am run went through; at a stop, find the culprit and predict the rest."""
+    by_name = {p.name: p for p in patches}
+    for offset, method in enumerate(am.methods):
+        patch = todo[offset]
+        patch.hunks, patch.culprit, patch.predicted = [], None, None
+        if method is Method.EMPTY:
+            patch.phase, patch.evidence = Phase.UPSTREAM, Evidence.EMPTY
+            assert stack.old_base is not None
+            patch.commit = mirror.last_commit_touching(stack.old_base, stack.base, by_name[patch.name].paths)
+        else:
+            patch.phase = Phase.APPLIED
+            patch.how = How.THREE_WAY if method is Method.THREE_WAY else How.CLEAN
+            if offset in am.rerere:
+                patch.resolved = Resolved.RECORDED
+            elif resumed and offset == 0:
+                patch.resolved = Resolved.BY_HAND
+    for patch in todo[len(am.methods):]:
+        patch.phase = Phase.PENDING
+    if not am.stopped:
+        stack.phase, stack.final_head = StackPhase.DONE, tree.head()
+        return
+    stopped = todo[len(am.methods)]
+    stopped.phase = Phase.CONFLICT
+    stopped.hunks = [Hunk(h.path, h.line) for h in am.hunks]
+    kept = [by_name[p.name] for p in stack.patches if p.phase is Phase.APPLIED]
+    stopped.culprit = classify.bisect(mirror, stack, kept, by_name[stopped.name])
+    stack.phase = StackPhase.STOPPED
+    classify.predict(mirror, stack, patches, stack.patches.index(stopped) + 1)
+
+
+def _resume(ws: Workspace, ui: UI, stack: StackRun, patches: Sequence[Patch]) -> bool:
+    """Go on after a person resolved the stopped patch; False when the stack stopped again."""
+    tree, mirror = Repository(Path(stack.tree)), ws.mirror(stack.name)
+    stopped = next(p for p in stack.patches if p.phase is Phase.CONFLICT)
+    index = stack.patches.index(stopped)
+    todo = [stopped, *(p for p in stack.patches[index + 1:] if not p.settled)]
+    am = Am(tree)
+    if am.in_progress():
+        with ui.progress(f"continuing {stack.name}", len(todo)) as report:
+            run = am.resume(report, rerere=True)
+        _record(mirror, tree, stack, todo, run, patches, resumed=True)
+        return stack.phase is not StackPhase.STOPPED
+    moved = tree.count(stack.head_before, "HEAD") if stack.head_before else 0
+    for offset, patch in enumerate(todo):  # finished (or skipped) outside kpatch: keep what was committed
+        patch.reset()
+        if offset < moved:
+            patch.phase, patch.how, patch.resolved = Phase.APPLIED, How.THREE_WAY, Resolved.BY_HAND
+    stack.phase = StackPhase.WAITING
+    return True
+
+
+def _undo(ws: Workspace, stack: StackRun, patches: Sequence[Patch]) -> None:
+    """Leave a git am a kill interrupted: back to the HEAD it started from, the in-flight patches pending."""
+    scratch, mirror = Path(stack.tree), ws.mirror(stack.name)
+    if mirror.owns(scratch) and stack.head_before:
+        created = sorted({f for p in patches for f in p.new_files})
+        Am(Repository(scratch)).abort(stack.head_before, created)
+    for patch in stack.patches:
+        if patch.phase is Phase.IN_FLIGHT:
+            patch.reset()
+    stack.phase = StackPhase.WAITING
+
+
+def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> RebaseResult:
+    """Every stack moved: write kpatch.toml, patches/ and the recorded resolutions in one journaled step."""
+    op = run.operation
+    assert op is not None
+    writes: dict[Path, bytes] = {}
+    deletes: list[Path] = []
+    for upstream in ws.stack.upstreams:
+        stack, stack_series = op.stacks[upstream.name], series[upstream.name]
+        dropped = dict(stack_series.dropped)
+        for patch in stack.patches:
+            if patch.phase is Phase.UPSTREAM:
+                dropped[patch.name] = f"upstream ({classify.why(patch, [])}; commit {patch.commit or 'unknown'})"
+        rendered = render(Repository(Path(stack.tree)), stack.base, stack_series, dropped)
+        writes.update(rendered.files)
+        writes[upstream.patches / SERIES] = rendered.series
+        deletes += [p.path for p in stack_series.patches if p.path not in rendered.files]
+        writes.update(rerere.recorded(ws.stack.root, upstream.name, ws.mirror(upstream.name).path / "rr-cache"))
+    writes[ws.stack.path] = config.with_new_bases(ws.stack.path, {n: s.base for n, s in op.stacks.items()})
+    changed = journal.write(ws.journal_dir, "rebase", writes, deletes)
+    ui.note(f"rebase committed: {changed} file(s) in kpatch.toml and patches/")
+    return _finish(ws, ui, run)
+
+
+def _finish(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
+    """Move the user's worktrees to the rebased commits (keeping what they held), drop the scratch ones."""
+    op = run.operation
+    assert op is not None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    series = load_all_series(ws.stack)
+    for name, stack in op.stacks.items():
+        assert stack.final_head is not None
+        path, mirror = ws.worktree(name), ws.mirror(name)
+        tree = Repository(path)
+        if path.exists() and tree.head() != stack.final_head:
+            if tree.dirty() or tree.operation() or unexported(tree, series[name], run.settled.get(name), None):
+                ui.warn(f"worktree {path} has local changes or unexported commits: left as it is; run "
+                        "'kpatch export' or 'kpatch apply' when ready")
+            else:
+                backup(tree, name, stamp)
+                tree.checkout(stack.final_head)
+        elif not path.exists():
+            mirror.add_worktree(path, stack.final_head)
+        if Path(stack.tree).exists():
+            mirror.remove_worktree(Path(stack.tree))
+    result = _result(ws, op, committed=True)
+    for name, stack in op.stacks.items():
+        assert stack.final_head is not None
+        run.settled[name] = Settled(base=stack.base, head=stack.final_head)
+    run.operation = None
+    ws.write_state(run)
+    shutil.rmtree(ws.scratch_dir, ignore_errors=True)
+    journal.close(ws.journal_dir)
+    return result
+
+
+def _move_back(ws: Workspace, ui: UI, run: RunState, stack: StackRun) -> None:
+    """After an abort that undid the files: a user worktree a killed finish already moved goes back too."""
+    settled = run.settled.get(stack.name)
+    path = ws.worktree(stack.name)
+    if settled is None or stack.final_head is None or not path.exists():
+        return
+    tree = Repository(path)
+    if tree.head() == stack.final_head and not tree.dirty():
+        tree.checkout(settled.head)
+        ui.note(f"{stack.name}: {path} back at {settled.head[:12]}")
+
+
+def _require(ws: Workspace) -> RunState:
+    run = ws.read_state()
+    if run.operation is None or run.operation.kind is not Kind.REBASE:
+        raise WorktreeError(f"nothing to continue or abort: no rebase in progress in {ws.workdir}")
+    return run
+
+
+def _result(ws: Workspace, op: Operation, *, committed: bool) -> RebaseResult:
+    outcome = {StackPhase.DONE: Outcome.APPLIED, StackPhase.STOPPED: Outcome.CONFLICT}
+    reports = []
+    for name, stack in op.stacks.items():
+        assert stack.old_base is not None
+        patches = []
+        for patch in stack.patches:
+            now_upstream = _requires(ws, name, patch.name, op)
+            klass = patch.phase.value if patch.phase in (Phase.UPSTREAM, Phase.CONFLICT) else \
+                patch.how.value if patch.phase is Phase.APPLIED and patch.how else \
+                patch.predicted.value if patch.predicted else "not tried"
+            patches.append(PatchReport(name=patch.name, klass=klass, applied=patch.phase is Phase.APPLIED,
+                                       why=classify.why(patch, now_upstream), commit=patch.commit,
+                                       hunks=tuple((h.path, h.line) for h in patch.hunks), culprit=patch.culprit))
+        reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
+                                   outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches)))
+    return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed)
+
+
+def _requires(ws: Workspace, stack: str, name: str, op: Operation) -> list[str]:
+    """`Requires:` of this patch that now name an upstream patch (shown as a note)."""
+    folder = ws.stack.get(stack).patches
+    path = folder / name
+    if not path.is_file():
+        return []
+    found = []
+    for ref in parse_patch(path).requires:
+        other = op.stacks.get(ref.upstream)
+        target = other.patch(ref.patch) if other else None
+        if target is not None and target.phase is Phase.UPSTREAM:
+            found.append(str(ref))
+    return found

@@ -1,0 +1,107 @@
+"""status: per upstream its pin, mirror and worktree, and the state of every patch. Reads only.
+
+A patch counts as applied only when the worktree commit has the very diff the file has, CRs and all
+(`git patch-id --verbatim`): a patch whose CRs were stripped on the way in is not "applied".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from kpatch.engine.plan import Item, resolve_items
+from kpatch.gitx import Repository, commit_patch_ids, file_patch_ids
+from kpatch.state import Kind, Phase, RunState, StackPhase, StackRun
+from kpatch.ui import UI
+from kpatch.workspace import Workspace
+
+
+class PatchState(Enum):
+    APPLIED = "applied"
+    MODIFIED = "modified"  # in the worktree, but the commit differs from the file: run `kpatch export`
+    NOT_APPLIED = "not applied"
+    CONFLICT = "conflict"
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    name: str
+    subject: str
+    upstream_status: str | None
+    upstream_prs: tuple[str, ...]
+    requires: tuple[str, ...]
+    state: PatchState
+
+
+@dataclass(frozen=True)
+class UpstreamReport:
+    name: str
+    url: str
+    branch: str
+    base: str
+    base_commit: str | None
+    mirror_head: str | None
+    behind: int | None
+    worktree: Path
+    head: str | None
+    unexported: int  # worktree commits that match no patch file
+    patches: tuple[PatchStatus, ...]
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    upstreams: tuple[UpstreamReport, ...]
+    operation: str | None  # "apply" or "rebase" when one is in progress
+    journal: str | None  # the command whose journaled write was interrupted, if any
+
+
+def status(ws: Workspace, ui: UI) -> StatusResult:
+    run = ws.read_state()
+    reports = tuple(_report(item, run) for item in resolve_items(ws, ui, {}, fetch_missing=False))
+    return StatusResult(upstreams=reports, operation=run.operation.kind.value if run.operation else None,
+                        journal=ws.pending_journal())
+
+
+def _report(item: Item, run: RunState) -> UpstreamReport:
+    upstream, name = item.upstream, item.upstream.name
+    op = run.operation
+    stack = op.stacks.get(name) if op is not None and op.kind is Kind.APPLY else None
+    base = stack.base if stack else run.settled[name].base if name in run.settled else item.base
+    mirror_head = item.mirror.resolve(upstream.branch) if item.mirror.exists else None
+    behind = item.mirror.count(base, mirror_head) if base and mirror_head else None
+    tree = Repository(item.worktree)
+    head = tree.head() if item.worktree.exists() else None
+    states, unexported = _patch_states(item, tree, base, stack)
+    patches = tuple(
+        PatchStatus(name=p.name, subject=p.subject, upstream_status=p.status.value if p.status else None,
+                    upstream_prs=p.prs, requires=tuple(str(r) for r in p.requires), state=s)
+        for p, s in zip(item.series.patches, states, strict=True)
+    )
+    return UpstreamReport(name=name, url=upstream.display_url, branch=upstream.branch, base=upstream.base,
+                          base_commit=base, mirror_head=mirror_head, behind=behind, worktree=item.worktree,
+                          head=head, unexported=unexported, patches=patches)
+
+
+def _patch_states(item: Item, tree: Repository, base: str | None,
+                  stack: StackRun | None) -> tuple[list[PatchState], int]:
+    patches = item.series.patches
+    if stack is not None and stack.phase is not StackPhase.DONE:
+        phase = {p.name: p.phase for p in stack.patches}
+        by_phase = {Phase.APPLIED: PatchState.APPLIED, Phase.UPSTREAM: PatchState.APPLIED,
+                    Phase.CONFLICT: PatchState.CONFLICT}
+        return [by_phase.get(phase.get(p.name, Phase.PENDING), PatchState.NOT_APPLIED) for p in patches], 0
+    if base is None or not item.worktree.exists():
+        return [PatchState.NOT_APPLIED] * len(patches), 0
+    in_tree = set(commit_patch_ids(tree, base, "HEAD", verbatim=True).values())
+    subjects = set(tree.subjects(base))
+    ids = file_patch_ids(tree, [p.path for p in patches], verbatim=True) if patches else []
+    states = []
+    for patch, pid in zip(patches, ids, strict=True):
+        if pid in in_tree:
+            states.append(PatchState.APPLIED)
+        elif patch.subject in subjects:
+            states.append(PatchState.MODIFIED)
+        else:
+            states.append(PatchState.NOT_APPLIED)
+    return states, len(in_tree - set(ids))

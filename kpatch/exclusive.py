@@ -1,0 +1,70 @@
+"""One writer at a time: an exclusive lock per project and per cache, held by every command that writes.
+
+The lock is an `flock` on a file that also names its holder (pid, command, start time), so a second writer
+fails at once with a clear message, and a holder that died (even by SIGKILL) can never leave it stuck:
+the kernel releases the lock with the process. Readers (`status`) take no lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from kpatch.errors import WorktreeError
+
+
+@contextmanager
+def exclusive(locks: list[Path], command: str) -> Iterator[list[str]]:
+    """Hold every lock in `locks` (taken in sorted order); yield notes about holders that died holding one."""
+    notes: list[str] = []
+    with ExitStack() as stack:
+        for path in sorted(set(locks)):
+            notes += stack.enter_context(_hold(path, command))
+        yield notes
+
+
+@contextmanager
+def _hold(path: Path, command: str) -> Iterator[list[str]]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _describe(_read(fd))
+            raise WorktreeError(f"another kpatch is writing here ({holder}): wait for it to finish "
+                                f"(lock {path})") from None
+        previous = _read(fd)
+        notes = []
+        if previous.get("pid"):
+            notes.append(f"took over the lock {path} from kpatch pid {previous['pid']} "
+                         f"({previous.get('command', '?')}), which ended without releasing it")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": command, "since": int(time.time())}).encode(), 0)
+        try:
+            yield notes
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def _read(fd: int) -> dict[str, object]:
+    try:
+        raw = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+    except (ValueError, UnicodeDecodeError, OSError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _describe(holder: dict[str, object]) -> str:
+    if not holder.get("pid"):
+        return "another process"
+    since = holder.get("since")
+    when = time.strftime("%H:%M:%S", time.localtime(since)) if isinstance(since, int) else "?"
+    return f"pid {holder['pid']}: kpatch {holder.get('command', '?')}, since {when}"

@@ -1,0 +1,49 @@
+"""Writing files kpatch owns or edits: atomically, keeping their mode, never through a planted symlink."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+
+def new_file_mode() -> int:
+    """What a plain `open(..., 'w')` would give a new file: 0o666 less the umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = True, mode: int | None = None) -> None:
+    """Write to a temp file beside `path`, then rename over it: readers see old or new, never half.
+
+    The file keeps its previous mode (a new one gets the umask default), so kpatch never turns a user's
+    0644 file into mkstemp's 0600. `durable` also fsyncs, so the file survives a power cut; run-state files
+    that kpatch rewrites on the apply path skip it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            mode = new_file_mode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            if durable:
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def create_exclusive(path: Path, data: bytes) -> None:
+    """Create a new file; never follow a symlink and never open one that exists (crash logs in shared dirs)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)

@@ -1,0 +1,85 @@
+"""Upstream-PR states for rebase: is each PR merged, and as which commit (GitHub's reply checked, not trusted)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+
+from kpatch.github.access import client, scrub, target
+from kpatch.github.names import PR_PATTERN
+
+log = logging.getLogger("kpatch.github")
+
+_PR = re.compile(PR_PATTERN)
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class PullState:
+    """One PR as GitHub reports it; `merge_commit` is None unless GitHub gave a 40-hex SHA."""
+
+    pr: str  # owner/repo#N
+    merged: bool
+    merge_commit: str | None
+    problem: str | None = None  # why a merged PR's commit was not accepted
+
+
+@dataclass(frozen=True)
+class PullCheck:
+    """Merged PRs by name, or why GitHub could not be asked (then nothing is known)."""
+
+    pulls: dict[str, PullState]
+    unavailable: str | None
+
+
+def merge_commit(value: object) -> str | None:
+    """GitHub's merge_commit_sha when it is a full lowercase SHA, else None (`main~20`, '', null are refused)."""
+    return value if isinstance(value, str) and _SHA.fullmatch(value) else None
+
+
+def check_pulls(prs: set[str]) -> PullCheck:
+    """Ask GitHub about each PR; any network or server failure degrades to 'unavailable', never a crash."""
+    if not prs:
+        return PullCheck({}, None)
+    if os.environ.get("KPATCH_OFFLINE"):
+        return PullCheck({}, "offline (KPATCH_OFFLINE is set): Upstream-PR states not checked")
+    from github import GithubException
+
+    # Only the token and API base matter here: the PRs name their own repositories.
+    tgt = target(None, {k: v for k, v in os.environ.items() if k != "GITHUB_REPOSITORY"})
+    session = client(tgt)
+    pulls: dict[str, PullState] = {}
+    try:
+        for pr in sorted(prs):
+            match = _PR.fullmatch(pr)
+            if match is None:  # series.py refuses these already; never build an API path from one
+                log.warning("GitHub: %r is not owner/repo#N: not asked", pr)
+                continue
+            try:
+                repo = session.get_repo(f"{match['owner']}/{match['name']}")
+                pull = repo.get_pull(int(match["number"]))
+                # raw: PyGithub's typed attribute raises on a non-string, and any reply must end as a state
+                pulls[pr] = _state(pr, pull.merged is True, pull.raw_data.get("merge_commit_sha"))
+            except GithubException as err:
+                if err.status != 404:
+                    raise
+                log.warning("GitHub: %s not found", pr)
+    except GithubException as err:
+        return PullCheck({}, f"GitHub unavailable ({tgt.api} answered {err.status}): Upstream-PR states not checked")
+    except Exception as err:  # connection refused, DNS, TLS, timeouts: all mean "cannot ask now"
+        log.warning("GitHub unreachable: %s", scrub(f"{type(err).__name__}: {err}", tgt))
+        return PullCheck({}, f"GitHub unreachable ({tgt.api}: {type(err).__name__}): Upstream-PR states not checked")
+    finally:
+        session.close()
+    return PullCheck(pulls, None)
+
+
+def _state(pr: str, merged: bool, sha: object) -> PullState:
+    commit = merge_commit(sha)
+    if merged and commit is None:
+        problem = f"{pr} is merged but its merge_commit_sha is not a commit SHA ({str(sha)[:60]!r}): not trusted"
+        log.warning("GitHub: %s", problem)
+        return PullState(pr=pr, merged=True, merge_commit=None, problem=problem)
+    return PullState(pr=pr, merged=merged, merge_commit=commit if merged else None)

@@ -1,0 +1,308 @@
+"""The nightly's pull request and failure issue: one of each, retried once per round, never an escaping error."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from kpatch.github.access import Target, client
+
+log = logging.getLogger("kpatch.github")
+
+FAILURE_LABEL = "nightly-failure"
+
+
+class Kind(Enum):
+    """What a result is about."""
+
+    PULL = "pull request"
+    ISSUE = "issue"
+
+
+class Action(Enum):
+    """What was done (or would be, in a dry run; or was being tried, when GitHub failed)."""
+
+    OPEN = "open"
+    UPDATE = "update"
+    COMMENT = "comment"
+    CLOSE = "close"
+    NOTHING = "nothing"
+
+
+class Outcome(Enum):
+    """How the step ended: only DONE wrote anything."""
+
+    DONE = "done"
+    DRY_RUN = "dry-run"
+    UNAVAILABLE = "unavailable"  # 5xx, rate limits or no connection, after every retry
+    DENIED = "denied"  # 401/403: the token lacks a permission (or is wrong)
+    REJECTED = "rejected"  # another 4xx: no such repository, a head branch that does not exist, ...
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A pull request or issue on GitHub."""
+
+    number: int
+    url: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """One reporting step: the action, how it ended, what it touched, and one line for people."""
+
+    kind: Kind
+    action: Action
+    outcome: Outcome
+    ref: Ref | None
+    attempts: int  # rounds of requests made (0: GitHub was not asked)
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (Outcome.DONE, Outcome.DRY_RUN)
+
+    def to_json(self) -> dict[str, object]:
+        """Plain values for a --json report."""
+        return {"kind": self.kind.value, "action": self.action.value, "outcome": self.outcome.value,
+                "number": self.ref.number if self.ref else None, "url": self.ref.url if self.ref else None,
+                "attempts": self.attempts, "message": self.message}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long kpatch keeps trying: `attempts` rounds, waits doubling from `first_wait`, none over `longest_wait`."""
+
+    attempts: int = 5
+    first_wait: float = 2.0
+    longest_wait: float = 300.0
+
+
+@dataclass(frozen=True)
+class _Failure:
+    outcome: Outcome
+    message: str
+    wait: float | None  # seconds before the next round; None: another round cannot help
+
+
+@dataclass
+class _Progress:
+    """Writes made in earlier rounds of one step, so a write whose reply was lost is not made twice."""
+
+    created: bool = False
+    commented: set[int] = field(default_factory=set)
+    closed: Ref | None = None
+
+
+class Reporter:
+    """The nightly's voice on GitHub; see the module docstring. Use as a context manager (closes the session)."""
+
+    def __init__(self, tgt: Target, *, sleep: Callable[[float], None] = time.sleep, retry: RetryPolicy | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.target = tgt
+        self.sleep = sleep
+        self.retry = retry or RetryPolicy()
+        self.clock = clock
+        self._client: Any = None
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    @property
+    def dry(self) -> bool:
+        return self.target.dry_run is not None
+
+    def ensure_pull_request(self, head: str, base: str, title: str, body: str) -> Result:
+        """Open ONE pull request head -> base, or update the title and body of the open one."""
+        progress = _Progress()
+        owner = self.target.repository.owner if self.target.repository else ""  # _step asks only with a repository
+
+        def work(repo: Any) -> tuple[Action, Ref | None]:
+            pulls = sorted(repo.get_pulls(state="open", head=f"{owner}:{head}", base=base), key=lambda p: p.number)
+            if pulls:
+                pull = pulls[0]
+                if progress.created and (pull.title, pull.body or "") == (title, body):
+                    return Action.OPEN, _ref(pull)  # the create went through; only its reply was lost
+                if not self.dry and (pull.title, pull.body or "") != (title, body):
+                    pull.edit(title=title, body=body)
+                return Action.UPDATE, _ref(pull)
+            if self.dry:
+                return Action.OPEN, None
+            progress.created = True
+            return Action.OPEN, _ref(repo.create_pull(base=base, head=head, title=title, body=body,
+                                                      maintainer_can_modify=False))
+
+        return self._step(Kind.PULL, Action.OPEN, f"{head} -> {base}", work)
+
+    def report_failure(self, title: str, body: str, label: str = FAILURE_LABEL) -> Result:
+        """Open ONE issue with `label`, or comment `body` on the open one."""
+        progress = _Progress()
+
+        def work(repo: Any) -> tuple[Action, Ref | None]:
+            issues = _open_issues(repo, label)
+            if issues:
+                issue = issues[0]
+                if progress.created and (issue.title, issue.body or "") == (title, body):
+                    return Action.OPEN, _ref(issue)
+                if not self.dry:
+                    self._comment_once(issue, body, progress)
+                return Action.COMMENT, _ref(issue)
+            if self.dry:
+                return Action.OPEN, None
+            _ensure_label(repo, label)
+            progress.created = True
+            return Action.OPEN, _ref(repo.create_issue(title=title, body=body, labels=[label]))
+
+        return self._step(Kind.ISSUE, Action.OPEN, f"labelled {label}", work)
+
+    def close_failure(self, comment: str, label: str = FAILURE_LABEL) -> Result:
+        """Comment on and close every open issue with `label`; NOTHING when there is none."""
+        progress = _Progress()
+
+        def work(repo: Any) -> tuple[Action, Ref | None]:
+            issues = _open_issues(repo, label)
+            if not issues:
+                return (Action.CLOSE, progress.closed) if progress.closed else (Action.NOTHING, None)
+            if self.dry:
+                return Action.CLOSE, _ref(issues[0])
+            for issue in issues:
+                self._comment_once(issue, comment, progress)
+                progress.closed = progress.closed or _ref(issue)
+                issue.edit(state="closed", state_reason="completed")
+            return Action.CLOSE, progress.closed
+
+        return self._step(Kind.ISSUE, Action.CLOSE, f"labelled {label}", work)
+
+    def _comment_once(self, issue: Any, body: str, progress: _Progress) -> None:
+        if issue.number in progress.commented:
+            comments = list(issue.get_comments())
+            if comments and comments[-1].body == body:
+                return  # the earlier round's comment landed; only its reply was lost
+        progress.commented.add(issue.number)
+        issue.create_comment(body)
+
+    def _step(self, kind: Kind, intent: Action, what: str, work: Callable[[Any], tuple[Action, Ref | None]]) -> Result:
+        tgt = self.target
+        if tgt.repository is None or not tgt.asks:
+            return Result(kind, intent, Outcome.DRY_RUN, None, 0, _would(kind, intent, what, None, tgt.dry_run))
+        if self._client is None:
+            self._client = client(tgt)
+        repo = self._client.get_repo(str(tgt.repository))  # lazy client: no request until a step reads
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                action, ref = work(repo)
+            except Exception as err:  # every failure of GitHub or of the way to it becomes a typed result
+                failure = self._failure(err, attempt)
+                last = attempt == self.retry.attempts
+                if failure.wait is None or last or failure.wait > self.retry.longest_wait:
+                    log.warning("GitHub: %s %s %s: %s (attempt %d)", intent.value, kind.value, what, failure.message,
+                                attempt)
+                    return Result(kind, intent, failure.outcome, None, attempt,
+                                  f"GitHub {failure.outcome.value} ({failure.message}) after {attempt} attempt(s): "
+                                  f"{kind.value} {what} not {_PAST[intent]}")
+                log.info("GitHub: %s; attempt %d of %d again in %.0f s", failure.message, attempt,
+                         self.retry.attempts, failure.wait)
+                self.sleep(failure.wait)
+                continue
+            if self.dry:
+                return Result(kind, action, Outcome.DRY_RUN, ref, attempt, _would(kind, action, what, ref, tgt.dry_run))
+            message = (f"no open {kind.value} {what}: nothing to close" if action is Action.NOTHING else
+                       f"{_PAST[action]} {kind.value} #{ref.number if ref else '?'} {ref.url if ref else ''}".strip())
+            log.info("GitHub: %s", message)
+            return Result(kind, action, Outcome.DONE, ref, attempt, message)
+        raise AssertionError("unreachable: RetryPolicy.attempts must be at least 1")
+
+    def _failure(self, err: Exception, attempt: int) -> _Failure:
+        """What went wrong, and how long to wait before the next round (None: do not retry)."""
+        import requests
+        from github import GithubException, RateLimitExceededException
+
+        backoff = self.retry.first_wait * 2 ** (attempt - 1)
+        api = self.target.api
+        if isinstance(err, GithubException):
+            headers = {str(k).lower(): str(v) for k, v in (err.headers or {}).items()}
+            said = err.data.get("message") if isinstance(err.data, dict) else None
+            what = self._scrub(f"{api} answered {err.status}" + (f": {said}" if said else ""))
+            limited = "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"
+            if err.status == 429 or isinstance(err, RateLimitExceededException) or (err.status == 403 and limited):
+                return _Failure(Outcome.UNAVAILABLE, f"rate limited ({what})", self._rate_wait(headers, backoff))
+            if err.status >= 500:
+                return _Failure(Outcome.UNAVAILABLE, what, _retry_after(headers, self.clock()) or backoff)
+            return _Failure(Outcome.DENIED if err.status in (401, 403) else Outcome.REJECTED, what, None)
+        if isinstance(err, (requests.RequestException, OSError)):
+            return _Failure(Outcome.UNAVAILABLE, f"{api} unreachable ({type(err).__name__})", backoff)
+        log.warning("GitHub: unexpected %s", self._scrub(repr(err)), exc_info=False)
+        return _Failure(Outcome.UNAVAILABLE, f"unexpected reply from {api} ({type(err).__name__})", None)
+
+    def _rate_wait(self, headers: Mapping[str, str], backoff: float) -> float:
+        """Retry-After first; then the primary limit's reset time; else a minute, as GitHub's docs ask."""
+        after = _retry_after(headers, self.clock())
+        if after is not None:
+            return after
+        if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset", "").isdigit():
+            return max(1.0, float(headers["x-ratelimit-reset"]) - self.clock() + 1)
+        return max(60.0, backoff)
+
+    def _scrub(self, text: str) -> str:
+        return self.target.token.redact(text) if self.target.token else text
+
+
+_PAST = {Action.OPEN: "opened", Action.UPDATE: "updated", Action.COMMENT: "commented on", Action.CLOSE: "closed",
+         Action.NOTHING: "touched"}
+
+
+def _would(kind: Kind, action: Action, what: str, ref: Ref | None, why: str | None) -> str:
+    """A dry run's line: what would be done, to which number when GitHub was asked."""
+    if ref is not None:
+        return f"would {action.value} {kind.value} #{ref.number} ({why})"
+    if action is Action.NOTHING:
+        return f"would do nothing: no open {kind.value} {what} ({why})"
+    if why and why != "--dry-run":  # GitHub was not asked: say both ways it could go
+        alternative = {Action.OPEN: ", or update/comment on the open one", Action.CLOSE: " if one is open"}
+        return f"would {action.value} {kind.value} {what}{alternative.get(action, '')} ({why}: GitHub not asked)"
+    return f"would {action.value} {kind.value} {what} ({why})"
+
+
+def _ref(item: Any) -> Ref:
+    return Ref(number=item.number, url=item.html_url, title=item.title)
+
+
+def _open_issues(repo: Any, label: str) -> list[Any]:
+    """Open issues with the label, oldest first; the issues API lists pull requests too, which are skipped."""
+    # `/pull/` in the page URL marks a pull request; reading `pull_request`, absent from a plain issue's data,
+    # would make PyGithub fetch every issue once more.
+    issues = [i for i in repo.get_issues(state="open", labels=[label]) if "/pull/" not in i.html_url]
+    return sorted(issues, key=lambda i: i.number)
+
+
+def _ensure_label(repo: Any, label: str) -> None:
+    from github import UnknownObjectException
+
+    try:
+        repo.get_label(label).complete()  # the client is lazy: ask now, so a missing label is a 404 here
+    except UnknownObjectException:
+        repo.create_label(label, "b60205", "kpatch nightly failed; closed by the next passing night")
+
+
+def _retry_after(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds from a Retry-After header (a number, or an HTTP date), or None."""
+    value = headers.get("retry-after", "").strip()
+    if value.isdigit():
+        return float(value)
+    if value:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+        except (TypeError, ValueError):
+            return None
+    return None

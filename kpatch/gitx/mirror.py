@@ -1,0 +1,134 @@
+"""Bare mirrors of the upstreams: which URLs may be fetched, the fetch itself, and the worktrees made from them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kpatch.errors import UpstreamError
+from kpatch.gitx.repo import Repository
+from kpatch.gitx.runner import popen, run
+from kpatch.redact import redact_text, redact_url
+
+log = logging.getLogger("kpatch.git")
+
+FETCH_TRIES = 3
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_ALLOWED_SCHEMES = {"https", "ssh", "git", "file"}
+_RECEIVING = re.compile(r"Receiving objects:\s+(\d+)%")
+
+
+def retry_delay() -> float:
+    """Seconds before the second fetch try (twice that before the third): KPATCH_FETCH_RETRY_DELAY, else 1."""
+    try:
+        return max(0.0, float(os.environ.get("KPATCH_FETCH_RETRY_DELAY", "1")))
+    except ValueError:
+        return 1.0
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` may not be fetched (None when it may): https, ssh, git, file URLs and local paths only."""
+    if not url.strip() or url != url.strip():
+        return "an upstream URL may not be empty or start or end with spaces"
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        return "an upstream URL may not contain control characters"
+    if url.startswith("-"):
+        return f"{redact_url(url)!r} looks like a command-line option, not a URL"
+    scheme = _SCHEME.match(url)
+    if scheme:
+        name = scheme.group(1).lower()
+        if name not in _ALLOWED_SCHEMES:
+            hint = " (use https://)" if name == "http" else ""
+            return f"URL scheme {name!r} is not allowed{hint}: use https, ssh, git, file or a local path"
+        return None
+    if "::" in url.split("/", 1)[0]:
+        return f"git remote helpers ({url.split('::', 1)[0]}::) are not allowed: use https, ssh, git, file or a path"
+    return None
+
+
+class Mirror(Repository):
+    """The bare mirror of one upstream in the cache: every branch and tag, fetched incrementally."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        super().__init__(path)
+        self.name = name
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / "HEAD").exists()
+
+    def fetch(self, url: str, on_progress: Callable[[int], None] = lambda percent: None, *,
+              sleep: Callable[[float], None] = time.sleep) -> None:
+        """Fetch every branch and tag of `url` (tried FETCH_TRIES times); `on_progress` gets percent received."""
+        problem = url_problem(url)
+        if problem:
+            raise UpstreamError(f"upstream {self.name}: {problem}")
+        if not self.exists:
+            self.path.mkdir(parents=True, exist_ok=True)
+            run(["init", "--quiet", "--bare", "--", str(self.path)])
+        else:
+            self.clear_stale_locks()
+        last = ""
+        for attempt in range(1, FETCH_TRIES + 1):
+            status, stderr = self._fetch_once(url, on_progress)
+            if status == 0:
+                on_progress(100)
+                # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
+                self.run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"])
+                return
+            last = redact_text((stderr.strip().splitlines() or ["no output"])[-1])
+            log.warning("fetch %s from %s failed (try %d/%d): %s", self.name, redact_url(url), attempt, FETCH_TRIES,
+                        last)
+            if attempt < FETCH_TRIES:
+                sleep(retry_delay() * attempt)
+        env_var = "KPATCH_URL_" + re.sub(r"[^A-Z0-9]", "_", self.name.upper())
+        raise UpstreamError(f"upstream {self.name}: cannot fetch {redact_url(url)} after {FETCH_TRIES} tries: {last}"
+                            f" (to work offline: --url {self.name}=PATH or {env_var}=PATH)")
+
+    def _fetch_once(self, url: str, on_progress: Callable[[int], None]) -> tuple[int, str]:
+        """One `git fetch --progress`, turning "Receiving objects:  45% (...)" into on_progress(45)."""
+        args = ["fetch", "--progress", "--prune", "--no-write-fetch-head", "--", url,
+                "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
+        proc = popen(args, self.path, user_config=True, with_stdout=False)
+        assert proc.stderr is not None
+        lines: list[str] = []
+        stream = proc.stderr.fileno()
+        for chunk in iter(lambda: os.read(stream, 4096), b""):
+            for piece in re.split(r"[\r\n]", chunk.decode("utf-8", "replace")):
+                match = _RECEIVING.search(piece)
+                if match:
+                    on_progress(int(match.group(1)))
+                elif piece.strip():
+                    lines.append(piece)
+        proc.stderr.close()
+        return proc.wait(), "\n".join(lines)
+
+    def owns(self, path: Path) -> bool:
+        """True when `path` is a worktree whose objects live in this mirror."""
+        if not (path / ".git").is_file():
+            return False
+        proc = run(["rev-parse", "--path-format=absolute", "--git-common-dir"], path, check=False)
+        return proc.status == 0 and Path(proc.text.strip()).resolve() == self.path.resolve()
+
+    def add_worktree(self, path: Path, commit: str) -> None:
+        self.run(["worktree", "prune"])
+        self.run(["worktree", "add", "--quiet", "--force", "--detach", "--", str(path), commit])
+
+    def remove_worktree(self, path: Path) -> None:
+        """Remove a worktree; one left half-made by an interrupted `worktree add` is deleted and pruned."""
+        if self.owns(path):
+            self.run(["worktree", "remove", "--force", "--force", "--", str(path)])
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            self.run(["worktree", "prune"])
+
+    def enable_rerere(self) -> Path:
+        """Turn on rerere (with autoupdate) for the mirror and its worktrees; return its rr-cache folder."""
+        self.set_config("rerere.enabled", "true")
+        self.set_config("rerere.autoupdate", "true")
+        return self.path / "rr-cache"

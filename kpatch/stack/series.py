@@ -1,0 +1,107 @@
+"""A patch stack on disk: the `series` file and the patches it lists, in order; the stack hash."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kpatch.errors import SeriesError
+from kpatch.stack.mbox import PATCH_NAME, Patch, parse_patch
+
+SERIES = "series"
+_DROPPED = re.compile(r"^#\s*dropped\s+(\S+\.patch):\s*(.*?)\s*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Series:
+    """An upstream's ordered patches."""
+
+    upstream: str
+    folder: Path
+    patches: tuple[Patch, ...]
+    dropped: dict[str, str] = field(default_factory=dict)  # patch name -> why (`# dropped NAME: why` lines)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.patches)
+
+    def stack_hash(self) -> str:
+        """sha256 over the patch names and bytes in series order: changes iff the stack does."""
+        digest = hashlib.sha256()
+        for patch in self.patches:
+            data = patch.path.read_bytes()
+            digest.update(f"{patch.name}\0{len(data)}\0".encode())
+            digest.update(data)
+        return digest.hexdigest()
+
+
+def load_series(upstream: str, folder: Path) -> Series:
+    """Read `folder/series` and every patch it names; a missing folder is an empty stack."""
+    if not folder.exists():
+        return Series(upstream=upstream, folder=folder, patches=())
+    series_file = folder / SERIES
+    text = read_text(series_file) if series_file.is_file() else ""
+    names = parse_series_text(text, str(series_file))
+    for name in sorted(p.name for p in folder.glob("*.patch")):
+        if name not in names:
+            raise SeriesError(f"{folder / name}: patch file is not listed in {series_file}")
+    patches = []
+    for name, number in names.items():
+        path = folder / name
+        if path.is_symlink() or not path.is_file():
+            what = "is a symlink" if path.is_symlink() else "does not exist"
+            raise SeriesError(f"{series_file}:{number}: patch file {name} {what}")
+        patches.append(parse_patch(path))
+    return Series(upstream=upstream, folder=folder, patches=tuple(patches), dropped=parse_dropped(text))
+
+
+def read_text(path: Path) -> str:
+    """A stack file's text; not UTF-8 or unreadable is a one-line SeriesError naming it."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SeriesError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise SeriesError(f"{path}: cannot read: {err.strerror}") from None
+
+
+def parse_dropped(text: str) -> dict[str, str]:
+    """`# dropped NAME.patch: why` comment lines: patches a rebase found upstream and removed."""
+    return {m.group(1): m.group(2) for m in map(_DROPPED.match, text.splitlines()) if m}
+
+
+def dropped_line(name: str, why: str) -> str:
+    return f"# dropped {name}: {' '.join(why.split())}\n"
+
+
+def parse_series_text(text: str, where: str) -> dict[str, int]:
+    """Series lines -> {file name: line number}, in order; `#` starts a comment."""
+    names: dict[str, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        entry = raw.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        if not PATCH_NAME.match(entry):
+            raise SeriesError(f"{where}:{number}: {entry!r} is not a patch file name (NAME.patch, no folders)")
+        if entry in names:
+            raise SeriesError(f"{where}:{number}: {entry} is listed twice (first on line {names[entry]})")
+        names[entry] = number
+    return names
+
+
+def header_comments(text: str) -> str:
+    """The comment lines at the top of a series file (not `# dropped` notes), kept as they are."""
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if not line.startswith("#"):
+            break
+        if not parse_dropped(line):
+            lines.append(line)
+    return "".join(lines)
+
+
+def render_series(header: str, dropped: dict[str, str], names: list[str]) -> bytes:
+    """A series file's bytes: header comments, `# dropped` notes, then one patch per line."""
+    notes = "".join(dropped_line(name, why) for name, why in dropped.items())
+    return (header + notes + "".join(f"{n}\n" for n in names)).encode()

@@ -1,0 +1,99 @@
+"""The stack writer: worktree commits -> patch files and series (what `export` and `rebase` write).
+
+A patch file is only written when `git am` will read it back as the same commit: one mail, the same message
+and trailers, the same author, a real diff. Otherwise export refuses and says which commit and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpatch.errors import WorktreeError
+from kpatch.gitx import Repository, format_patches, read_mail
+from kpatch.stack.series import SERIES, Series, header_comments, read_text, render_series
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What a stack's folder should hold: patch files by path, and the series file's bytes."""
+
+    files: dict[Path, bytes]
+    series: bytes
+
+
+def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str]) -> Rendered:
+    """The patch files and series that base..HEAD of `tree` give, reusing the series' file names."""
+    commits = tree.commits(base)
+    texts = format_patches(tree, base)
+    if len(texts) != len(commits):
+        raise WorktreeError(f"{tree.path}: {len(commits) - len(texts)} merge commit(s) in {base[:12]}..HEAD: "
+                            "a patch stack is a straight line of commits")
+    subjects = tree.out(["log", "--reverse", "--format=%s", "--end-of-options", f"{base}..HEAD"]).split("\n")
+    old = list(series.patches)
+    files: dict[Path, bytes] = {}
+    for index, (commit, data, subject) in enumerate(zip(commits, texts, subjects, strict=True)):
+        same = next((p for p in old if p.subject == subject and series.folder / p.name not in files), None)
+        if index < len(old) and old[index].subject == subject:
+            name = old[index].name
+        elif same is not None:
+            name = same.name
+        else:
+            name = _fresh_name(index, subject, {p.name for p in old} | {p.name for p in files})
+        target = series.folder / name
+        if not (target.is_file() and target.read_bytes() == data):
+            check_round_trip(tree, commit, data)
+        files[target] = data
+    series_file = series.folder / SERIES
+    header = header_comments(read_text(series_file)) if series_file.is_file() else ""
+    return Rendered(files=files, series=render_series(header, dict(dropped), [p.name for p in files]))
+
+
+def check_round_trip(tree: Repository, commit: str, data: bytes) -> None:
+    """Refuse a patch text that `git am` would not turn back into `commit` (message, trailers, author, diff)."""
+    reading = read_mail(tree, data)
+    what = f"commit {commit[:12]} \"{_subject(tree, commit)}\""
+    if reading.mails != 1:
+        raise WorktreeError(f"{what}: a message line that starts with 'From ' makes git am read {reading.mails} "
+                            "mails out of its patch; reword that line")
+    if not reading.has_diff:
+        raise WorktreeError(f"{what} changes nothing (an empty commit): drop it from the stack")
+    original = _lines(tree.out(["log", "-1", "--format=%B", commit]))
+    read_back = _lines(reading.message)
+    if read_back != original:
+        pairs = zip(original, read_back, strict=False)
+        at = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(original), len(read_back)))
+        line = original[at] if at < len(original) else ""
+        raise WorktreeError(f"{what}: git am would not read its message back (it differs from line {at + 1}, "
+                            f"{line[:60]!r}: lines starting with '---', 'diff -', 'Index: ' end a message, "
+                            "'Re:' and '[PATCH' are stripped); reword it")
+    author = tree.out(["log", "-1", "--format=%an <%ae>", commit])
+    if reading.author != author:
+        raise WorktreeError(f"{what}: git am would read its author as {reading.author!r}, not {author!r}")
+
+
+def _lines(message: str) -> list[str]:
+    """A commit message as git keeps it: no trailing spaces, no leading, trailing or doubled blank lines."""
+    out: list[str] = []
+    for line in message.replace("\r\n", "\n").split("\n"):
+        line = line.rstrip()
+        if line or (out and out[-1]):
+            out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def _subject(tree: Repository, commit: str) -> str:
+    return tree.out(["log", "-1", "--format=%s", commit])
+
+
+def _fresh_name(index: int, subject: str, taken: set[str]) -> str:
+    """format-patch style `NNNN-subject-words.patch`, unique in the folder."""
+    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in subject)
+    slug = "-".join(filter(None, slug.split("-")))[:52].rstrip("-.") or "patch"
+    name, extra = f"{index + 1:04d}-{slug}.patch", 2
+    while name in taken:
+        name, extra = f"{index + 1:04d}-{slug}-{extra}.patch", extra + 1
+    return name
