@@ -31,9 +31,9 @@ KIMI_K3_MLA_OPS = frozenset({
 })
 
 
-def patch_touching(upstream: str, path: str) -> Patch:
+def patches_touching(upstream: str, path: str) -> list[Patch]:
     series = load_series(upstream, ROOT / "patches" / upstream)
-    return next(p for p in series.patches if path in p.paths)
+    return [p for p in series.patches if path in p.paths]
 
 
 def hunks(patch: Path, path: str) -> list[tuple[str, str]]:
@@ -51,20 +51,26 @@ def hunks(patch: Path, path: str) -> list[tuple[str, str]]:
 
 
 def kernels_registrations() -> cpp.Registrations:
-    """The defs and impls the kernels stack adds to csrc/torch_bindings.cpp, inside the library block that the
-    hunk header names (the bindings are compiled into the `_C` extension: see the CMake test below)."""
-    patch = patch_touching("vllm-xpu-kernels", "csrc/torch_bindings.cpp").path
-    (context, body), = hunks(patch, "csrc/torch_bindings.cpp")
-    assert context == "TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {"
-    return cpp.registrations(f"{context}\n{body}}}\n", "csrc/torch_bindings.cpp", ("_C",))
+    """The defs and impls the kernels stack adds to csrc/torch_bindings.cpp (over all its patches), inside the
+    library block each hunk header names (the bindings are compiled into the `_C` extension: see the CMake
+    test below)."""
+    blocks = []
+    for patch in patches_touching("vllm-xpu-kernels", "csrc/torch_bindings.cpp"):
+        for context, body in hunks(patch.path, "csrc/torch_bindings.cpp"):
+            assert context == "TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {", patch.name
+            blocks.append(f"{context}\n{body}}}\n")
+    assert blocks
+    return cpp.registrations("".join(blocks), "csrc/torch_bindings.cpp", ("_C",))
+
+
+XPU_SUPPORT = "vllm/models/kimi_k3/nvidia/ops/xpu_support.py"
 
 
 def vllm_stack_requires() -> set[str]:
-    """The op names the vLLM stack's XPU guard requires (string literals in its added lines)."""
-    patch = patch_touching("vllm", "vllm/models/kimi_k3/nvidia/ops/fused_mla_key_concat_kv_cache.py").path
-    added = added_text(patch, "vllm/models/kimi_k3/nvidia/ops/fused_mla_key_concat_kv_cache.py")
-    guard = added[added.index("def _require_xpu_epilogue_ops"):]
-    return set(re.findall(r'"(fused_kimi_k3_\w+)"', guard))
+    """The `_C` ops the vLLM stack's load-time XPU check requires, for any cache dtype (its XPU_OPS table)."""
+    (patch,) = patches_touching("vllm", XPU_SUPPORT)
+    table = added_text(patch.path, XPU_SUPPORT)
+    return set(re.findall(r'"_C::(fused_kimi_k3_\w+)"', table))
 
 
 def test_kernels_register_for_xpu_every_op_the_vllm_stack_requires() -> None:
@@ -75,9 +81,10 @@ def test_kernels_register_for_xpu_every_op_the_vllm_stack_requires() -> None:
     assert {d.namespace for d in found.definitions} == {"_C"}
 
 
-def test_registered_and_required_ops_are_kimi_k3_mla_ops() -> None:
+def test_the_kernels_register_the_whole_kimi_k3_mla_family_and_vllm_requires_only_it() -> None:
     defined = {cpp.op_name(d.schema) for d in kernels_registrations().definitions}
-    assert defined and defined <= KIMI_K3_MLA_OPS
+    assert defined == KIMI_K3_MLA_OPS  # all eight ops, each defined once
+    assert len(kernels_registrations().definitions) == len(KIMI_K3_MLA_OPS)
     assert vllm_stack_requires() <= KIMI_K3_MLA_OPS
 
 
@@ -91,21 +98,26 @@ def test_registered_schemas_read_the_same_in_kpatch_and_torch() -> None:
 
 def test_optional_rope_arguments_keep_their_defaults() -> None:
     """PR #592 registered these schemas without `=None`: the comparison must report it as a breaking change."""
+    roped = 0
     for definition in kernels_registrations().definitions:
         registered = schema.parse(definition.schema)
         optional = [a for a in registered.args if a.optional]
+        if not optional:  # the chunked-context concats take no RoPE arguments
+            continue
+        roped += 1
         assert [a.name for a in optional] == ["position_ids", "cos_sin_cache"]
         assert all(a.default == "None" for a in optional)
         stripped = schema.parse(definition.schema.replace("=None", ""))
         assert schema.breaking(schema.compare(registered, stripped))
+    assert roped == 6
 
 
 def test_sources_are_built_into_the_bindings_extension_and_declared() -> None:
-    patch = patch_touching("vllm-xpu-kernels", "CMakeLists.txt").path
+    (patch,) = (p.path for p in patches_touching("vllm-xpu-kernels", "CMakeLists.txt"))
     (context, body), = hunks(patch, "CMakeLists.txt")
     assert context == "if(BASIC_KERNELS_ENABLED)"  # the `_C` extension's block
     sources = re.findall(r'"(csrc/[^"]+)"', body)
     assert "csrc/kimi_k3_mla_epilogue.cpp" in sources and "csrc/torch_bindings.cpp" in sources
-    declared = added_text(patch, "csrc/ops.h")
+    declared = "".join(added_text(p.path, "csrc/ops.h") for p in patches_touching("vllm-xpu-kernels", "csrc/ops.h"))
     for definition in kernels_registrations().definitions:
         assert f"void {cpp.op_name(definition.schema)}(" in declared
