@@ -235,8 +235,7 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     if image and base_image or backend == "local" and (image or base_image):
         raise UsageError("--image and --base-image go alone, and only with --backend docker")
     ws = ctx.workspace()
-    with ws.writer("build-wheels") as notes:
-        ctx.ui.notes(notes)
+    with ws.writer("build-wheels", ctx.ui):
         result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
                                   out=out.resolve() if out else ws.stack.root / "dist")
     if ctx.ui.json_mode:
