@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch import journal, state
 from kpatch.config import Stack
@@ -21,6 +22,9 @@ from kpatch.gitx import Mirror, Repository
 from kpatch.gitx.orphans import stop_orphans
 from kpatch.gitx.storage import place_problem
 from kpatch.state import RunState
+
+if TYPE_CHECKING:
+    from kpatch.ui import UI
 
 KPATCH_DIR = ".kpatch"
 _LEGACY = (".kpatch-state.json", ".kpatch-rebase.json", ".kpatch-rebase.journal", ".kpatch-export.journal")
@@ -118,8 +122,9 @@ class Workspace:
         return run
 
     @contextmanager
-    def writer(self, command: str) -> Iterator[list[str]]:
-        """Hold the project's and the cache's writer locks (fails at once if another kpatch holds one)."""
+    def writer(self, command: str, ui: UI | None = None) -> Iterator[list[str]]:
+        """Hold the project's and the cache's writer locks (fails at once if another kpatch holds one); notes
+        about a holder that died holding one go to `ui` when given."""
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
@@ -129,6 +134,8 @@ class Workspace:
             if stopped:
                 notes.append(f"stopped {len(stopped)} git process(es) a killed kpatch left running "
                              f"(e.g. pid {stopped[0].pid} in {stopped[0].cwd})")
+            if ui is not None:
+                ui.notes(notes)
             yield notes
 
     # --- checks ---------------------------------------------------------------------------------------------
