@@ -19,15 +19,16 @@ from pathlib import Path
 
 import pytest
 from gitrepos import Project, git, kill_inside_git_am, make_project
-from killing import ApplyKills, RebaseKills, Runner, isolated_env, processes_under
+from killing import ApplyKills, Runner, isolated_env, processes_under
 from many_patches import make_long_project
+from rebase_kills import RebaseKills
 from rebase_repos import FILES, RebaseProject, make_rebase_project, replace_line
 
 from kpatch.errors import ExitCode
 from kpatch.examples import commit
 
-APPLY_KILLS = int(os.environ.get("KPATCH_TEST_APPLY_KILLS", "25"))
-REBASE_KILLS = int(os.environ.get("KPATCH_TEST_REBASE_KILLS", "8"))
+APPLY_KILLS = int(os.environ.get("KPATCH_TEST_APPLY_KILLS", "50"))
+REBASE_KILLS = int(os.environ.get("KPATCH_TEST_REBASE_KILLS", "6"))
 
 
 def committer_is_author(tree: Path, since: str) -> bool:
