@@ -104,9 +104,8 @@ def _resume(ws: Workspace, ui: UI, run: RunState, stack: StackRun, series: Serie
         am.after_killed_resume(stack.head_before, sorted({f for p in series.patches for f in p.new_files}))
         if not am.in_progress():  # the resolution and maybe more were committed: apply the rest anew
             done = tree.count(stack.head_before, "HEAD")
-            for patch in stack.patches[first:first + done]:
-                patch.phase, patch.how, patch.hunks = Phase.APPLIED, How.CLEAN, []
-            stack.patches[first].how = How.THREE_WAY
+            for offset, patch in enumerate(stack.patches[first:first + done]):  # the first is the resolved one
+                patch.phase, patch.how, patch.hunks = Phase.APPLIED, How.THREE_WAY if offset == 0 else How.CLEAN, []
             rest = stack.patches[first + done:]
             with ui.progress(f"continuing {stack.name}", len(rest)) as report:
                 _record(stack, Am(tree).start([series.folder / p.name for p in rest], report), first + done)
