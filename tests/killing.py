@@ -153,7 +153,7 @@ class Cycle:
     """One kill and what followed it."""
 
     number: int
-    delay: float  # seconds after the start of the command
+    delay: float  # seconds after the start of the command (a fraction of the rest, killing inside the operation)
     inside: bool  # an operation (or a journal) was in progress after the kill
     recovery: str  # "continue", "abort" or "none"
     problems: list[str] = field(default_factory=list)
@@ -192,9 +192,20 @@ class KillRun:
 
 
 def kill_once(runner: Runner, args: list[str], delay: float, env: dict[str, str] | None = None,
-              watch: Iterable[Path] = ()) -> tuple[bool, list[str]]:
-    """Start kpatch, SIGKILL its pid (only) after `delay` s; (killed, git processes that outlived it)."""
+              watch: Iterable[Path] = (), *, after: str | None = None, length: float = 0.0) -> tuple[bool, list[str]]:
+    """Start kpatch, SIGKILL its pid (only) after `delay` s; (killed, git processes that outlived it).
+
+    With `after` (an operation), `delay` is a fraction (0..1) of the way from the moment the run state records
+    that operation to the end of a clean run of `length` s: kills only where the command writes.
+    """
+    started = time.monotonic()
     proc = runner.start(*args, env=env)
+    if after is not None:
+        while in_progress(runner.root) != after:
+            if proc.poll() is not None:
+                return False, []
+            time.sleep(0.005)
+        delay *= max(0.05, length - (time.monotonic() - started))
     try:
         proc.wait(timeout=delay)
         return False, []
@@ -242,8 +253,9 @@ def recover(runner: Runner, command: str, cycle: Cycle, choice: str) -> subproce
 
 
 def common_checks(runner: Runner, cycle: Cycle, trees: dict[str, Path], files_before: dict[str, str],
-                  mirrors: Iterable[Path]) -> dict[str, tuple[str | None, str, bool]]:
-    """The checks every recovered state passes; returns each worktree's (HEAD, status, busy)."""
+                  mirrors: Iterable[Path], *, with_status: bool = True) -> dict[str, tuple[str | None, str, bool]]:
+    """The checks every recovered state passes; returns each worktree's (HEAD, status, busy). Without
+    `with_status`, what `kpatch status` would say is in progress is read from the files directly."""
     states = {name: git_state(path) for name, path in trees.items()}
     for name, (_, porcelain, busy) in states.items():
         if busy:
@@ -259,6 +271,11 @@ def common_checks(runner: Runner, cycle: Cycle, trees: dict[str, Path], files_be
         cycle.problems.append(f"kpatch lock still held: {busy}")
     if tracked_files(runner.root) != files_before:
         cycle.problems.append("kpatch.toml or patches/ changed")
+    if not with_status:
+        left = in_progress(runner.root)
+        if left:
+            cycle.problems.append(f"a {left} is still in progress")
+        return states
     status, error = runner.status()
     if status is None:
         cycle.problems.append(f"status failed: {error}")
@@ -280,7 +297,8 @@ class ApplyKills:
     expected: dict[str, str]  # the reproducible heads of a clean apply
     rng: random.Random
     duration: float  # of a clean apply from a state like the ones the kills start from
-    fresh_every: int = 1  # a fresh `kpatch apply` to the end after every n-th kill (and the last)
+    full_every: int = 1  # `kpatch status` and a fresh `kpatch apply` after every n-th kill (and the last)
+    window: str = "run"  # kill moments over the whole run, or only once it recorded its operation ("operation")
     log: Callable[[str], None] = lambda line: None
 
     @property
@@ -301,9 +319,15 @@ class ApplyKills:
         while len(result.inside) < kills:
             self.perturb()
             before = self.heads()
-            delay = random_delay(self.rng, self.duration)
             started = time.monotonic()
-            killed, survivors = kill_once(self.runner, ["apply"], delay, watch=[self.runner.root, self.runner.cache])
+            watch = [self.runner.root, self.runner.cache]
+            if self.window == "operation":
+                delay = self.rng.random()
+                killed, survivors = kill_once(self.runner, ["apply"], delay, watch=watch, after="apply",
+                                              length=self.duration)
+            else:
+                delay = random_delay(self.rng, self.duration)
+                killed, survivors = kill_once(self.runner, ["apply"], delay, watch=watch)
             if not killed:
                 result.finished_before_kill += 1
                 continue
@@ -312,7 +336,9 @@ class ApplyKills:
             if survivors:
                 cycle.problems.append(f"processes outlived the killed kpatch: {survivors}")
             recover(self.runner, "apply", cycle, RECOVERIES[(len(result.inside) + first) % 2])
-            states = common_checks(self.runner, cycle, self.trees, files, self.mirrors)
+            count = len(result.inside) + cycle.inside
+            full = count % self.full_every == 0 or count == kills
+            states = common_checks(self.runner, cycle, self.trees, files, self.mirrors, with_status=full)
             after = {name: state[0] for name, state in states.items()}
             if cycle.recovery == "continue" and after != self.expected:
                 cycle.problems.append(f"after --continue the heads are {after}, not the reproducible {self.expected}")
@@ -320,8 +346,7 @@ class ApplyKills:
                 cycle.problems.append(f"after --abort the heads are {after}, not as before {before}")
             elif cycle.recovery == "none" and after not in (before, self.expected):
                 cycle.problems.append(f"a kill outside the operation moved the heads: {before} -> {after}")
-            if cycle.clean and (len(result.inside) + cycle.inside) % self.fresh_every == 0 or \
-                    len(result.inside) + cycle.inside == kills:
+            if cycle.clean and full:
                 fresh = self.runner.run("apply")
                 if fresh.returncode != 0 or self.heads() != self.expected:
                     cycle.problems.append(f"a fresh apply failed ({fresh.returncode}): {fresh.stderr.strip()[-300:]}")
