@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from gitrepos import Project, build_template, make_project
+from rebase_repos import RebaseProject, copy_rebase_project, make_rebase_project
 
 
 @pytest.fixture(autouse=True)
@@ -51,3 +52,14 @@ def example_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def project(tmp_path: Path, example_template: Path) -> Project:
     return make_project(tmp_path, example_template)
+
+
+@pytest.fixture(scope="session")
+def rebase_template(tmp_path_factory: pytest.TempPathFactory) -> RebaseProject:
+    """The rebase upstreams and project (70 upstream commits), built once per test run."""
+    return make_rebase_project(tmp_path_factory.mktemp("rebase-template"))
+
+
+@pytest.fixture
+def rp(tmp_path: Path, rebase_template: RebaseProject) -> RebaseProject:
+    return copy_rebase_project(rebase_template, tmp_path)

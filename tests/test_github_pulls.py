@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from fake_github import fake_github
-from kpatch.stack import parse_patch_text
 from rebase_repos import make_rebase_project
 
 from kpatch import config, github
 from kpatch.errors import ConfigError, ExitCode, SeriesError
+from kpatch.stack import parse_patch_text
 
 PATCH = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
 From: A <a@b.c>

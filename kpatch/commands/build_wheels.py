@@ -81,7 +81,7 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
         results.append(BuiltWheel(upstream=upstream.name, filename=built[upstream.name].path.name,
                                   version=built[upstream.name].version, sha256=built[upstream.name].sha256,
                                   cached=wheel is not None))
-        locked.append(lock.LockedUpstream(name=upstream.name, url=upstream.url, base=base, commit=commit,
+        locked.append(lock.LockedUpstream(name=upstream.name, url=upstream.display_url, base=base, commit=commit,
                                           stack_hash=stack_hash, build_key=key, command=upstream.build.command,
                                           env=dict(upstream.build.env)))
     path = _publish(out, built, lock.Lock(
