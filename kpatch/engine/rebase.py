@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kpatch import config, github, journal
 from kpatch.engine import classify, rerere
-from kpatch.engine.plan import Item, backup, fetch, load_all_series, refuse_unexported, unexported
+from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.errors import UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
 from kpatch.stack import SERIES, Patch, Series, parse_patch
@@ -92,6 +92,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         if old is None:
             raise UpstreamError(f"upstream {upstream.name}: pinned base {upstream.base!r} is not in "
                                 f"{upstream.display_url}")
+        check_base(ws.stack, upstream, old, run.settled.get(upstream.name), ui)
         if new is None:
             raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of "
                                 f"{upstream.display_url}")
