@@ -11,7 +11,7 @@ from typing import Any
 
 from kpatch.errors import ConfigError, UsageError
 from kpatch.github.names import Repository, parse_repository
-from kpatch.gitx.mirror import url_problem
+from kpatch.gitx.mirror import url_problem, url_variable
 from kpatch.redact import redact_url
 
 CONFIG_NAME = "kpatch.toml"
@@ -59,7 +59,7 @@ class Upstream:
 
     @property
     def env_var(self) -> str:
-        return "KPATCH_URL_" + re.sub(r"[^A-Z0-9]", "_", self.name.upper())
+        return url_variable(self.name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,7 +272,7 @@ def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
     """
     import tomlkit
 
-    text = path.read_text(encoding="utf-8")
+    text = path.read_bytes().decode("utf-8")  # not read_text: its newline translation would drop CRs
     document = tomlkit.parse(text)
     untouched = tomlkit.dumps(document)
     for table in document.get("upstream", []):

@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 from kpatch.schemas import extract, normalise
 from kpatch.stack import added_text, load_series
+
+pytestmark = pytest.mark.unit  # no git repository, Docker engine or SYCL device
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = ROOT / "tests" / "data" / "vllm-v0.33.0-kimi-k3-schemas.txt"

@@ -180,6 +180,14 @@ def _check(name: str, got: torch.Tensor, want: torch.Tensor, rotated: torch.Tens
     assert not bad.any(), f"{name}: {int(bad.sum())} elements wrong, first at {bad.nonzero()[0].tolist()}"
 
 
+def _assert_the_issues_matrix(ran: list[Case]) -> None:
+    """The kernels ran on every case the issue asks for: 24 cases, RoPE on and off in both layouts, block sizes
+    1, 16 and 64."""
+    assert len(ran) == 24
+    assert {c.block_size for c in ran} == {1, 16, 64} and {c.strided for c in ran} == {True, False}
+    assert {(c.rope, c.strided) for c in ran} == {(r, s) for r in (True, False) for s in (True, False)}
+
+
 def _rope_mask(shape: tuple[int, ...], start: int, rope: bool) -> torch.Tensor:
     mask = torch.zeros(shape, dtype=torch.bool)
     if rope:
@@ -220,6 +228,7 @@ def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, ru
         checks.append((case, q_owner, q_before, expected, k_out, cache_owner, expected_owner, slots))
     device = launcher.run(run_kernel, sycl_env)
     assert "CPU" in device or "Intel" in device, device
+    _assert_the_issues_matrix([check[0] for check in checks])
     for case, q_owner, q_before, expected, k_out, cache_owner, expected_owner, slots in checks:
         q_want = q_before.clone()
         q_want[..., :192] = expected[0]
@@ -263,6 +272,7 @@ def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run
         checks.append((case, mqa_q, expected, cache_owner, expected_owner, slots,
                        [qn_owner, qpe_owner, kv_owner], inputs_before))
     launcher.run(run_kernel, sycl_env)
+    _assert_the_issues_matrix([check[0] for check in checks])
     for case, mqa_q, expected, cache_owner, expected_owner, slots, inputs, before in checks:
         assert not (mqa_q.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: mqa_q not fully written"
         _check(f"{case.id} mqa_q", mqa_q, expected[0], _rope_mask(mqa_q.shape, 512, case.rope))
@@ -280,13 +290,6 @@ def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Te
     assert (flat[untouched] == POISON[dtype]).all(), f"{case.id}: a row no valid slot names was written"
     assert (flat[:, 576:] == POISON[dtype]).all(), f"{case.id}: padding past 576 was written"
     assert (slots == -1).any() or case.tokens < 4, f"{case.id}: the case has no skipped slot"
-
-
-def test_case_matrix_covers_the_issue() -> None:
-    matrix = cases()
-    assert len(matrix) == 24
-    assert {c.block_size for c in matrix} == {1, 16, 64} and {c.strided for c in matrix} == {True, False}
-    assert {(c.rope, c.strided) for c in matrix} == {(r, s) for r in (True, False) for s in (True, False)}
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
