@@ -130,6 +130,30 @@ def test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config(tmp_pa
     assert marker.exists()  # the rewrite is live: plain git with the same config ran the command
 
 
+REF_CASES = {"apply --onto": ("apply", True, ExitCode.UPSTREAM), "rebase --onto": ("rebase", True, ExitCode.UPSTREAM),
+             "rebase to the branch": ("rebase", False, ExitCode.UPSTREAM), "status": ("status", False, ExitCode.OK)}
+
+
+@pytest.mark.parametrize("case", sorted(REF_CASES))
+def test_a_ref_that_looks_like_a_git_option_is_only_ever_a_ref(project: Project, tmp_path: Path, case: str) -> None:
+    """`--output=FILE` would make git log write a file: from --onto or as the branch in kpatch.toml, it stays a name."""
+    command, onto, code = REF_CASES[case]
+    assert kpatch(project.root, "apply").exit_code == 0  # the mirrors exist: every ref is looked up in them
+    marker = tmp_path / "MARKER"
+    ref = f"--output={marker}"
+    if not onto:
+        toml = project.root / "kpatch.toml"
+        toml.write_text(toml.read_text().replace('branch = "main"', f"branch = {json.dumps(ref)}"))
+    before = project.snapshot()
+    ran = kpatch(project.root, command, *(["--onto", f"kernels={ref}"] if onto else []))
+    assert not marker.exists()
+    assert ran.exit_code == code, ran.output
+    if code:
+        [error] = ran.errors()
+        assert f"{ref!r} is not a commit, tag or branch" in error
+    assert project.snapshot() == before
+
+
 # --- 2. credentials in URLs ------------------------------------------------------------------------------------
 
 
