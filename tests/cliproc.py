@@ -35,10 +35,12 @@ class Ran:
 
 def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The test's environment (isolated by conftest) plus `extra`, pointing Python at the kpatch under test."""
+    import kpatch
+
     env = {**os.environ, **(extra or {})}
-    tree = os.environ.get(UNDER_TEST)
-    if tree:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
+    # The kpatch these tests import, unless told otherwise: not whichever one the interpreter finds first.
+    tree = os.environ.get(UNDER_TEST) or str(Path(kpatch.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
     env.setdefault("COLUMNS", "200")
     return env
 
