@@ -96,20 +96,21 @@ NAME = st.text(st.characters(exclude_categories=("Cs", "Cc"), exclude_characters
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str, str]:
-    """A repository with a base commit and the tree of one change on it, and a worktree to apply into."""
+    """A repository with a base commit and the tree of one change on it, and a worktree to apply into.
+
+    Built with kpatch's own git runner (no user config): module fixtures come before conftest's isolation.
+    """
+    from kpatch.examples import init_repo
+    from kpatch.gitx import out, run
+
     repo = tmp_path_factory.mktemp("roundtrip") / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    git(repo, "config", "core.autocrlf", "false")
-    (repo / "x.txt").write_text("one\ntwo\nthree\n")
-    git(repo, "add", "x.txt")
-    git(repo, "commit", "-q", "-m", "base")
-    base = git(repo, "rev-parse", "HEAD")
+    init_repo(repo)
+    base = commit(repo, {"x.txt": "one\ntwo\nthree\n"}, "base", 0)
     (repo / "x.txt").write_text("one\n2\nthree\n")
-    git(repo, "add", "x.txt")
-    changed = git(repo, "write-tree")
+    run(["add", "x.txt"], repo)
+    changed = out(["write-tree"], repo)
     into = repo.parent / "into"
-    git(repo, "worktree", "add", "-q", "--detach", str(into), base)
+    run(["worktree", "add", "--quiet", "--detach", "--", str(into), base], repo)
     return repo, into, base, changed
 
 
