@@ -223,8 +223,8 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
 @main.command("build-wheels")
 @click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
               help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
-@click.option("--image", metavar="REF", help="Build in this existing image instead of building docker/Dockerfile.")
-@click.option("--base-image", metavar="REF", help="BASE_IMAGE for docker/Dockerfile (default: Intel oneAPI).")
+@click.option("--image", metavar="REF", help="Build in this existing image instead of building the Dockerfile.")
+@click.option("--base-image", metavar="REF", help="BASE_IMAGE for the Dockerfile (default: Intel oneAPI).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
 @kpatch_command
@@ -235,18 +235,69 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     if image and base_image or backend == "local" and (image or base_image):
         raise UsageError("--image and --base-image go alone, and only with --backend docker")
     ws = ctx.workspace()
-    with ws.writer("build-wheels") as notes:
-        ctx.ui.notes(notes)
+    with ws.writer("build-wheels", ctx.ui):
         result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
                                   out=out.resolve() if out else ws.stack.root / "dist")
     if ctx.ui.json_mode:
         ctx.ui.json(result)
         return 0
     for wheel in result.wheels:
-        ctx.ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}")
+        ctx.ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
+                    f"  (torch {wheel.torch or 'none'})")
     ctx.ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
                 f"{result.containers} build container(s) started)")
     return 0
+
+
+@main.command("verify")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
+              help="The lock to check (default: dist/pylock.toml next to kpatch.toml).")
+@click.option("--installed", is_flag=True, help="Also check this environment: versions, RECORD hashes, where it came "
+              "from, the stack's patches, and the live dispatcher (in a child Python).")
+@kpatch_command
+def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
+    """Check the built pair against its lock and the op contract between the two patched worktrees."""
+    from kpatch.commands import verify as cmd
+    from kpatch.printers import print_verify
+    from kpatch.ui import to_jsonable
+
+    result = cmd.verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
+                        installed=installed)
+    if ctx.ui.json_mode:
+        ctx.ui.json({"ok": result.ok, **to_jsonable(result)})
+    else:
+        print_verify(ctx.ui, result)
+    return 0 if result.ok else int(ExitCode.CONFLICT)
+
+
+@main.command("test")
+@click.option("--upstream", "names", multiple=True, metavar="NAME", help="Only NAME's tests (default: every suite).")
+@click.option("--device", "devices", multiple=True, metavar="PATH",
+              help="Pass this device (HOST[:CONTAINER]) instead of /dev/dri; repeatable.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a suite after S seconds (default: its [upstream.test] timeout).")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
+              help="The pair's lock (default: dist/pylock.toml next to kpatch.toml).")
+@click.option("--reports", type=click.Path(file_okay=False),
+              help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
+@kpatch_command
+def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
+          lock_path: str | None, reports: str | None) -> int:
+    """Run each upstream's tests in the build image, with the locked pair installed from its lock."""
+    from kpatch.commands import test as cmd
+    from kpatch.printers import print_test
+
+    result = cmd.test(ctx.workspace(), ctx.ui, names=names, devices=devices, timeout=timeout,
+                      lock=Path(lock_path).resolve() if lock_path else None,
+                      reports=Path(reports).resolve() if reports else None)
+    if ctx.ui.json_mode:
+        ctx.ui.json(result)
+    else:
+        print_test(ctx.ui, result)
+    for suite in result.suites:
+        if suite.message:  # under --json the messages are also in the result
+            ctx.ui.error(f"{suite.upstream}: {suite.message}", int(result.exit_code), final=False)
+    return int(result.exit_code)
 
 
 @main.command("export")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 from kpatch.errors import ConfigError, UsageError
 from kpatch.github.names import Repository, parse_repository
@@ -19,8 +22,11 @@ CONFIG_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires", "build"}
+_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test"}
 _BUILD_KEYS = {"command", "env", "pin-files"}
+_TEST_KEYS = {"command", "junit", "paths", "requires", "devices", "env", "timeout"}
+DEVICE_KINDS = ("xpu",)  # what a test suite can say it needs ([upstream.test] devices)
+DEFAULT_TEST_TIMEOUT = 1800.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +36,22 @@ class Build:
     command: str  # run in the source copy; the wheel must land in $KPATCH_OUT
     env: tuple[tuple[str, str], ...] = ()
     pin_files: tuple[str, ...] = ()  # requirement files whose pins on required upstreams' wheels are rewritten
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestSuite:
+    """How the upstream's tests run in the build image against the locked pair ([upstream.test])."""
+
+    command: str  # run in a copy of `paths` of the patched tree; must write JUnit XML to `junit`
+    junit: str = "junit.xml"  # relative to the test folder; $KPATCH_JUNIT holds its absolute path
+    paths: tuple[str, ...] = ("tests",)  # never the package source: it would shadow the installed wheel
+    requires: tuple[str, ...] = ()  # pip arguments installed with the locked wheels: "pytest==9.0.3", "-r FILE"
+    devices: tuple[str, ...] = ()  # device kinds the suite cannot run without ("xpu")
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float = DEFAULT_TEST_TIMEOUT  # seconds for one run of the suite
+    line: int = 0  # line of the [upstream.test] header in kpatch.toml
+
+
 _REQUIRED = ("name", "url", "branch", "base", "patches")
 
 
@@ -47,6 +69,7 @@ class Upstream:
     line: int  # line of its [[upstream]] header in kpatch.toml
     build: Build | None = None
     url_overridden: bool = False
+    test: TestSuite | None = None
 
     @property
     def base_is_sha(self) -> bool:
@@ -63,6 +86,22 @@ class Upstream:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CudaOnly:
+    """A `[verify] cuda-only` entry: an op (fnmatch pattern) or a calling module the XPU path never needs."""
+
+    op: str | None  # "name", "namespace.name", or a pattern such as "cutlass_*"
+    module: str | None  # a dotted module; its submodules too
+    why: str
+    line: int
+
+    def matches(self, namespace: str, op: str, module: str) -> bool:
+        if self.module is not None:
+            return module == self.module or module.startswith(self.module + ".")
+        assert self.op is not None
+        return fnmatch.fnmatchcase(op, self.op) or fnmatch.fnmatchcase(f"{namespace}.{op}", self.op)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stack:
     """The whole stack file: upstreams in dependency order (each after everything it requires)."""
 
@@ -70,6 +109,8 @@ class Stack:
     path: Path
     upstreams: tuple[Upstream, ...]
     github: Repository | None = None  # [github] repository: where kpatch nightly opens its PR and issue
+    torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
+    cuda_only: tuple[CudaOnly, ...] = ()  # [verify] cuda-only
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:
@@ -116,7 +157,7 @@ def load(path: Path) -> Stack:
     lines = text.splitlines()
     headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
-        if key not in ("version", "upstream", "github"):
+        if key not in ("version", "upstream", "github", "set", "verify"):
             raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
@@ -137,7 +178,51 @@ def load(path: Path) -> Stack:
                 line = _key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
-                 github=_github(path, lines, data.get("github")))
+                 github=_github(path, lines, data.get("github")), torch=_set_torch(path, lines, data.get("set")),
+                 cuda_only=_cuda_only(path, lines, data.get("verify")))
+
+
+def _cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]:
+    """`[verify] cuda-only = [{ op = "...", why = "..." } | { module = "...", why = "..." }]`, checked."""
+    if verify is None:
+        return ()
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[verify]"), 1)
+    if not isinstance(verify, dict):
+        raise ConfigError(f"{path}:{_key_line(lines, 1, len(lines) + 1, 'verify')}: 'verify' must be a table")
+    for key in verify:
+        if key != "cuda-only":
+            raise ConfigError(f"{path}:{_key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]")
+    entries = verify.get("cuda-only", [])
+    where = f"{path}:{_key_line(lines, start, len(lines) + 1, 'cuda-only')}"
+    if not isinstance(entries, list):
+        raise ConfigError(f"{where}: 'cuda-only' must be a list of {{ op = \"...\", why = \"...\" }} tables")
+    out: list[CudaOnly] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: every 'cuda-only' entry must be a {{ op = \"...\", why = \"...\" }} table")
+        named = entry.get("op", entry.get("module"))
+        line = _value_line(lines, start, named) if isinstance(named, str) else start
+        for key in entry:
+            if key not in ("op", "module", "why"):
+                raise ConfigError(f"{path}:{line}: unknown key {key!r} in a 'cuda-only' entry")
+        if ("op" in entry) == ("module" in entry):
+            raise ConfigError(f"{path}:{line}: a 'cuda-only' entry names exactly one of 'op' or 'module'")
+        for key in ("op", "module", "why"):
+            if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
+                raise ConfigError(f"{path}:{line}: 'cuda-only' {key!r} must be a non-empty string")
+        if "why" not in entry:
+            raise ConfigError(f"{path}:{line}: 'cuda-only' entry {named!r} needs a 'why'")
+        item = CudaOnly(op=entry.get("op"), module=entry.get("module"), why=entry["why"], line=line)
+        if any((o.op, o.module) == (item.op, item.module) for o in out):
+            raise ConfigError(f"{path}:{line}: 'cuda-only' lists {named!r} twice")
+        out.append(item)
+    return tuple(out)
+
+
+def _value_line(lines: list[str], start: int, value: str) -> int:
+    """The first line at or after `start` holding the TOML string `value`, or `start`."""
+    quoted = (f'"{value}"', f"'{value}'")
+    return next((n for n in range(start, len(lines) + 1) if any(q in lines[n - 1] for q in quoted)), start)
 
 
 def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapping[str, str]) -> Stack:
@@ -197,6 +282,7 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
     return Upstream(
         name=name, url=table["url"], branch=table["branch"], base=table["base"], base_commit=base_commit,
         patches=patches, requires=tuple(requires), line=start, build=_build(path, lines, start, end, table),
+        test=_test(path, lines, start, end, table),
     )
 
 
@@ -240,6 +326,77 @@ def _github(path: Path, lines: list[str], table: Any) -> Repository | None:
         raise ConfigError(f"{path}:{line}: [github] 'repository' must be owner/name (GitHub's name rules), "
                           f"not {value!r}")
     return repository
+
+
+def _set_torch(path: Path, lines: list[str], table: Any) -> str | None:
+    """[set] torch = "2.14.0": one exact PEP 440 version (a local label such as +xpu allowed)."""
+    if table is None:
+        return None
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "").startswith("[set]")), 1)
+    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{start}: 'set' must be a table")
+    for key in table:
+        if key != "torch":
+            raise ConfigError(f"{path}:{_key_line(lines, start, end, key)}: unknown key {key!r} in [set]")
+    value = table.get("torch")
+    if value is None:
+        return None
+    line = _key_line(lines, start, end, "torch")
+    try:
+        if isinstance(value, str) and value.strip() == value:
+            return str(Version(value))
+    except InvalidVersion:
+        pass
+    raise ConfigError(f"{path}:{line}: [set] torch must be one exact version such as \"2.14.0\" or "
+                      f"\"2.14.0+xpu\", got {value!r}")
+
+
+def _test(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> TestSuite | None:
+    suite = table.get("test")
+    if suite is None:
+        return None
+    header = re.compile(r"^\s*\[\s*upstream\s*\.\s*test\s*\]")
+    line = next((n for n in range(start, min(end, len(lines) + 1)) if header.match(lines[n - 1])), start)
+    if not isinstance(suite, dict):
+        raise ConfigError(f"{path}:{_key_line(lines, start, end, 'test')}: 'test' must be a table")
+
+    def fail(key: str, message: str) -> ConfigError:
+        return ConfigError(f"{path}:{_key_line(lines, line, end, key)}: [upstream.test] {message}")
+
+    for key in suite:
+        if key not in _TEST_KEYS:
+            raise fail(key, f"has unknown key {key!r}")
+    if not isinstance(suite.get("command"), str) or not suite["command"].strip():
+        raise fail("command", "needs a non-empty 'command'")
+    junit = suite.get("junit", "junit.xml")
+    if not isinstance(junit, str) or not _relative(junit):
+        raise fail("junit", "'junit' must be a relative path inside the test folder")
+    lists: dict[str, tuple[str, ...]] = {}
+    for key, default in (("paths", ["tests"]), ("requires", []), ("devices", [])):
+        value = suite.get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise fail(key, f"'{key}' must be a list of non-empty strings")
+        lists[key] = tuple(value)
+    if not lists["paths"] or not all(_relative(p) for p in lists["paths"]):
+        raise fail("paths", "'paths' must list relative paths inside the upstream's tree")
+    for device in lists["devices"]:
+        if device not in DEVICE_KINDS:
+            raise fail("devices", f"unknown device kind {device!r} (known: {', '.join(DEVICE_KINDS)})")
+    env = suite.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise fail("env", "'env' must be a table of strings")
+    timeout = suite.get("timeout", DEFAULT_TEST_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise fail("timeout", "'timeout' must be a positive number of seconds")
+    return TestSuite(command=suite["command"], junit=junit, paths=lists["paths"], requires=lists["requires"],
+                     devices=lists["devices"], env=tuple(sorted(env.items())), timeout=float(timeout), line=line)
+
+
+def _relative(value: str) -> bool:
+    """A path that stays inside the folder it is relative to."""
+    parts = Path(value).parts
+    return bool(parts) and not Path(value).is_absolute() and ".." not in parts
 
 
 def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:

@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     UPSTREAM = 4  # an upstream could not be fetched or a ref could not be found
     GIT = 5  # git itself failed in a way kpatch did not expect
     BUILD = 6  # a build step, the docker engine or an image failed
+    NO_DEVICE = 7  # kpatch test: a suite needs an XPU and none is present (not "passed", not "failed")
     INTERNAL = 70  # a bug in kpatch: a crash log is written
     INTERRUPTED = 130  # Ctrl-C
 
@@ -89,3 +90,15 @@ class BuildError(KpatchError):
     """A wheel build, the docker engine or the image failed."""
 
     exit_code = ExitCode.BUILD
+
+
+class LockError(KpatchError):
+    """A pylock.toml cannot be read, is not a valid PEP 751 lock, or has a [tool.kpatch] table kpatch cannot read."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class VerifyFailed(KpatchError):
+    """`verify` (or build-wheels' last step) found the set broken: a person must fix the stacks or rebuild."""
+
+    exit_code = ExitCode.CONFLICT

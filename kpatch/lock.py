@@ -1,26 +1,38 @@
-"""The matched-pair lock: PEP 751 `pylock.toml` (wheel names, sizes, sha256) plus a [tool.kpatch] table.
+"""The matched-set lock: PEP 751 `pylock.toml` (wheel names, sizes, sha256) plus a [tool.kpatch] table.
 
-Deterministic for the same inputs (no clock), written atomically, read back and checked against the files.
+Written with a TOML writer (tomli-w: every key quoted as TOML needs, so `a.b` stays one key) and validated
+with `packaging.pylock`, and read back into the same dataclasses, BEFORE it is renamed into place.
+Deterministic for the same inputs (no clock). `read` gives `verify` the lock as typed data, per-wheel torch
+included.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import os
+import tempfile
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from kpatch.errors import BuildError
-from kpatch.files import write_atomic
+import tomli_w
+from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from kpatch.errors import BuildError, LockError
 
 LOCK_NAME = "pylock.toml"
+FORMAT = 1  # [tool.kpatch] format: bump when its meaning changes
+NO_TORCH = "none"  # how a build without torch is written in the lock
 
 
 @dataclass(frozen=True)
 class LockedWheel:
     upstream: str
-    package: str
+    package: str  # normalized (PEP 503), as PEP 751 wants it
     version: str
     filename: str
     sha256: str
@@ -36,7 +48,8 @@ class LockedUpstream:
     stack_hash: str  # sha256 of the patch stack in series order
     build_key: str  # everything the wheel depends on, hashed: equal keys = same wheel
     command: str
-    env: dict[str, str]
+    env: Mapping[str, str]
+    torch: str | None  # the torch (version with local label) its wheel was built against; None: no torch
 
 
 @dataclass(frozen=True)
@@ -48,47 +61,147 @@ class Lock:
     base_image: str
     base_image_digest: str
     kpatch_version: str
+    set_torch: str | None = None  # kpatch.toml's [set] torch, when it names one
+
+    def torch(self, upstream: str) -> str | None:
+        """The torch `upstream`'s wheel was built against (None: none)."""
+        return next(u.torch for u in self.upstreams if u.name == upstream)
+
+    def torches(self) -> dict[str, str | None]:
+        """Per upstream, the torch its wheel was built against: what `verify` compares across the set."""
+        return {u.name: u.torch for u in self.upstreams}
+
+
+def to_dict(lock: Lock) -> dict[str, Any]:
+    """The lock as the TOML document's data."""
+    upstreams = {u.name: {"url": u.url, "base": u.base, "commit": u.commit, "stack-hash": u.stack_hash,
+                          "build-key": u.build_key, "command": u.command, "env": dict(sorted(u.env.items())),
+                          "torch": u.torch or NO_TORCH} for u in lock.upstreams}
+    tool: dict[str, Any] = {"format": FORMAT, "version": lock.kpatch_version, "image": lock.image,
+                            "image-digest": lock.image_digest, "base-image": lock.base_image,
+                            "base-image-digest": lock.base_image_digest}
+    if lock.set_torch:
+        tool["set-torch"] = lock.set_torch
+    tool["upstreams"] = upstreams
+    packages = [{"name": canonicalize_name(w.package), "version": w.version,
+                 "wheels": [{"name": w.filename, "path": w.filename, "size": w.size, "hashes": {"sha256": w.sha256}}],
+                 "tool": {"kpatch": {"upstream": w.upstream}}} for w in lock.wheels]
+    return {"lock-version": "1.0", "created-by": "kpatch", "packages": packages, "tool": {"kpatch": tool}}
 
 
 def render(lock: Lock) -> bytes:
-    q = json.dumps  # a JSON string is a valid TOML basic string
-    out = ['lock-version = "1.0"', 'created-by = "kpatch"', ""]
-    for wheel in lock.wheels:
-        out += ["[[packages]]", f"name = {q(wheel.package)}", f"version = {q(wheel.version)}",
-                f"wheels = [{{ name = {q(wheel.filename)}, path = {q(wheel.filename)}, size = {wheel.size}, "
-                f"hashes = {{ sha256 = {q(wheel.sha256)} }} }}]", ""]
-    out += ["[tool.kpatch]", f"version = {q(lock.kpatch_version)}", f"image = {q(lock.image)}",
-            f"image-digest = {q(lock.image_digest)}", f"base-image = {q(lock.base_image)}",
-            f"base-image-digest = {q(lock.base_image_digest)}", ""]
-    for up in lock.upstreams:
-        env = ", ".join(f"{k} = {q(v)}" for k, v in sorted(up.env.items()))
-        env = f"{{ {env} }}" if env else "{}"
-        out += [f"[tool.kpatch.upstreams.{up.name}]", f"url = {q(up.url)}", f"base = {q(up.base)}",
-                f"commit = {q(up.commit)}", f"stack-hash = {q(up.stack_hash)}", f"build-key = {q(up.build_key)}",
-                f"command = {q(up.command)}", f"env = {env}", ""]
-    return "\n".join(out).encode("utf-8")
+    return tomli_w.dumps(to_dict(lock)).encode("utf-8")
+
+
+def parse(text: str, where: str) -> Lock:
+    """A lock's text -> Lock, validated with packaging.pylock; a bad lock is one LockError line naming `where`."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise LockError(f"{where}: not valid TOML ({err})") from None
+    try:
+        Pylock.from_dict(data)
+    except PylockUnsupportedVersionError as err:
+        raise LockError(f"{where}: {err} (kpatch writes lock-version 1.0)") from None
+    except PylockValidationError as err:
+        raise LockError(f"{where}: not a valid PEP 751 lock: {err}") from None
+    try:
+        return _from_dict(data)
+    except (KeyError, TypeError, ValueError, InvalidVersion) as err:
+        raise LockError(f"{where}: bad [tool.kpatch] table ({type(err).__name__}: {err})") from None
+
+
+def _from_dict(data: dict[str, Any]) -> Lock:
+    tool = data["tool"]["kpatch"]
+    if tool.get("format") != FORMAT:
+        raise ValueError(f"format {tool.get('format')!r}, this kpatch reads format {FORMAT}")
+    wheels = []
+    for package in data["packages"]:
+        (wheel,) = package["wheels"]
+        Version(package["version"])
+        wheels.append(LockedWheel(upstream=_str(package["tool"]["kpatch"]["upstream"]), package=package["name"],
+                                  version=package["version"], filename=_str(wheel["path"]),
+                                  sha256=_str(wheel["hashes"]["sha256"]), size=int(wheel["size"])))
+    upstreams = []
+    for name, up in tool["upstreams"].items():
+        env = up["env"]
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise TypeError(f"upstream {name}: env must be a table of strings")
+        torch = _str(up["torch"])
+        upstreams.append(LockedUpstream(name=name, url=_str(up["url"]), base=_str(up["base"]),
+                                        commit=_str(up["commit"]), stack_hash=_str(up["stack-hash"]),
+                                        build_key=_str(up["build-key"]), command=_str(up["command"]), env=env,
+                                        torch=None if torch == NO_TORCH else str(Version(torch))))
+    set_torch = tool.get("set-torch")
+    return Lock(wheels=tuple(wheels), upstreams=tuple(upstreams), image=_str(tool["image"]),
+                image_digest=_str(tool["image-digest"]), base_image=_str(tool["base-image"]),
+                base_image_digest=_str(tool["base-image-digest"]), kpatch_version=_str(tool["version"]),
+                set_torch=None if set_torch is None else _str(set_torch))
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def read(path: Path) -> Lock:
+    """The lock at `path` as typed data (for `verify`)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise LockError(f"cannot read lock {path}: {getattr(err, 'strerror', None) or err}") from None
+    return parse(text, str(path))
 
 
 def write(folder: Path, lock: Lock) -> Path:
+    """Write `lock` as folder/pylock.toml: staged beside it, validated, then renamed into place."""
     path = folder / LOCK_NAME
+    data = render(lock)
     try:
-        write_atomic(path, render(lock))
+        fd, staged = tempfile.mkstemp(prefix=f".{LOCK_NAME}.", dir=folder)
     except OSError as err:
         raise BuildError(f"cannot write {path}: {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        back = parse(Path(staged).read_text(encoding="utf-8"), str(path))
+        if back != _normalized(lock):  # the writer must not change what the lock says
+            raise BuildError(f"{path}: the lock does not read back as written (a kpatch bug)")
+        os.replace(staged, path)
+    except OSError as err:
+        Path(staged).unlink(missing_ok=True)
+        raise BuildError(f"cannot write {path}: {err.strerror}") from None
+    except BaseException:
+        Path(staged).unlink(missing_ok=True)
+        raise
     return path
+
+
+def _normalized(lock: Lock) -> Lock:
+    """`lock` as it reads back: package names normalized, env as a plain dict."""
+    wheels = tuple(LockedWheel(upstream=w.upstream, package=canonicalize_name(w.package), version=w.version,
+                               filename=w.filename, sha256=w.sha256, size=w.size) for w in lock.wheels)
+    upstreams = tuple(LockedUpstream(name=u.name, url=u.url, base=u.base, commit=u.commit, stack_hash=u.stack_hash,
+                                     build_key=u.build_key, command=u.command, env=dict(sorted(u.env.items())),
+                                     torch=u.torch) for u in lock.upstreams)
+    return Lock(wheels=wheels, upstreams=upstreams, image=lock.image, image_digest=lock.image_digest,
+                base_image=lock.base_image, base_image_digest=lock.base_image_digest,
+                kpatch_version=lock.kpatch_version, set_torch=lock.set_torch)
 
 
 def check(path: Path) -> list[str]:
     """Problems with a lock and the wheels beside it (missing file, size or sha256 mismatch); [] when good."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    lock = read(path)
     problems = []
-    for package in data.get("packages", []):
-        for wheel in package.get("wheels", []):
-            file = path.parent / wheel["path"]
-            if not file.is_file():
-                problems.append(f"{wheel['name']}: missing")
-            elif file.stat().st_size != wheel["size"]:
-                problems.append(f"{wheel['name']}: size {file.stat().st_size} != {wheel['size']}")
-            elif hashlib.sha256(file.read_bytes()).hexdigest() != wheel["hashes"]["sha256"]:
-                problems.append(f"{wheel['name']}: sha256 differs")
+    for wheel in lock.wheels:
+        file = path.parent / wheel.filename
+        if not file.is_file():
+            problems.append(f"{wheel.filename}: missing")
+        elif file.stat().st_size != wheel.size:
+            problems.append(f"{wheel.filename}: size {file.stat().st_size} != {wheel.size}")
+        elif hashlib.sha256(file.read_bytes()).hexdigest() != wheel.sha256:
+            problems.append(f"{wheel.filename}: sha256 differs")
     return problems

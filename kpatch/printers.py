@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpatch.commands.verify import VerifyResult
+from kpatch.contract import ContractReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
+from kpatch.testing.run import TestRun
 from kpatch.ui import UI, columns, escape
 
 
@@ -39,7 +42,8 @@ def print_apply(ui: UI, result: ApplyResult) -> None:
         ui.plain(line)
     conflict = result.conflict
     if conflict:
-        ui.error(f"{conflict.upstream}: patch {conflict.patch} does not apply in {conflict.worktree}", 1)
+        ui.error(f"{conflict.upstream}: patch {conflict.patch} does not apply in {conflict.worktree}", 1,
+                 final=False)
         for hunk in conflict.hunks:
             ui.detail(f"  {hunk.path}" + (f":{hunk.line}" if hunk.line else ""))
         if conflict.blocked:
@@ -66,8 +70,80 @@ def print_rebase(ui: UI, result: RebaseResult, scratch: Path) -> None:
     if result.github:
         ui.plain(f"note: {result.github}")
     if result.conflict:
-        ui.error(f"patch {result.conflict.name} conflicts: nothing was written to kpatch.toml or patches/", 1)
+        ui.error(f"patch {result.conflict.name} conflicts: nothing was written to kpatch.toml or patches/", 1,
+                 final=False)
         ui.detail(f"  resolve it in {scratch}/<name>, 'git add', then 'kpatch rebase --continue' "
                   "(or 'kpatch rebase --abort')")
     elif result.committed:
         ui.plain("kpatch.toml and patches/ updated; review with 'git diff'")
+
+
+def print_verify(ui: UI, result: VerifyResult) -> None:
+    from rich.table import Table
+
+    styles = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
+    table = Table("", "check", "subject", "detail", box=None, pad_edge=False)
+    for check in result.checks:
+        status = check.status.value
+        detail = escape(check.detail) + (f"\n[dim]next: {escape(check.fix)}[/]" if check.fix and status != "pass"
+                                         else "")
+        table.add_row(f"[{styles[status]}]{status}[/]", check.area, escape(check.subject), detail)
+    ui.table(table)
+    for contract in result.contracts:
+        if contract.report is not None and not contract.report.ok:
+            print_contract(ui, contract.kernels, contract.app, contract.report)
+    ui.line("verify " + ("[green]passed[/]" if result.ok else "[bold red]FAILED[/]"))
+
+
+def print_contract(ui: UI, kernels: str, app: str, report: ContractReport) -> None:
+    ui.line(f"\n[bold]op contract {escape(kernels)} -> {escape(app)}[/] (libraries {', '.join(report.namespaces)})")
+    for module in report.missing:
+        ui.line(f"  [bold]{escape(module.module)}[/] calls, not served on XPU:")
+        for op in module.ops:
+            where = ", ".join(str(s) for s in op.sites[:3]) + (" …" if len(op.sites) > 3 else "")
+            keys = f" (kernels: {', '.join(op.keys)})" if op.keys else ""
+            ui.line(f"    {op.namespace}.{escape(op.op)}: {op.gap.value}{keys}  [dim]{escape(where)}[/]")
+    for m in report.mismatches:
+        head = "[bold red]schema differs[/]" if m.breaking else "[yellow]schema differs (not an error by itself)[/]"
+        ui.line(f"  {head} {m.namespace}.{escape(m.op)}: {app} {m.declared} vs {kernels} {m.registered}")
+        for diff in m.diffs:
+            ui.line(f"    {diff.kind.value}: {escape(diff.detail)}")
+    for u in report.unbound:
+        ui.line(f"  [bold red]call does not bind[/] {u.namespace}.{escape(u.op)} at {u.call}: {escape(u.reason)} "
+                f"(schema {u.registered})")
+    for problem in report.problems:
+        ui.line(f"  [bold red]unreadable[/] {escape(problem)}")
+    ui.line(f"  [dim]not counted: {len(report.cuda_only)} listed cuda-only, {len(report.other_backends)} only "
+            f"declared by {app}'s CPU/ROCm builds, {report.off_xpu_calls} call sites in non-XPU branches, "
+            f"{report.probes} hasattr/getattr probes[/]")
+
+
+def print_test(ui: UI, result: TestRun) -> None:
+    from rich.table import Table
+
+    table = Table("upstream", "outcome", "passed", "failed", "errors", "skipped", "time", box=None, pad_edge=False)
+    for suite in result.suites:
+        c = suite.counts
+        numbers = [str(n) for n in (c.passed, c.failed, c.errors, c.skipped)] if c else ["-"] * 4
+        style = {"passed": "green", "no-device": "yellow"}.get(suite.outcome.value, "red")
+        table.add_row(escape(suite.upstream), f"[{style}]{suite.outcome.value}[/]", *numbers, f"{suite.seconds:.1f} s")
+    ui.table(table)
+    for suite in result.suites:
+        new = set(suite.changes.newly_failing) if suite.changes else set()
+        for case in suite.failing:
+            ui.line(f"  {escape(suite.upstream)} [red]{case.verdict.value.upper()}[/] {escape(case.id)}"
+                    f"{' (new)' if case.id in new else ''}: {escape(case.message)}")
+        if suite.running:
+            ui.line(f"[bold]{escape(suite.upstream)}[/] was running: {escape(suite.running)}")
+        if suite.slowest:
+            ui.line(f"[bold]{escape(suite.upstream)}[/] slowest: "
+                    + ", ".join(f"{escape(c.id)} {c.seconds:.2f} s" for c in suite.slowest[:3]))
+        if suite.changes is not None:
+            for label, ids in (("newly failing", suite.changes.newly_failing),
+                               ("newly passing", suite.changes.newly_passing)):
+                if ids:
+                    ui.line(f"[bold]{escape(suite.upstream)}[/] {label}: " + ", ".join(escape(i) for i in ids))
+        elif suite.junit is not None:
+            ui.line(f"[bold]{escape(suite.upstream)}[/] no previous report to compare with")
+    ui.line(f"reports: {escape(str(result.reports))} (lock {escape(str(result.lock))}; devices: "
+            f"{escape(' '.join(result.devices)) or 'none'})")

@@ -72,12 +72,12 @@ class UI:
         log.warning(message)
         self.err.print(f"[yellow]warning:[/] {escape(message)}")
 
-    def error(self, message: str, exit_code: int) -> None:
-        """The one `error:` line (and, under --json, the same as JSON on stdout)."""
+    def error(self, message: str, exit_code: int, *, final: bool = True) -> None:
+        """An `error:` line; the command's final one also goes to stdout as JSON under --json."""
         message = redact_text(" ".join(message.splitlines()[:1]) if message else "unknown error")
         log.error(message)
         self.err.print(f"[bold red]error:[/] {escape(message)}")
-        if self.json_mode:
+        if self.json_mode and final:
             print(json.dumps({"error": message, "exit_code": exit_code}))
 
     def detail(self, text: str) -> None:

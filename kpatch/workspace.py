@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch import journal, state
 from kpatch.config import Stack
@@ -18,6 +19,9 @@ from kpatch.errors import StorageError, WorktreeError
 from kpatch.exclusive import exclusive
 from kpatch.gitx import Mirror, Repository
 from kpatch.state import RunState
+
+if TYPE_CHECKING:
+    from kpatch.ui import UI
 
 KPATCH_DIR = ".kpatch"
 _LEGACY = (".kpatch-state.json", ".kpatch-rebase.json", ".kpatch-rebase.journal", ".kpatch-export.journal")
@@ -96,11 +100,14 @@ class Workspace:
         return run
 
     @contextmanager
-    def writer(self, command: str) -> Iterator[list[str]]:
-        """Hold the project's and the cache's writer locks (fails at once if another kpatch holds one)."""
+    def writer(self, command: str, ui: UI | None = None) -> Iterator[list[str]]:
+        """Hold the project's and the cache's writer locks (fails at once if another kpatch holds one); notes
+        about a holder that died holding one go to `ui` when given."""
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
+            if ui is not None:
+                ui.notes(notes)
             yield notes
 
     # --- checks ---------------------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No test reads or writes the real home, cache or network."""
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[None]:
+    """No test reads or writes the real home, cache or network (tests marked `registry` may reach the package
+    index, as CI can)."""
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -55,7 +56,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
             raise AssertionError(f"test tried to reach the network: {address}")
         real_connect(self, address)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(socket.socket, "connect", guarded)
+    if request.node.get_closest_marker("registry") is None:
+        monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import site
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -11,6 +14,7 @@ from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
 from kpatch.examples import make_example_project
+from kpatch.lock import read as read_lock
 
 
 def test_local_backend_builds_the_pair_and_caches(tmp_path: Path) -> None:
@@ -43,3 +47,65 @@ def test_local_backend_failing_step(tmp_path: Path) -> None:
     assert not (root / "dist").exists()
     usage = run_kpatch(root, "build-wheels", "--backend", "local", "--image", "x", *cache)
     assert usage.exit_code == ExitCode.BAD_INPUT
+
+
+def test_uv_installs_exactly_the_locked_pair_offline_from_the_dist_folder(tmp_path: Path) -> None:
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    built = run_kpatch(root, "build-wheels", "--backend", "local", "--json", *cache)
+    assert built.exit_code == 0, built.output
+    dist = root / "dist"
+    venv = tmp_path / "venv"
+    uv = [sys.executable, "-m", "uv"]
+    env = {**os.environ, "UV_NO_CACHE": "1", "UV_OFFLINE": "1", "UV_NO_CONFIG": "1"}
+    subprocess.run([*uv, "venv", "--quiet", str(venv)], check=True, env=env)
+    install = subprocess.run([*uv, "pip", "install", "--offline", "--python", str(venv / "bin" / "python"),
+                              "-r", "pylock.toml"], cwd=dist, capture_output=True, text=True, env=env)
+    assert install.returncode == 0, install.stderr
+    listed = subprocess.run([*uv, "pip", "list", "--format", "json", "--python", str(venv / "bin" / "python")],
+                            capture_output=True, text=True, check=True, env=env)
+    installed = {p["name"]: p["version"] for p in json.loads(listed.stdout)}
+    lock = read_lock(dist / "pylock.toml")
+    assert installed == {w.package: w.version for w in lock.wheels}
+    assert sorted(installed) == ["app", "vllm-xpu-kernels"]
+
+
+def test_a_projects_own_build_script_is_used_and_must_report_what_it_built_against(tmp_path: Path) -> None:
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    packaged = (Path(__file__).resolve().parents[1] / "kpatch" / "wheels" / "data" / "build-wheel.sh").read_text()
+    own = root / "scripts" / "build-wheel.sh"
+    own.parent.mkdir()
+    own.write_text(packaged.replace('echo "kpatch: building version', 'echo "project script: building version'))
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == 0, result.output
+    assert f"using the project's {own}" in result.stderr
+    log = max((tmp_path / "cache" / "logs").glob("kpatch-*-build*wheels.log"), key=lambda p: p.stat().st_mtime)
+    assert "project script: building version" in log.read_text()
+
+    own.write_text(packaged[:packaged.index("# What the build was built against")])
+    dist_before = {p.name: p.read_bytes() for p in (root / "dist").iterdir()}
+    broken = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert broken.exit_code == ExitCode.BUILD
+    assert "error: kernels: the build script wrote no kpatch-build-info.json" in broken.stderr
+    assert {p.name: p.read_bytes() for p in (root / "dist").iterdir()} == dist_before
+
+
+def test_a_build_that_writes_a_wheel_without_metadata_is_one_error_line(tmp_path: Path) -> None:
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    toml = root / "kpatch.toml"
+    script = ("import os, zipfile; zipfile.ZipFile(os.environ['KPATCH_OUT'] + "
+              "'/vllm_xpu_kernels-1.0-py3-none-any.whl', 'w').writestr('x.py', '')")
+    fake = "command = " + json.dumps(f'python3 -c "{script}"')  # a JSON string is a TOML basic string
+    toml.write_text(toml.read_text().replace(
+        'command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"', fake))
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == ExitCode.BUILD, result.output
+    assert result.stderr.splitlines()[-2:] == [
+        "error: vllm_xpu_kernels-1.0-py3-none-any.whl: no .dist-info/METADATA in the wheel (expected one)",
+        f"log: {next((tmp_path / 'cache' / 'logs').glob('kpatch-*-build*wheels.log'))}"]
+    assert not (root / "dist").exists() and not list((tmp_path / "cache" / "wheels").glob("*/*"))

@@ -63,7 +63,10 @@ def test_a_url_that_is_a_git_option_is_refused_and_runs_nothing(project: Project
     ran = kpatch(project.root, command, *args, env=env)
     assert not marker.exists()
     assert ran.exit_code == ExitCode.BAD_INPUT, ran.output
-    where = {"kpatch.toml": "kpatch.toml:17: ", "--url": "--url kernels: ", "KPATCH_URL_KERNELS": "KPATCH_URL_KERNELS"}
+    lines = (project.root / "kpatch.toml").read_text().splitlines()
+    url_line = next((n for n, line in enumerate(lines, 1) if "upload-pack" in line), 0)
+    where = {"kpatch.toml": f"kpatch.toml:{url_line}: ", "--url": "--url kernels: ",
+             "KPATCH_URL_KERNELS": "KPATCH_URL_KERNELS"}
     [error] = ran.errors()
     assert where[source] in error and "looks like a command-line option, not a URL" in error
     assert project.snapshot() == before

@@ -11,18 +11,15 @@ from kpatch.workspace import Workspace
 
 
 def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool) -> ApplyResult:
-    with ws.writer("apply") as notes:
-        ui.notes(notes)
+    with ws.writer("apply", ui):
         return engine.apply(ws, ui, onto, discard=discard)
 
 
 def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
-    with ws.writer("apply --continue") as notes:
-        ui.notes(notes)
+    with ws.writer("apply --continue", ui):
         return engine.continue_apply(ws, ui)
 
 
 def abort_apply(ws: Workspace, ui: UI) -> tuple[str, ...]:
-    with ws.writer("apply --abort") as notes:
-        ui.notes(notes)
+    with ws.writer("apply --abort", ui):
         return engine.abort_apply(ws, ui)

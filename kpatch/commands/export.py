@@ -13,18 +13,15 @@ from kpatch.workspace import Workspace
 def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> ExportResult:
     if check:  # a reader: no lock, like status
         return engine.export(ws, ui, names, check=True)
-    with ws.writer("export") as notes:
-        ui.notes(notes)
+    with ws.writer("export", ui):
         return engine.export(ws, ui, names, check=False)
 
 
 def continue_export(ws: Workspace, ui: UI) -> ExportResult:
-    with ws.writer("export --continue") as notes:
-        ui.notes(notes)
+    with ws.writer("export --continue", ui):
         return engine.continue_export(ws, ui)
 
 
 def abort_export(ws: Workspace, ui: UI) -> None:
-    with ws.writer("export --abort") as notes:
-        ui.notes(notes)
+    with ws.writer("export --abort", ui):
         engine.abort_export(ws)

@@ -11,18 +11,15 @@ from kpatch.workspace import Workspace
 
 
 def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, discard: bool) -> RebaseResult:
-    with ws.writer("rebase") as notes:
-        ui.notes(notes)
+    with ws.writer("rebase", ui):
         return engine.rebase(ws, ui, onto, force=force, discard=discard)
 
 
 def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
-    with ws.writer("rebase --continue") as notes:
-        ui.notes(notes)
+    with ws.writer("rebase --continue", ui):
         return engine.continue_rebase(ws, ui)
 
 
 def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
-    with ws.writer("rebase --abort") as notes:
-        ui.notes(notes)
+    with ws.writer("rebase --abort", ui):
         return engine.abort_rebase(ws, ui)

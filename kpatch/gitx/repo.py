@@ -121,9 +121,11 @@ class Repository:
         listing = self.out(["ls-tree", "-z", "--full-tree", commit, "--", *prefixes]).split("\0")
         return {entry.split("\t", 1)[1] for entry in listing if entry.startswith("120000 ")}
 
-    def archive(self, commit: str, prefix: str) -> bytes:
-        """A tar of the tracked files at `commit`, under `prefix` (what a build gets: no untracked files)."""
-        return bytes(self.run(["archive", "--format=tar", f"--prefix={prefix}", "--end-of-options", commit]).stdout)
+    def archive(self, commit: str, prefix: str, paths: Sequence[str] = ()) -> bytes:
+        """A tar of the tracked files at `commit` (only `paths`, when given), under `prefix` (no untracked files)."""
+        # git archive takes paths right after the commit (no `--`); --end-of-options guards the commit.
+        return bytes(self.run(["archive", "--format=tar", f"--prefix={prefix}", "--end-of-options", commit,
+                               *paths]).stdout)
 
     def describe(self, commit: str) -> tuple[str, int] | None:
         """(nearest tag, commits since it) for `commit`, or None when no tag is reachable."""

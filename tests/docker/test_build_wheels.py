@@ -191,29 +191,35 @@ def test_kill_midway_then_the_next_run_starts_clean(pair: Pair) -> None:
     assert len([n for n in pair.dist() if n.endswith(".whl")]) == 2
 
 
-def test_the_hosts_ca_bundle_is_what_pip_in_the_container_trusts(pair: Pair, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """What kpatch controls: the bundle the host's pip trusts (PIP_CERT) is, byte for byte, the one PIP_CERT names
-    in the container, and pip there downloads with it as the real upstream builds do (pip install -r ...);
-    without a bundle on the host, the container gets none."""
-    system = Path("/etc/ssl/certs/ca-certificates.crt")
-    if not system.is_file():
-        pytest.fail(f"{system} is missing")
-    bundle = tmp_path / "host-ca.pem"
-    bundle.write_bytes(system.read_bytes() + b"# the host's own bundle, as kpatch must copy it\n")
-    digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
-    monkeypatch.setenv("PIP_CERT", str(bundle))
-    toml = pair.root / "kpatch.toml"
-    original = 'command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"'
-    checked = (f'command = "test $(sha256sum < $PIP_CERT | cut -c1-64) = {digest} && '
-               'python3 -m pip download --quiet --no-deps -d $HOME/dl six && '
-               'python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"')
-    toml.write_text(toml.read_text().replace(original, checked))
-    result = pair.build()
-    assert result.exit_code == 0, result.output
+def _build_log(pair: Pair) -> str:
+    return max((pair.cache / "logs").glob("kpatch-*-build*wheels.log"), key=lambda p: p.stat().st_mtime).read_text()
+
+
+def test_the_hosts_ca_bundle_is_copied_in_read_only_and_pip_cert_points_at_it(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What kpatch controls for pip in the container (the real builds pip install -r from an index): the host's
+    bundle (PIP_CERT, else REQUESTS_CA_BUNDLE / SSL_CERT_FILE) goes in root-owned and read-only, and PIP_CERT and
+    SSL_CERT_FILE name it. Without one on the host, nothing goes in and neither is set."""
+    bundle = tmp_path / "corporate-ca.pem"
+    bundle.write_bytes(b"-----BEGIN CERTIFICATE-----\nnot a real certificate, only bytes to compare\n")
     for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
         monkeypatch.delenv(name, raising=False)
-    unchecked = 'command = "test -z ${PIP_CERT-} && python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"'
-    toml.write_text(toml.read_text().replace(checked, unchecked))
-    without = pair.build()
-    assert without.exit_code == 0, without.output
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    toml = pair.root / "kpatch.toml"
+    original = toml.read_text()
+    probe = ('echo "ca: PIP_CERT=$PIP_CERT SSL_CERT_FILE=$SSL_CERT_FILE $(stat -c %U:%a "$PIP_CERT") '
+             '$(sha256sum < "$PIP_CERT" | cut -c1-64)" && ')
+    app_command = 'command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"'
+    with_probe = "command = '" + probe + "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT'"  # literal string
+    toml.write_text(original.replace(app_command, with_probe))
+    result = pair.build()
+    assert result.exit_code == 0, result.output
+    digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    assert f"ca: PIP_CERT=/kpatch/ca.pem SSL_CERT_FILE=/kpatch/ca.pem root:444 {digest}" in _build_log(pair)
+
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE")
+    absent = 'echo "ca: none=$(test -e /kpatch/ca.pem || echo absent) PIP_CERT=${PIP_CERT:-unset}" && '
+    toml.write_text(original.replace(app_command, with_probe.replace(probe, absent)))
+    again = pair.build()
+    assert again.exit_code == 0, again.output
+    assert "ca: none=absent PIP_CERT=unset" in _build_log(pair)

@@ -14,11 +14,11 @@ HERE = Path(__file__).parent
 
 
 def _sycl_prefix() -> Path:
-    """The environment prefix where pip put intel-sycl-rt's headers and libraries."""
-    prefix = Path(sys.prefix)
-    if not (prefix / "include" / "sycl" / "sycl.hpp").exists() or not (prefix / "lib" / "libintelocl.so").exists():
-        pytest.fail(f"no SYCL runtime under {prefix}: pip install intel-sycl-rt==2026.2.0 intel-opencl-rt==2026.2.0")
-    return prefix
+    """The environment prefix where pip put intel-sycl-rt's headers and libraries (a venv's, else its base's)."""
+    for prefix in dict.fromkeys([Path(sys.prefix), Path(sys.base_prefix)]):
+        if (prefix / "include" / "sycl" / "sycl.hpp").exists() and (prefix / "lib" / "libintelocl.so").exists():
+            return prefix
+    pytest.fail(f"no SYCL runtime under {sys.prefix}: pip install intel-sycl-rt==2026.2.0 intel-opencl-rt==2026.2.0")
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,8 @@
 // (sycl_ext_oneapi_kernel_compiler) on the default device: the test harness for kernel code
 // that ships in a patch file.
 //
-//   run_kernel SOURCE PLAN
-// SOURCE is compiled once. Each PLAN line is one launch: KERNEL GLOBAL LOCAL ARG...
+//   run_kernel SOURCE PLAN [NAME=PATH ...]
+// SOURCE is compiled once; each NAME=PATH makes PATH's text the file `#include "NAME"` finds. Each PLAN line is one launch: KERNEL GLOBAL LOCAL ARG...
 //   ARG: buf:PATH+OFFSET  pointer OFFSET bytes into PATH's bytes in USM shared memory; every file
 //                         is loaded once, shared by all launches, and written back at the end
 //        i64:VALUE        a 64-bit integer
@@ -36,15 +36,22 @@ struct Buffer {
 };
 
 int main(int argc, char** argv) try {
-  if (argc != 3) {
-    std::cerr << "usage: run_kernel SOURCE PLAN\n";
+  if (argc < 3) {
+    std::cerr << "usage: run_kernel SOURCE PLAN [NAME=PATH ...]\n";
     return 2;
   }
   sycl::queue q;
   std::cout << q.get_device().get_info<sycl::info::device::name>() << std::endl;
   std::string source = read_text(argv[1]);
+  syclexp::include_files includes;
+  for (int i = 3; i < argc; ++i) {
+    std::string spec = argv[i];
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) throw std::runtime_error("bad include " + spec + " (want NAME=PATH)");
+    includes.add(spec.substr(0, eq), read_text(spec.substr(eq + 1)));
+  }
   auto src_bundle = syclexp::create_kernel_bundle_from_source(
-      q.get_context(), syclexp::source_language::sycl, source);
+      q.get_context(), syclexp::source_language::sycl, source, syclexp::properties{includes});
   auto exe = syclexp::build(src_bundle);
 
   std::map<std::string, Buffer> files;

@@ -8,22 +8,30 @@ rotated elements within 1 ulp, every cache element not addressed by a valid slot
 
 from __future__ import annotations
 
-import itertools
 import math
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import kimi_k3_reference as ref
 import pytest
 import torch
+from kimi_k3_harness import (
+    POISON,
+    SUFFIX,
+    Case,
+    Launcher,
+    cases,
+    check,
+    check_untouched_rows,
+    paged_cache,
+    patch_file,
+    rope_mask,
+)
+from kimi_k3_harness import cos_sin as _cos_sin
+from kimi_k3_harness import poisoned as _poisoned
+from kimi_k3_harness import rand as _rand
 
-from kpatch.stack import added_file, load_series
-
-ROOT = Path(__file__).resolve().parents[2]
 HEADER = "csrc/kimi_k3_mla_epilogue.hpp"
-POISON = {torch.bfloat16: 0x7FC1, torch.float16: 0x7E01}  # NaN bit patterns no kernel result can produce
-LOCAL = 128
+MAX_POSITION = 300
 
 WRAPPERS = r"""
 namespace syclexp = sycl::ext::oneapi::experimental;
@@ -57,127 +65,14 @@ KIMI_K3_WRAPPERS(sycl::ext::oneapi::bfloat16, bf16)
 KIMI_K3_WRAPPERS(sycl::half, f16)
 """
 
-SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16"}
-MAX_POSITION = 300
-
 
 def kernel_header() -> str:
     """The header exactly as the kernels patch stack creates it."""
-    series = load_series("vllm-xpu-kernels", ROOT / "patches" / "vllm-xpu-kernels")
-    patch = next(p for p in series.patches if HEADER in p.paths)
-    return added_file(patch.path, HEADER)
-
-
-@dataclass(frozen=True)
-class Case:
-    rope: bool
-    tokens: int
-    heads: int
-    block_size: int
-    strided: bool
-
-    @property
-    def id(self) -> str:
-        return (f"{'rope' if self.rope else 'nope'}-T{self.tokens}-H{self.heads}-bs{self.block_size}-"
-                f"{'strided' if self.strided else 'contig'}")
-
-
-def cases() -> list[Case]:
-    """RoPE on/off x tokens {1, 5, 37, 256} x heads {1, 8, 16}; block sizes and layouts rotate through."""
-    result = []
-    for index, (rope, tokens, heads) in enumerate(itertools.product((False, True), (1, 5, 37, 256), (1, 8, 16))):
-        result.append(Case(rope, tokens, heads, block_size=(1, 16, 64)[index % 3], strided=index % 2 == 1))
-    return result
-
-
-class Launcher:
-    """Writes owner tensors to files, builds the launch plan, runs the harness once, reads the owners back."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.owners: list[tuple[torch.Tensor, Path]] = []
-        self.lines: list[str] = []
-
-    def buf(self, view: torch.Tensor | None, owner: torch.Tensor | None = None) -> str:
-        if view is None:
-            return "null"
-        owner = view if owner is None else owner
-        assert owner.is_contiguous() and owner.storage_offset() == 0
-        assert view.untyped_storage().data_ptr() == owner.untyped_storage().data_ptr()
-        path = next((p for o, p in self.owners if o is owner), None)
-        if path is None:
-            path = self.folder / f"t{len(self.owners)}.bin"
-            path.write_bytes(owner.view(torch.uint8).numpy().tobytes())
-            self.owners.append((owner, path))
-        return f"buf:{path}+{view.storage_offset() * view.element_size()}"
-
-    def launch(self, kernel: str, items: int, args: list[str | int]) -> None:
-        global_size = max(LOCAL, math.ceil(items / LOCAL) * LOCAL)
-        words = [a if isinstance(a, str) else f"i64:{a}" for a in args]
-        self.lines.append(" ".join([kernel, str(global_size), str(LOCAL), *words]))
-
-    def run(self, run_kernel: Path, env: dict[str, str]) -> str:
-        source = self.folder / "kernels.cpp"
-        source.write_text(kernel_header() + WRAPPERS)
-        plan = self.folder / "plan.txt"
-        plan.write_text("\n".join(self.lines) + "\n")
-        proc = subprocess.run([str(run_kernel), str(source), str(plan)], env=env, capture_output=True, text=True,
-                              timeout=600)
-        assert proc.returncode == 0, proc.stderr
-        for owner, path in self.owners:
-            data = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8)
-            owner.view(torch.uint8).copy_(data.view(owner.view(torch.uint8).shape))
-        return proc.stdout
-
-
-def _rand(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-    x = (torch.randn(shape, generator=gen) * 1.5 + 0.25).to(dtype)
-    x[x == 0] = 0.5  # never zeros: a kernel that writes nothing must not pass by luck
-    return x
-
-
-def _poisoned(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    return torch.full(shape, POISON[dtype], dtype=torch.int16).view(dtype)
-
-
-def _cos_sin(strided: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(view, owner) of a [MAX_POSITION, 64] fp32 cos|sin cache; strided rows when asked."""
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, ref.ROPE, 2, dtype=torch.float32) / ref.ROPE))
-    freqs = torch.arange(MAX_POSITION, dtype=torch.float32)[:, None] * inv_freq[None, :]
-    table = torch.cat([freqs.cos(), freqs.sin()], dim=-1)
-    if not strided:
-        return table, table
-    owner = torch.full((MAX_POSITION, 96), float("nan"))
-    owner[:, :64] = table
-    return owner[:, :64], owner
+    return patch_file(HEADER)
 
 
 def _cache(case: Case, dtype: torch.dtype, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(cache view, owner, slots): poisoned cache, non-sequential slots with some -1."""
-    blocks = math.ceil(2 * case.tokens / case.block_size) + 1
-    entry = 640 if case.strided else 576
-    owner = _poisoned((blocks, case.block_size, entry), dtype)
-    slots = torch.randperm(blocks * case.block_size, generator=gen)[: case.tokens].to(torch.int64)
-    slots[3::7] = -1
-    if case.tokens > 1:
-        slots[-1] = -1
-    return owner[..., :576], owner, slots
-
-
-def _ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    def ordered(x: torch.Tensor) -> torch.Tensor:
-        bits = x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
-        return torch.where(bits >= 0x8000, 0x8000 - bits, bits)
-
-    return (ordered(a) - ordered(b)).abs()
-
-
-def _check(name: str, got: torch.Tensor, want: torch.Tensor, rotated: torch.Tensor | None) -> None:
-    """Bit-exact everywhere, except elements under `rotated` which may differ by 1 ulp."""
-    dist = _ulp_distance(got, want)
-    allowed = torch.zeros_like(dist) if rotated is None else rotated.to(torch.int32)
-    bad = dist > allowed
-    assert not bad.any(), f"{name}: {int(bad.sum())} elements wrong, first at {bad.nonzero()[0].tolist()}"
+    return paged_cache(case, dtype, 576, gen)
 
 
 def _assert_the_issues_matrix(ran: list[Case]) -> None:
@@ -188,11 +83,8 @@ def _assert_the_issues_matrix(ran: list[Case]) -> None:
     assert {(c.rope, c.strided) for c in ran} == {(r, s) for r in (True, False) for s in (True, False)}
 
 
-def _rope_mask(shape: tuple[int, ...], start: int, rope: bool) -> torch.Tensor:
-    mask = torch.zeros(shape, dtype=torch.bool)
-    if rope:
-        mask[..., start:start + ref.ROPE] = True
-    return mask
+def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Tensor, dtype: torch.dtype) -> None:
+    check_untouched_rows(case, cache_owner, 576, slots)
 
 
 @pytest.mark.sycl
@@ -226,16 +118,16 @@ def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, ru
             launcher.buf(slots), launcher.buf(positions), launcher.buf(cos_sin, cs_owner) if case.rope else "null",
             cos_sin.stride(0), t, h])
         checks.append((case, q_owner, q_before, expected, k_out, cache_owner, expected_owner, slots))
-    device = launcher.run(run_kernel, sycl_env)
+    device = launcher.run(run_kernel, sycl_env, kernel_header() + WRAPPERS)
     assert "CPU" in device or "Intel" in device, device
     _assert_the_issues_matrix([check[0] for check in checks])
     for case, q_owner, q_before, expected, k_out, cache_owner, expected_owner, slots in checks:
         q_want = q_before.clone()
         q_want[..., :192] = expected[0]
-        _check(f"{case.id} q", q_owner, q_want, _rope_mask(q_owner.shape, 128, case.rope))
+        check(f"{case.id} q", q_owner, q_want, rope_mask(q_owner.shape, 128, case.rope))
         assert not (k_out.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: k_out not fully written"
-        _check(f"{case.id} k_out", k_out, expected[1], _rope_mask(k_out.shape, 128, case.rope))
-        _check(f"{case.id} cache", cache_owner, expected_owner, _rope_mask(cache_owner.shape, 512, case.rope))
+        check(f"{case.id} k_out", k_out, expected[1], rope_mask(k_out.shape, 128, case.rope))
+        check(f"{case.id} cache", cache_owner, expected_owner, rope_mask(cache_owner.shape, 512, case.rope))
         _check_untouched_rows(case, cache_owner, slots, dtype)
 
 
@@ -271,25 +163,15 @@ def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run
             cos_sin.stride(0), b, h])
         checks.append((case, mqa_q, expected, cache_owner, expected_owner, slots,
                        [qn_owner, qpe_owner, kv_owner], inputs_before))
-    launcher.run(run_kernel, sycl_env)
+    launcher.run(run_kernel, sycl_env, kernel_header() + WRAPPERS)
     _assert_the_issues_matrix([check[0] for check in checks])
     for case, mqa_q, expected, cache_owner, expected_owner, slots, inputs, before in checks:
         assert not (mqa_q.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: mqa_q not fully written"
-        _check(f"{case.id} mqa_q", mqa_q, expected[0], _rope_mask(mqa_q.shape, 512, case.rope))
-        _check(f"{case.id} cache", cache_owner, expected_owner, _rope_mask(cache_owner.shape, 512, case.rope))
+        check(f"{case.id} mqa_q", mqa_q, expected[0], rope_mask(mqa_q.shape, 512, case.rope))
+        check(f"{case.id} cache", cache_owner, expected_owner, rope_mask(cache_owner.shape, 512, case.rope))
         _check_untouched_rows(case, cache_owner, slots, dtype)
         for got, want in zip(inputs, before, strict=True):
-            _check(f"{case.id} input changed", got, want, None)
-
-
-def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Tensor, dtype: torch.dtype) -> None:
-    """Rows no valid slot addresses (and the padding of strided rows) still hold the poison."""
-    flat = cache_owner.reshape(-1, cache_owner.shape[-1]).view(torch.int16)
-    written = set(s for s in slots.tolist() if s >= 0)
-    untouched = [r for r in range(flat.shape[0]) if r not in written]
-    assert (flat[untouched] == POISON[dtype]).all(), f"{case.id}: a row no valid slot names was written"
-    assert (flat[:, 576:] == POISON[dtype]).all(), f"{case.id}: padding past 576 was written"
-    assert (slots == -1).any() or case.tokens < 4, f"{case.id}: the case has no skipped slot"
+            check(f"{case.id} input changed", got, want, None)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])

@@ -1,0 +1,17 @@
+"""`kpatch test`: the upstreams' test suites in the build image, against the pair installed from its lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kpatch.testing import run as testrun
+from kpatch.ui import UI
+from kpatch.workspace import Workspace
+
+
+def test(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
+         lock: Path | None, reports: Path | None) -> testrun.TestRun:
+    """Run the suites; the lock defaults to dist/pylock.toml and the reports to reports/, next to kpatch.toml."""
+    return testrun.run(ws, ui, names=names, devices=devices, timeout=timeout,
+                       lock=lock or ws.stack.root / "dist" / "pylock.toml",
+                       reports=reports or ws.stack.root / "reports")

@@ -1,0 +1,138 @@
+"""`kpatch verify`: the pair against its lock, the op contract, and with --installed the live environment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from kpatch import lock as lockfile
+from kpatch.contract import ContractReport, Side, check_sides, read_app, read_kernels
+from kpatch.engine.plan import load_all_series
+from kpatch.errors import LockError
+from kpatch.lock import Lock
+from kpatch.ui import UI
+from kpatch.verify import applied, contract_pairs, first_problem, pair
+from kpatch.verify import diagnose as diag
+from kpatch.verify import installed as inst
+from kpatch.verify.model import Check, Status, failed, passed
+from kpatch.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class ContractResult:
+    kernels: str
+    app: str
+    report: ContractReport | None  # None: a worktree was not applied, so the contract was not read
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    lock: Path | None  # the lock checked (None: there was none)
+    checks: tuple[Check, ...]
+    contracts: tuple[ContractResult, ...]
+    provenance: inst.Provenance | None  # with --installed and a lock
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status is not Status.FAIL for c in self.checks)
+
+
+def verify(ws: Workspace, ui: UI, *, lock_path: Path | None, installed: bool) -> VerifyResult:
+    path = lock_path or ws.stack.root / "dist" / lockfile.LOCK_NAME
+    if lock_path is not None and not path.is_file():
+        raise LockError(f"no lock at {path}")
+    checks: list[Check] = []
+    lock = None
+    if path.is_file():
+        ui.note(f"checking {path} and its wheels")
+        lock = lockfile.read(path)
+        checks += _lock_checks(ws, lock, path)
+    else:
+        checks.append(Check("lock", str(path), Status.SKIP, "no lock: the built pair was not checked",
+                            "kpatch build-wheels"))
+    contracts, declared = _contracts(ws, ui, checks)
+    provenance = None
+    if installed:
+        provenance = _installed(ws, ui, lock, path, declared, checks)
+    return VerifyResult(lock=path if lock else None, checks=tuple(checks), contracts=tuple(contracts),
+                        provenance=provenance)
+
+
+def _lock_checks(ws: Workspace, lock: Lock, path: Path) -> list[Check]:
+    checks = pair.check_files(lock, path.parent)
+    wheels = pair.read_locked(lock, path.parent)
+    checks += pair.check_pins(lock, ws.stack, wheels)
+    checks += pair.check_torch(lock, wheels)
+    series = load_all_series(ws.stack)
+    for up in lock.upstreams:
+        if up.name in series and series[up.name].stack_hash() != up.stack_hash:
+            checks.append(Check("lock", up.name, Status.WARN, f"built from another {up.name} stack than "
+                                f"{ws.stack.upstreams[0].patches.parent} holds now (lock {up.stack_hash[:12]}, "
+                                f"patches {series[up.name].stack_hash()[:12]})", "kpatch build-wheels"))
+    return checks
+
+
+def _contracts(ws: Workspace, ui: UI, checks: list[Check]) -> tuple[list[ContractResult], dict[str, Side]]:
+    """The static contract of each (kernels, app) pair whose worktrees are applied; the apps' declarations."""
+    results, declared = [], {}
+    for kernels, app in contract_pairs(ws):
+        subject = f"{kernels} -> {app}"
+        if not (applied(ws, kernels) and applied(ws, app)):
+            checks.append(Check("contract", subject, Status.SKIP, "the worktrees are not applied, so the op "
+                                "contract was not read", "kpatch apply"))
+            results.append(ContractResult(kernels, app, None))
+            continue
+        ui.note(f"reading the op contract {subject}")
+        declared[app] = read_app(ws.worktree(app))
+        report = check_sides(read_kernels(ws.worktree(kernels)), declared[app], ws.worktree(app), ws.stack.cuda_only)
+        results.append(ContractResult(kernels, app, report))
+        for warning in report.stale:
+            checks.append(Check("contract", subject, Status.WARN, f"[verify] cuda-only {warning}",
+                                "remove the entry from kpatch.toml"))
+        if report.ok:
+            served = f"{len(report.cuda_only)} listed cuda-only" if report.cuda_only else "none listed cuda-only"
+            checks.append(passed("contract", subject, f"every op {app} calls on the XPU path is served with its "
+                                 f"declared schema ({served})"))
+        else:
+            checks.append(failed("contract", subject, first_problem(report), "fix the stacks (a kernels patch "
+                                 "that registers the op for XPU with vLLM's schema), or list an op CUDA-only on "
+                                 "purpose in kpatch.toml [verify] cuda-only"))
+    return results, declared
+
+
+def _installed(ws: Workspace, ui: UI, lock: Lock | None, path: Path, declared: dict[str, Side],
+               checks: list[Check]) -> inst.Provenance | None:
+    ui.note("checking the installed set")
+    found: dict[str, metadata.Distribution] = {}
+    wheel_files: dict[str, str] = {}
+    provenance = None
+    if lock is not None:
+        version_checks, found = inst.check_versions(lock, path.parent)
+        checks += version_checks
+        for wheel in lock.wheels:
+            wheel_files[wheel.upstream] = str(path.parent / wheel.filename)
+            if wheel.upstream in found:
+                checks.append(inst.check_record(wheel, found[wheel.upstream], path.parent))
+        provenance = inst.provenance(lock, path, found)
+        checks.append(Check("provenance", str(path), Status.PASS if provenance.lock else Status.WARN,
+                            provenance.detail, "" if provenance.lock else f"pip install the wheels beside {path}"))
+        checks.append(pair.check_environment_torch(lock, pair.read_locked(lock, path.parent),
+                                                   inst.installed_version("torch")))
+    else:
+        for up in ws.stack.upstreams:  # no lock: the distributions are named like their upstreams
+            dist = inst.distribution(up.name)
+            if dist is None:
+                checks.append(failed("installed", up.name, "not installed (and no lock names its package)",
+                                     "kpatch build-wheels, then pip install dist/*.whl"))
+            else:
+                found[up.name] = dist
+    series = load_all_series(ws.stack)
+    for name, dist in found.items():
+        checks += inst.check_patches(series[name], dist)
+    for kernels, app in contract_pairs(ws):
+        if kernels in found and app in found:
+            ui.note(f"asking the dispatcher about the ops {app} calls (in a child Python)")
+            checks += diag.diagnose(found[kernels], found[app], declared.get(app), ws.stack.cuda_only,
+                                    wheel_files.get(kernels, f"<{kernels} wheel>"))
+    return provenance

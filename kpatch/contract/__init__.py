@@ -1,0 +1,254 @@
+"""The op contract between the kernels and the application, read statically from their two patched worktrees.
+
+The kernels define op schemas and register kernels per dispatch key (C++); the application declares the same ops
+in its own C++ bindings and calls them by name from Python. The report: ops the application calls that the
+kernels do not serve on XPU (grouped by calling module), and schema differences for ops both sides define.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from kpatch.config import CudaOnly
+from kpatch.contract import cmake, cpp, pycalls, schema
+from kpatch.contract.pycalls import CallSite
+from kpatch.contract.schema import Schema, SchemaDiff
+
+# Keys whose kernel serves the application on XPU: the device key itself, a composite registered for every
+# backend, or CPU: an XPU kernels package registers a CPU kernel only for ops that take host tensors on purpose
+# (get_xpu_view_from_cpu_tensor, swap_blocks_batch's pointer lists), so that is the key such a call dispatches to.
+XPU_KEYS = frozenset({"XPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd",
+                      "CompositeExplicitAutogradNonFunctional", "CPU"})
+# The application's reference declarations are its CUDA build: the XPU kernels stand in for exactly that `_C`.
+# Its CPU and ROCm builds declare some of the same names with their own schemas, so they are not read.
+APP_OTHER_BACKENDS = ("csrc/cpu/", "csrc/rocm/")
+_CPP_SUFFIXES = {".cpp", ".cc", ".cxx", ".cu", ".h", ".hpp", ".cuh"}
+
+
+@dataclass(frozen=True)
+class Site:
+    """A file:line in one of the worktrees."""
+
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Defined:
+    namespace: str
+    op: str
+    schema: Schema
+    site: Site
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one worktree defines and registers, per (namespace, op)."""
+
+    defined: dict[tuple[str, str], Defined]
+    keys: dict[tuple[str, str], tuple[str, ...]]  # dispatch keys with a kernel
+    problems: tuple[str, ...]  # "file:line: ..." for schemas that do not parse, unresolved library names
+    other_backends: frozenset[tuple[str, str]] = frozenset()  # declared only by another backend's build
+
+
+class Gap(Enum):
+    """Why a called op is not served on XPU."""
+
+    UNDEFINED = "not defined by the kernels"
+    NO_XPU_KERNEL = "defined, but no kernel for XPU"
+
+
+@dataclass(frozen=True)
+class MissingOp:
+    namespace: str
+    op: str
+    gap: Gap
+    keys: tuple[str, ...]  # the keys the kernels do register it for (NO_XPU_KERNEL)
+    sites: tuple[Site, ...]  # the application's call sites in one module
+
+
+@dataclass(frozen=True)
+class ModuleGaps:
+    """The ops one application module calls that the kernels do not serve on XPU."""
+
+    module: str
+    ops: tuple[MissingOp, ...]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    namespace: str
+    op: str
+    declared: Site  # the application's C++ declaration
+    registered: Site  # the kernels' definition
+    want: str  # canonical schema texts
+    got: str
+    diffs: tuple[SchemaDiff, ...]
+    breaking: bool  # False when every call valid under `want` also binds to `got` (only added defaults)
+
+
+@dataclass(frozen=True)
+class UnboundCall:
+    """A call on the XPU path whose arguments do not fit the schema the kernels register."""
+
+    namespace: str
+    op: str
+    call: Site
+    registered: Site
+    reason: str
+
+
+@dataclass(frozen=True)
+class ContractReport:
+    namespaces: tuple[str, ...]  # the libraries the kernels serve: only calls into these are checked
+    missing: tuple[ModuleGaps, ...]  # errors: called, not served on XPU, not listed cuda-only
+    mismatches: tuple[Mismatch, ...]
+    unbound: tuple[UnboundCall, ...]  # errors: calls on the XPU path that do not bind to the kernels' schema
+    cuda_only: tuple[str, ...]  # listed ops the application calls that are indeed not served ("ns.op")
+    other_backends: tuple[str, ...]  # called ops only the application's CPU/ROCm builds declare ("ns.op")
+    stale: tuple[str, ...]  # warnings: listed ops now served on XPU, or no longer called
+    off_xpu_calls: int  # call sites inside a branch a platform check keeps off XPU (not counted as calls)
+    probes: int  # hasattr/getattr(..., default) sites: the caller handles absence
+    problems: tuple[str, ...]  # errors: unreadable schemas
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unbound or self.problems or any(m.breaking for m in self.mismatches))
+
+
+def read_kernels(root: Path) -> Side:
+    """The schemas the kernels define and the dispatch keys they register, from every C++ file under root."""
+    return _read_side(root, cmake.extension_targets(root), skip=())
+
+
+def read_app(root: Path) -> Side:
+    """The schemas the application declares in its own C++ bindings (its CUDA build)."""
+    return _read_side(root, cmake.extension_targets(root), skip=APP_OTHER_BACKENDS)
+
+
+def _read_side(root: Path, targets: dict[str, tuple[str, ...]], skip: tuple[str, ...]) -> Side:
+    defined: dict[tuple[str, str], Defined] = {}
+    keys: dict[tuple[str, str], list[str]] = {}
+    problems: list[str] = []
+    other: set[tuple[str, str]] = set()
+    for path in _cpp_files(root):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "TORCH_LIBRARY" not in text:
+            continue
+        found = cpp.registrations(text, rel, targets.get(rel, ()))
+        if rel.startswith(skip):
+            other |= {(d.namespace, cpp.op_name(d.schema)) for d in found.definitions}
+            continue
+        problems += [f"{where}: library named by TORCH_EXTENSION_NAME, but no CMake extension target lists {rel}"
+                     for where in found.unresolved]
+        for d in found.definitions:
+            try:
+                parsed = schema.parse(d.schema)
+            except schema.SchemaSyntaxError as err:
+                problems.append(f"{d.file}:{d.line}: schema does not parse: {err}")
+                continue
+            defined.setdefault((d.namespace, parsed.name), Defined(d.namespace, parsed.name, parsed, Site(rel, d.line)))
+        for impl in found.implementations:
+            keys.setdefault((impl.namespace, impl.op.split(".", 1)[0]), []).append(impl.key)
+    return Side(defined=defined, keys={k: tuple(dict.fromkeys(v)) for k, v in keys.items()},
+                problems=tuple(problems), other_backends=frozenset(other - set(defined)))
+
+
+def _cpp_files(root: Path) -> Iterable[Path]:
+    """C++ sources and headers under root, without hidden folders (.git), build output or vendored code."""
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d not in ("build", "third_party"))
+        for name in sorted(files):
+            if Path(name).suffix in _CPP_SUFFIXES:
+                yield Path(folder) / name
+
+
+def check(kernels_root: Path, app_root: Path, cuda_only: tuple[CudaOnly, ...] = ()) -> ContractReport:
+    """The whole contract between two patched worktrees."""
+    return check_sides(read_kernels(kernels_root), read_app(app_root), app_root, cuda_only)
+
+
+def check_sides(kernels: Side, app: Side, app_root: Path, cuda_only: tuple[CudaOnly, ...] = ()) -> ContractReport:
+    """The contract from both sides' C++ (already read) and the application's Python under `app_root`."""
+    namespaces = frozenset(ns for ns, _ in (*kernels.defined, *kernels.keys))
+    sites, broken = pycalls.call_sites(app_root, namespaces)
+    return compare(kernels, app, sites, cuda_only, namespaces,
+                   problems=tuple(f"{b} (cannot be read: its op calls are unknown)" for b in broken))
+
+
+def serves_xpu(kernels: Side, namespace: str, op: str) -> bool:
+    return any(k in XPU_KEYS for k in kernels.keys.get((namespace, op), ()))
+
+
+def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[CudaOnly, ...],
+            namespaces: frozenset[str], problems: tuple[str, ...] = ()) -> ContractReport:
+    """The report from both sides' registrations and the application's call sites."""
+    calls = [s for s in sites if not s.probe and not s.off_xpu]
+    called = {(s.namespace, s.op, s.module) for s in calls}
+    listed: set[str] = set()
+    other: set[str] = set()
+    by_module: dict[str, dict[tuple[str, str], list[Site]]] = {}
+    for s in calls:
+        if serves_xpu(kernels, s.namespace, s.op):
+            continue
+        if any(c.matches(s.namespace, s.op, s.module) for c in cuda_only):
+            listed.add(f"{s.namespace}.{s.op}")
+        elif (s.namespace, s.op) in app.other_backends:
+            other.add(f"{s.namespace}.{s.op}")
+        else:
+            by_module.setdefault(s.module, {}).setdefault((s.namespace, s.op), []).append(Site(s.file, s.line))
+    missing = tuple(ModuleGaps(module, tuple(
+        MissingOp(ns, op, Gap.NO_XPU_KERNEL if (ns, op) in kernels.keys or (ns, op) in kernels.defined
+                  else Gap.UNDEFINED, kernels.keys.get((ns, op), ()), tuple(where))
+        for (ns, op), where in sorted(ops.items()))) for module, ops in sorted(by_module.items()))
+    reachable = [s for s in calls if not any(c.module and c.matches(s.namespace, s.op, s.module) for c in cuda_only)]
+    return ContractReport(
+        namespaces=tuple(sorted(namespaces)), missing=missing, mismatches=_mismatches(kernels, app),
+        unbound=_unbound(kernels, reachable), cuda_only=tuple(sorted(listed)), other_backends=tuple(sorted(other)),
+        stale=_stale(kernels, called, cuda_only), off_xpu_calls=sum(s.off_xpu for s in sites),
+        probes=sum(s.probe for s in sites), problems=(*kernels.problems, *app.problems, *problems))
+
+
+def _unbound(kernels: Side, calls: list[CallSite]) -> tuple[UnboundCall, ...]:
+    out = []
+    for s in calls:
+        registered = kernels.defined.get((s.namespace, s.op))
+        if registered is None or s.positional is None:
+            continue
+        reason = schema.binds(registered.schema, s.positional, s.keywords)
+        if reason:
+            out.append(UnboundCall(s.namespace, s.op, Site(s.file, s.line), registered.site, reason))
+    return tuple(out)
+
+
+def _stale(kernels: Side, called: set[tuple[str, str, str]], cuda_only: tuple[CudaOnly, ...]) -> tuple[str, ...]:
+    stale = []
+    for entry in cuda_only:
+        hits = [(ns, op) for ns, op, module in called if entry.matches(ns, op, module)]
+        name = f"op {entry.op}" if entry.op else f"module {entry.module}"
+        if not hits:
+            stale.append(f"{name} (kpatch.toml:{entry.line}): nothing it names is called on the XPU path any more")
+        elif all(serves_xpu(kernels, ns, op) for ns, op in hits):
+            stale.append(f"{name} (kpatch.toml:{entry.line}): the kernels now serve every op it names on XPU")
+    return tuple(stale)
+
+
+def _mismatches(kernels: Side, app: Side) -> tuple[Mismatch, ...]:
+    out = []
+    for key, declared in sorted(app.defined.items()):
+        registered = kernels.defined.get(key)
+        if registered is None:
+            continue
+        diffs = schema.compare(declared.schema, registered.schema)
+        if diffs:
+            out.append(Mismatch(key[0], key[1], declared.site, registered.site, declared.schema.text(),
+                                registered.schema.text(), tuple(diffs), schema.breaking(diffs)))
+    return tuple(out)

@@ -1,0 +1,355 @@
+"""`kpatch test`: each upstream's suite in the build image against the locked pair, JUnit into reports/.
+
+Files go into and out of containers as archives (never bind mounts); the test container has no network, runs
+as the build user, unprivileged, with only the Intel GPU devices passed through, and always goes away.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from types import TracebackType
+
+from kpatch.config import Stack, TestSuite, Upstream
+from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
+from kpatch.files import write_atomic
+from kpatch.testing import env as testenv
+from kpatch.testing import junit
+from kpatch.ui import UI, activity
+from kpatch.wheels.backend import Toolchain
+from kpatch.wheels.container import Container, Engine, TimedRun
+from kpatch.workspace import Workspace
+
+log = logging.getLogger("kpatch.test")
+TEST_DIR = "/kpatch/test"  # the suite runs in a writable copy of the test files, here
+INSTALL_FAILED = 90  # the run script's exit status when the locked wheels do not install
+DRI_ENV = "KPATCH_DRI_DIR"  # where to look for Intel GPU render nodes (default /dev/dri)
+INTEL_VENDOR = "0x8086"
+RUN_TESTS_SH = b"""set -eu
+python3 -m pip install --quiet --user --no-deps --no-index --no-cache-dir /kpatch/wheels/*.whl || {
+    echo "kpatch: the locked wheels did not install" >&2; exit 90; }
+rm -rf /kpatch/test && cp -R /kpatch/src /kpatch/test && chmod -R u+w /kpatch/test && cd /kpatch/test
+mkdir -p "$(dirname "$KPATCH_JUNIT")" && rm -f "$KPATCH_JUNIT"
+echo "kpatch: running: $KPATCH_TEST_COMMAND"
+exec sh -c "$KPATCH_TEST_COMMAND"
+"""
+
+
+class Outcome(Enum):
+    PASSED = "passed"
+    FAILED = "failed"  # a test failed or errored, or the command exited non-zero
+    TIMED_OUT = "timed-out"  # kpatch stopped the suite at its timeout
+    KILLED = "killed"  # the container was killed (docker kill, out of memory) before the suite ended
+    NO_REPORT = "no-report"  # the suite ended without a readable JUnit file
+    NO_DEVICE = "no-device"  # the suite needs an XPU and there is none: not run
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    upstream: str
+    outcome: Outcome
+    message: str  # why it did not pass, in one line ("" when it passed)
+    counts: junit.Counts | None
+    failing: tuple[junit.Case, ...]
+    slowest: tuple[junit.Case, ...]
+    changes: junit.Changes | None  # None: no previous report to compare with
+    running: str | None  # the test that was running when the suite was stopped
+    status: int | None  # exit status of the suite's command
+    seconds: float  # wall time of the container run
+    commit: str  # the patched commit the test files come from (the one the locked wheel was built from)
+    junit: Path | None
+    log: Path | None
+
+
+@dataclass(frozen=True)
+class TestRun:
+    lock: Path
+    reports: Path
+    devices: tuple[str, ...]  # as seen inside the containers
+    removed_leftovers: int  # test containers of a killed kpatch run, removed before this one
+    suites: tuple[SuiteResult, ...]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        outcomes = {s.outcome for s in self.suites}
+        if outcomes - {Outcome.PASSED, Outcome.NO_DEVICE}:
+            return ExitCode.CONFLICT  # a test failed: a person has to look
+        return ExitCode.NO_DEVICE if Outcome.NO_DEVICE in outcomes else ExitCode.OK
+
+
+@dataclass(frozen=True)
+class Devices:
+    specs: tuple[str, ...]  # docker device specs, "HOST:CONTAINER:rwm"
+    paths: tuple[str, ...]  # the same devices inside the container
+    groups: tuple[int, ...]  # the host groups that own them (render, video): the build user joins them
+    none_because: str  # when there are none: why, for the message
+
+
+def run(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
+        lock: Path, reports: Path) -> TestRun:
+    """Check everything first (suites, lock, wheel hashes, devices), then run each suite in dependency order."""
+    suites = selected(ws.stack, names)
+    pair = testenv.read_pair(lock)
+    for upstream, _ in suites:
+        pair.wheel(upstream.name)
+    found = find_devices(devices, Path(os.environ.get(DRI_ENV, "/dev/dri")))
+    engine = Engine()
+    removed = engine.remove_orphans()
+    if removed:
+        ui.warn(f"removed {removed} test container(s) left by an interrupted run")
+    image = _build_image(engine, pair)
+    try:
+        reports.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BuildError(f"cannot write the reports to {reports}: {err.strerror}") from None
+    results = []
+    for upstream, suite in suites:
+        if suite.devices and not found.specs:
+            message = f"no XPU here ({found.none_because}): not run; give --device PATH where there is one"
+            ui.warn(f"{upstream.name}: {message}")
+            results.append(_not_run(upstream.name, pair.commit(upstream.name), message))
+            continue
+        runner = _Suite(ws, ui, engine, pair, upstream, suite, reports)
+        results.append(runner.run(image, found, timeout if timeout is not None else suite.timeout))
+    return TestRun(lock=lock, reports=reports, devices=found.paths, removed_leftovers=removed, suites=tuple(results))
+
+
+def selected(stack: Stack, names: tuple[str, ...]) -> list[tuple[Upstream, TestSuite]]:
+    """The upstreams to test, in dependency order: those named, else every one with an [upstream.test]."""
+    for name in names:
+        upstream = stack.get(name)
+        if upstream.test is None:
+            raise ConfigError(f"{stack.path}:{upstream.line}: upstream {name} has no [upstream.test]")
+    chosen = [(u, u.test) for u in stack.upstreams if u.test is not None and (not names or u.name in names)]
+    if not chosen:
+        raise ConfigError(f"{stack.path}: no upstream has an [upstream.test] table")
+    return chosen
+
+
+def find_devices(requested: tuple[str, ...], dri: Path) -> Devices:
+    """`--device HOST[:CONTAINER]` as given; otherwise the DRI folder, when it has an Intel GPU render node."""
+    if requested:
+        specs, paths = [], []
+        for value in requested:
+            host, _, inside = value.partition(":")
+            if not host.startswith("/") or (inside and not inside.startswith("/")):
+                raise UsageError(f"--device takes an absolute PATH or HOST:CONTAINER, got {value!r}")
+            if not os.environ.get("DOCKER_HOST", "unix://").startswith("unix://") or Path(host).exists():
+                specs.append(f"{host}:{inside or host}:rwm")
+                paths.append(inside or host)
+            else:
+                raise UsageError(f"--device {host}: no such device on this host")
+        return Devices(specs=tuple(specs), paths=tuple(paths), groups=_groups([Path(v.split(":")[0])
+                                                                                 for v in requested]),
+                       none_because="")
+    nodes = sorted(dri.glob("renderD*")) if dri.is_dir() else []
+    if not nodes:
+        return Devices(specs=(), paths=(), groups=(), none_because=f"no GPU render node in {dri}")
+    intel = [n for n in nodes if _vendor(n) in (INTEL_VENDOR, None)]
+    if not intel:
+        return Devices(specs=(), paths=(), groups=(), none_because=f"no Intel GPU (vendor {INTEL_VENDOR}) in {dri}")
+    return Devices(specs=(f"{dri}:/dev/dri:rwm",), paths=("/dev/dri",),
+                   groups=_groups([p for p in dri.iterdir()]), none_because="")
+
+
+def _vendor(node: Path) -> str | None:
+    """The PCI vendor of a DRM node from sysfs, or None when sysfs does not say (then assume Intel)."""
+    try:
+        return (Path("/sys/class/drm") / node.name / "device" / "vendor").read_text().strip()
+    except OSError:
+        return None
+
+
+def _groups(paths: list[Path]) -> tuple[int, ...]:
+    """The groups owning these device files (not root): the unprivileged user needs them to open the GPU."""
+    gids = set()
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        if stat.S_ISCHR(info.st_mode) and info.st_gid != 0:
+            gids.add(info.st_gid)
+    return tuple(sorted(gids))
+
+
+def _build_image(engine: Engine, pair: testenv.LockedPair) -> Toolchain:
+    if not pair.image_digest or pair.image_digest.startswith("local:"):
+        raise BuildError(f"{pair.path}: the pair was not built in an image (--backend local); kpatch test "
+                         "runs in the build image: build with the docker backend")
+    if not engine.has_image(pair.image_digest):
+        raise BuildError(f"the build image {pair.image} ({pair.image_digest[:19]}) of {pair.path} is not on the "
+                         "engine: run 'kpatch build-wheels' again")
+    return engine.image(pair.image_digest)
+
+
+def _not_run(name: str, commit: str, message: str) -> SuiteResult:
+    return SuiteResult(upstream=name, outcome=Outcome.NO_DEVICE, message=message, counts=None, failing=(),
+                       slowest=(), changes=None, running=None, status=None, seconds=0.0, commit=commit, junit=None,
+                       log=None)
+
+
+class LiveLog:
+    """The suite's output as it comes: into its log file and the run's log, the latest line to the spinner,
+    and the pytest -v test id last started (a hung test prints its id, then nothing, with no newline)."""
+
+    TEST_ID = re.compile(r"^(\S+?\.py::\S+)")
+
+    def __init__(self, path: Path, forward: Callable[[str], None]) -> None:
+        self.path, self.forward = path, forward
+        self.running: str | None = None
+        self.lines: list[str] = []
+        self.partial = ""
+        try:
+            self.file = path.open("w", encoding="utf-8")
+        except OSError as err:
+            raise BuildError(f"cannot write {path}: {err.strerror}") from None
+
+    def __call__(self, text: str) -> None:
+        self.file.write(text)
+        self.file.flush()
+        *complete, self.partial = (self.partial + text).split("\n")
+        for line in complete:
+            self._see(line)
+            self.lines = [*self.lines[-14:], line]
+            self.forward(line)
+        self._see(self.partial)
+
+    def _see(self, line: str) -> None:
+        match = self.TEST_ID.match(line.strip("\r"))
+        if match:
+            self.running = match.group(1)
+
+    def tail(self) -> str:
+        return "\n".join([*self.lines, self.partial] if self.partial else self.lines)
+
+    def __enter__(self) -> LiveLog:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.file.close()
+
+
+class _Suite:
+    """One upstream's suite: its test files, test image, container run and verdict."""
+
+    def __init__(self, ws: Workspace, ui: UI, engine: Engine, pair: testenv.LockedPair, upstream: Upstream,
+                 suite: TestSuite, reports: Path) -> None:
+        self.ws, self.ui, self.engine, self.pair = ws, ui, engine, pair
+        self.name, self.upstream, self.suite = upstream.name, upstream, suite
+        self.commit = pair.commit(upstream.name)
+        self.junit_path, self.log_path = reports / f"{self.name}.xml", reports / f"{self.name}.log"
+
+    def run(self, image: Toolchain, devices: Devices, timeout: float) -> SuiteResult:
+        source = self._source()
+        wheels = testenv.closure(self.ws.stack, self.pair, self.name)
+        tag = testenv.image_tag(image, self.suite, wheels, source)
+        if self.engine.has_image(tag):
+            env_image = self.engine.image(tag)
+        else:
+            with activity(self.ui, f"{self.name}: building the test image {tag} (the pair's dependencies and "
+                                   f"{' '.join(self.suite.requires) or 'no test requirements'})") as on:
+                env_image = testenv.build_image(self.engine, image, tag, self.name, self.suite, wheels, source,
+                                                _project_id(self.ws.stack), on)
+        previous = self._previous()
+        env = {**dict(self.suite.env), "KPATCH_TEST_COMMAND": self.suite.command, "PYTHONUNBUFFERED": "1",
+               "KPATCH_JUNIT": f"{TEST_DIR}/{self.suite.junit}", "KPATCH_DEVICES": " ".join(devices.paths)}
+        name = f"kpatch-test-{self.name}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
+        with activity(self.ui, f"{self.name}: running its tests at {self.commit[:12]}") as on, \
+                LiveLog(self.log_path, on) as live, \
+                self.engine.sandbox(env_image, name=name, command=["sh", "/kpatch/run-tests.sh"], env=env,
+                                    labels={}, network=False, devices=devices.specs, groups=devices.groups) as box:
+            started = time.monotonic()
+            run = self._start(box, wheels, source, live, timeout)
+            seconds = round(time.monotonic() - started, 3)
+            report = box.read(f"{TEST_DIR}/{self.suite.junit}")
+        return self._judge(run, report, live, previous, seconds, timeout)
+
+    def _source(self) -> bytes:
+        """The test files (`paths`) of the patched commit the locked wheel was built from."""
+        try:
+            return self.ws.mirror(self.name).archive(self.commit, "", self.suite.paths)
+        except GitError as err:
+            raise WorktreeError(f"{self.name}: cannot take {', '.join(self.suite.paths)} from the locked commit "
+                                f"{self.commit[:12]} in {self.ws.mirror(self.name).path} ({err.stderr.strip()[:200]}): "
+                                "check [upstream.test] paths, or run 'kpatch apply' and 'kpatch build-wheels'") \
+                from None
+
+    def _previous(self) -> junit.Report | None:
+        if not self.junit_path.exists():
+            return None
+        try:
+            return junit.parse(self.junit_path.read_bytes())
+        except (OSError, junit.JUnitError) as err:
+            self.ui.warn(f"{self.junit_path}: previous report unreadable ({err}); nothing to compare with")
+            return None
+
+    def _start(self, box: Container, wheels: tuple[testenv.PairWheel, ...], source: bytes, live: LiveLog,
+               timeout: float) -> TimedRun:
+        box.put("/kpatch", [("run-tests.sh", RUN_TESTS_SH, 0o555), ("wheels", None, 0o555), ("src", None, 0o555),
+                            *((f"wheels/{w.filename}", w.data, 0o444) for w in wheels)])
+        box.put_tar("/kpatch/src", source)  # root-owned: the suite runs on a copy
+        return box.run_until(live, timeout)
+
+    def _judge(self, run: TimedRun, data: bytes | None, live: LiveLog, previous: junit.Report | None,
+               seconds: float, timeout: float) -> SuiteResult:
+        where = f" while running {live.running}" if live.running else " (no pytest -v test id in its output)"
+        report, message = None, ""
+        if run.timed_out:
+            outcome, message = Outcome.TIMED_OUT, f"stopped at the timeout ({timeout:g} s){where}"
+        elif run.status == INSTALL_FAILED and data is None:
+            outcome, message = Outcome.NO_REPORT, "the locked wheels did not install in the test image"
+        elif data is None and (run.oom_killed or run.status == 137):
+            memory = ", out of memory" if run.oom_killed else ""
+            outcome, message = Outcome.KILLED, f"the test container was killed (exit {run.status}{memory}){where}"
+        elif data is None:
+            outcome = Outcome.NO_REPORT
+            message = f"the suite exited (status {run.status}) without writing {self.suite.junit}"
+        else:
+            try:
+                report = junit.parse(data)
+            except junit.JUnitError as err:
+                outcome, message = Outcome.NO_REPORT, f"{self.suite.junit} is not JUnit XML: {err}"
+            else:
+                outcome, message = self._verdict(run.status, report)
+        if outcome is not Outcome.PASSED:
+            log.warning("%s: %s; last lines:\n%s", self.name, message, live.tail())
+        if report is not None:
+            self._keep(data or b"")
+        return SuiteResult(
+            upstream=self.name, outcome=outcome, message=message, counts=report.counts() if report else None,
+            failing=report.failing() if report else (), slowest=report.slowest() if report else (),
+            changes=junit.compare(previous, report) if report and previous else None,
+            running=live.running if outcome in (Outcome.TIMED_OUT, Outcome.KILLED) else None,
+            status=None if run.timed_out else run.status, seconds=seconds, commit=self.commit,
+            junit=self.junit_path if report else None, log=self.log_path)
+
+    @staticmethod
+    def _verdict(status: int, report: junit.Report) -> tuple[Outcome, str]:
+        counts = report.counts()
+        if counts.failed or counts.errors:
+            return Outcome.FAILED, f"{counts.failed} failed, {counts.errors} error(s)"
+        if status != 0:
+            return Outcome.FAILED, f"the suite exited with status {status} ({len(report.cases)} test(s) reported)"
+        return Outcome.PASSED, ""
+
+    def _keep(self, data: bytes) -> None:
+        """The new report replaces the previous one only when it is complete: a stopped run keeps the baseline."""
+        try:
+            write_atomic(self.junit_path, data)
+        except OSError as err:
+            raise BuildError(f"cannot write {self.junit_path}: {err.strerror}") from None
+
+
+def _project_id(stack: Stack) -> str:
+    """Which project a test image belongs to (its kpatch.toml's folder), for removing that project's old ones."""
+    return hashlib.sha256(str(stack.root).encode()).hexdigest()[:12]

@@ -1,0 +1,204 @@
+"""The set as installed in this environment: versions, RECORD hashes, which lock it came from, its patches."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from kpatch.lock import Lock, LockedWheel
+from kpatch.stack import Series
+from kpatch.verify.model import Check, Status, failed, passed
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which lock the environment's set was installed from, or that it matches none."""
+
+    lock: Path | None  # None: it matches no lock kpatch knows of
+    stacks: tuple[tuple[str, str], ...]  # (upstream, stack hash) of that lock
+    detail: str
+
+
+def distribution(package: str) -> metadata.Distribution | None:
+    try:
+        return metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_versions(lock: Lock, folder: Path) -> tuple[list[Check], dict[str, metadata.Distribution]]:
+    """Each locked package is installed at its locked version; one half alone is an error naming the other."""
+    found = {w.upstream: d for w in lock.wheels if (d := distribution(w.package)) is not None}
+    out: list[Check] = []
+    absent = [w for w in lock.wheels if w.upstream not in found]
+    if absent and found:
+        have = ", ".join(f"{w.package} {found[w.upstream].version}" for w in lock.wheels if w.upstream in found)
+        for wheel in absent:
+            out.append(failed("installed", wheel.package, f"only one half of the set is installed ({have}); "
+                              f"{wheel.package} is missing", _install(folder, wheel)))
+    elif absent:
+        out.append(failed("installed", "set", f"none of the set is installed ({', '.join(w.package for w in absent)})",
+                          f"pip install {' '.join(str(folder / w.filename) for w in lock.wheels)}"))
+    for wheel in lock.wheels:
+        dist = found.get(wheel.upstream)
+        if dist is None:
+            continue
+        if _same(dist.version, wheel.version):
+            out.append(passed("installed", wheel.package, f"{dist.version}, as locked"))
+        else:
+            out.append(failed("installed", wheel.package, f"{dist.version} is installed, the lock has "
+                              f"{wheel.version}", _install(folder, wheel)))
+    return out, found
+
+
+def _install(folder: Path, wheel: LockedWheel) -> str:
+    return f"pip install --force-reinstall --no-deps {folder / wheel.filename}"
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def check_record(wheel: LockedWheel, dist: metadata.Distribution, folder: Path) -> Check:
+    """Every installed file with a RECORD hash still has that hash."""
+    bad, count = [], 0
+    for file in dist.files or ():
+        if file.hash is None or file.hash.mode != "sha256":
+            continue
+        count += 1
+        path = Path(str(file.locate()))
+        try:
+            data = path.read_bytes()
+        except OSError:
+            bad.append(f"{file} (missing)")
+            continue
+        if _urlsafe(data) != file.hash.value:
+            bad.append(str(file))
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        return failed("record", wheel.package, f"{len(bad)} of {count} installed files differ from RECORD: "
+                      f"{', '.join(bad[:3])}{more}", _install(folder, wheel))
+    return passed("record", wheel.package, f"{count} installed files match their RECORD hashes")
+
+
+def _urlsafe(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def provenance(lock: Lock, path: Path, found: dict[str, metadata.Distribution]) -> Provenance:
+    """The lock the environment came from: its versions, and where the wheels are beside it, their RECORDs."""
+    stacks = tuple((u.name, u.stack_hash) for u in lock.upstreams)
+    for wheel in lock.wheels:
+        dist = found.get(wheel.upstream)
+        if dist is None or not _same(dist.version, wheel.version):
+            have = dist.version if dist else "nothing"
+            return Provenance(None, (), f"not from {path}: {wheel.package} is {have}, the lock has {wheel.version}")
+        record = _wheel_record(path.parent / wheel.filename)
+        installed = {str(f): f.hash.value for f in dist.files or () if f.hash is not None}
+        if record is not None and any(installed.get(name) not in (None, digest) for name, digest in record.items()):
+            return Provenance(None, (), f"not from {path}: {wheel.package} {dist.version} has other files than "
+                              f"{wheel.filename} (same version, another build)")
+    return Provenance(path, stacks, f"installed from {path}")
+
+
+def _wheel_record(wheel: Path) -> dict[str, str] | None:
+    """name -> urlsafe sha256 from a wheel's RECORD, or None when the wheel is not there."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            name = next(n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/RECORD"))
+            text = archive.read(name).decode("utf-8")
+    except (OSError, zipfile.BadZipFile, StopIteration, UnicodeDecodeError):
+        return None
+    out = {}
+    for row in text.splitlines():
+        parts = row.rsplit(",", 2)
+        if len(parts) == 3 and parts[1].startswith("sha256="):
+            out[parts[0]] = parts[1].removeprefix("sha256=")
+    return out
+
+
+def check_patches(series: Series, dist: metadata.Distribution) -> list[Check]:
+    """Each patch of the stack is in the installed files: every hunk's new text is there, line for line."""
+    files = {str(f): f for f in dist.files or ()}
+    out = []
+    for patch in series.patches:
+        text = patch.path.read_text(encoding="utf-8", errors="replace")
+        checked, missing = [], []
+        for name, hunks in _post_images(text).items():
+            if name not in files:
+                continue  # compiled, or not shipped in the wheel (csrc/, tests/)
+            checked.append(name)
+            try:
+                have = _lines(Path(str(files[name].locate())).read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                missing.append(name)
+                continue
+            if not all(_contains(have, hunk) for hunk in hunks):
+                missing.append(name)
+        subject = f"{series.upstream}/{patch.name}"
+        if missing:
+            out.append(failed("patches", subject, f"not in the installed {dist.metadata['Name']}: "
+                              f"{', '.join(missing)}", "install the set built from this stack: kpatch "
+                              "build-wheels, then pip install --force-reinstall --no-deps dist/*.whl"))
+        elif checked:
+            out.append(passed("patches", subject, f"carried ({len(checked)} installed file(s) checked)"))
+        else:
+            out.append(Check("patches", subject, Status.SKIP, "touches no installed Python file (compiled or not "
+                             "shipped): the dispatcher check covers compiled code"))
+    return out
+
+
+def _post_images(text: str) -> dict[str, list[list[str]]]:
+    """path -> the new side of each hunk (context and added lines), from a git patch."""
+    out: dict[str, list[list[str]]] = {}
+    current: list[list[str]] | None = None
+    for raw in text.split("\n"):
+        line = raw.rstrip("\r")
+        if line.startswith("diff --git "):
+            current = None
+        elif line.startswith("+++ "):
+            name = line[4:]
+            current = out.setdefault(name[2:], []) if name.startswith("b/") else None
+        elif line.startswith("@@ ") and current is not None:
+            current.append([])
+        elif current and line[:1] in (" ", "+"):
+            current[-1].append(line[1:])
+        elif line == "-- " and current is not None:
+            current = None  # the mbox signature separator ends the last diff
+    return out
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip("\r") for line in text.split("\n")]
+
+
+def _contains(have: list[str], block: list[str]) -> bool:
+    if not block:
+        return True
+    first = block[0]
+    return any(have[i:i + len(block)] == block for i, line in enumerate(have) if line == first)
+
+
+def installed_version(package: str) -> str | None:
+    dist = distribution(package)
+    return None if dist is None else dist.version
+
+
+def packages_of(dist: metadata.Distribution) -> tuple[str, ...]:
+    """The top-level import packages a distribution installs (from its RECORD)."""
+    tops = {str(f).split("/", 1)[0] for f in dist.files or () if "/" in str(f)}
+    return tuple(sorted(t for t in tops if not t.endswith((".dist-info", ".data")) and t != "__pycache__"))
+
+
+def same_package(a: str, b: str) -> bool:
+    return canonicalize_name(a) == canonicalize_name(b)

@@ -1,0 +1,78 @@
+"""What every build backend (a Docker container, this host) is given, gives back, and must provide."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from packaging.version import InvalidVersion, Version
+
+from kpatch.errors import BuildError
+
+INFO_NAME = "kpatch-build-info.json"  # written by build-wheel.sh next to the wheel: what the build saw
+TAIL = 15  # lines of a failed build's log shown with its error
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """What the wheels are built with: it goes into every cache key and into the lock."""
+
+    reference: str  # the image reference, or "local"
+    digest: str  # the image ID, or a hash of the host's Python and compiler
+    base: str = ""  # the BASE_IMAGE the image was built from, and that image's ID
+    base_digest: str = ""
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """One wheel build: the source archive (under `src/`), the wheels it is built against, the script to run."""
+
+    name: str
+    env: Mapping[str, str]
+    source_tar: bytes
+    deps: tuple[Path, ...]
+    script: bytes
+
+
+@dataclass(frozen=True)
+class BuildOutput:
+    """What one build left in its out folder: exactly one wheel, and what it saw (torch)."""
+
+    filename: str
+    data: bytes
+    torch: str | None  # the torch version (with local label) importable after the build; None: no torch
+
+
+class Backend(Protocol):
+    """A place to run build-wheel.sh: fresh for every build, nothing of it left afterwards."""
+
+    @property
+    def toolchain(self) -> Toolchain: ...
+
+    def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutput: ...
+
+    def started_since(self, since: float) -> int:
+        """How many isolated build environments (containers) this backend started since `since`."""
+        ...
+
+
+def collect(name: str, files: Mapping[str, bytes]) -> BuildOutput:
+    """The build's out folder -> its one wheel and its build info; anything else is a clear BuildError."""
+    wheels = {n: d for n, d in files.items() if n.endswith(".whl")}
+    if len(wheels) != 1:
+        raise BuildError(f"{name}: the build wrote {len(wheels)} wheels, expected one: {sorted(wheels)}")
+    (filename, data), = wheels.items()
+    raw = files.get(INFO_NAME)
+    if raw is None:
+        raise BuildError(f"{name}: the build script wrote no {INFO_NAME} (a build script override must write it)")
+    try:
+        info = json.loads(raw)
+        torch = info["torch"]
+        if torch is not None:
+            torch = str(Version(torch))  # normalized, as the lock and the pins write it
+    except (ValueError, KeyError, TypeError, InvalidVersion) as err:
+        raise BuildError(f"{name}: bad {INFO_NAME} from the build ({err})") from None
+    return BuildOutput(filename=filename, data=data, torch=torch)

@@ -1,0 +1,141 @@
+"""Building the set in dependency order on one backend: keys, versions, pins, the build, torch, the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpatch.config import Upstream
+from kpatch.errors import BuildError
+from kpatch.gitx import Repository
+from kpatch.ui import UI, activity
+from kpatch.wheels import cache as wheel_cache
+from kpatch.wheels import resources, versions
+from kpatch.wheels.backend import Backend, BuildJob, Toolchain
+from kpatch.wheels.container import DockerBackend, Engine
+from kpatch.wheels.local import LocalBackend
+from kpatch.wheels.metadata import Wheel, is_pure, require_exactly
+from kpatch.wheels.pins import Pin, pin_source
+
+DEFAULT_BASE_IMAGE = "intel/deep-learning-essentials:2026.0.0-devel-ubuntu24.04"
+SRC = "src/"  # where the source sits in the archive a build gets
+
+
+@dataclass(frozen=True)
+class BuildInput:
+    """One applied, clean upstream ready to build."""
+
+    upstream: Upstream
+    worktree: Path
+    base: str
+    commit: str
+    stack_hash: str
+
+
+@dataclass(frozen=True)
+class SetMember:
+    """One built (or cached) wheel of the set, and what it was built from."""
+
+    input: BuildInput
+    wheel: wheel_cache.CachedWheel
+    key: str
+    cached: bool  # reused from the cache: nothing was started for it
+
+
+def make_backend(kind: str, ui: UI, root: Path, *, image: str | None, base_image: str | None) -> Backend:
+    """The local backend, or the Docker one on `image` (or on the image built from the Dockerfile)."""
+    if kind == "local":
+        return LocalBackend()
+    engine = Engine()
+    if engine.remove_leftovers():
+        ui.warn("removed build containers left by an interrupted run")
+    return DockerBackend(engine, engine.image(image) if image else
+                         _image(engine, ui, root, base_image or DEFAULT_BASE_IMAGE))
+
+
+def _image(engine: Engine, ui: UI, root: Path, base_image: str) -> Toolchain:
+    """The build image for `base_image`: reused when already built from the same Dockerfile, base and labels."""
+    dockerfile = resources.load(root, resources.DOCKERFILE)
+    if dockerfile.overridden:
+        ui.note(f"using the project's {dockerfile.origin}")
+    base_digest = engine.image(base_image).digest if engine.has_image(base_image) else ""
+    args = {"BASE_IMAGE": base_image}
+    labels = {"kpatch.base-image": base_image, "kpatch.base-image-digest": base_digest}
+    recipe = dockerfile.data + json.dumps([args, labels], sort_keys=True).encode()
+    tag = "kpatch-build:" + hashlib.sha256(recipe).hexdigest()[:16]
+    if engine.has_image(tag):
+        return engine.image(tag)
+    with tempfile.TemporaryDirectory(prefix="kpatch-image-") as context, activity(ui, f"building image {tag}") as on:
+        (Path(context) / "Dockerfile").write_bytes(dockerfile.data)
+        return engine.build_image(Path(context), tag, args, labels, on)
+
+
+def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, root: Path,
+              set_torch: str | None) -> list[SetMember]:
+    """Every upstream's wheel, each after the wheels it requires and built against exactly them."""
+    script = resources.load(root, resources.BUILD_SCRIPT)
+    if script.overridden:
+        ui.note(f"using the project's {script.origin}")
+    wheel_cache.sweep(cache)
+    built: dict[str, SetMember] = {}
+    labels: dict[str, str] = {}
+    for item in inputs:
+        upstream, build = item.upstream, item.upstream.build
+        assert build is not None
+        deps = [built[d].wheel.wheel for d in upstream.requires]
+        key = wheel_cache.cache_key({
+            "base": item.base, "commit": item.commit, "stack": item.stack_hash, "image": backend.toolchain.digest,
+            "script": hashlib.sha256(script.data).hexdigest(), "command": build.command, "env": build.env,
+            "pin-files": build.pin_files, "deps": [d.sha256 for d in deps], "torch": set_torch})
+        labels[upstream.name] = versions.label(key, [labels[d] for d in upstream.requires])
+        found = versions.upstream_version(item.worktree, item.base)
+        if found.tag is None:
+            ui.warn(f"{upstream.name}: no PEP 440 version tag reaches {item.base[:12]}; its version starts at "
+                    f"{found.public}")
+        version = versions.with_label(found.public, labels[upstream.name])
+        hit = wheel_cache.cached(cache, upstream.name, key)
+        if hit is not None:
+            ui.note(f"{upstream.name}: cached {hit.wheel.path.name}")
+        pins = tuple(Pin(d.package, str(d.version), append=True) for d in deps)
+        if set_torch:
+            pins += (Pin("torch", set_torch, append=False),)
+        try:
+            wheel = hit or _build_one(backend, ui, item, str(version), pins, deps, script.data, cache, key, set_torch)
+        except BuildError as err:
+            raise _with_torch_hint(err, [built[d] for d in upstream.requires], set_torch) from None
+        built[upstream.name] = SetMember(input=item, key=key, cached=hit is not None, wheel=wheel)
+    return list(built.values())
+
+
+def _with_torch_hint(err: BuildError, deps: list[SetMember], set_torch: str | None) -> BuildError:
+    """A failed build whose required wheels pin a torch: say so, since the usual cause is two torches."""
+    torches = [f"{d.input.upstream.name} was built against torch {d.wheel.torch}" for d in deps if d.wheel.torch]
+    if set_torch or not torches:
+        return err
+    return BuildError(f"{err}\nhint: {'; '.join(torches)} and requires exactly it: if this build pins another "
+                      'torch, name one for the whole set in kpatch.toml ([set] torch = "<version>")')
+
+
+def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: tuple[Pin, ...],
+               deps: list[Wheel], script: bytes, cache: Path, key: str,
+               set_torch: str | None) -> wheel_cache.CachedWheel:
+    upstream, build = item.upstream, item.upstream.build
+    assert build is not None
+    source = pin_source(upstream.name, Repository(item.worktree).archive(item.commit, SRC), SRC, build.pin_files, pins)
+    env = {**dict(build.env), "KPATCH_VERSION": version, "KPATCH_BUILD_COMMAND": build.command}
+    job = BuildJob(name=upstream.name, env=env, source_tar=source, deps=tuple(d.path for d in deps), script=script)
+    with activity(ui, f"building {upstream.name} {version}") as on:
+        made = backend.build(job, on)
+    if set_torch and made.torch and not versions.satisfies(made.torch, set_torch):
+        raise BuildError(f"{upstream.name}: built against torch {made.torch}, but kpatch.toml [set] torch is "
+                         f"{set_torch}: its build installs torch from somewhere the pin files do not cover")
+    data = made.data
+    if made.torch and not is_pure(made.filename):  # compiled code is bound to the torch it was built against
+        data = require_exactly(data, made.filename, versions.exact("torch", made.torch))
+    try:
+        return wheel_cache.store(cache, upstream.name, key, made.filename, data, made.torch)
+    except OSError as err:
+        raise BuildError(f"cannot write the wheel cache {cache}: {err.strerror}") from None
