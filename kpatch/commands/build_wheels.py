@@ -62,9 +62,9 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
 def _locked(member: pipeline.SetMember) -> lock.LockedUpstream:
     item, build = member.input, member.input.upstream.build
     assert build is not None
-    return lock.LockedUpstream(name=item.upstream.name, url=item.upstream.url, base=item.base, commit=item.commit,
-                               stack_hash=item.stack_hash, build_key=member.key, command=build.command,
-                               env=dict(build.env), torch=member.wheel.torch)
+    return lock.LockedUpstream(name=item.upstream.name, url=item.upstream.display_url, base=item.base,
+                               commit=item.commit, stack_hash=item.stack_hash, build_key=member.key,
+                               command=build.command, env=dict(build.env), torch=member.wheel.torch)
 
 
 def _check_inputs(ws: Workspace) -> list[pipeline.BuildInput]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kpatch import config, github, journal
 from kpatch.engine import classify, rerere
-from kpatch.engine.plan import Item, backup, fetch, load_all_series, refuse_unexported, unexported
+from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.errors import UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
 from kpatch.stack import SERIES, Patch, Series, parse_patch
@@ -92,6 +92,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         if old is None:
             raise UpstreamError(f"upstream {upstream.name}: pinned base {upstream.base!r} is not in "
                                 f"{upstream.display_url}")
+        check_base(ws.stack, upstream, old, run.settled.get(upstream.name), ui)
         if new is None:
             raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of "
                                 f"{upstream.display_url}")
@@ -112,7 +113,8 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         ui.warn(pulls.unavailable)
     for upstream in ws.stack.upstreams:
         classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
-    run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable)
+    discarded = {i.upstream.name: Repository(i.worktree).head() for i in items if discard and i.worktree.exists()}
+    run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable, discard=discarded)
     ws.write_state(run)
     return _advance(ws, ui, run)
 
@@ -303,7 +305,10 @@ def _finish(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
         path, mirror = ws.worktree(name), ws.mirror(name)
         tree = Repository(path)
         if path.exists() and tree.head() != stack.final_head:
-            if tree.dirty() or tree.operation() or unexported(tree, series[name], run.settled.get(name), None):
+            # --discard lets go of the commits the worktree held when the rebase started, not of later ones.
+            let_go = op.discard.get(name) == tree.head()
+            if tree.dirty() or tree.operation() or \
+                    not let_go and unexported(tree, series[name], run.settled.get(name), None):
                 ui.warn(f"worktree {path} has local changes or unexported commits: left as it is; run "
                         "'kpatch export' or 'kpatch apply' when ready")
             else:

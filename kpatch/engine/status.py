@@ -58,7 +58,7 @@ class StatusResult:
 
 def status(ws: Workspace, ui: UI) -> StatusResult:
     run = ws.read_state()
-    reports = tuple(_report(item, run) for item in resolve_items(ws, ui, {}, fetch_missing=False))
+    reports = tuple(_report(item, run) for item in resolve_items(ws, ui, {}, fetch_missing=False, run=run))
     return StatusResult(upstreams=reports, operation=run.operation.kind.value if run.operation else None,
                         journal=ws.pending_journal())
 
