@@ -70,7 +70,8 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str
     if conflicts:
         found.failure = _conflict(ws, found, conflicts)
         return int(ExitCode.CONFLICT), found.failure.message
-    found.flags = _merged_but_applied(ws, found.patches, found.notes)
+    if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
+        found.flags = _merged_but_applied(ws, found.patches, found.notes)
     counts = {k: sum(p.klass == k for p in found.patches) for k in ("clean", "three-way", "upstream")}
     return 0, (f"{len(found.patches)} patch(es) onto the branch heads: {counts['clean']} clean, "
                f"{counts['three-way']} three-way, {counts['upstream']} dropped as upstream")
