@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kpatch.commands.build_wheels import BuildResult
 from kpatch.commands.verify import VerifyResult
 from kpatch.contract import ContractReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
-from kpatch.nightly.model import Stage
-from kpatch.nightly.render import headline
-from kpatch.nightly.run import Night
 from kpatch.testing.run import TestRun
 from kpatch.ui import UI, columns, escape
+
+if TYPE_CHECKING:  # only the nightly prints these: other commands do not pay for importing them
+    from kpatch.commands.build_wheels import BuildResult
+    from kpatch.nightly.model import Stage
+    from kpatch.nightly.run import Night
 
 
 def print_status(ui: UI, result: StatusResult) -> None:
@@ -163,6 +165,8 @@ def print_build(ui: UI, result: BuildResult) -> None:
 
 def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:
     """A stage's own result, as its command prints it (inside the stage's log group)."""
+    from kpatch.commands.build_wheels import BuildResult
+
     if isinstance(result, RebaseResult):
         print_rebase(ui, result, scratch)
     elif isinstance(result, BuildResult):
@@ -174,6 +178,8 @@ def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> 
 
 
 def print_nightly(ui: UI, night: Night) -> None:
+    from kpatch.nightly.render import headline
+
     report = night.report
     styles = {"passed": "green", "failed": "bold red", "skipped": "dim"}
     ui.line(f"\n[bold]{escape(headline(report))}[/]")

@@ -158,6 +158,7 @@ class Report:
     kept_lock: str | None = None  # where the passing night keeps it for the branch (pylock.toml by kpatch.toml)
     containers: int = 0  # build containers started
     checks: tuple[Check, ...] = ()
+    contract: tuple[str, ...] = ()  # the op contract per pair: what was counted, then each problem
     suites: tuple[Suite, ...] = ()
     notes: tuple[str, ...] = ()  # things a person should know that are not failures (GitHub not asked, ...)
     failure: Failure | None = None

@@ -109,10 +109,13 @@ def _wheels(report: Report) -> list[str]:
 def _checks(report: Report) -> list[str]:
     if not report.checks:
         return []
-    return ["", "## Verify: the pair and the op contract", ""] + _table(
+    lines = ["", "## Verify: the pair and the op contract", ""] + _table(
         ["status", "check", "subject", "detail"],
         [[c.status.value, c.area, c.subject, c.detail + (f" (next: {c.fix})" if c.fix and c.status.value != "pass"
                                                           else "")] for c in report.checks])
+    if report.contract:
+        lines += ["", "Op contract:", "", *(f"- {_cell(line, table=False)}" for line in report.contract)]
+    return lines
 
 
 def _suites(report: Report) -> list[str]:

@@ -18,6 +18,7 @@ from kpatch.verify.model import Check, Status
 from kpatch.workspace import Workspace
 
 if TYPE_CHECKING:
+    from kpatch.contract import ContractReport
     from kpatch.engine.rebase import RebaseResult
     from kpatch.testing.run import TestRun
 
@@ -47,6 +48,7 @@ class Findings:
     lock: Path | None = None
     containers: int = 0
     checks: list[Check] = field(default_factory=list)
+    contract: list[str] = field(default_factory=list)
     suites: list[Suite] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failure: Failure | None = None
@@ -152,6 +154,8 @@ def verify(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str
     result = run_verify(ws, ui, lock_path=found.lock, installed=False)
     show(Stage.VERIFY, result)
     found.checks = list(result.checks)
+    found.contract = [line for c in result.contracts if c.report is not None
+                      for line in contract_lines(c.kernels, c.app, c.report)]
     failed = [c for c in result.checks if c.status is Status.FAIL]
     if failed:
         first = failed[0]
@@ -160,6 +164,23 @@ def verify(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str
                                 resolve=tuple(c.fix for c in failed if c.fix), log_tail=())
         return int(ExitCode.CONFLICT), found.failure.message
     return 0, f"{sum(c.status is Status.PASS for c in result.checks)} check(s) passed"
+
+
+def contract_lines(kernels: str, app: str, report: ContractReport) -> list[str]:
+    """The op contract of one pair for the report: what was checked and counted, then each problem."""
+    breaking = [m for m in report.mismatches if m.breaking]
+    lines = [f"{kernels} -> {app} (libraries {', '.join(report.namespaces)}): "
+             f"{sum(len(g.ops) for g in report.missing)} op(s) not served on XPU, {len(breaking)} breaking schema "
+             f"difference(s), {len(report.unbound)} call(s) that do not bind; not counted: {len(report.cuda_only)} "
+             f"listed cuda-only, {len(report.other_backends)} only in {app}'s CPU/ROCm builds, "
+             f"{report.off_xpu_calls} call site(s) off the XPU path, {report.probes} probe(s)"]
+    lines += [f"{op.namespace}.{op.op}: {op.gap.value}, called from {gaps.module} at "
+              f"{', '.join(str(site) for site in op.sites[:3])}" for gaps in report.missing for op in gaps.ops]
+    lines += [f"{m.namespace}.{m.op} schema differs{'' if m.breaking else ' (allowed)'}: "
+              f"{'; '.join(d.detail for d in m.diffs)} ({app} {m.declared} vs {kernels} {m.registered})"
+              for m in report.mismatches]
+    lines += [f"{u.namespace}.{u.op} call at {u.call} does not bind: {u.reason}" for u in report.unbound]
+    return lines + [f"unreadable: {problem}" for problem in report.problems]
 
 
 def test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[int, str] | None:

@@ -187,6 +187,24 @@ def test_a_failing_test_fails_the_night_at_test_naming_the_newly_failing_tests(w
     assert world.branch() == pushed  # a failed night pushes nothing
 
 
+def test_a_contract_break_fails_the_night_at_verify_with_the_contract_report(world: World, base_image: str) -> None:
+    # the kernels register the op without vLLM's defaults, as vllm-xpu-kernels PR #592 did
+    patch = world.root / "patches" / "kernels" / K1
+    text = patch.read_bytes()
+    assert text.count(b"Tensor? positions=None, Tensor? cos_sin_cache=None") == 2  # the C++ and the stand-in
+    patch.write_bytes(text.replace(b"Tensor? positions=None, Tensor? cos_sin_cache=None",
+                                   b"Tensor? positions, Tensor? cos_sin_cache"))
+    result, report = world.night("--base-image", base_image)
+    assert result.exit_code == 1, result.output
+    assert [s["status"] for s in report["stages"]] == ["passed", "passed", "failed", "skipped"]
+    assert "_C.fused_kimi_mla_insert schema differs" in report["failure"]["message"]
+    assert any("fused_kimi_mla_insert schema differs: arg 5 positions: default None vs none" in line
+               for line in report["contract"])
+    (issue,) = world.fake.items(REPO, pull=False)
+    assert "Op contract:" in issue.body and "does not bind" in issue.body
+    assert world.branch() is None and not (world.root / "pylock.toml").exists()  # no lock kept for the branch
+
+
 def test_the_token_appears_in_no_file_output_or_pushed_object(project: Project, tmp_path: Path,
                                                               base_image: str) -> None:
     summary = tmp_path / "step-summary.md"
