@@ -64,6 +64,10 @@ def _push(ws: Workspace, report: Report, tgt: github.Target, top: Path | None, p
     if branch.current_branch(top) == BRANCH:
         return Push(BRANCH, PushStatus.SKIPPED, None, None, None, (),
                     f"the checkout is on {BRANCH} itself: run the nightly from the branch the pull request targets")
+    leaking = carries_credential(paths)
+    if leaking is not None:  # e.g. a lock built from a --url with user:token@ in it: never pushed
+        return Push(BRANCH, PushStatus.SKIPPED, None, None, None, (),
+                    f"not pushed: {leaking} carries a credential (a URL with user info, or the token)")
     snap = branch.snapshot(top, paths, _message(report))
     if snap.commit is None:
         return Push(BRANCH, PushStatus.UNCHANGED, None, snap.parent, None, (),
@@ -84,6 +88,16 @@ def _push(ws: Workspace, report: Report, tgt: github.Target, top: Path | None, p
         return Push(BRANCH, PushStatus.FAILED, snap.commit, snap.parent, shown, snap.files,
                     redact_text(f"push to {shown} failed: {message}"))
     return Push(BRANCH, PushStatus.PUSHED, snap.commit, snap.parent, shown, snap.files, f"pushed {what} to {shown}")
+
+
+def carries_credential(paths: list[Path]) -> Path | None:
+    """The first of the files to push that holds a URL with user info or a known token, or None."""
+    for path in paths:
+        if path.is_file():
+            text = path.read_text("utf-8", "replace")
+            if redact_text(text) != text:
+                return path
+    return None
 
 
 def _destination(top: Path, tgt: github.Target) -> tuple[str | None, str]:

@@ -13,7 +13,7 @@ from kpatch.github import Action, Kind, Outcome, Result
 from kpatch.nightly import render
 from kpatch.nightly.model import Failure, Flag, Move, PatchLine, Report, Stage, StageRun, StageStatus, Suite, Wheel
 from kpatch.nightly.model import Outcome as Night
-from kpatch.nightly.publish import _repository_in
+from kpatch.nightly.publish import _repository_in, carries_credential
 from kpatch.state import Culprit
 from kpatch.verify.model import Check, Status
 
@@ -88,3 +88,11 @@ def test_a_body_too_long_for_github_is_cut_with_a_note() -> None:
 ])
 def test_origin_names_a_github_repository_only_on_that_host(url: str, named: str | None) -> None:
     assert _repository_in(url, "github.com") == named
+
+
+def test_a_file_with_a_credential_is_never_pushed(tmp_path: Path) -> None:
+    clean, lock = tmp_path / "kpatch.toml", tmp_path / "pylock.toml"
+    clean.write_text('url = "https://github.com/vllm-project/vllm.git"\n')
+    lock.write_text('url = "https://x-access-token:ghs_secret@github.com/vllm-project/vllm.git"\n')
+    assert carries_credential([clean, tmp_path / "patches"]) is None
+    assert carries_credential([clean, lock]) == lock
