@@ -300,6 +300,47 @@ def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeou
     return int(result.exit_code)
 
 
+@main.command("nightly")
+@click.option("--dry-run", is_flag=True, help="Run every stage, but push, open, comment on or close nothing on GitHub "
+              "(say what would be).")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path),
+              help="Where report.md and report.json go (default: reports/nightly/ next to kpatch.toml).")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
+              help="Where the pair is built (as build-wheels).")
+@click.option("--image", metavar="REF", help="Build in this existing image (as build-wheels).")
+@click.option("--base-image", metavar="REF", help="BASE_IMAGE for the Dockerfile (as build-wheels).")
+@click.option("--device", "devices", multiple=True, metavar="PATH", help="Pass this device to the tests (as test).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a test suite after S seconds (as test).")
+@kpatch_command
+def nightly_(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
+             base_image: str | None, devices: tuple[str, ...], timeout: float | None) -> int:
+    """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
+    from kpatch.commands import nightly as cmd
+    from kpatch.nightly.run import Options
+    from kpatch.nightly.stages import Settings
+    from kpatch.printers import print_nightly, print_nightly_stage
+    from kpatch.ui import to_jsonable
+
+    if image and base_image or backend == "local" and (image or base_image):
+        raise UsageError("--image and --base-image go alone, and only with --backend docker")
+    ws = ctx.workspace()
+    folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
+    settings = Settings(backend=backend, image=image, base_image=base_image, devices=devices, timeout=timeout)
+    night = cmd.nightly(ws, ctx.ui, Options(report_dir=folder, dry_run=dry_run, settings=settings),
+                        lambda stage, result: None if ctx.ui.json_mode else
+                        print_nightly_stage(ctx.ui, ws.scratch_dir, stage, result))
+    report = night.report
+    if ctx.ui.json_mode:
+        ctx.ui.json({"ok": report.ok, **to_jsonable(report)})
+    else:
+        print_nightly(ctx.ui, night)
+    if report.failure is not None:
+        ctx.ui.error(f"nightly failed at {report.failure.stage.value}: {report.failure.message}", report.exit_code,
+                     final=False)
+    return report.exit_code
+
+
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")

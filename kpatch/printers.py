@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch.commands.verify import VerifyResult
 from kpatch.contract import ContractReport
@@ -11,6 +12,11 @@ from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.testing.run import TestRun
 from kpatch.ui import UI, columns, escape
+
+if TYPE_CHECKING:  # only the nightly prints these: other commands do not pay for importing them
+    from kpatch.commands.build_wheels import BuildResult
+    from kpatch.nightly.model import Stage
+    from kpatch.nightly.run import Night
 
 
 def print_status(ui: UI, result: StatusResult) -> None:
@@ -147,3 +153,48 @@ def print_test(ui: UI, result: TestRun) -> None:
             ui.line(f"[bold]{escape(suite.upstream)}[/] no previous report to compare with")
     ui.line(f"reports: {escape(str(result.reports))} (lock {escape(str(result.lock))}; devices: "
             f"{escape(' '.join(result.devices)) or 'none'})")
+
+
+def print_build(ui: UI, result: BuildResult) -> None:
+    for wheel in result.wheels:
+        ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
+                f"  (torch {wheel.torch or 'none'})")
+    ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
+            f"{result.containers} build container(s) started)")
+
+
+def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:
+    """A stage's own result, as its command prints it (inside the stage's log group)."""
+    from kpatch.commands.build_wheels import BuildResult
+
+    if isinstance(result, RebaseResult):
+        print_rebase(ui, result, scratch)
+    elif isinstance(result, BuildResult):
+        print_build(ui, result)
+    elif isinstance(result, VerifyResult):
+        print_verify(ui, result)
+    elif isinstance(result, TestRun):
+        print_test(ui, result)
+
+
+def print_nightly(ui: UI, night: Night) -> None:
+    from kpatch.nightly.render import headline
+
+    report = night.report
+    styles = {"passed": "green", "failed": "bold red", "skipped": "dim"}
+    ui.line(f"\n[bold]{escape(headline(report))}[/]")
+    for run in report.stages:
+        ui.line(f"  {run.stage.value:<7} [{styles[run.status.value]}]{run.status.value:<7}[/] {run.seconds:6.1f} s  "
+                f"{escape(run.summary)}")
+    for flag in report.flags:
+        ui.line(f"  [yellow]flag[/] {escape(flag.upstream)}/{escape(flag.patch)}: {escape(flag.pr)} {flag.note}")
+    if report.failure:
+        for step in report.failure.resolve:
+            ui.line(f"  next: {escape(step)}")
+    if report.dry_run:
+        ui.line(f"  dry run ({escape(report.dry_run)}): nothing pushed, opened, commented on or closed")
+    if report.push:
+        ui.line(f"  {escape(report.push.branch)}: {escape(report.push.message)}")
+    for result in report.github:
+        ui.line(f"  GitHub: {escape(result.message)}")
+    ui.line(f"report: {escape(str(night.markdown))} and {escape(night.json.name)}")

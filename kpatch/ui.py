@@ -98,6 +98,36 @@ class UI:
         print(redact_text(json.dumps(to_jsonable(payload), indent=2, sort_keys=False)))
 
     @contextmanager
+    def group(self, title: str) -> Iterator[None]:
+        """A foldable log section under GitHub Actions (`::group::`), nothing elsewhere; in the log file too."""
+        title = redact_text(title)
+        log.info("-- %s", title)
+        if os.environ.get("GITHUB_ACTIONS") != "true":
+            yield
+            return
+        # Workflow commands go to stdout, as GitHub documents; under --json stdout is the JSON alone, and the
+        # runner reads commands from stderr too.
+        stream = sys.stderr if self.json_mode else sys.stdout
+        sys.stderr.flush()
+        print(f"::group::{title}", file=stream, flush=True)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            print("::endgroup::", file=stream, flush=True)
+
+    def step_summary(self, markdown: str) -> None:
+        """Append markdown to the job summary ($GITHUB_STEP_SUMMARY) under GitHub Actions."""
+        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if os.environ.get("GITHUB_ACTIONS") != "true" or not path:
+            return
+        try:
+            with open(path, "a", encoding="utf-8") as summary:
+                summary.write(redact_text(markdown).rstrip("\n") + "\n\n")
+        except OSError as err:
+            self.warn(f"cannot append to the job summary {path}: {err.strerror}")
+
+    @contextmanager
     def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
         """A progress bar (only on a terminal) whose callback takes the number of steps done so far."""
         description = redact_text(description)
