@@ -68,6 +68,30 @@ class TimedRun:
     oom_killed: bool  # the kernel killed it for memory
 
 
+@dataclass(frozen=True)
+class EngineProbe:
+    """Whether a Docker engine answers, where, which version, and which of the asked images it already has."""
+
+    where: str  # DOCKER_HOST, or the default socket
+    version: str | None  # the engine's version when it answers
+    problem: str | None  # why it does not answer (with how to start one), else None
+    present: tuple[str, ...] = ()  # of the images asked about, those on the engine (nothing is pulled)
+
+
+def probe_engine(images: tuple[str, ...] = ()) -> EngineProbe:
+    """Ask the engine (never raises for a missing one): for `kpatch doctor` and the demo's choice of backend."""
+    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        engine = Engine()
+        version = str(engine.client.version().get("Version", "?"))
+        return EngineProbe(where=where, version=version, problem=None,
+                           present=tuple(i for i in images if engine.has_image(i)))
+    except BuildError as err:
+        return EngineProbe(where=where, version=None, problem=str(err))
+    except Exception as err:  # the engine answered the ping, then failed: still no usable engine
+        return EngineProbe(where=where, version=None, problem=f"the Docker engine at {where} failed: {err}")
+
+
 class Engine:
     def __init__(self) -> None:
         import docker
