@@ -164,7 +164,11 @@ def _crash(ui: UI) -> int:
     return int(ExitCode.INTERNAL)
 
 
-@click.group(cls=KpatchGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KpatchGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="\b\nNew here? The whole pipeline on example upstreams, then what this machine lacks:\n"
+                    "  $ kpatch demo\n  $ kpatch doctor\n"
+                    "Shell completion (bash; zsh_source and fish_source too):\n"
+                    "  $ eval \"$(_KPATCH_COMPLETE=bash_source kpatch)\"")
 @click.version_option(__version__, prog_name="kpatch")
 def main() -> None:
     """Keep fixes as ordered patch stacks on their upstreams, kernels first."""

@@ -99,7 +99,7 @@ def _engine(options: DoctorOptions, *, needed: bool) -> Iterator[Finding]:
         level = Level.FAIL if needed else Level.WARN
         why = "build-wheels and test need it" if needed else "needed by build-wheels and test with --backend docker"
         start = ("start one: as root 'dockerd &' (or 'systemctl start docker'), then add yourself to the docker "
-                 "group; or point DOCKER_HOST at one, e.g. DOCKER_HOST=ssh://user@xpu-build-host")
+                 "group; or point DOCKER_HOST at one, e.g. DOCKER_HOST=ssh://xpu-build-host")
         yield Finding("docker", level, f"no Docker engine at {probe.where} ({why})", start)
         yield Finding("image", Level.SKIP, "the build image was not checked (no engine)")
         return
@@ -132,13 +132,17 @@ def _local(options: DoctorOptions) -> Iterator[Finding]:
     """The host's python3 and oneAPI: needed for --backend local only."""
     needed = options.backend == "local"
     python = shutil.which("python3")
-    tools = subprocess.run([python, "-c", "import pip, setuptools, wheel"], capture_output=True) if python else None
+    # setuptools first, as setup.py does: looking up pip before it trips setuptools' distutils hack on some
+    # Pythons; bdist_wheel is in setuptools itself since 70.1, before that in the wheel package
+    probe = ("import setuptools, importlib.util as u, sys; sys.exit(not (u.find_spec('pip') and "
+             "(u.find_spec('setuptools.command.bdist_wheel') or u.find_spec('wheel'))))")
+    tools = subprocess.run([python, "-c", probe], capture_output=True) if python else None
     if tools is None or tools.returncode != 0:
-        what = "no python3 on PATH" if tools is None else "python3 lacks pip, setuptools or wheel"
+        what = "no python3 on PATH" if tools is None else "python3 lacks pip, setuptools or bdist_wheel"
         yield Finding("python3", Level.FAIL if needed else Level.SKIP, f"{what} (--backend local builds with it)",
                       "python3 -m pip install setuptools wheel" if tools is not None else "install python3")
     else:
-        yield Finding("python3", Level.OK, f"{python} with pip, setuptools and wheel (--backend local)")
+        yield Finding("python3", Level.OK, f"{python} with pip, setuptools and bdist_wheel (--backend local)")
     compiler = os.environ.get("CMPLR_ROOT")
     icpx = shutil.which("icpx")
     if compiler and icpx:
@@ -195,9 +199,9 @@ def _token() -> Finding:
 
 
 def _disks(options: DoctorOptions) -> Iterator[Finding]:
-    for area, path in (("disk", options.dist), ("disk", options.cache_dir)):
+    for what, path in (("the wheels", options.dist), ("the cache", options.cache_dir)):
         where = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
         free = shutil.disk_usage(where).free
-        text = f"{free / GIB:.1f} GiB free at {where} (for {path})"
+        text = f"{free / GIB:.1f} GiB free for {what} ({path})"
         level = Level.FAIL if free < DISK_FAIL else Level.WARN if free < DISK_WARN else Level.OK
-        yield Finding(area, level, text, "" if level is Level.OK else f"free space on {where}")
+        yield Finding("disk", level, text, "" if level is Level.OK else f"free space on {where}")

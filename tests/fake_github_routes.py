@@ -34,7 +34,7 @@ def route(fake: FakeGitHub, method: str, path: str, query: dict[str, str], body:
     if (method, path) == ("GET", "/user"):  # who the token is, and (classic tokens) its scopes in a header
         if access == "anonymous":
             raise Answer(401, "Requires authentication")
-        scopes = {"write": "repo, workflow", "read": "public_repo"}.get(access, "")
+        scopes = {"write": "repo, workflow", "read": "read:user"}.get(access, "")
         return 200, {**_user(fake, "kpatch-bot"), "name": "kpatch bot"}, {"X-OAuth-Scopes": scopes}
     for verb, pattern, name in _ROUTES:
         match = re.fullmatch(pattern, path)

@@ -104,7 +104,7 @@ class Engine:
         except DockerException as err:
             reason = str(err).splitlines()[0][:160]
             raise BuildError(f"no Docker engine at {where} ({reason}): start one (as root: 'dockerd &'), "
-                             "or point DOCKER_HOST at one (e.g. ssh://user@xpu-build-host)") from None
+                             "or point DOCKER_HOST at one (e.g. ssh://xpu-build-host)") from None
 
     def image(self, reference: str) -> Toolchain:
         from docker.errors import ImageNotFound
