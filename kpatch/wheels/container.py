@@ -112,7 +112,8 @@ class Engine:
         try:
             found = self.client.images.get(reference)
         except ImageNotFound:
-            raise BuildError(f"image {reference} not found on the engine: build it or pull it first") from None
+            raise BuildError(f"image {reference} not found on the engine: 'docker pull {reference}' (or build it) "
+                             "first; 'kpatch doctor' lists what the engine has") from None
         labels = found.labels or {}
         return Toolchain(reference=reference, digest=str(found.id), base=labels.get("kpatch.base-image", ""),
                          base_digest=labels.get("kpatch.base-image-digest", ""))
