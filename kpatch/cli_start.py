@@ -19,8 +19,9 @@ from kpatch.ui import UI
 @click.option("--keep", is_flag=True, help="Keep the temp folder (default: removed when the demo ends).")
 @click.option("--backend", type=click.Choice(["auto", "docker", "local"]), default="auto", show_default=True,
               help="auto: the Docker engine if it answers and has a base image, else this host.")
-@click.option("--base-image", metavar="REF", help="A local image with python3, pip, setuptools and wheel to build on "
-              "(default: kpatch-test-base:bookworm, else the oneAPI image, if the engine has one; never pulled).")
+@click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
+              help="A local image with python3, pip and setuptools to build on (default: $KPATCH_BASE_IMAGE, else "
+              "kpatch-test-base:bookworm, else the oneAPI image, if the engine has one; never pulled).")
 @click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
 @output_options
 def demo_(folder: Path | None, keep: bool, backend: str, base_image: str | None, json_mode: bool, quiet: bool,

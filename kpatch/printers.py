@@ -186,7 +186,8 @@ def print_demo_summary(ui: UI, result: DemoResult) -> None:
     if result.lock:
         ui.plain(f"  lock:    {result.lock}")
     if result.kept:
-        ui.plain(f"  everything is in {result.folder}; try: cd {result.folder / 'project'} && kpatch status")
+        ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
+                 f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
     else:
         ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo --keep' keeps it")
     verdict = "[green]passed[/]" if result.ok else "[bold red]FAILED[/] at " + next(
