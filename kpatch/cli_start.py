@@ -32,9 +32,11 @@ def demo_(folder: Path | None, keep: bool, backend: str, base_image: str | None,
     from kpatch.printers import print_demo_step, print_demo_summary
 
     ui = UI(json_mode=json_mode, quiet=quiet, verbose=verbose)
+    source = click.get_current_context().get_parameter_source("base_image")
+    image = None if backend == "local" and source is click.core.ParameterSource.ENVIRONMENT else base_image
 
     def body() -> int:
-        choice = cmd.choose(backend, base_image)
+        choice = cmd.choose(backend, image)
         if not ui.json_mode and not ui.quiet:
             ui.line(f"[bold]backend:[/] {choice.backend.value} ({choice.why})")
 
