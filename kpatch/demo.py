@@ -110,10 +110,41 @@ def choose_backend(requested: str, base_image: str | None) -> BackendChoice:
 def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step: OnStep) -> DemoResult:
     """Build the example in `folder` (empty) and run the pipeline on it; `on_step` sees each step as it ends."""
     started = time.monotonic()
-    steps: list[Step] = []
-    results: dict[str, Any] = {}
+    run = _Run(folder, ui, choice, on_step)
+    with _offline():
+        for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
+                           ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
+                           ("test", run.test)):
+            if not run.step(name, body):
+                break
+    build: BuildResult | None = run.results.get("build-wheels")
+    return DemoResult(folder=folder, kept=kept, backend=choice, steps=tuple(run.steps),
+                      applied=run.results.get("apply"), moves=run.results.get("upstream moves") or (),
+                      rebase=run.results.get("rebase"), build=build, verify=run.results.get("verify"),
+                      test=run.results.get("test"), lock=build.lock if build else None,
+                      wheels=tuple(build.lock.parent / w.filename for w in build.wheels) if build else (),
+                      seconds=round(time.monotonic() - started, 2))
 
-    def step(name: str, body: Callable[[], tuple[Any, bool, str]]) -> bool:
+
+Outcome = tuple[Any, bool, str]  # a step's result, whether it passed, and its one-line summary
+
+
+class _Run:
+    """One demo run: the example it built, the workspace on it, and each step's result."""
+
+    def __init__(self, folder: Path, ui: UI, choice: BackendChoice, on_step: OnStep) -> None:
+        self.folder, self.ui, self.choice, self.on_step = folder, ui, choice, on_step
+        self.steps: list[Step] = []
+        self.results: dict[str, Any] = {}
+        self.project: ExampleProject | None = None
+
+    @property
+    def ws(self) -> Workspace:
+        assert self.project is not None, "the example step runs first"
+        return Workspace.create(config.load(self.project.root / config.CONFIG_NAME), self.folder / "cache", None)
+
+    def step(self, name: str, body: Callable[[], Outcome]) -> bool:
+        """Run one step; a kpatch error ends it (and the demo) with that error's exit code."""
         begun = time.monotonic()
         try:
             result, ok, summary = body()
@@ -121,41 +152,36 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
         except KpatchError as err:
             result, ok, summary, code = None, False, str(err).splitlines()[0], int(err.exit_code)
         done = Step(name=name, seconds=round(time.monotonic() - begun, 2), ok=ok, summary=summary, exit_code=code)
-        steps.append(done)
-        results[name] = result
-        on_step(done, result)
+        self.steps.append(done)
+        self.results[name] = result
+        self.on_step(done, result)
         return ok
 
-    example: list[ExampleProject] = []
-    workspace: list[Workspace] = []
+    def example(self) -> Outcome:
+        self.project = make_example_project(self.folder)
+        ship_resolution(self.project)
+        return self.project, True, (f"two upstreams with history ({self.project.kernels.name}, "
+                                    f"{self.project.app.name}), a project with a stack of 2 patches for each, and "
+                                    "one recorded conflict resolution")
 
-    def build_example() -> tuple[Any, bool, str]:
-        made = make_example_project(folder)
-        ship_resolution(made)
-        example.append(made)
-        workspace.append(Workspace.create(config.load(made.root / config.CONFIG_NAME), folder / "cache", None))
-        return made, True, (f"two upstreams with history ({made.kernels.name}, {made.app.name}), a project with a "
-                            "stack of 2 patches for each, and one recorded conflict resolution")
+    def apply(self) -> Outcome:
+        return _apply(self.ws, self.ui)
 
-    with _offline():
-        pipeline: list[tuple[str, Callable[[], tuple[Any, bool, str]]]] = [
-            ("example", build_example),
-            ("apply", lambda: _apply(workspace[0], ui)),
-            ("upstream moves", lambda: _moves(example[0])),
-            ("rebase", lambda: _rebase(workspace[0], ui)),
-            ("build-wheels", lambda: _build(workspace[0], ui, choice)),
-            ("verify", lambda: _verify(workspace[0], ui)),
-            ("test", lambda: _test(workspace[0], ui, choice)),
-        ]
-        for name, body in pipeline:
-            if not step(name, body):
-                break
-    build: BuildResult | None = results.get("build-wheels")
-    return DemoResult(folder=folder, kept=kept, backend=choice, steps=tuple(steps), applied=results.get("apply"),
-                      moves=results.get("upstream moves") or (), rebase=results.get("rebase"), build=build,
-                      verify=results.get("verify"), test=results.get("test"), lock=build.lock if build else None,
-                      wheels=tuple(build.lock.parent / w.filename for w in build.wheels) if build else (),
-                      seconds=round(time.monotonic() - started, 2))
+    def moves(self) -> Outcome:
+        assert self.project is not None
+        return _moves(self.project)
+
+    def rebase(self) -> Outcome:
+        return _rebase(self.ws, self.ui)
+
+    def build(self) -> Outcome:
+        return _build(self.ws, self.ui, self.choice)
+
+    def verify(self) -> Outcome:
+        return _verify(self.ws, self.ui)
+
+    def test(self) -> Outcome:
+        return _test(self.ws, self.ui, self.choice)
 
 
 def _apply(ws: Workspace, ui: UI) -> tuple[ApplyResult, bool, str]:

@@ -12,6 +12,7 @@ from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
+from kpatch.examples_moves import UpstreamMove
 from kpatch.testing.run import TestRun
 from kpatch.ui import UI, columns, escape
 
@@ -160,7 +161,7 @@ def print_demo_step(ui: UI, step: DemoStep, result: object) -> None:
     ui.line(f"\n[bold]== {escape(step.name)}[/] {mark} ({step.seconds:.1f} s): {escape(step.summary)}")
     if isinstance(result, ApplyResult):
         print_apply(ui, result)
-    elif isinstance(result, tuple) and all(hasattr(m, "effect") for m in result):
+    elif isinstance(result, tuple) and result and isinstance(result[0], UpstreamMove):
         for move in result:
             ui.plain(f"  {move.upstream}: {move.commit[:12]} \"{move.subject}\": {move.effect}")
     elif isinstance(result, RebaseResult):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -89,3 +91,16 @@ def test_demo_docker_backend_without_an_engine_says_how_to_start_one(tmp_path: P
 def test_demo_base_image_goes_with_docker_only(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["demo", "--backend", "local", "--base-image", "x", "--dir", str(tmp_path)])
     assert result.exit_code == ExitCode.BAD_INPUT and "--base-image" in result.stderr
+
+
+def test_demo_stops_at_the_first_failing_step_and_says_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = tmp_path / "bin"  # git, but no python3: the local backend cannot build
+    tools.mkdir()
+    for name in ("git", "sh"):
+        (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
+    monkeypatch.setenv("PATH", str(tools))
+    result = CliRunner().invoke(main, ["demo", "--backend", "local", "--dir", str(tmp_path / "d")])
+    assert result.exit_code == ExitCode.BUILD, result.output
+    assert "== build-wheels FAILED" in result.stdout and "--backend local needs python3 on PATH" in result.stdout
+    assert "== verify" not in result.stdout
+    assert re.search(r"\ndemo FAILED at build-wheels in [0-9.]+ s$", result.stdout.rstrip())
