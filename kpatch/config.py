@@ -141,7 +141,8 @@ def find_config(start: Path) -> Path:
         candidate = folder / CONFIG_NAME
         if candidate.is_file():
             return candidate
-    raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it")
+    raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it: run kpatch in a project, give "
+                      "--config FILE, or see one with 'kpatch demo --keep'")
 
 
 def load(path: Path) -> Stack:

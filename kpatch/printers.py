@@ -7,9 +7,13 @@ from typing import TYPE_CHECKING
 
 from kpatch.commands.verify import VerifyResult
 from kpatch.contract import ContractReport
+from kpatch.demo import DemoResult
+from kpatch.demo import Step as DemoStep
+from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
+from kpatch.examples_moves import UpstreamMove
 from kpatch.testing.run import TestRun
 from kpatch.ui import UI, columns, escape
 
@@ -177,6 +181,28 @@ def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> 
         print_test(ui, result)
 
 
+def print_demo_step(ui: UI, step: DemoStep, result: object) -> None:
+    """One demo step as it ends: a header line, then the step's own output as the command prints it."""
+    from kpatch.commands.build_wheels import BuildResult
+
+    mark = "[green]ok[/]" if step.ok else "[bold red]FAILED[/]"
+    ui.line(f"\n[bold]== {escape(step.name)}[/] {mark} ({step.seconds:.1f} s): {escape(step.summary)}")
+    if isinstance(result, ApplyResult):
+        print_apply(ui, result)
+    elif isinstance(result, tuple) and result and isinstance(result[0], UpstreamMove):
+        for move in result:
+            ui.plain(f"  {move.upstream}: {move.commit[:12]} \"{move.subject}\": {move.effect}")
+    elif isinstance(result, RebaseResult):
+        print_rebase(ui, result, Path("work/.rebase"))
+    elif isinstance(result, BuildResult):
+        for wheel in result.wheels:
+            ui.plain(f"  {wheel.upstream:<8} {'cached' if wheel.cached else 'built':<6} {wheel.filename}")
+    elif isinstance(result, VerifyResult):
+        print_verify(ui, result)
+    elif isinstance(result, TestRun):
+        print_test(ui, result)
+
+
 def print_nightly(ui: UI, night: Night) -> None:
     from kpatch.nightly.render import headline
 
@@ -198,3 +224,35 @@ def print_nightly(ui: UI, night: Night) -> None:
     for result in report.github:
         ui.line(f"  GitHub: {escape(result.message)}")
     ui.line(f"report: {escape(str(night.markdown))} and {escape(night.json.name)}")
+
+
+def print_demo_summary(ui: UI, result: DemoResult) -> None:
+    """What happened, how long each step took, and where the wheels and the lock are (or that they went away)."""
+    ui.line("\n[bold]summary[/]")
+    for line in columns([[s.name, "ok" if s.ok else "FAILED", f"{s.seconds:.1f} s", s.summary] for s in result.steps],
+                        indent="  "):
+        ui.plain(line)
+    ui.plain(f"  backend: {result.backend.backend.value} ({result.backend.why})")
+    if result.wheels:
+        ui.plain(f"  wheels:  {', '.join(w.name for w in result.wheels)}")
+    if result.lock:
+        ui.plain(f"  lock:    {result.lock}")
+    if result.kept:
+        ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
+                 f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
+    else:
+        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo --keep' keeps it")
+    verdict = "[green]passed[/]" if result.ok else "[bold red]FAILED[/] at " + next(
+        s.name for s in result.steps if not s.ok)
+    ui.line(f"demo {verdict} in {result.seconds:.1f} s")
+
+
+def print_doctor(ui: UI, report: DoctorReport) -> None:
+    styles = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+    for finding in report.findings:
+        level = finding.level.value
+        ui.line(f"[{styles[level]}]{level:<4}[/] {finding.area:<8} {escape(finding.detail)}")
+        if finding.fix and finding.level.value != "ok":
+            ui.line(f"              [dim]->[/] {escape(finding.fix)}")
+    failed = sum(f.level.value == "fail" for f in report.findings)
+    ui.line("doctor: " + ("[green]ready[/]" if report.ok else f"[bold red]{failed} thing(s) needed are missing[/]"))

@@ -91,7 +91,8 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         new = mirror.resolve(ref)
         if old is None:
             raise UpstreamError(f"upstream {upstream.name}: pinned base {upstream.base!r} is not in "
-                                f"{upstream.display_url}")
+                                f"{upstream.display_url}: check 'base' in kpatch.toml, or fetch from a copy that "
+                                f"has it with --url {upstream.name}=PATH")
         check_base(ws.stack, upstream, old, run.settled.get(upstream.name), ui)
         if new is None:
             raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of "
