@@ -57,6 +57,14 @@ class Context:
 class KpatchGroup(click.Group):
     """click's group, but its own usage errors also come as the one `error:` line with exit code 2."""
 
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Every command's --help ends with its example (kpatch/help.py), whoever registers it."""
+        from kpatch.help import epilog
+
+        if cmd.epilog is None:
+            cmd.epilog = epilog(name or cmd.name or "")
+        super().add_command(cmd, name)
+
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
@@ -75,6 +83,13 @@ class KpatchGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def output_options(func: F) -> F:
+    """--quiet and --verbose, for every command."""
+    func = click.option("-v", "--verbose", is_flag=True,
+                        help="Also show the log's debug lines (git commands, docker steps) on stderr.")(func)
+    return click.option("-q", "--quiet", is_flag=True, help="Only results and errors: no notes, no progress.")(func)
+
+
 def kpatch_command(func: F) -> F:
     """Shared options (config, cache, workdir, URL overrides, --json) and the error boundary."""
 
@@ -86,10 +101,11 @@ def kpatch_command(func: F) -> F:
                   help="Worktrees (default: the last apply's, else ./work next to kpatch.toml).")
     @click.option("--url", "urls", multiple=True, metavar="NAME=URL", help="Fetch upstream NAME from URL instead.")
     @click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
+    @output_options
     @functools.wraps(func)
     def wrapper(config_path: Path | None, cache_dir: Path | None, workdir: Path | None, urls: tuple[str, ...],
-                json_mode: bool, **kwargs: Any) -> None:
-        ui = UI(json_mode=json_mode)
+                json_mode: bool, quiet: bool, verbose: bool, **kwargs: Any) -> None:
+        ui = UI(json_mode=json_mode, quiet=quiet, verbose=verbose)
         options = CommonOptions(config_path=config_path, cache_dir=cache_dir, workdir=workdir, urls=urls,
                                 command=func.__name__.rstrip("_").replace("_", "-"))
         sys.exit(guarded(ui, lambda: func(Context(ui, options), **kwargs)))
@@ -146,7 +162,11 @@ def _crash(ui: UI) -> int:
     return int(ExitCode.INTERNAL)
 
 
-@click.group(cls=KpatchGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KpatchGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="\b\nNew here? The whole pipeline on example upstreams, then what this machine lacks:\n"
+                    "  $ kpatch demo\n  $ kpatch doctor\n"
+                    "Shell completion (bash; zsh_source and fish_source too):\n"
+                    "  $ eval \"$(_KPATCH_COMPLETE=bash_source kpatch)\"")
 @click.version_option(__version__, prog_name="kpatch")
 def main() -> None:
     """Keep fixes as ordered patch stacks on their upstreams, kernels first."""
@@ -222,7 +242,8 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
 @click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
               help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
 @click.option("--image", metavar="REF", help="Build in this existing image instead of building the Dockerfile.")
-@click.option("--base-image", metavar="REF", help="BASE_IMAGE for the Dockerfile (default: Intel oneAPI).")
+@click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
+              help="BASE_IMAGE for the Dockerfile (default: $KPATCH_BASE_IMAGE, else Intel oneAPI's).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
 @kpatch_command
@@ -278,16 +299,18 @@ def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
               help="The pair's lock (default: dist/pylock.toml next to kpatch.toml).")
 @click.option("--reports", type=click.Path(file_okay=False),
               help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
+              help="docker: in the build image; local: on this host, in a private user site of its python3.")
 @kpatch_command
 def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
-          lock_path: str | None, reports: str | None) -> int:
+          lock_path: str | None, reports: str | None, backend: str) -> int:
     """Run each upstream's tests in the build image, with the locked pair installed from its lock."""
     from kpatch.commands import test as cmd
     from kpatch.printers import print_test
 
     result = cmd.test(ctx.workspace(), ctx.ui, names=names, devices=devices, timeout=timeout,
                       lock=Path(lock_path).resolve() if lock_path else None,
-                      reports=Path(reports).resolve() if reports else None)
+                      reports=Path(reports).resolve() if reports else None, backend=backend)
     if ctx.ui.json_mode:
         ctx.ui.json(result)
     else:
@@ -296,6 +319,47 @@ def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeou
         if suite.message:  # under --json the messages are also in the result
             ctx.ui.error(f"{suite.upstream}: {suite.message}", int(result.exit_code), final=False)
     return int(result.exit_code)
+
+
+@main.command("nightly")
+@click.option("--dry-run", is_flag=True, help="Run every stage, but push, open, comment on or close nothing on GitHub "
+              "(say what would be).")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path),
+              help="Where report.md and report.json go (default: reports/nightly/ next to kpatch.toml).")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
+              help="Where the pair is built (as build-wheels).")
+@click.option("--image", metavar="REF", help="Build in this existing image (as build-wheels).")
+@click.option("--base-image", metavar="REF", help="BASE_IMAGE for the Dockerfile (as build-wheels).")
+@click.option("--device", "devices", multiple=True, metavar="PATH", help="Pass this device to the tests (as test).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a test suite after S seconds (as test).")
+@kpatch_command
+def nightly_(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
+             base_image: str | None, devices: tuple[str, ...], timeout: float | None) -> int:
+    """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
+    from kpatch.commands import nightly as cmd
+    from kpatch.nightly.run import Options
+    from kpatch.nightly.stages import Settings
+    from kpatch.printers import print_nightly, print_nightly_stage
+    from kpatch.ui import to_jsonable
+
+    if image and base_image or backend == "local" and (image or base_image):
+        raise UsageError("--image and --base-image go alone, and only with --backend docker")
+    ws = ctx.workspace()
+    folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
+    settings = Settings(backend=backend, image=image, base_image=base_image, devices=devices, timeout=timeout)
+    night = cmd.nightly(ws, ctx.ui, Options(report_dir=folder, dry_run=dry_run, settings=settings),
+                        lambda stage, result: None if ctx.ui.json_mode else
+                        print_nightly_stage(ctx.ui, ws.scratch_dir, stage, result))
+    report = night.report
+    if ctx.ui.json_mode:
+        ctx.ui.json({"ok": report.ok, **to_jsonable(report)})
+    else:
+        print_nightly(ctx.ui, night)
+    if report.failure is not None:
+        ctx.ui.error(f"nightly failed at {report.failure.stage.value}: {report.failure.message}", report.exit_code,
+                     final=False)
+    return report.exit_code
 
 
 @main.command("export")
@@ -340,28 +404,4 @@ def status_(ctx: Context) -> int:
     return 0
 
 
-@main.command("demo")
-@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to build it (default: a new temp dir).")
-@click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")
-def demo_(folder: Path | None, json_mode: bool) -> None:
-    """Run apply, status and export --check on example upstreams kpatch builds itself (offline)."""
-    from kpatch.commands import demo as cmd
-    from kpatch.printers import print_apply, print_status
-
-    ui = UI(json_mode=json_mode)
-
-    def body() -> int:
-        where = folder if folder else Path(tempfile.mkdtemp(prefix="kpatch-demo-"))
-        result = cmd.demo(where.resolve(), ui)
-        if ui.json_mode:
-            ui.json(result)
-        else:
-            print_apply(ui, result.applied)
-            print_status(ui, result.status)
-            stale = len(result.export_check.stale)
-            ui.line(f"export --check: {'byte-identical' if not stale else f'{stale} stale file(s)'}")
-            ui.line(f"demo {'passed' if result.ok else 'FAILED'}; everything is in {result.folder}")
-        return 0 if result.ok else int(ExitCode.CONFLICT)
-
-    sys.exit(guarded(ui, body))
+from kpatch import cli_start  # noqa: E402,F401  (registers demo and doctor on main)

@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from kpatch.errors import ConfigError, UsageError
 from kpatch.github.names import Repository, parse_repository
-from kpatch.gitx.mirror import url_problem
+from kpatch.gitx.mirror import url_problem, url_variable
 from kpatch.redact import redact_url
 
 CONFIG_NAME = "kpatch.toml"
@@ -82,7 +82,7 @@ class Upstream:
 
     @property
     def env_var(self) -> str:
-        return "KPATCH_URL_" + re.sub(r"[^A-Z0-9]", "_", self.name.upper())
+        return url_variable(self.name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,7 +141,8 @@ def find_config(start: Path) -> Path:
         candidate = folder / CONFIG_NAME
         if candidate.is_file():
             return candidate
-    raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it")
+    raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it: run kpatch in a project, give "
+                      "--config FILE, or see one with 'kpatch demo --keep'")
 
 
 def load(path: Path) -> Stack:
@@ -429,11 +430,29 @@ def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
     """
     import tomlkit
 
-    document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    text = path.read_bytes().decode("utf-8")  # not read_text: its newline translation would drop CRs
+    document = tomlkit.parse(text)
+    untouched = tomlkit.dumps(document)
     for table in document.get("upstream", []):
         name = table.get("name")
         if name in bases:
             table["base"] = bases[name]
             if "base-commit" in table:
                 del table["base-commit"]
-    return tomlkit.dumps(document).encode("utf-8")
+    edited = tomlkit.dumps(document)
+    kept = _keep_lines(text, untouched, edited)
+    return (kept if tomllib.loads(kept) == tomllib.loads(edited) else edited).encode("utf-8")
+
+
+def _keep_lines(text: str, untouched: str, edited: str) -> str:
+    """The lines tomlkit changed for the edit, applied to the person's text: a line tomlkit only renders its own
+    way (`[[ upstream ]]` as `[[upstream]]`) stays as written."""
+    import difflib
+
+    original, before, after = (t.splitlines(keepends=True) for t in (text, untouched, edited))
+    if len(original) != len(before):
+        return edited
+    lines: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes():
+        lines += original[i1:i2] if tag == "equal" else after[j1:j2]
+    return "".join(lines)

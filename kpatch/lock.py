@@ -93,22 +93,25 @@ def render(lock: Lock) -> bytes:
     return tomli_w.dumps(to_dict(lock)).encode("utf-8")
 
 
+REBUILD = "; rebuild the pair and its lock with 'kpatch build-wheels'"
+
+
 def parse(text: str, where: str) -> Lock:
     """A lock's text -> Lock, validated with packaging.pylock; a bad lock is one LockError line naming `where`."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise LockError(f"{where}: not valid TOML ({err})") from None
+        raise LockError(f"{where}: not valid TOML ({err}){REBUILD}") from None
     try:
         Pylock.from_dict(data)
     except PylockUnsupportedVersionError as err:
         raise LockError(f"{where}: {err} (kpatch writes lock-version 1.0)") from None
     except PylockValidationError as err:
-        raise LockError(f"{where}: not a valid PEP 751 lock: {err}") from None
+        raise LockError(f"{where}: not a valid PEP 751 lock: {err}{REBUILD}") from None
     try:
         return _from_dict(data)
     except (KeyError, TypeError, ValueError, InvalidVersion) as err:
-        raise LockError(f"{where}: bad [tool.kpatch] table ({type(err).__name__}: {err})") from None
+        raise LockError(f"{where}: bad [tool.kpatch] table ({type(err).__name__}: {err}){REBUILD}") from None
 
 
 def _from_dict(data: dict[str, Any]) -> Lock:

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch.commands.verify import VerifyResult
 from kpatch.contract import ContractReport
+from kpatch.demo import DemoResult
+from kpatch.demo import Step as DemoStep
+from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
+from kpatch.examples_moves import UpstreamMove
 from kpatch.testing.run import TestRun
 from kpatch.ui import UI, columns, escape
+
+if TYPE_CHECKING:  # only the nightly prints these: other commands do not pay for importing them
+    from kpatch.commands.build_wheels import BuildResult
+    from kpatch.nightly.model import Stage
+    from kpatch.nightly.run import Night
 
 
 def print_status(ui: UI, result: StatusResult) -> None:
@@ -150,3 +160,102 @@ def print_test(ui: UI, result: TestRun) -> None:
             ui.line(f"[bold]{escape(suite.upstream)}[/] no previous report to compare with")
     ui.line(f"reports: {escape(str(result.reports))} (lock {escape(str(result.lock))}; devices: "
             f"{escape(' '.join(result.devices)) or 'none'})")
+
+
+def print_build(ui: UI, result: BuildResult) -> None:
+    for wheel in result.wheels:
+        ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
+                f"  (torch {wheel.torch or 'none'})")
+    ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
+            f"{result.containers} build container(s) started)")
+
+
+def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:
+    """A stage's own result, as its command prints it (inside the stage's log group)."""
+    from kpatch.commands.build_wheels import BuildResult
+
+    if isinstance(result, RebaseResult):
+        print_rebase(ui, result, scratch)
+    elif isinstance(result, BuildResult):
+        print_build(ui, result)
+    elif isinstance(result, VerifyResult):
+        print_verify(ui, result)
+    elif isinstance(result, TestRun):
+        print_test(ui, result)
+
+
+def print_demo_step(ui: UI, step: DemoStep, result: object) -> None:
+    """One demo step as it ends: a header line, then the step's own output as the command prints it."""
+    from kpatch.commands.build_wheels import BuildResult
+
+    mark = "[green]ok[/]" if step.ok else "[bold red]FAILED[/]"
+    ui.line(f"\n[bold]== {escape(step.name)}[/] {mark} ({step.seconds:.1f} s): {escape(step.summary)}")
+    if isinstance(result, ApplyResult):
+        print_apply(ui, result)
+    elif isinstance(result, tuple) and result and isinstance(result[0], UpstreamMove):
+        for move in result:
+            ui.plain(f"  {move.upstream}: {move.commit[:12]} \"{move.subject}\": {move.effect}")
+    elif isinstance(result, RebaseResult):
+        print_rebase(ui, result, Path("work/.rebase"))
+    elif isinstance(result, BuildResult):
+        for wheel in result.wheels:
+            ui.plain(f"  {wheel.upstream:<8} {'cached' if wheel.cached else 'built':<6} {wheel.filename}")
+    elif isinstance(result, VerifyResult):
+        print_verify(ui, result)
+    elif isinstance(result, TestRun):
+        print_test(ui, result)
+
+
+def print_nightly(ui: UI, night: Night) -> None:
+    from kpatch.nightly.render import headline
+
+    report = night.report
+    styles = {"passed": "green", "failed": "bold red", "skipped": "dim"}
+    ui.line(f"\n[bold]{escape(headline(report))}[/]")
+    for run in report.stages:
+        ui.line(f"  {run.stage.value:<7} [{styles[run.status.value]}]{run.status.value:<7}[/] {run.seconds:6.1f} s  "
+                f"{escape(run.summary)}")
+    for flag in report.flags:
+        ui.line(f"  [yellow]flag[/] {escape(flag.upstream)}/{escape(flag.patch)}: {escape(flag.pr)} {flag.note}")
+    if report.failure:
+        for step in report.failure.resolve:
+            ui.line(f"  next: {escape(step)}")
+    if report.dry_run:
+        ui.line(f"  dry run ({escape(report.dry_run)}): nothing pushed, opened, commented on or closed")
+    if report.push:
+        ui.line(f"  {escape(report.push.branch)}: {escape(report.push.message)}")
+    for result in report.github:
+        ui.line(f"  GitHub: {escape(result.message)}")
+    ui.line(f"report: {escape(str(night.markdown))} and {escape(night.json.name)}")
+
+
+def print_demo_summary(ui: UI, result: DemoResult) -> None:
+    """What happened, how long each step took, and where the wheels and the lock are (or that they went away)."""
+    ui.line("\n[bold]summary[/]")
+    for line in columns([[s.name, "ok" if s.ok else "FAILED", f"{s.seconds:.1f} s", s.summary] for s in result.steps],
+                        indent="  "):
+        ui.plain(line)
+    ui.plain(f"  backend: {result.backend.backend.value} ({result.backend.why})")
+    if result.wheels:
+        ui.plain(f"  wheels:  {', '.join(w.name for w in result.wheels)}")
+    if result.lock:
+        ui.plain(f"  lock:    {result.lock}")
+    if result.kept:
+        ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
+                 f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
+    else:
+        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo --keep' keeps it")
+    verdict = "[green]passed[/]" if result.ok else "[bold red]FAILED[/] at " + next(
+        s.name for s in result.steps if not s.ok)
+    ui.line(f"demo {verdict} in {result.seconds:.1f} s")
+
+
+def print_doctor(ui: UI, report: DoctorReport) -> None:
+    styles = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+    for finding in report.findings:
+        level = finding.level.value
+        ui.line(f"[{styles[level]}]{level:<4}[/] {finding.area:<8} {escape(finding.detail)}")
+        if finding.fix and finding.level.value != "ok":
+            ui.line(f"              [dim]->[/] {escape(finding.fix)}")
+    failed = sum(f.level.value == "fail" for f in report.findings)
+    ui.line("doctor: " + ("[green]ready[/]" if report.ok else f"[bold red]{failed} thing(s) needed are missing[/]"))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-# scheme://user[:password]@host  ->  scheme://***@host
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+# scheme://user[:password]@host  ->  scheme://***@host; up to the last '@' of the authority, so that a password
+# with an unencoded '@' is hidden whole.
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s'\"]+)@")
 _SECRETS: set[str] = set()
 MASK = "***"
 

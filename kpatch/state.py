@@ -133,6 +133,8 @@ class Operation:
     kind: Kind
     stacks: dict[str, StackRun]  # in dependency order
     github: str | None = None  # why Upstream-PR states were not checked, if they were not
+    # upstream -> the user's worktree HEAD whose unexported commits `--discard` lets go (kept under a backup ref)
+    discard: dict[str, str] = field(default_factory=dict)
 
     @property
     def stopped(self) -> StackRun | None:

@@ -38,23 +38,25 @@ def escape(text: str) -> str:
 class UI:
     """Human output on stdout (or JSON when asked), progress and notes on stderr, everything in the log."""
 
-    def __init__(self, *, json_mode: bool = False, quiet: bool = False) -> None:
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False) -> None:
         self.json_mode = json_mode
-        self.quiet = quiet
+        self.quiet = quiet  # results and errors only: no notes, no progress
         self.log_file: Path | None = None
+        _verbose(verbose)  # the log file's debug lines (git commands, timings) also on stderr
 
     @cached_property
     def out(self) -> Console:
         from rich.console import Console
 
         # Piped output (CI logs, grep) gets wide lines instead of tables cut at 80 columns.
-        return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+        return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200,
+                       **_colour(sys.stdout))
 
     @cached_property
     def err(self) -> Console:
         from rich.console import Console
 
-        return Console(stderr=True, highlight=False, soft_wrap=True)
+        return Console(stderr=True, highlight=False, soft_wrap=True, **_colour(sys.stderr))
 
     def note(self, message: str) -> None:
         """A step or remark for a person: stderr, and the log."""
@@ -98,6 +100,36 @@ class UI:
         print(redact_text(json.dumps(to_jsonable(payload), indent=2, sort_keys=False)))
 
     @contextmanager
+    def group(self, title: str) -> Iterator[None]:
+        """A foldable log section under GitHub Actions (`::group::`), nothing elsewhere; in the log file too."""
+        title = redact_text(title)
+        log.info("-- %s", title)
+        if os.environ.get("GITHUB_ACTIONS") != "true":
+            yield
+            return
+        # Workflow commands go to stdout, as GitHub documents; under --json stdout is the JSON alone, and the
+        # runner reads commands from stderr too.
+        stream = sys.stderr if self.json_mode else sys.stdout
+        sys.stderr.flush()
+        print(f"::group::{title}", file=stream, flush=True)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            print("::endgroup::", file=stream, flush=True)
+
+    def step_summary(self, markdown: str) -> None:
+        """Append markdown to the job summary ($GITHUB_STEP_SUMMARY) under GitHub Actions."""
+        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if os.environ.get("GITHUB_ACTIONS") != "true" or not path:
+            return
+        try:
+            with open(path, "a", encoding="utf-8") as summary:
+                summary.write(redact_text(markdown).rstrip("\n") + "\n\n")
+        except OSError as err:
+            self.warn(f"cannot append to the job summary {path}: {err.strerror}")
+
+    @contextmanager
     def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
         """A progress bar (only on a terminal) whose callback takes the number of steps done so far."""
         description = redact_text(description)
@@ -112,6 +144,44 @@ class UI:
         with Progress(*columns, console=self.err, transient=True) as bar:
             task = bar.add_task(description, total=total)
             yield lambda done: bar.update(task, completed=done)
+
+
+def _colour(stream: Any) -> dict[str, Any]:
+    """No escape codes at all (colour, bold, links) when NO_COLOR is set (no-color.org) or `stream` is no terminal;
+    rich alone keeps bold under NO_COLOR and honours FORCE_COLOR on pipes."""
+    if os.environ.get("NO_COLOR") or not _is_tty(stream):
+        return {"color_system": None, "force_terminal": False}
+    return {}
+
+
+def _is_tty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or replaced stream (click's test runner)
+        return False
+
+
+class _DebugToStderr(logging.Handler):
+    """--verbose: kpatch's debug log lines (git commands, docker steps, timings) on stderr as they come.
+
+    Installed once; each new UI turns it on or off, so one verbose command does not make the next one verbose.
+    """
+
+    enabled = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.enabled and record.levelno < logging.INFO:  # notes and warnings are printed already
+            sys.stderr.write(redact_text(f"debug: {record.name}: {record.getMessage()}") + "\n")
+
+
+_DEBUG = _DebugToStderr()
+
+
+def _verbose(on: bool) -> None:
+    _DebugToStderr.enabled = on
+    if on and _DEBUG not in log.handlers:
+        log.addHandler(_DEBUG)
+        log.setLevel(logging.DEBUG)
 
 
 def columns(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:

@@ -9,6 +9,23 @@ from pathlib import Path
 
 import pytest
 from gitrepos import Project, build_template, make_project
+from hypothesis import HealthCheck, settings
+from rebase_repos import RebaseProject, copy_rebase_project, make_rebase_project
+
+HERE = Path(__file__).parent
+# Hypothesis: CI (scripts/test) runs the fuzz tests with 10,000 examples; a local run takes a quick sample.
+settings.register_profile("ci", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+_FOLDER_MARKS = {"unit": pytest.mark.unit, "docker": pytest.mark.docker, "sycl": pytest.mark.sycl}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests under tests/unit, tests/docker and tests/sycl carry their folder's marker."""
+    for item in items:
+        folder = item.path.relative_to(HERE).parts[0] if item.path.is_relative_to(HERE) else ""
+        if folder in _FOLDER_MARKS:
+            item.add_marker(_FOLDER_MARKS[folder])
 
 
 @pytest.fixture(autouse=True)
@@ -53,3 +70,14 @@ def example_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def project(tmp_path: Path, example_template: Path) -> Project:
     return make_project(tmp_path, example_template)
+
+
+@pytest.fixture(scope="session")
+def rebase_template(tmp_path_factory: pytest.TempPathFactory) -> RebaseProject:
+    """The rebase upstreams and project (70 upstream commits), built once per test run."""
+    return make_rebase_project(tmp_path_factory.mktemp("rebase-template"))
+
+
+@pytest.fixture
+def rp(tmp_path: Path, rebase_template: RebaseProject) -> RebaseProject:
+    return copy_rebase_project(rebase_template, tmp_path)

@@ -31,6 +31,11 @@ def route(fake: FakeGitHub, method: str, path: str, query: dict[str, str], body:
     """Dispatch one request; raises Answer for 4xx."""
     if access == "bad":
         raise Answer(401, "Bad credentials")
+    if (method, path) == ("GET", "/user"):  # who the token is, and (classic tokens) its scopes in a header
+        if access == "anonymous":
+            raise Answer(401, "Requires authentication")
+        scopes = {"write": "repo, workflow", "read": "read:user"}.get(access, "")
+        return 200, {**_user(fake, "kpatch-bot"), "name": "kpatch bot"}, {"X-OAuth-Scopes": scopes}
     for verb, pattern, name in _ROUTES:
         match = re.fullmatch(pattern, path)
         if verb == method and match:

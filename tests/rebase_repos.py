@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from click.testing import Result
@@ -105,3 +106,13 @@ patches = "patches/app"
 requires = ["kernels"]
 """)
     return RebaseProject(root=root, kernels=kernels, app=app, culprit=culprit, kernels_new=Repository(kernels).head())
+
+
+def copy_rebase_project(template: RebaseProject, tmp: Path) -> RebaseProject:
+    """A private copy of a rebase project built once per test run (its upstreams too: tests add commits)."""
+    old = template.root.parent
+    for name in ("up", "project"):
+        shutil.copytree(old / name, tmp / name, symlinks=True)
+    toml = tmp / "project" / "kpatch.toml"
+    toml.write_text(toml.read_text().replace(str(old), str(tmp)))
+    return replace(template, root=tmp / "project", kernels=tmp / "up" / "kernels", app=tmp / "up" / "app")

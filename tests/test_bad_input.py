@@ -107,6 +107,7 @@ def test_usage_errors(project: Project) -> None:
     assert project.run("apply", "--bogus").exit_code == ExitCode.BAD_INPUT  # click's own usage error
 
 
+@pytest.mark.unit
 def test_missing_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
@@ -133,6 +134,7 @@ def test_corrupt_apply_state_is_a_clear_error(project: Project, text: str | byte
     assert project.snapshot() == before
 
 
+@pytest.mark.unit
 def test_crash_boundary_writes_a_log_and_exits_70(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug (any exception kpatch did not raise on purpose) becomes exit 70 and a crash log; Ctrl-C is 130."""
     import tempfile
@@ -155,6 +157,7 @@ def test_crash_boundary_writes_a_log_and_exits_70(tmp_path: Path, monkeypatch: p
     assert guarded(UI(), interrupted) == ExitCode.INTERRUPTED
 
 
+@pytest.mark.unit
 def test_crash_log_never_writes_through_a_planted_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The old predictable name `kpatch-crash-<pid>.log` planted as a symlink: its target stays untouched."""
     import os

@@ -109,3 +109,25 @@ def test_a_build_that_writes_a_wheel_without_metadata_is_one_error_line(tmp_path
         "error: vllm_xpu_kernels-1.0-py3-none-any.whl: no .dist-info/METADATA in the wheel (expected one)",
         f"log: {next((tmp_path / 'cache' / 'logs').glob('kpatch-*-build*wheels.log'))}"]
     assert not (root / "dist").exists() and not list((tmp_path / "cache" / "wheels").glob("*/*"))
+
+
+def test_a_broken_op_contract_stops_the_build_before_any_wheel_and_writes_no_lock(tmp_path: Path) -> None:
+    """A PR #592-style registration (the `=None` defaults dropped) committed in the kernels worktree: build-wheels
+    fails with the one contract error (exit 1), builds nothing and writes no lock."""
+    from gitrepos import git
+
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    kernels = root / "work" / "kernels"
+    bindings = kernels / "csrc" / "torch_bindings.cpp"
+    text = bindings.read_text()
+    assert "Tensor? positions=None, Tensor? cos_sin_cache=None" in text
+    bindings.write_text(text.replace("Tensor? positions=None, Tensor? cos_sin_cache=None",
+                                     "Tensor? positions, Tensor? cos_sin_cache"))
+    git(kernels, "commit", "-q", "-am", "Register the op like PR #592")
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == ExitCode.CONFLICT, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "op contract kernels -> app: _C.fused_kimi_mla_insert schema differs" in errors[0]
+    assert not (root / "dist").exists() and not (tmp_path / "cache" / "wheels").exists()

@@ -1,30 +1,106 @@
-"""`kpatch demo` runs apply, status and the export round trip on upstreams it builds itself."""
+"""`kpatch demo`: the whole pipeline on example upstreams it builds itself; here on the local backend (no engine)."""
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import tempfile
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kpatch.cli import main
 from kpatch.errors import ExitCode
 
+NO_ENGINE = "unix:///nonexistent/docker.sock"
 
-def test_demo_runs_offline_and_round_trips(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path / "d"), "--json"])
+
+def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    folder = tmp_path / "d"
+    result = CliRunner().invoke(main, ["demo", "--dir", str(folder)])
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("backend: local (local backend, because no Docker engine at " + NO_ENGINE)
+    assert "start one" in first  # and says how
+    steps = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("== ")]
+    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test"]
+    project = folder / "project"
+    # the rebase dropped the merged kernels patch and took the recorded resolution for the app's conflict
+    assert "# dropped 0001-Add-the-kimi-op.patch: upstream" in (project / "patches/kernels/series").read_text()
+    resolved = (project / "work/app/app/models/k3/nvidia/metadata.py").read_text()
+    assert "assert t.device.type != 'cpu', \"block tables live on the GPU\"" in resolved
+    dist = sorted(p.suffix for p in (project / "dist").iterdir())
+    assert dist == [".toml", ".whl", ".whl"]
+    assert sorted(p.name for p in (project / "reports").glob("*.xml")) == ["app.xml", "kernels.xml"]
+    assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
+
+
+def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    result = CliRunner().invoke(main, ["demo", "--backend", "local", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert [s["upstream"] for s in report["applied"]["stacks"]] == ["kernels", "app"]
-    assert all(f["change"] == "unchanged" for f in report["export_check"]["files"])
-    assert all(p["state"] == "applied" for u in report["status"]["upstreams"] for p in u["patches"])
-    assert (tmp_path / "d" / "project" / "work" / "app" / "app" / "models" / "k3" / "xpu" / "model.py").exists()
+    assert report["ok"] and report["backend"]["backend"] == "local" and not report["kept"]
+    assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "rebase", "build-wheels",
+                                                    "verify", "test"]
+    classes = {p["name"]: p["klass"] for s in report["rebase"]["stacks"] for p in s["patches"]}
+    assert classes == {"0001-Add-the-kimi-op.patch": "upstream", "0002-Test-the-kimi-op.patch": "clean",
+                       "0001-Route-k3-to-the-XPU-path.patch": "clean",
+                       "0002-XPU-Make-the-block-table-assert-device-generic.patch": "three-way"}
+    assert [s["outcome"] for s in report["test"]["suites"]] == ["passed", "passed"]
+    assert Path(report["lock"]).name == "pylock.toml" and len(report["wheels"]) == 2
+    assert list(temp.iterdir()) == []  # the demo's folder is gone, wheels and lock with it
+
+
+def test_demo_keep_keeps_its_temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    result = CliRunner().invoke(main, ["demo", "--backend", "local", "--keep", "--quiet"])
+    assert result.exit_code == 0, result.output
+    kept = list(temp.glob("kpatch-demo-*"))
+    assert len(kept) == 1 and (kept[0] / "project" / "dist" / "pylock.toml").is_file()
+    assert "== " not in result.stdout and "summary" in result.stdout  # --quiet: the summary alone
 
 
 def test_demo_refuses_a_folder_in_use(tmp_path: Path) -> None:
     used = tmp_path / "used"
     used.mkdir()
     (used / "keep.txt").write_text("mine")
-    result = CliRunner().invoke(main, ["demo", "--dir", str(used)])
+    result = CliRunner().invoke(main, ["demo", "--backend", "local", "--dir", str(used)])
     assert result.exit_code == ExitCode.BAD_INPUT and "is not empty" in result.stderr
     assert [p.name for p in used.iterdir()] == ["keep.txt"]
+
+
+def test_demo_docker_backend_without_an_engine_says_how_to_start_one(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    result = CliRunner().invoke(main, ["demo", "--backend", "docker", "--dir", str(tmp_path / "d")])
+    assert result.exit_code == ExitCode.BUILD
+    assert result.stderr.startswith(f"error: --backend docker: no Docker engine at {NO_ENGINE}")
+    assert "dockerd" in result.stderr and not (tmp_path / "d").exists()
+
+
+def test_demo_base_image_goes_with_docker_only(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--backend", "local", "--base-image", "x", "--dir", str(tmp_path)])
+    assert result.exit_code == ExitCode.BAD_INPUT and "--base-image" in result.stderr
+
+
+def test_demo_stops_at_the_first_failing_step_and_says_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = tmp_path / "bin"  # git, but no python3: the local backend cannot build
+    tools.mkdir()
+    for name in ("git", "sh"):
+        (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
+    monkeypatch.setenv("PATH", str(tools))
+    result = CliRunner().invoke(main, ["demo", "--backend", "local", "--dir", str(tmp_path / "d")])
+    assert result.exit_code == ExitCode.BUILD, result.output
+    assert "== build-wheels FAILED" in result.stdout and "--backend local needs python3 on PATH" in result.stdout
+    assert "== verify" not in result.stdout
+    assert re.search(r"\ndemo FAILED at build-wheels in [0-9.]+ s$", result.stdout.rstrip())

@@ -9,6 +9,8 @@ import urllib.request
 import pytest
 from fake_github import fake_github
 
+pytestmark = pytest.mark.unit  # no git repository, Docker engine or SYCL device
+
 
 def _call(url: str, method: str = "GET", token: str | None = None, body: object = None) -> tuple[int, dict, dict]:
     request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from fake_github import fake_github
-from rebase_repos import make_rebase_project
+from gitrepos import git
+from rebase_repos import RebaseProject
 
 from kpatch import config, github
 from kpatch.errors import ConfigError, ExitCode, SeriesError
@@ -33,6 +34,7 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
 
 @pytest.mark.parametrize("pr", ["vllm-project/vllm#123", "vllm-project/vllm-xpu-kernels#592", "o/.github#1",
                                 "a_b/r.js#9", "x/...#1", "o/r_-.x#1234567890"])
+@pytest.mark.unit
 def test_trailer_takes_names_github_allows(pr: str) -> None:
     assert parse_patch_text(PATCH.format(pr=pr), Path("p.patch")).prs == (pr,)
 
@@ -40,12 +42,14 @@ def test_trailer_takes_names_github_allows(pr: str) -> None:
 @pytest.mark.parametrize("pr", ["../..#1", "o/..#1", "o/.#1", "../r#1", "./r#1", "-o/r#1", "o-/r#1", "o.x/r#1",
                                 "o/r/x#1", "o/r#0", "o/r#01", "o/r#12345678901", "o/r#1 x", "o#1", "/r#1", "o/#1",
                                 f"{'o' * 40}/r#1", f"o/{'r' * 101}#1", "o/r%2F..#1", "o/r?x=1#1"])
+@pytest.mark.unit
 def test_trailer_refuses_names_github_does_not_allow(pr: str) -> None:
     with pytest.raises(SeriesError) as err:
         parse_patch_text(PATCH.format(pr=pr), Path("p.patch"))
     assert str(err.value) == f"p.patch:7: Upstream-PR must look like owner/repo#123, not {pr!r}"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("sha", ["main~20", "", None, SHA.upper(), SHA[:12], f"{SHA}\n", 42, "HEAD"])
 def test_a_merge_commit_that_is_not_a_sha_is_refused(sha: object, monkeypatch: pytest.MonkeyPatch) -> None:
     with fake_github() as fake:
@@ -60,6 +64,7 @@ def test_a_merge_commit_that_is_not_a_sha_is_refused(sha: object, monkeypatch: p
     assert (good.merge_commit, good.problem) == (SHA, None)
 
 
+@pytest.mark.unit
 def test_an_open_pull_request_has_no_merge_commit(monkeypatch: pytest.MonkeyPatch) -> None:
     """GitHub gives open PRs a test-merge SHA too: it is not a commit of the upstream."""
     with fake_github() as fake:
@@ -69,6 +74,7 @@ def test_an_open_pull_request_has_no_merge_commit(monkeypatch: pytest.MonkeyPatc
     assert (check.pulls["up/kernels#11"].merged, check.pulls["up/kernels#11"].merge_commit) == (False, None)
 
 
+@pytest.mark.unit
 def test_a_name_outside_the_rules_never_reaches_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
     with fake_github() as fake:
         fake.add_pull("up/kernels", 1, merged=True, merge_commit_sha=SHA)
@@ -78,11 +84,17 @@ def test_a_name_outside_the_rules_never_reaches_the_api(monkeypatch: pytest.Monk
     assert list(check.pulls) == ["up/kernels#1"]
 
 
-@pytest.mark.parametrize("sha", ["main~20", "", None])
-def test_rebase_does_not_drop_a_patch_for_a_merge_commit_that_is_not_a_sha(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sha: object) -> None:
-    """The reply that dropped two patches and deleted their files: now the patch stays a conflict."""
-    rp = make_rebase_project(tmp_path)
+@pytest.mark.parametrize("sha", ["main~20", "", None, "0" * 40, "a commit off the new base"])
+def test_rebase_does_not_drop_a_patch_for_a_merge_commit_that_is_not_in_the_new_base(
+        rp: RebaseProject, monkeypatch: pytest.MonkeyPatch, sha: object) -> None:
+    """The reply that dropped two patches and deleted their files: now the patch stays a conflict. So does a reply
+    naming a real commit that the new base does not contain (a branch never merged)."""
+    if sha == "a commit off the new base":
+        from kpatch.examples import commit
+
+        git(rp.kernels, "checkout", "-q", "-b", "side", "HEAD~5")
+        sha = commit(rp.kernels, {"c.txt": "side\n"}, "Not merged", 900)
+        git(rp.kernels, "checkout", "-q", "main")
     patch = rp.root / "patches" / "kernels" / "0003-Fix-c.patch"
     patch.write_text(patch.read_text().replace("Upstream-Status: pending\n",
                                                "Upstream-Status: submitted\nUpstream-PR: up/kernels#13\n", 1))
@@ -106,6 +118,7 @@ def _toml(tmp_path: Path, github_table: str) -> Path:
     return path
 
 
+@pytest.mark.unit
 def test_kpatch_toml_names_the_github_repository(tmp_path: Path) -> None:
     stack = config.load(_toml(tmp_path, '[github]\nrepository = "intel-sandbox/kpatch-vllm"\n'))
     assert stack.github == github.Repository("intel-sandbox", "kpatch-vllm")
@@ -118,6 +131,7 @@ def test_kpatch_toml_names_the_github_repository(tmp_path: Path) -> None:
     ('[github]\nrepository = 7\n', 11, "[github] 'repository' must be owner/name"),
     ('[github]\n\nrepo = "o/r"\n', 12, "unknown key 'repo' in [github]"),
 ])
+@pytest.mark.unit
 def test_a_bad_github_table_names_file_and_line(tmp_path: Path, table: str, line: int, says: str) -> None:
     path = _toml(tmp_path, table)
     with pytest.raises(ConfigError) as err:
@@ -125,6 +139,7 @@ def test_a_bad_github_table_names_file_and_line(tmp_path: Path, table: str, line
     assert str(err.value).startswith(f"{path}:{line}: {says}")
 
 
+@pytest.mark.unit
 def test_github_repository_from_the_environment_and_its_errors() -> None:
     env = {"GITHUB_REPOSITORY": "acme/stack", "GITHUB_TOKEN": " t0k "}
     tgt = github.target(None, env)

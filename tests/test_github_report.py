@@ -11,6 +11,8 @@ from fake_github import FakeGitHub, fake_github
 from kpatch import github
 from kpatch.github import Action, Outcome, Reporter, RetryPolicy
 
+pytestmark = pytest.mark.unit  # no git repository, Docker engine or SYCL device
+
 REPO = "acme/stack"
 TOKEN = "ghs_FAKE0123456789abcdefTOKENvalue"  # not a real token: the fake server's write credential
 NOW = 1_800_000_000.0

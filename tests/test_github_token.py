@@ -15,6 +15,8 @@ from kpatch import github
 from kpatch.github import Outcome, Reporter, RetryPolicy
 from kpatch.ui import setup_logging
 
+pytestmark = pytest.mark.unit  # no git repository, Docker engine or SYCL device
+
 TOKEN = "ghp_SECRETsecret0123456789SECRETsecret"  # a made-up value the fake server grants
 WRONG = "ghp_WRONGwrong0123456789WRONGwrongxx"
 

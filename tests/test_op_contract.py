@@ -17,10 +17,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 from kpatch.contract import cpp, schema
 from kpatch.stack import Patch, added_text, load_series
+
+pytestmark = pytest.mark.unit  # no git repository, Docker engine or SYCL device
 
 ROOT = Path(__file__).resolve().parents[1]
 KIMI_K3_MLA_OPS = frozenset({

@@ -10,14 +10,9 @@ from pathlib import Path
 import pytest
 from fake_github import fake_github
 from gitrepos import git, kill_inside_git_am
-from rebase_repos import CULPRIT_INDEX, FILES, RebaseProject, make_rebase_project, replace_line
+from rebase_repos import FILES, RebaseProject, replace_line
 
 from kpatch.errors import ExitCode
-
-
-@pytest.fixture
-def rp(tmp_path: Path) -> RebaseProject:
-    return make_rebase_project(tmp_path)
 
 
 def classes(payload: dict, stack: str) -> list[str]:
@@ -153,12 +148,6 @@ def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: 
     done = rp.run("rebase", "--continue", "--json", "--cache-dir", str(cache))
     assert done.exit_code == 0, done.output
     assert classes(json.loads(done.stdout), "kernels") == ["upstream", "upstream", "three-way", "clean"]
-
-
-def test_culprit_index_is_the_upstream_commit(rp: RebaseProject) -> None:
-    """The fixture's culprit is commit number CULPRIT_INDEX after the base."""
-    commits = git(rp.kernels, "rev-list", "--first-parent", "--reverse", "HEAD~70..HEAD").split()
-    assert commits[CULPRIT_INDEX - 1] == rp.culprit
 
 
 def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypatch: pytest.MonkeyPatch) -> None:

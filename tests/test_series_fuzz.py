@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kpatch.errors import SeriesError
@@ -18,10 +19,9 @@ PIECES = st.sampled_from([
     "+++ b/../x\n", "--- \"a/\\303\\274\"\n", "+++ \"b/bad\n", "rename to .git/config\n", "new file mode 120000\n",
     "@@ -1 +1 @@\n", "-a\n", "+b\n", " Subject: =?UTF-8?q?=C3?=\n", "Subject: =?bogus?q?x?=\n", "\t folded\n",
 ])
-SETTINGS = settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.unit  # examples: the profile's (HYPOTHESIS_PROFILE=ci in scripts/test: 10,000)
 
 
-@SETTINGS
 @given(st.text())
 def test_series_parser_never_crashes(text: str) -> None:
     try:
@@ -32,7 +32,6 @@ def test_series_parser_never_crashes(text: str) -> None:
     assert all(name.endswith(".patch") and "/" not in name for name in names)
 
 
-@SETTINGS
 @given(st.lists(PIECES, max_size=30), st.text(max_size=40))
 def test_patch_parser_never_crashes(pieces: list[str], noise: str) -> None:
     text = "".join(pieces) + noise

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import __version__, lock
+from kpatch import __version__, lock, verify
 from kpatch.engine.plan import load_all_series
 from kpatch.errors import ConfigError, WorktreeError
 from kpatch.gitx import Repository
@@ -37,9 +37,13 @@ class BuildResult:
 
 
 def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base_image: str | None,
-                 out: Path) -> BuildResult:
+                 out: Path, check_contract: bool = True) -> BuildResult:
+    """Build the set and write its lock. The op contract between the halves is checked first: a pair that breaks
+    it is never built and no lock is written (the nightly runs `verify` as a stage of its own instead)."""
     started = time.time()
     inputs = _check_inputs(ws)
+    if check_contract:
+        verify.gate(ws)
     runner = pipeline.make_backend(backend, ui, ws.stack.root, image=image, base_image=base_image)
     members = pipeline.build_set(inputs, runner, ui, ws.cache_dir / "wheels", ws.stack.root, ws.stack.torch)
     tool = runner.toolchain
@@ -62,9 +66,9 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
 def _locked(member: pipeline.SetMember) -> lock.LockedUpstream:
     item, build = member.input, member.input.upstream.build
     assert build is not None
-    return lock.LockedUpstream(name=item.upstream.name, url=item.upstream.url, base=item.base, commit=item.commit,
-                               stack_hash=item.stack_hash, build_key=member.key, command=build.command,
-                               env=dict(build.env), torch=member.wheel.torch)
+    return lock.LockedUpstream(name=item.upstream.name, url=item.upstream.display_url, base=item.base,
+                               commit=item.commit, stack_hash=item.stack_hash, build_key=member.key,
+                               command=build.command, env=dict(build.env), torch=member.wheel.torch)
 
 
 def _check_inputs(ws: Workspace) -> list[pipeline.BuildInput]:

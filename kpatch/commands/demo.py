@@ -1,44 +1,39 @@
-"""`kpatch demo`: the everyday pipeline on example upstreams kpatch builds itself, fully offline."""
+"""`kpatch demo`: the whole pipeline on example upstreams kpatch builds itself, offline, in a folder of its own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+import tempfile
 from pathlib import Path
 
-from kpatch import config
-from kpatch.commands.apply import apply
-from kpatch.commands.export import export
-from kpatch.commands.status import status
-from kpatch.engine.apply import ApplyResult
-from kpatch.engine.export import ExportResult
-from kpatch.engine.status import StatusResult
+from kpatch.demo import BackendChoice, DemoResult, OnStep, choose_backend, run_demo
 from kpatch.errors import UsageError
-from kpatch.examples import make_example_project
 from kpatch.ui import UI, setup_logging
-from kpatch.workspace import Workspace
+from kpatch.workspace import default_cache_dir
 
 
-@dataclass(frozen=True)
-class DemoResult:
-    folder: Path
-    applied: ApplyResult
-    status: StatusResult
-    export_check: ExportResult
-
-    @property
-    def ok(self) -> bool:
-        return self.applied.conflict is None and not self.export_check.stale
+def choose(backend: str, base_image: str | None) -> BackendChoice:
+    """Which backend the demo builds and tests with, and why (docker needs an engine with a local base image)."""
+    if backend == "local" and base_image:
+        raise UsageError("--base-image goes with the docker backend, not --backend local")
+    return choose_backend(backend, base_image)
 
 
-def demo(folder: Path, ui: UI) -> DemoResult:
-    """Build example upstreams and stacks in `folder`, then apply, report and check the export round trip."""
-    if folder.exists() and any(folder.iterdir()):
-        raise UsageError(f"demo folder {folder} is not empty")
-    folder.mkdir(parents=True, exist_ok=True)
+def demo(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_step: OnStep) -> DemoResult:
+    """Run the demo in `folder` (empty or new; kept) or in a temp folder that is removed unless `keep`."""
+    if folder is not None:
+        folder = folder.resolve()
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise UsageError(f"demo folder {folder} is not empty: give a new or empty --dir")
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = True
+    else:
+        folder, kept = Path(tempfile.mkdtemp(prefix="kpatch-demo-")).resolve(), keep
+    # The log goes to the usual cache, so the path an error names still exists after the folder is removed.
+    ui.log_file = setup_logging(default_cache_dir() / "logs", "demo")
     ui.note(f"building example upstreams and stacks in {folder}")
-    example = make_example_project(folder)
-    ws = Workspace.create(config.load(example.root / config.CONFIG_NAME), folder / "cache", None)
-    ui.log_file = setup_logging(ws.log_dir, "demo")
-    applied = apply(ws, ui, {}, discard=False)
-    return DemoResult(folder=folder, applied=applied, status=status(ws, ui),
-                      export_check=export(ws, ui, (), check=True))
+    try:
+        return run_demo(folder, ui, choice, kept=kept, on_step=on_step)
+    finally:
+        if not kept:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -10,8 +10,10 @@ from kpatch.workspace import Workspace
 
 
 def test(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
-         lock: Path | None, reports: Path | None) -> testrun.TestRun:
+         lock: Path | None, reports: Path | None, backend: str = "docker") -> testrun.TestRun:
     """Run the suites; the lock defaults to dist/pylock.toml and the reports to reports/, next to kpatch.toml."""
-    return testrun.run(ws, ui, names=names, devices=devices, timeout=timeout,
-                       lock=lock or ws.stack.root / "dist" / "pylock.toml",
-                       reports=reports or ws.stack.root / "reports")
+    runner = testrun.run
+    if backend == "local":
+        from kpatch.testing.local import run_local as runner
+    return runner(ws, ui, names=names, devices=devices, timeout=timeout,
+                  lock=lock or ws.stack.root / "dist" / "pylock.toml", reports=reports or ws.stack.root / "reports")

@@ -74,9 +74,7 @@ def resolve_items(ws: Workspace, ui: UI, onto: Mapping[str, str], *, fetch_missi
                 raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of "
                                     f"{upstream.display_url}")
         if base is not None and upstream.name not in onto:
-            _check_recorded(ws.stack, upstream, base, ui)
-            if run is not None:
-                _check_tag(upstream, base, run.settled.get(upstream.name), ui)
+            check_base(ws.stack, upstream, base, run.settled.get(upstream.name) if run else None, ui)
         items.append(Item(upstream=upstream, series=series[upstream.name], base=base, mirror=mirror,
                           worktree=ws.worktree(upstream.name)))
     return items
@@ -147,6 +145,13 @@ def backup(tree: Repository, name: str, stamp: str) -> str | None:
     for old, _ in kept[: max(0, len(kept) + 1 - BACKUPS_KEPT)]:
         tree.run(["update-ref", "-d", old])
     return ref
+
+
+def check_base(stack: Stack, upstream: Upstream, base: str, settled: Settled | None, ui: UI) -> None:
+    """What the pinned base resolved to: refused (or warned about) when it is not the recorded base-commit, warned
+    about when a tag now names another commit than at the last apply."""
+    _check_recorded(stack, upstream, base, ui)
+    _check_tag(upstream, base, settled, ui)
 
 
 def _check_recorded(stack: Stack, upstream: Upstream, base: str, ui: UI) -> None:

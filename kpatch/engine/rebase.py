@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kpatch import config, github, journal
 from kpatch.engine import classify, rerere
-from kpatch.engine.plan import Item, backup, fetch, load_all_series, refuse_unexported, unexported
+from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
@@ -92,7 +92,9 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         new = mirror.resolve(ref)
         if old is None:
             raise UpstreamError(f"upstream {upstream.name}: pinned base {upstream.base!r} is not in "
-                                f"{upstream.display_url}")
+                                f"{upstream.display_url}: check 'base' in kpatch.toml, or fetch from a copy that "
+                                f"has it with --url {upstream.name}=PATH")
+        check_base(ws.stack, upstream, old, run.settled.get(upstream.name), ui)
         if new is None:
             raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of "
                                 f"{upstream.display_url}")
@@ -114,8 +116,9 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         ui.warn(pulls.unavailable)
     for upstream in ws.stack.upstreams:
         classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
+    discarded = {i.upstream.name: Repository(i.worktree).head() for i in items if discard and i.worktree.exists()}
     with undone_on_storage_error(ws, "rebase", lambda: abort_rebase(ws, UI(quiet=True))):
-        run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable)
+        run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable, discard=discarded)
         ws.write_state(run)
         return _advance(ws, ui, run)
 
@@ -312,7 +315,10 @@ def _finish(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
         path, mirror = ws.worktree(name), ws.mirror(name)
         tree = Repository(path)
         if path.exists() and tree.head() != stack.final_head:
-            if tree.dirty() or tree.operation() or unexported(tree, series[name], run.settled.get(name), None):
+            # --discard lets go of the commits the worktree held when the rebase started, not of later ones.
+            let_go = op.discard.get(name) == tree.head()
+            if tree.dirty() or tree.operation() or \
+                    not let_go and unexported(tree, series[name], run.settled.get(name), None):
                 ui.warn(f"worktree {path} has local changes or unexported commits: left as it is; run "
                         "'kpatch export' or 'kpatch apply' when ready")
             else:

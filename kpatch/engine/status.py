@@ -63,7 +63,7 @@ def status(ws: Workspace, ui: UI) -> StatusResult:
     if pending:  # patches/ may be half-written (a series naming a file not there yet): not read until resumed
         reports = tuple(_unread(ws, upstream, run) for upstream in ws.stack.upstreams)
     else:
-        reports = tuple(_report(item, run) for item in resolve_items(ws, ui, {}, fetch_missing=False))
+        reports = tuple(_report(item, run) for item in resolve_items(ws, ui, {}, fetch_missing=False, run=run))
     return StatusResult(upstreams=reports, operation=run.operation.kind.value if run.operation else None,
                         journal=pending)
 

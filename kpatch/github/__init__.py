@@ -49,6 +49,7 @@ from kpatch.github.names import NAME_PATTERN, OWNER_PATTERN, PR_PATTERN, Reposit
 
 if TYPE_CHECKING:  # the rest loads on first use: kpatch.toml's [github] check must not slow `kpatch --help`
     from kpatch.github.access import DEFAULT_API, PushTarget, Target, Token, push_target, target
+    from kpatch.github.identity import TokenCheck, check_token
     from kpatch.github.pulls import PullCheck, PullState, check_pulls, merge_commit
     from kpatch.github.report import FAILURE_LABEL, Action, Kind, Outcome, Ref, Reporter, Result, RetryPolicy
 
@@ -56,13 +57,14 @@ _LAZY = {
     "pulls": ("PullCheck", "PullState", "check_pulls", "merge_commit"),
     "report": ("FAILURE_LABEL", "Action", "Kind", "Outcome", "Ref", "Reporter", "Result", "RetryPolicy"),
     "access": ("DEFAULT_API", "PushTarget", "Target", "Token", "push_target", "target"),
+    "identity": ("TokenCheck", "check_token"),
 }
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "DEFAULT_API", "FAILURE_LABEL", "NAME_PATTERN", "OWNER_PATTERN", "PR_PATTERN", "Action", "Kind", "Outcome",
     "PullCheck", "PullState", "PushTarget", "Ref", "Reporter", "Repository", "Result", "RetryPolicy", "Target",
-    "Token", "check_pulls", "merge_commit", "parse_repository", "push_target", "target",
+    "Token", "TokenCheck", "check_pulls", "check_token", "merge_commit", "parse_repository", "push_target", "target",
 ]
 
 

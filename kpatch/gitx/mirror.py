@@ -32,6 +32,11 @@ def retry_delay() -> float:
         return 1.0
 
 
+def url_variable(name: str) -> str:
+    """The environment variable that overrides upstream `name`'s URL (`-` and `.` written as `_`)."""
+    return "KPATCH_URL_" + re.sub(r"[^A-Z0-9]", "_", name.upper())
+
+
 def url_problem(url: str) -> str | None:
     """Why `url` may not be fetched (None when it may): https, ssh, git, file URLs and local paths only."""
     if not url.strip() or url != url.strip():
@@ -90,9 +95,8 @@ class Mirror(Repository):
                         last)
             if attempt < FETCH_TRIES:
                 sleep(retry_delay() * attempt)
-        env_var = "KPATCH_URL_" + re.sub(r"[^A-Z0-9]", "_", self.name.upper())
         raise UpstreamError(f"upstream {self.name}: cannot fetch {redact_url(url)} after {FETCH_TRIES} tries: {last}"
-                            f" (to work offline: --url {self.name}=PATH or {env_var}=PATH)")
+                            f" (to work offline: --url {self.name}=PATH or {url_variable(self.name)}=PATH)")
 
     def _fetch_once(self, url: str, on_progress: Callable[[int], None]) -> tuple[int, str]:
         """One `git fetch --progress`, turning "Receiving objects:  45% (...)" into on_progress(45)."""

@@ -86,6 +86,8 @@ def _log_patch_ids(repo: Repository, args: list[str], *, verbatim: bool) -> dict
 
 def read_mail(repo: Repository, data: bytes) -> MailReading:
     """Split and read `data` exactly as `git am -3 --keep-cr --keep-non-patch` will (mailsplit + mailinfo)."""
+    if not data.strip():  # what format-patch writes for an empty commit; mailsplit calls it an error
+        return MailReading(mails=0, message="", author="", has_diff=False)
     with tempfile.TemporaryDirectory(prefix="kpatch-mail-") as folder:
         where = Path(folder)
         (where / "mbox").write_bytes(data)

@@ -15,7 +15,7 @@ from typing import Any
 
 from kpatch.errors import StorageError
 from kpatch.gitx import locks
-from kpatch.gitx.runner import Completed, out, run
+from kpatch.gitx.runner import Completed, base_env, out, run
 from kpatch.gitx.storage import place_problem
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -44,7 +44,11 @@ class Repository:
         _git_class()  # sets GitPython's environment before its first import
         import git
 
-        return git.Repo(self.path)
+        repo = git.Repo(self.path)
+        # The object database reads through `git cat-file` processes GitPython starts itself: they get the
+        # environment every other git call gets (user and system config ignored, LC_ALL=C).
+        repo.git.update_environment(**base_env())
+        return repo
 
     @property
     def git_dir(self) -> Path:

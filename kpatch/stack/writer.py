@@ -6,6 +6,7 @@ and trailers, the same author, a real diff. Otherwise export refuses and says wh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,9 @@ from pathlib import Path
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Repository, format_patches, read_mail
 from kpatch.stack.series import SERIES, Series, header_comments, read_text, render_series
+
+# What `git mailinfo` takes for a mail header when it opens the body (an "in-body header").
+_IN_BODY_HEADER = re.compile(r"^(From|Subject|Date):", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -54,23 +58,41 @@ def check_round_trip(tree: Repository, commit: str, data: bytes) -> None:
     """Refuse a patch text that `git am` would not turn back into `commit` (message, trailers, author, diff)."""
     reading = read_mail(tree, data)
     what = f"commit {commit[:12]} \"{_subject(tree, commit)}\""
+    if reading.mails == 0 or reading.mails == 1 and not reading.has_diff:
+        raise WorktreeError(f"{what} changes nothing (an empty commit): drop it from the stack")
     if reading.mails != 1:
         raise WorktreeError(f"{what}: a message line that starts with 'From ' makes git am read {reading.mails} "
                             "mails out of its patch; reword that line")
-    if not reading.has_diff:
-        raise WorktreeError(f"{what} changes nothing (an empty commit): drop it from the stack")
     original = _lines(tree.out(["log", "-1", "--format=%B", commit]))
     read_back = _lines(reading.message)
     if read_back != original:
-        pairs = zip(original, read_back, strict=False)
-        at = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(original), len(read_back)))
-        line = original[at] if at < len(original) else ""
-        raise WorktreeError(f"{what}: git am would not read its message back (it differs from line {at + 1}, "
-                            f"{line[:60]!r}: lines starting with '---', 'diff -', 'Index: ' end a message, "
-                            "'Re:' and '[PATCH' are stripped); reword it")
+        raise WorktreeError(f"{what}: git am would not read its message back: {_difference(original, read_back)}; "
+                            "reword it")
     author = tree.out(["log", "-1", "--format=%an <%ae>", commit])
     if reading.author != author:
         raise WorktreeError(f"{what}: git am would read its author as {reading.author!r}, not {author!r}")
+
+
+def _difference(original: list[str], read_back: list[str]) -> str:
+    """Why git am reads a message back otherwise, in words that say what to change."""
+    subject_end = original.index("") if "" in original else len(original)
+    if subject_end > 1:
+        return (f"its first paragraph ({subject_end} lines) is the subject, which git am reads as one line: "
+                "put a blank line after the first line")
+    body = original[subject_end + 1] if len(original) > subject_end + 1 else ""
+    header = _IN_BODY_HEADER.match(body)
+    if header:
+        return f"its body starts with a {header.group(1)!r} line, which git am takes for a mail header"
+    if read_back[:1] != original[:1]:
+        return (f"git am reads its subject as {(read_back or [''])[0][:60]!r} (it drops 'Re:', ':' and "
+                "'[PATCH ...]' at the start)")
+    cut = next((i for i, line in enumerate(original) if i and line.startswith(("---", "diff -", "Index: "))), None)
+    if cut is not None and original[:len(read_back)] == read_back:
+        return (f"line {cut + 1} ({original[cut][:60]!r}) ends the message for git am, as every line starting "
+                "with '---', 'diff -' or 'Index: ' does")
+    pairs = zip(original, read_back, strict=False)
+    at = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(original), len(read_back)))
+    return f"it differs from line {at + 1} ({(original[at] if at < len(original) else '')[:60]!r})"
 
 
 def _lines(message: str) -> list[str]:

@@ -117,8 +117,8 @@ def run(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ..
             ui.warn(f"{upstream.name}: {message}")
             results.append(_not_run(upstream.name, pair.commit(upstream.name), message))
             continue
-        runner = _Suite(ws, ui, engine, pair, upstream, suite, reports)
-        results.append(runner.run(image, found, timeout if timeout is not None else suite.timeout))
+        runner = _Suite(ws, ui, pair, upstream, suite, reports)
+        results.append(runner.run(engine, image, found, timeout if timeout is not None else suite.timeout))
     return TestRun(lock=lock, reports=reports, devices=found.paths, removed_leftovers=removed, suites=tuple(results))
 
 
@@ -183,8 +183,8 @@ def _groups(paths: list[Path]) -> tuple[int, ...]:
 
 def _build_image(engine: Engine, pair: testenv.LockedPair) -> Toolchain:
     if not pair.image_digest or pair.image_digest.startswith("local:"):
-        raise BuildError(f"{pair.path}: the pair was not built in an image (--backend local); kpatch test "
-                         "runs in the build image: build with the docker backend")
+        raise BuildError(f"{pair.path}: the pair was not built in an image (--backend local): run "
+                         "'kpatch test --backend local', or build with the docker backend")
     if not engine.has_image(pair.image_digest):
         raise BuildError(f"the build image {pair.image} ({pair.image_digest[:19]}) of {pair.path} is not on the "
                          "engine: run 'kpatch build-wheels' again")
@@ -242,23 +242,23 @@ class LiveLog:
 class _Suite:
     """One upstream's suite: its test files, test image, container run and verdict."""
 
-    def __init__(self, ws: Workspace, ui: UI, engine: Engine, pair: testenv.LockedPair, upstream: Upstream,
-                 suite: TestSuite, reports: Path) -> None:
-        self.ws, self.ui, self.engine, self.pair = ws, ui, engine, pair
+    def __init__(self, ws: Workspace, ui: UI, pair: testenv.LockedPair, upstream: Upstream, suite: TestSuite,
+                 reports: Path) -> None:
+        self.ws, self.ui, self.pair = ws, ui, pair
         self.name, self.upstream, self.suite = upstream.name, upstream, suite
         self.commit = pair.commit(upstream.name)
         self.junit_path, self.log_path = reports / f"{self.name}.xml", reports / f"{self.name}.log"
 
-    def run(self, image: Toolchain, devices: Devices, timeout: float) -> SuiteResult:
+    def run(self, engine: Engine, image: Toolchain, devices: Devices, timeout: float) -> SuiteResult:
         source = self._source()
         wheels = testenv.closure(self.ws.stack, self.pair, self.name)
         tag = testenv.image_tag(image, self.suite, wheels, source)
-        if self.engine.has_image(tag):
-            env_image = self.engine.image(tag)
+        if engine.has_image(tag):
+            env_image = engine.image(tag)
         else:
             with activity(self.ui, f"{self.name}: building the test image {tag} (the pair's dependencies and "
                                    f"{' '.join(self.suite.requires) or 'no test requirements'})") as on:
-                env_image = testenv.build_image(self.engine, image, tag, self.name, self.suite, wheels, source,
+                env_image = testenv.build_image(engine, image, tag, self.name, self.suite, wheels, source,
                                                 _project_id(self.ws.stack), on)
         previous = self._previous()
         env = {**dict(self.suite.env), "KPATCH_TEST_COMMAND": self.suite.command, "PYTHONUNBUFFERED": "1",
@@ -266,8 +266,8 @@ class _Suite:
         name = f"kpatch-test-{self.name}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
         with activity(self.ui, f"{self.name}: running its tests at {self.commit[:12]}") as on, \
                 LiveLog(self.log_path, on) as live, \
-                self.engine.sandbox(env_image, name=name, command=["sh", "/kpatch/run-tests.sh"], env=env,
-                                    labels={}, network=False, devices=devices.specs, groups=devices.groups) as box:
+                engine.sandbox(env_image, name=name, command=["sh", "/kpatch/run-tests.sh"], env=env,
+                               labels={}, network=False, devices=devices.specs, groups=devices.groups) as box:
             started = time.monotonic()
             run = self._start(box, wheels, source, live, timeout)
             seconds = round(time.monotonic() - started, 3)

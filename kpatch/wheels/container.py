@@ -68,6 +68,30 @@ class TimedRun:
     oom_killed: bool  # the kernel killed it for memory
 
 
+@dataclass(frozen=True)
+class EngineProbe:
+    """Whether a Docker engine answers, where, which version, and which of the asked images it already has."""
+
+    where: str  # DOCKER_HOST, or the default socket
+    version: str | None  # the engine's version when it answers
+    problem: str | None  # why it does not answer (with how to start one), else None
+    present: tuple[str, ...] = ()  # of the images asked about, those on the engine (nothing is pulled)
+
+
+def probe_engine(images: tuple[str, ...] = ()) -> EngineProbe:
+    """Ask the engine (never raises for a missing one): for `kpatch doctor` and the demo's choice of backend."""
+    where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    try:
+        engine = Engine()
+        version = str(engine.client.version().get("Version", "?"))
+        return EngineProbe(where=where, version=version, problem=None,
+                           present=tuple(i for i in images if engine.has_image(i)))
+    except BuildError as err:
+        return EngineProbe(where=where, version=None, problem=str(err))
+    except Exception as err:  # the engine answered the ping, then failed: still no usable engine
+        return EngineProbe(where=where, version=None, problem=f"the Docker engine at {where} failed: {err}")
+
+
 class Engine:
     def __init__(self) -> None:
         import docker
@@ -80,7 +104,7 @@ class Engine:
         except DockerException as err:
             reason = str(err).splitlines()[0][:160]
             raise BuildError(f"no Docker engine at {where} ({reason}): start one (as root: 'dockerd &'), "
-                             "or point DOCKER_HOST at one (e.g. ssh://user@xpu-build-host)") from None
+                             "or point DOCKER_HOST at one (e.g. ssh://xpu-build-host)") from None
 
     def image(self, reference: str) -> Toolchain:
         from docker.errors import ImageNotFound
@@ -88,7 +112,8 @@ class Engine:
         try:
             found = self.client.images.get(reference)
         except ImageNotFound:
-            raise BuildError(f"image {reference} not found on the engine: build it or pull it first") from None
+            raise BuildError(f"image {reference} not found on the engine: 'docker pull {reference}' (or build it) "
+                             "first; 'kpatch doctor' lists what the engine has") from None
         labels = found.labels or {}
         return Toolchain(reference=reference, digest=str(found.id), base=labels.get("kpatch.base-image", ""),
                          base_digest=labels.get("kpatch.base-image-digest", ""))

@@ -24,8 +24,11 @@ class LocalBackend:
     """Runs build-wheel.sh with this host's python3 and compiler; starts no container."""
 
     def __init__(self) -> None:
-        probe = subprocess.run(["python3", "-c", "import sys, platform; print(sys.version, platform.platform())"],
-                               capture_output=True, text=True)
+        try:
+            probe = subprocess.run(["python3", "-c", "import sys, platform; print(sys.version, platform.platform())"],
+                                   capture_output=True, text=True)
+        except OSError:  # no python3 at all: the same answer as a broken one, not a crash
+            probe = subprocess.CompletedProcess([], 127, "", "")
         if probe.returncode != 0:
             raise BuildError("--backend local needs python3 on PATH")
         compiler = os.environ.get("CMPLR_ROOT", "")

@@ -62,15 +62,41 @@ def _image(engine: Engine, ui: UI, root: Path, base_image: str) -> Toolchain:
     if dockerfile.overridden:
         ui.note(f"using the project's {dockerfile.origin}")
     base_digest = engine.image(base_image).digest if engine.has_image(base_image) else ""
-    args = {"BASE_IMAGE": base_image}
-    labels = {"kpatch.base-image": base_image, "kpatch.base-image-digest": base_digest}
-    recipe = dockerfile.data + json.dumps([args, labels], sort_keys=True).encode()
-    tag = "kpatch-build:" + hashlib.sha256(recipe).hexdigest()[:16]
+    tag, args, labels = image_recipe(dockerfile.data, base_image, base_digest)
     if engine.has_image(tag):
         return engine.image(tag)
     with tempfile.TemporaryDirectory(prefix="kpatch-image-") as context, activity(ui, f"building image {tag}") as on:
         (Path(context) / "Dockerfile").write_bytes(dockerfile.data)
         return engine.build_image(Path(context), tag, args, labels, on)
+
+
+def image_recipe(dockerfile: bytes, base_image: str, base_digest: str) -> tuple[str, dict[str, str], dict[str, str]]:
+    """The build image's tag (what it is built from, hashed), build args and labels (also for `kpatch doctor`)."""
+    args = {"BASE_IMAGE": base_image}
+    labels = {"kpatch.base-image": base_image, "kpatch.base-image-digest": base_digest}
+    recipe = dockerfile + json.dumps([args, labels], sort_keys=True).encode()
+    return "kpatch-build:" + hashlib.sha256(recipe).hexdigest()[:16], args, labels
+
+
+@dataclass(frozen=True)
+class PlannedImage:
+    """The build image build-wheels would use for `base`: whether its base is on the engine, its tag, whether built."""
+
+    base: str
+    base_present: bool
+    tag: str
+    built: bool
+    dockerfile: str  # where the Dockerfile comes from (kpatch's own, or the project's)
+
+
+def planned_image(root: Path, base_image: str) -> PlannedImage:
+    """Ask the engine (it must answer) about the build image for `base_image`; nothing is built or pulled."""
+    engine = Engine()
+    dockerfile = resources.load(root, resources.DOCKERFILE)
+    present = engine.has_image(base_image)
+    tag, _, _ = image_recipe(dockerfile.data, base_image, engine.image(base_image).digest if present else "")
+    return PlannedImage(base=base_image, base_present=present, tag=tag, built=engine.has_image(tag),
+                        dockerfile=dockerfile.origin)
 
 
 def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, root: Path,

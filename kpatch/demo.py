@@ -1,0 +1,245 @@
+"""`kpatch demo`: the whole pipeline, offline, on example upstreams kpatch builds itself.
+
+apply -> the upstreams move (one patch merged upstream, one conflict with a recorded resolution) -> rebase ->
+build-wheels -> verify -> test -> the lock. Each step is the real command's code on real git repositories, the real
+Docker engine (or this host with the local backend); the demo stops at the first step that fails and says which.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from kpatch import config
+from kpatch.commands.apply import apply
+from kpatch.commands.build_wheels import BuildResult, build_wheels
+from kpatch.commands.rebase import rebase
+from kpatch.commands.test import test
+from kpatch.commands.verify import VerifyResult, verify
+from kpatch.engine.apply import ApplyResult
+from kpatch.engine.rebase import RebaseResult
+from kpatch.errors import ExitCode, KpatchError
+from kpatch.examples import ExampleProject, make_example_project
+from kpatch.examples_moves import UpstreamMove, move_upstreams, ship_resolution
+from kpatch.testing.run import TestRun
+from kpatch.ui import UI
+from kpatch.verify.model import Status
+from kpatch.workspace import Workspace
+
+# Images the demo may build on, in this order, when they are already on the engine: it never pulls (a oneAPI
+# image is many GB). kpatch-test-base:bookworm is the small Debian image scripts/docker-test-image builds.
+DEMO_BASE_IMAGES = ("kpatch-test-base:bookworm", "intel/deep-learning-essentials:2026.0.0-devel-ubuntu24.04")
+
+
+class Backend(Enum):
+    DOCKER = "docker"
+    LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    backend: Backend
+    base_image: str | None  # the image the wheels are built on (docker only)
+    why: str
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    seconds: float
+    ok: bool
+    summary: str  # one line: what happened
+    exit_code: int = 0  # of the error that stopped the demo at this step
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    folder: Path
+    kept: bool  # the folder stays (--keep or --dir); otherwise it is removed when the demo ends
+    backend: BackendChoice
+    steps: tuple[Step, ...]
+    applied: ApplyResult | None
+    moves: tuple[UpstreamMove, ...]
+    rebase: RebaseResult | None
+    build: BuildResult | None
+    verify: VerifyResult | None
+    test: TestRun | None
+    lock: Path | None
+    wheels: tuple[Path, ...]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(step.ok for step in self.steps)
+
+    @property
+    def exit_code(self) -> int:
+        return next((step.exit_code or int(ExitCode.CONFLICT) for step in self.steps if not step.ok), 0)
+
+
+OnStep = Callable[[Step, Any], None]  # the step, and its result for printing
+
+
+def choose_backend(requested: str, base_image: str | None) -> BackendChoice:
+    """docker when an engine answers and has a base image (the demo never pulls), else this host; say why."""
+    from kpatch.wheels.container import probe_engine
+
+    if requested == Backend.LOCAL.value:
+        return BackendChoice(Backend.LOCAL, None, "--backend local: the wheels are built and tested on this host")
+    candidates = (base_image,) if base_image else DEMO_BASE_IMAGES
+    engine = probe_engine(candidates)
+    if engine.problem is None and engine.present:
+        return BackendChoice(Backend.DOCKER, engine.present[0],
+                             f"the Docker engine at {engine.where} answers (version {engine.version}) and has "
+                             f"{engine.present[0]} to build on")
+    missing = (engine.problem or f"the Docker engine at {engine.where} has none of {', '.join(candidates)} and the "
+               "demo never pulls one (give --base-image REF: any local image with python3, pip, setuptools, wheel)")
+    if requested == Backend.DOCKER.value:
+        from kpatch.errors import BuildError
+
+        raise BuildError(f"--backend docker: {missing}")
+    return BackendChoice(Backend.LOCAL, None, f"local backend, because {missing}")
+
+
+def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step: OnStep) -> DemoResult:
+    """Build the example in `folder` (empty) and run the pipeline on it; `on_step` sees each step as it ends."""
+    started = time.monotonic()
+    run = _Run(folder, ui, choice, on_step)
+    with _offline():
+        for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
+                           ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
+                           ("test", run.test)):
+            if not run.step(name, body):
+                break
+    build: BuildResult | None = run.results.get("build-wheels")
+    return DemoResult(folder=folder, kept=kept, backend=choice, steps=tuple(run.steps),
+                      applied=run.results.get("apply"), moves=run.results.get("upstream moves") or (),
+                      rebase=run.results.get("rebase"), build=build, verify=run.results.get("verify"),
+                      test=run.results.get("test"), lock=build.lock if build else None,
+                      wheels=tuple(build.lock.parent / w.filename for w in build.wheels) if build else (),
+                      seconds=round(time.monotonic() - started, 2))
+
+
+Outcome = tuple[Any, bool, str]  # a step's result, whether it passed, and its one-line summary
+
+
+class _Run:
+    """One demo run: the example it built, the workspace on it, and each step's result."""
+
+    def __init__(self, folder: Path, ui: UI, choice: BackendChoice, on_step: OnStep) -> None:
+        self.folder, self.ui, self.choice, self.on_step = folder, ui, choice, on_step
+        self.steps: list[Step] = []
+        self.results: dict[str, Any] = {}
+        self.project: ExampleProject | None = None
+
+    @property
+    def ws(self) -> Workspace:
+        assert self.project is not None, "the example step runs first"
+        return Workspace.create(config.load(self.project.root / config.CONFIG_NAME), self.folder / "cache", None)
+
+    def step(self, name: str, body: Callable[[], Outcome]) -> bool:
+        """Run one step; a kpatch error ends it (and the demo) with that error's exit code."""
+        begun = time.monotonic()
+        try:
+            result, ok, summary = body()
+            code = 0 if ok else int(ExitCode.CONFLICT)
+        except KpatchError as err:
+            result, ok, summary, code = None, False, str(err).splitlines()[0], int(err.exit_code)
+        done = Step(name=name, seconds=round(time.monotonic() - begun, 2), ok=ok, summary=summary, exit_code=code)
+        self.steps.append(done)
+        self.results[name] = result
+        self.on_step(done, result)
+        return ok
+
+    def example(self) -> Outcome:
+        self.project = make_example_project(self.folder)
+        ship_resolution(self.project)
+        return self.project, True, (f"two upstreams with history ({self.project.kernels.name}, "
+                                    f"{self.project.app.name}), a project with a stack of 2 patches for each, and "
+                                    "one recorded conflict resolution")
+
+    def apply(self) -> Outcome:
+        return _apply(self.ws, self.ui)
+
+    def moves(self) -> Outcome:
+        assert self.project is not None
+        return _moves(self.project)
+
+    def rebase(self) -> Outcome:
+        return _rebase(self.ws, self.ui)
+
+    def build(self) -> Outcome:
+        return _build(self.ws, self.ui, self.choice)
+
+    def verify(self) -> Outcome:
+        return _verify(self.ws, self.ui)
+
+    def test(self) -> Outcome:
+        return _test(self.ws, self.ui, self.choice)
+
+
+def _apply(ws: Workspace, ui: UI) -> tuple[ApplyResult, bool, str]:
+    result = apply(ws, ui, {}, discard=False)
+    applied = sum(s.applied for s in result.stacks)
+    return result, result.conflict is None, f"{applied} patches applied, kernels first, in {ws.workdir}"
+
+
+def _moves(example: ExampleProject) -> tuple[tuple[UpstreamMove, ...], bool, str]:
+    moves = move_upstreams(example)
+    return moves, True, "new upstream commits: " + ", ".join(f"{m.upstream} +1" for m in moves)
+
+
+def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
+    result = rebase(ws, ui, {}, force=False, discard=False)
+    classes: dict[str, int] = {}
+    for patch in (p for s in result.stacks for p in s.patches):
+        classes[patch.klass] = classes.get(patch.klass, 0) + 1
+    recorded = sum("recorded resolution" in p.why for s in result.stacks for p in s.patches)
+    named = {"upstream": "dropped as merged upstream"}
+    summary = ", ".join(f"{n} {named.get(k, k)}" for k, n in classes.items()) + \
+        f"; {recorded} conflict resolved by a recorded resolution"
+    return result, result.conflict is None and result.committed, summary
+
+
+def _build(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[BuildResult, bool, str]:
+    with ws.writer("build-wheels") as notes:
+        ui.notes(notes)
+        result = build_wheels(ws, ui, backend=choice.backend.value, image=None, base_image=choice.base_image,
+                              out=ws.stack.root / "dist")
+    where = f"in {result.image}" if choice.backend is Backend.DOCKER else "on this host"
+    return result, True, f"{len(result.wheels)} wheels built {where}; lock {result.lock.name}"
+
+
+def _verify(ws: Workspace, ui: UI) -> tuple[VerifyResult, bool, str]:
+    result = verify(ws, ui, lock_path=None, installed=False)
+    failed = [c for c in result.checks if c.status is Status.FAIL]
+    return result, result.ok, f"{len(result.checks)} checks, {len(failed)} failed (the pair, its lock, the op contract)"
+
+
+def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, str]:
+    result = test(ws, ui, names=(), devices=(), timeout=None, lock=None, reports=None, backend=choice.backend.value)
+    parts = []
+    for suite in result.suites:
+        counts = suite.counts
+        parts.append(f"{suite.upstream} {suite.outcome.value}" + (f" ({counts.passed} passed)" if counts else ""))
+    return result, result.exit_code is ExitCode.OK, "; ".join(parts)
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """The demo asks no one on the network about Upstream-PR states (GitHub): KPATCH_OFFLINE for its run."""
+    before = os.environ.get("KPATCH_OFFLINE")
+    os.environ["KPATCH_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("KPATCH_OFFLINE", None)
+        else:
+            os.environ["KPATCH_OFFLINE"] = before

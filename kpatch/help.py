@@ -1,0 +1,36 @@
+"""One real example per command, shown at the end of its --help (a test parses each one with the command itself)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Example:
+    command: str  # exactly what to type
+    does: str  # what it does, in a few words
+
+
+EXAMPLES = {
+    "apply": Example("kpatch apply --url vllm-xpu-kernels=/src/vllm-xpu-kernels --url vllm=/src/vllm",
+                     "apply both stacks, fetching the upstreams from local clones instead of GitHub"),
+    "status": Example("kpatch status --json", "pins, mirror heads and every patch's state, for a script"),
+    "export": Example("kpatch export vllm --check", "exit 1 if a worktree commit is not in patches/vllm yet"),
+    "rebase": Example("kpatch rebase --onto vllm=v0.33.0", "move vLLM's stack to the v0.33.0 tag (kernels to main)"),
+    "build-wheels": Example("kpatch build-wheels --base-image kpatch-test-base:bookworm --out dist",
+                            "build the pair on a local base image; wheels and pylock.toml into dist/"),
+    "verify": Example("kpatch verify --installed", "check dist/pylock.toml, the op contract and this environment"),
+    "test": Example("kpatch test --upstream vllm-xpu-kernels --timeout 600",
+                    "run the kernels' suite on the locked pair; stop it after 10 minutes"),
+    "demo": Example("kpatch demo --keep", "the whole pipeline on example upstreams; keep the folder to look around"),
+    "doctor": Example("kpatch doctor --fsck", "check git, Docker, the image, GPU, mirrors (fsck), token and disk"),
+    "nightly": Example("kpatch nightly --dry-run", "rebase, build, verify and test; say what it would report"),
+}
+
+
+def epilog(name: str) -> str | None:
+    """The example as click prints it: `\\b` keeps click from re-wrapping the lines."""
+    example = EXAMPLES.get(name)
+    if example is None:
+        return None
+    return f"\b\nExample: {example.does}\n  $ {example.command}"

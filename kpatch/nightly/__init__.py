@@ -1,0 +1,10 @@
+"""`kpatch nightly`: rebase every stack onto its upstream branch head, build the pair, verify it, test it, write
+the report (markdown and JSON) and tell GitHub (one pull request, or one `nightly-failure` issue).
+
+    tgt = nightly.run.target(ws, os.environ, dry_run)          # the token registered for redaction first
+    night = nightly.run.night(ws, ui, options, tgt, os.environ, show)   # -> Night(report, markdown, json)
+
+Modules: `model` (the report as data), `noop` (is tonight a no-op?), `stages` (the four stages on the engine),
+`render` (markdown and JSON, one content), `publish` (the branch, the pull request and the issue), `run` (the
+night in order).
+"""

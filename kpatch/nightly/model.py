@@ -1,0 +1,174 @@
+"""The night's report as data: what each stage did, per upstream and per patch, the pair, the tests, GitHub.
+
+One model, two renderings (markdown for people, JSON for machines) with the same content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from kpatch.github import Result
+from kpatch.state import Culprit
+from kpatch.verify.model import Check
+
+
+class Stage(Enum):
+    """The night's stages, in the order they run; the first that fails ends the night."""
+
+    REBASE = "rebase"
+    BUILD = "build"
+    VERIFY = "verify"
+    TEST = "test"
+
+
+class StageStatus(Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # not reached (an earlier stage failed), or nothing to do (a no-op night)
+
+
+class Outcome(Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    NOOP = "no-op"  # no upstream moved and nothing changed in the stacks since the last lock: nothing ran
+
+
+class PushStatus(Enum):
+    PUSHED = "pushed"
+    DRY_RUN = "dry-run"  # it would have been pushed
+    UNCHANGED = "unchanged"  # the refreshed files equal the checkout's HEAD: nothing to push, no pull request
+    FAILED = "failed"
+    SKIPPED = "skipped"  # the project is no git checkout, or origin is another repository: the message says
+
+
+@dataclass(frozen=True)
+class StageRun:
+    stage: Stage
+    status: StageStatus
+    seconds: float
+    exit_code: int  # 0 unless it failed
+    summary: str  # one line
+
+
+@dataclass(frozen=True)
+class Move:
+    """One upstream's base this night: pinned base -> branch head, and the upstream commits between them."""
+
+    upstream: str
+    branch: str
+    old_base: str
+    new_base: str
+    commits: int
+
+
+@dataclass(frozen=True)
+class PatchLine:
+    """One patch of the rebase: its class, why, and for a conflict the upstream commit that broke it."""
+
+    upstream: str
+    patch: str
+    klass: str  # clean, three-way, upstream, conflict, or "not tried"
+    applied: bool  # False: a trial apply behind a conflict classified it
+    why: str
+    commit: str | None  # for an upstream patch: the upstream commit that carries it
+    culprit: Culprit | None
+    hunks: tuple[str, ...] = ()  # for a conflict: "path:line" of each hunk that did not apply
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A patch whose Upstream-PR is merged but which still applied: the merge is not in the new base yet."""
+
+    upstream: str
+    patch: str
+    pr: str
+    merge_commit: str | None
+    note: str
+
+
+@dataclass(frozen=True)
+class Wheel:
+    upstream: str
+    filename: str
+    version: str
+    sha256: str
+    cached: bool
+    torch: str | None
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One upstream's test suite against the locked pair."""
+
+    upstream: str
+    outcome: str  # kpatch test's outcome: passed, failed, timed-out, killed, no-report, no-device
+    message: str
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    failing: tuple[str, ...]  # "<test id>: <first line of its message>"
+    newly_failing: tuple[str, ...]
+    newly_passing: tuple[str, ...]
+    compared: bool  # False: there was no previous report to compare with
+    running: str | None  # the test running when the suite was stopped
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why the night failed, and what a person does next."""
+
+    stage: Stage
+    exit_code: int
+    message: str  # the one `error:` line
+    resolve: tuple[str, ...]  # the steps for a person
+    log_tail: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Push:
+    """The nightly branch: the commit of the refreshed files and where it went."""
+
+    branch: str
+    status: PushStatus
+    commit: str | None
+    parent: str | None
+    destination: str | None  # without credentials
+    files: tuple[str, ...]
+    message: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything one night did; `markdown` and `to_json` render the same content."""
+
+    kpatch_version: str
+    started: str  # UTC, ISO 8601
+    outcome: Outcome
+    exit_code: int  # the run's: the failing stage's code, 0 when it passed or was a no-op
+    summary: str
+    stages: tuple[StageRun, ...]
+    moves: tuple[Move, ...] = ()
+    patches: tuple[PatchLine, ...] = ()
+    flags: tuple[Flag, ...] = ()
+    wheels: tuple[Wheel, ...] = ()
+    lock: str | None = None  # the new lock (dist/pylock.toml)
+    kept_lock: str | None = None  # where the passing night keeps it for the branch (pylock.toml by kpatch.toml)
+    containers: int = 0  # build containers started
+    checks: tuple[Check, ...] = ()
+    contract: tuple[str, ...] = ()  # the op contract per pair: what was counted, then each problem
+    suites: tuple[Suite, ...] = ()
+    notes: tuple[str, ...] = ()  # things a person should know that are not failures (GitHub not asked, ...)
+    failure: Failure | None = None
+    dry_run: str | None = None  # why nothing is written to GitHub, or None
+    push: Push | None = None
+    github: tuple[Result, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not Outcome.FAILED
+
+    def stage(self, stage: Stage) -> StageRun | None:
+        return next((s for s in self.stages if s.stage is stage), None)

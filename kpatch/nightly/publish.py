@@ -1,0 +1,145 @@
+"""The night on GitHub: the refreshed files pushed as `kpatch/nightly` and ONE pull request on a passing night
+with changes; ONE `nightly-failure` issue on a failed night; that issue closed by the next passing night.
+
+Nothing here raises for GitHub's sake: every step ends as a Result or a Push in the report, and the night's exit
+code stays the run's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from kpatch import github
+from kpatch.errors import KpatchError
+from kpatch.gitx import branch
+from kpatch.nightly.model import Outcome, Push, PushStatus, Report
+from kpatch.nightly.render import for_github
+from kpatch.redact import redact_text, redact_url
+from kpatch.ui import UI
+from kpatch.workspace import Workspace
+
+BRANCH = "kpatch/nightly"
+ISSUE_TITLE = "kpatch nightly failed"
+
+
+@dataclass(frozen=True)
+class Published:
+    push: Push | None
+    results: tuple[github.Result, ...]
+
+
+def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: Mapping[str, str],
+            retry: github.RetryPolicy, paths: list[Path]) -> Published:
+    """Report the night: an issue when it failed; else the branch, its pull request, and the issue closed."""
+    results: list[github.Result] = []
+    push = None
+    with github.Reporter(tgt, retry=retry) as gh:
+        if report.outcome is Outcome.FAILED:
+            stage = report.failure.stage.value if report.failure else "?"
+            results.append(gh.report_failure(f"{ISSUE_TITLE} at {stage}", for_github(report)))
+            return Published(None, tuple(results))
+        if report.outcome is Outcome.PASSED:
+            top = branch.checkout_of(ws.stack.root)
+            push = _push(ws, report, tgt, top, paths)
+            if push.status in (PushStatus.PUSHED, PushStatus.DRY_RUN):
+                assert top is not None
+                results.append(gh.ensure_pull_request(BRANCH, _base(top, environ), _title(report),
+                                                      for_github(report)))
+        results.append(gh.close_failure(f"kpatch nightly {report.outcome.value} ({report.started}): "
+                                        f"{report.summary}"))
+    for result in results:
+        (ui.note if result.ok else ui.warn)(f"GitHub: {result.message}")
+    return Published(push, tuple(results))
+
+
+def _push(ws: Workspace, report: Report, tgt: github.Target, top: Path | None, paths: list[Path]) -> Push:
+    """Commit the refreshed files on the checkout's HEAD (touching neither) and push them as the branch."""
+    if top is None:
+        return Push(BRANCH, PushStatus.SKIPPED, None, None, None, (),
+                    f"{ws.stack.root} is not in a git checkout with a commit: nothing to push, no pull request")
+    if branch.current_branch(top) == BRANCH:
+        return Push(BRANCH, PushStatus.SKIPPED, None, None, None, (),
+                    f"the checkout is on {BRANCH} itself: run the nightly from the branch the pull request targets")
+    leaking = carries_credential(paths)
+    if leaking is not None:  # e.g. a lock built from a --url with user:token@ in it: never pushed
+        return Push(BRANCH, PushStatus.SKIPPED, None, None, None, (),
+                    f"not pushed: {leaking} carries a credential (a URL with user info, or the token)")
+    snap = branch.snapshot(top, paths, _message(report))
+    if snap.commit is None:
+        return Push(BRANCH, PushStatus.UNCHANGED, None, snap.parent, None, (),
+                    f"the refreshed files equal {snap.parent[:12]}: nothing to push, no pull request")
+    destination, problem = _destination(top, tgt)
+    shown = redact_url(destination) if destination else None
+    what = f"{snap.commit[:12]} ({len(snap.files)} file(s) on {snap.parent[:12]})"
+    if destination is None:
+        return Push(BRANCH, PushStatus.SKIPPED, snap.commit, snap.parent, None, snap.files, f"not pushed: {problem}")
+    if tgt.dry_run:
+        return Push(BRANCH, PushStatus.DRY_RUN, snap.commit, snap.parent, shown, snap.files,
+                    f"would push {what} to {shown} ({tgt.dry_run})")
+    target = github.push_target(tgt)
+    try:
+        branch.push(top, snap.commit, destination, BRANCH, target.env if target else {})
+    except KpatchError as err:
+        message = tgt.token.redact(str(err)) if tgt.token else str(err)
+        return Push(BRANCH, PushStatus.FAILED, snap.commit, snap.parent, shown, snap.files,
+                    redact_text(f"push to {shown} failed: {message}"))
+    return Push(BRANCH, PushStatus.PUSHED, snap.commit, snap.parent, shown, snap.files, f"pushed {what} to {shown}")
+
+
+def carries_credential(paths: list[Path]) -> Path | None:
+    """The first of the files to push that holds a URL with user info or a known token, or None."""
+    for path in paths:
+        if path.is_file():
+            text = path.read_text("utf-8", "replace")
+            if redact_text(text) != text:
+                return path
+    return None
+
+
+def _destination(top: Path, tgt: github.Target) -> tuple[str | None, str]:
+    """Where the branch goes: the checkout's `origin` (the workflow's checkout of this repository), else the
+    repository kpatch reports to; never an origin that is another repository on the same GitHub."""
+    origin = branch.remote_url(top, "origin")
+    target = github.push_target(tgt)
+    if origin is None:
+        return (target.url, "") if target else (None, "no origin remote and no GitHub repository")
+    if target is not None and tgt.repository is not None:
+        named = _repository_in(origin, urlsplit(target.url).hostname or "")
+        if named is not None and named.lower() != str(tgt.repository).lower():
+            return None, (f"origin ({redact_url(origin)}) is {named}, but the pull request goes to "
+                          f"{tgt.repository}")
+    return origin, ""
+
+
+def _repository_in(url: str, host: str) -> str | None:
+    """`owner/name` when `url` (https or scp-like ssh) points at a repository on `host`, else None."""
+    match = re.match(r"^(?:[a-z+]+://)?(?:[^@/]+@)?([^/:]+)(?::\d+)?[:/](.+?)(?:\.git)?/?$", url)
+    if match is None or match.group(1).lower() != host.lower():
+        return None
+    parts = match.group(2).strip("/").split("/")
+    return "/".join(parts[-2:]) if len(parts) >= 2 else None
+
+
+def _base(top: Path, environ: Mapping[str, str]) -> str:
+    """The branch the pull request targets: the one the nightly ran on (the workflow's checkout)."""
+    return branch.current_branch(top) or environ.get("GITHUB_REF_NAME") or "main"
+
+
+def _title(report: Report) -> str:
+    bases = ", ".join(f"{m.upstream} {m.new_base[:12]}" for m in report.moves)
+    return f"kpatch nightly: the stacks on {bases}" if bases else "kpatch nightly: refreshed stacks"
+
+
+def _message(report: Report) -> str:
+    lines = [_title(report), ""]
+    lines += [f"{m.upstream}: {m.old_base[:12]} -> {m.new_base[:12]} ({m.commits} upstream commit(s))"
+              for m in report.moves]
+    dropped = [f"{p.upstream}/{p.patch}" for p in report.patches if p.klass == "upstream"]
+    if dropped:
+        lines += ["", "Dropped as already upstream: " + ", ".join(dropped)]
+    lines += ["", f"Written by kpatch {report.kpatch_version} nightly ({report.started}); built, verified and tested."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,199 @@
+"""One night: rebase -> build -> verify -> test (stop at the first that fails), then the report, then GitHub.
+
+The report is written before GitHub is asked anything and again with what GitHub answered, so a GitHub that is
+down never costs the report; the exit code is the run's (the failing stage's), never the reporting's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kpatch import __version__, github
+from kpatch import lock as lockfile
+from kpatch.errors import KpatchError, UsageError
+from kpatch.files import write_atomic
+from kpatch.nightly import noop, render, stages
+from kpatch.nightly.model import Failure, Outcome, Report, Stage, StageRun, StageStatus
+from kpatch.nightly.publish import publish
+from kpatch.nightly.stages import Findings, Settings, Show
+from kpatch.redact import add_secret
+from kpatch.ui import UI
+from kpatch.workspace import Workspace
+
+TAIL = 40  # log lines in a failure's report
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+RETRY_DELAY = "KPATCH_GITHUB_RETRY_DELAY"  # seconds before the first GitHub retry (doubling); tests set 0
+
+
+@dataclass(frozen=True)
+class Options:
+    report_dir: Path
+    dry_run: bool
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class Night:
+    report: Report
+    markdown: Path
+    json: Path
+
+
+def target(ws: Workspace, environ: Mapping[str, str], dry_run: bool) -> github.Target:
+    """Where and as whom the night reports; the token is registered so no output, log or file shows it."""
+    tgt = github.target(ws.stack.github, environ, dry_run=dry_run)
+    if tgt.token is not None:
+        add_secret(tgt.token.reveal())
+        push = github.push_target(tgt)
+        for value in (push.env.values() if push else ()):
+            add_secret(value.rsplit(" ", 1)[-1])  # the header's base64 form, as git would send it
+    return tgt
+
+
+def check_report_dir(folder: Path) -> None:
+    """Refuse, before anything runs, a report folder that cannot be one."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--report {folder}: a file is there, not a folder")
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--report {folder}: cannot write there ({existing} is not a writable folder)")
+
+
+def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: Mapping[str, str],
+          show: Show) -> Night:
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if tgt.dry_run and not options.dry_run:
+        ui.warn(f"{tgt.dry_run}: running as --dry-run (nothing is pushed, opened, commented on or closed)")
+    kept = ws.stack.root / lockfile.LOCK_NAME
+    found = Findings()
+    runs, outcome = _stages(ws, ui, options.settings, found, show, kept)
+    report = _report(ui, started, runs, outcome, found, tgt)
+    if outcome is Outcome.PASSED:
+        assert found.lock is not None
+        write_atomic(kept, found.lock.read_bytes())
+        report = replace(report, kept_lock=str(kept))
+    md, js = render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing
+    with ui.group("kpatch nightly: GitHub"):
+        paths = [ws.stack.path, *(u.patches for u in ws.stack.upstreams), ws.stack.root / "patches" / ".rerere",
+                 kept]
+        done = publish(ws, ui, report, tgt, environ, _retry(environ), paths)
+    report = replace(report, push=done.push, github=done.results)
+    md, js = render.write(options.report_dir, report)
+    ui.step_summary(render.markdown(report))
+    return Night(report=report, markdown=md, json=js)
+
+
+NOOP = "no-op: no upstream moved, nothing changed in the stacks since the last lock"
+
+
+def _stages(ws: Workspace, ui: UI, settings: Settings, found: Findings, show: Show,
+            kept: Path) -> tuple[list[StageRun], Outcome]:
+    """Run the stages in order; stop at the first that fails. A no-op night runs none after the fetch."""
+    runs: list[StageRun] = []
+    noop_night = False
+
+    def rebase() -> tuple[int, str] | None:
+        nonlocal noop_night
+        heads = noop.fetch_heads(ws, ui, kept)
+        found.moves = list(heads.moves)
+        if heads.changed is None:
+            noop_night = True
+            return None
+        ui.note(f"not a no-op night: {heads.changed}")
+        return stages.rebase(ws, ui, found, show)
+
+    steps: list[tuple[Stage, Callable[[], tuple[int, str] | None]]] = [
+        (Stage.REBASE, rebase), (Stage.BUILD, lambda: stages.build(ws, ui, found, show, settings)),
+        (Stage.VERIFY, lambda: stages.verify(ws, ui, found, show)),
+        (Stage.TEST, lambda: stages.test(ws, ui, found, show, settings))]
+    for index, (stage, body) in enumerate(steps):
+        run = _timed(ui, stage, body, found)
+        if noop_night:
+            ui.note(f"no-op night: no upstream moved, nothing changed in the stacks ({run.seconds:.1f} s)")
+            runs.append(replace(run, summary=f"{NOOP} (fetched in {run.seconds:.1f} s)"))
+            runs += [StageRun(s, StageStatus.SKIPPED, 0.0, 0, "no-op night") for s, _ in steps[1:]]
+            return runs, Outcome.NOOP
+        runs.append(run)
+        if run.status is StageStatus.FAILED:
+            runs += [StageRun(s, StageStatus.SKIPPED, 0.0, 0, f"not reached: {stage.value} failed")
+                     for s, _ in steps[index + 1:]]
+            return runs, Outcome.FAILED
+    return runs, Outcome.PASSED
+
+
+def _timed(ui: UI, stage: Stage, body: Callable[[], tuple[int, str] | None], found: Findings) -> StageRun:
+    """Run one stage in its own log group; its error becomes the night's failure, with the exit code it owns.
+    A stage with nothing to do (None) is SKIPPED."""
+    started = time.monotonic()
+    with ui.group(f"kpatch nightly: {stage.value}"):
+        try:
+            answer = body()
+        except KpatchError as err:
+            first, _, rest = str(err).partition("\n")
+            lines = [line for line in rest.splitlines() if line.strip()]  # a build's log tail, a hint
+            found.failure = Failure(stage=stage, exit_code=int(err.exit_code), message=first,
+                                    resolve=tuple(line for line in lines if line.startswith("hint:")),
+                                    log_tail=tuple(line for line in lines if not line.startswith("hint:"))[-TAIL:])
+            answer = (int(err.exit_code), first)
+    seconds = round(time.monotonic() - started, 3)
+    if answer is None:
+        return StageRun(stage, StageStatus.SKIPPED, seconds, 0, "no upstream declares [upstream.test]")
+    code, summary = answer
+    if code:
+        ui.warn(f"{stage.value} failed (exit {code}): {summary}")
+    else:
+        ui.note(f"{stage.value} passed in {seconds:.1f} s: {summary}")
+    return StageRun(stage, StageStatus.FAILED if code else StageStatus.PASSED, seconds, code, summary)
+
+
+def _report(ui: UI, started: str, runs: list[StageRun], outcome: Outcome, found: Findings,
+            tgt: github.Target) -> Report:
+    failed = next((r for r in runs if r.status is StageStatus.FAILED), None)
+    failure = found.failure
+    if failure is not None and not failure.log_tail:
+        failure = replace(failure, log_tail=_tail(found.suite_log or ui.log_file))
+    if outcome is Outcome.NOOP:
+        summary = f"{NOOP}: nothing was rebased, built or tested, no container started"
+    elif failed is not None:
+        summary = f"failed at {failed.stage.value} (exit {failed.exit_code}): {failed.summary}"
+    else:
+        summary = "passed: " + "; ".join(f"{r.stage.value}: {r.summary}" for r in runs if r.status is
+                                         StageStatus.PASSED)
+    return Report(kpatch_version=__version__, started=started, outcome=outcome,
+                  exit_code=failed.exit_code if failed else 0, summary=summary, stages=tuple(runs),
+                  moves=tuple(found.moves), patches=tuple(found.patches), flags=tuple(found.flags),
+                  wheels=tuple(found.wheels), lock=str(found.lock) if found.lock else None,
+                  containers=found.containers, checks=tuple(found.checks), contract=tuple(found.contract),
+                  suites=tuple(found.suites),
+                  notes=tuple(found.notes), failure=failure, dry_run=tgt.dry_run)
+
+
+def _tail(path: Path | None) -> tuple[str, ...]:
+    """The last lines of a log: a suite's as it is; kpatch's run log without its debug records (git commands)."""
+    if path is None or not path.is_file():
+        return ()
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ()
+    kept, keep = [], True
+    for line in lines:
+        record = _RECORD.match(line)
+        if record:  # a record starts; lines after it without a stamp continue it
+            keep = record.group(1) != "DEBUG"
+        if keep:
+            kept.append(line)
+    return tuple(kept[-TAIL:])
+
+
+def _retry(environ: Mapping[str, str]) -> github.RetryPolicy:
+    try:
+        first = max(0.0, float(environ.get(RETRY_DELAY, "2")))
+    except ValueError:
+        first = 2.0
+    return github.RetryPolicy(first_wait=first)

@@ -1,0 +1,225 @@
+"""The night's four stages on the engine (rebase, build-wheels, verify, test), each turned into report data.
+
+Each stage returns its exit code and one summary line, and adds what it found to the `Findings`; a stage that
+fails raises (a KpatchError with its exit code) or returns a non-zero code with a `Failure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kpatch.errors import ExitCode
+from kpatch.nightly.model import Failure, Flag, Move, PatchLine, Stage, Suite, Wheel
+from kpatch.ui import UI
+from kpatch.verify.model import Check, Status
+from kpatch.workspace import Workspace
+
+if TYPE_CHECKING:
+    from kpatch.contract import ContractReport
+    from kpatch.engine.rebase import RebaseResult
+    from kpatch.testing.run import TestRun
+
+Show = Callable[[Stage, object], None]  # prints a stage's own result for people, as its command would
+MERGED_NOTE = "merged upstream, not yet in the base: drop after the next bump"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the night builds and tests (the options build-wheels and test take)."""
+
+    backend: str = "docker"
+    image: str | None = None
+    base_image: str | None = None
+    devices: tuple[str, ...] = ()
+    timeout: float | None = None
+
+
+@dataclass
+class Findings:
+    """What the stages found so far (filled in as they run; frozen into the Report at the end)."""
+
+    moves: list[Move] = field(default_factory=list)
+    patches: list[PatchLine] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    wheels: list[Wheel] = field(default_factory=list)
+    lock: Path | None = None
+    containers: int = 0
+    checks: list[Check] = field(default_factory=list)
+    contract: list[str] = field(default_factory=list)
+    suites: list[Suite] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    failure: Failure | None = None
+    suite_log: Path | None = None  # the failing suite's own log (its tail goes into the failure)
+
+
+def rebase(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str]:
+    """A real `kpatch rebase` of every stack onto its branch head; a conflict stays in progress for a person."""
+    from kpatch.engine.rebase import rebase as run_rebase
+
+    result = run_rebase(ws, ui, {}, force=False, discard=False)
+    show(Stage.REBASE, result)
+    found.moves = _moves(ws, result, found.moves)
+    found.patches = [PatchLine(upstream=s.name, patch=p.name, klass=p.klass, applied=p.applied, why=p.why,
+                               commit=p.commit, culprit=p.culprit,
+                               hunks=tuple(path + (f":{line}" if line else "") for path, line in p.hunks))
+                     for s in result.stacks for p in s.patches]
+    if result.github:
+        found.notes.append(result.github)
+    conflicts = [p for p in found.patches if p.klass == "conflict"]
+    if conflicts:
+        found.failure = _conflict(ws, found, conflicts)
+        return int(ExitCode.CONFLICT), found.failure.message
+    if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
+        found.flags = _merged_but_applied(ws, found.patches, found.notes)
+    counts = {k: sum(p.klass == k for p in found.patches) for k in ("clean", "three-way", "upstream")}
+    return 0, (f"{len(found.patches)} patch(es) onto the branch heads: {counts['clean']} clean, "
+               f"{counts['three-way']} three-way, {counts['upstream']} dropped as upstream")
+
+
+def _moves(ws: Workspace, result: RebaseResult, fetched: list[Move]) -> list[Move]:
+    """Old -> new base per upstream as the rebase saw them, with the commits between."""
+    branches = {m.upstream: m.branch for m in fetched}
+    moves = []
+    for stack in result.stacks:
+        mirror = ws.mirror(stack.name)
+        commits = mirror.count(stack.old_base, stack.new_base) if mirror.is_ancestor(stack.old_base,
+                                                                                      stack.new_base) else 0
+        moves.append(Move(upstream=stack.name, branch=branches.get(stack.name, ws.stack.get(stack.name).branch),
+                          old_base=stack.old_base, new_base=stack.new_base, commits=commits))
+    return moves
+
+
+def _conflict(ws: Workspace, found: Findings, conflicts: list[PatchLine]) -> Failure:
+    first = next((p for p in conflicts if not p.why.startswith("trial")), conflicts[0])  # the real stop first
+    culprit = first.culprit
+    broke = (f"broken by upstream {culprit.sha[:12]} \"{culprit.subject}\" by {culprit.author}" if culprit
+             else "the upstream commit that broke it was not found")
+    onto = " ".join(f"--onto {m.upstream}={m.new_base}" for m in found.moves)
+    scratch = ws.scratch_dir / first.upstream
+    files = f" ({', '.join(first.hunks)})" if first.hunks else ""
+    steps = (f"The rebase is left in progress in {scratch}: fix {first.patch} there{files}, 'git add' the files, "
+             "then run 'kpatch rebase --continue' (or 'kpatch rebase --abort').",
+             f"From another checkout, the same rebase: 'kpatch rebase {onto}'.",
+             "Then commit kpatch.toml and patches/ (with patches/.rerere: the resolution is replayed next time).")
+    more = f" (+{len(conflicts) - 1} more conflict(s))" if len(conflicts) > 1 else ""
+    return Failure(stage=Stage.REBASE, exit_code=int(ExitCode.CONFLICT),
+                   message=f"{first.upstream}/{first.patch} conflicts: {broke}{more}", resolve=steps, log_tail=())
+
+
+def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str]) -> list[Flag]:
+    """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base)."""
+    from kpatch import github
+    from kpatch.engine.plan import load_all_series
+
+    series = load_all_series(ws.stack)
+    applied = {(p.upstream, p.patch) for p in patches if p.klass in ("clean", "three-way")}
+    prs = {(name, patch.name): patch.prs for name, s in series.items() for patch in s.patches
+           if (name, patch.name) in applied and patch.prs}
+    if not prs:
+        return []
+    check = github.check_pulls({pr for names in prs.values() for pr in names})
+    if check.unavailable:
+        notes.append(f"merged Upstream-PRs not flagged: {check.unavailable}")
+        return []
+    flags = []
+    for (name, patch), names in sorted(prs.items()):
+        for pr in names:
+            state = check.pulls.get(pr)
+            if state is not None and state.merged:
+                flags.append(Flag(upstream=name, patch=patch, pr=pr, merge_commit=state.merge_commit,
+                                  note=MERGED_NOTE))
+    return flags
+
+
+def build(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[int, str]:
+    from kpatch.commands.build_wheels import build_wheels
+
+    result = build_wheels(ws, ui, backend=settings.backend, image=settings.image, base_image=settings.base_image,
+                          out=ws.stack.root / "dist", check_contract=False)
+    show(Stage.BUILD, result)
+    found.wheels = [Wheel(upstream=w.upstream, filename=w.filename, version=w.version, sha256=w.sha256,
+                          cached=w.cached, torch=w.torch) for w in result.wheels]
+    found.lock, found.containers = result.lock, result.containers
+    cached = sum(w.cached for w in result.wheels)
+    return 0, f"{len(result.wheels)} wheel(s) ({cached} from the cache, {result.containers} container(s)); lock " \
+              f"{result.lock.name}"
+
+
+def verify(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str]:
+    from kpatch.commands.verify import verify as run_verify
+
+    result = run_verify(ws, ui, lock_path=found.lock, installed=False)
+    show(Stage.VERIFY, result)
+    found.checks = list(result.checks)
+    found.contract = [line for c in result.contracts if c.report is not None
+                      for line in contract_lines(c.kernels, c.app, c.report)]
+    failed = [c for c in result.checks if c.status is Status.FAIL]
+    if failed:
+        first = failed[0]
+        found.failure = Failure(stage=Stage.VERIFY, exit_code=int(ExitCode.CONFLICT),
+                                message=f"verify: {first.area} {first.subject}: {first.detail}",
+                                resolve=tuple(c.fix for c in failed if c.fix), log_tail=())
+        return int(ExitCode.CONFLICT), found.failure.message
+    return 0, f"{sum(c.status is Status.PASS for c in result.checks)} check(s) passed"
+
+
+def contract_lines(kernels: str, app: str, report: ContractReport) -> list[str]:
+    """The op contract of one pair for the report: what was checked and counted, then each problem."""
+    breaking = [m for m in report.mismatches if m.breaking]
+    lines = [f"{kernels} -> {app} (libraries {', '.join(report.namespaces)}): "
+             f"{sum(len(g.ops) for g in report.missing)} op(s) not served on XPU, {len(breaking)} breaking schema "
+             f"difference(s), {len(report.unbound)} call(s) that do not bind; not counted: {len(report.cuda_only)} "
+             f"listed cuda-only, {len(report.other_backends)} only in {app}'s CPU/ROCm builds, "
+             f"{report.off_xpu_calls} call site(s) off the XPU path, {report.probes} probe(s)"]
+    lines += [f"{op.namespace}.{op.op}: {op.gap.value}, called from {gaps.module} at "
+              f"{', '.join(str(site) for site in op.sites[:3])}" for gaps in report.missing for op in gaps.ops]
+    lines += [f"{m.namespace}.{m.op} schema differs{'' if m.breaking else ' (allowed)'}: "
+              f"{'; '.join(d.detail for d in m.diffs)} ({app} {m.declared} vs {kernels} {m.registered})"
+              for m in report.mismatches]
+    lines += [f"{u.namespace}.{u.op} call at {u.call} does not bind: {u.reason}" for u in report.unbound]
+    return lines + [f"unreadable: {problem}" for problem in report.problems]
+
+
+def test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[int, str] | None:
+    """The suites against the new lock; None when no upstream declares [upstream.test] (nothing to run)."""
+    from kpatch.testing.run import run as run_tests
+
+    if not any(u.test for u in ws.stack.upstreams):
+        return None
+    assert found.lock is not None
+    result = run_tests(ws, ui, names=(), devices=settings.devices, timeout=settings.timeout, lock=found.lock,
+                       reports=ws.stack.root / "reports")
+    show(Stage.TEST, result)
+    found.suites = [_suite(s) for s in result.suites]
+    code = int(result.exit_code)
+    bad = [s for s in result.suites if s.outcome.value != "passed"]
+    if code and bad:
+        found.suite_log = bad[0].log
+        steps = [f"{s.upstream}: newly failing: {', '.join(s.changes.newly_failing)}" for s in bad
+                 if s.changes and s.changes.newly_failing]
+        found.failure = Failure(stage=Stage.TEST, exit_code=code, message=f"test: {bad[0].upstream}: {bad[0].message}",
+                                resolve=(*steps, f"the suites' logs and JUnit reports are in {result.reports}"),
+                                log_tail=())
+        return code, found.failure.message
+    return code, _test_summary(result)
+
+
+def _suite(s: object) -> Suite:
+    from kpatch.testing.run import SuiteResult
+
+    assert isinstance(s, SuiteResult)
+    c = s.counts
+    return Suite(upstream=s.upstream, outcome=s.outcome.value, message=s.message, passed=c.passed if c else 0,
+                 failed=c.failed if c else 0, errors=c.errors if c else 0, skipped=c.skipped if c else 0,
+                 failing=tuple(f"{case.id}: {case.message}" for case in s.failing),
+                 newly_failing=s.changes.newly_failing if s.changes else (),
+                 newly_passing=s.changes.newly_passing if s.changes else (), compared=s.changes is not None,
+                 running=s.running, seconds=s.seconds)
+
+
+def _test_summary(result: TestRun) -> str:
+    passed = sum(s.counts.passed for s in result.suites if s.counts)
+    return f"{len(result.suites)} suite(s), {passed} test(s) passed"

@@ -1,0 +1,131 @@
+"""`kpatch test --backend local`: each suite on this host (as `build-wheels --backend local` builds), not in an image.
+
+The pair goes in from its lock (the hash-checked bytes) with the suite's requirements, in one pip resolution, into a
+private user site (own HOME and PYTHONUSERBASE) of the host's python3: what the host already has satisfies them
+without the network; nothing of the host's Python is changed. The test files of the locked commit run in a scratch
+folder that goes away with everything else. Verdicts, reports and newly failing tests are those of the container
+runner.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tarfile
+import tempfile
+import threading
+import time
+from io import BytesIO
+from pathlib import Path
+
+from kpatch.errors import BuildError
+from kpatch.testing import env as testenv
+from kpatch.testing.run import LiveLog, SuiteResult, TestRun, _not_run, _Suite, find_devices
+from kpatch.testing.run import selected as selected_suites
+from kpatch.ui import UI, activity
+from kpatch.wheels.container import TimedRun
+from kpatch.workspace import Workspace
+
+RUN_HERE_SH = """set -eu
+python3 -m pip install --quiet --user --no-warn-script-location --disable-pip-version-check "$@" || {
+    echo "kpatch: the locked wheels did not install" >&2; exit 90; }
+cd "$KPATCH_TEST_DIR"
+mkdir -p "$(dirname "$KPATCH_JUNIT")" && rm -f "$KPATCH_JUNIT"
+echo "kpatch: running: $KPATCH_TEST_COMMAND"
+exec sh -c "$KPATCH_TEST_COMMAND"
+"""
+
+
+def run_local(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
+              lock: Path, reports: Path) -> TestRun:
+    """Check the suites, the lock and its wheels first; then each suite on this host, in dependency order."""
+    suites = selected_suites(ws.stack, names)
+    pair = testenv.read_pair(lock)
+    for upstream, _ in suites:
+        pair.wheel(upstream.name)
+    found = find_devices(devices, Path(os.environ.get("KPATCH_DRI_DIR", "/dev/dri")))
+    try:
+        reports.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BuildError(f"cannot write the reports to {reports}: {err.strerror}") from None
+    results = []
+    for upstream, suite in suites:
+        if suite.devices and not found.paths:
+            message = f"no XPU here ({found.none_because}): not run; give --device PATH where there is one"
+            ui.warn(f"{upstream.name}: {message}")
+            results.append(_not_run(upstream.name, pair.commit(upstream.name), message))
+            continue
+        runner = _HostSuite(ws, ui, pair, upstream, suite, reports)
+        results.append(runner.run_here(found.paths, timeout if timeout is not None else suite.timeout))
+    return TestRun(lock=lock, reports=reports, devices=found.paths, removed_leftovers=0, suites=tuple(results))
+
+
+class _HostSuite(_Suite):
+    """One suite run by this host's python3 in a scratch folder, judged like a container run."""
+
+    def run_here(self, devices: tuple[str, ...], timeout: float) -> SuiteResult:
+        source = self._source()
+        wheels = testenv.closure(self.ws.stack, self.pair, self.name)
+        previous = self._previous()
+        with tempfile.TemporaryDirectory(prefix=f"kpatch-test-{self.name}-") as folder:
+            root = Path(folder)
+            for sub in ("home", "userbase", "wheels", "test"):
+                (root / sub).mkdir()
+            with tarfile.open(fileobj=BytesIO(source)) as tar:
+                tar.extractall(root / "test", filter="data")
+            for wheel in wheels:
+                (root / "wheels" / wheel.filename).write_bytes(wheel.data)
+            (root / "run-tests.sh").write_text(RUN_HERE_SH, encoding="utf-8")
+            junit_file = root / "test" / self.suite.junit
+            env = {**os.environ, **dict(self.suite.env), "HOME": str(root / "home"),
+                   "PYTHONUSERBASE": str(root / "userbase"), "PIP_BREAK_SYSTEM_PACKAGES": "1",
+                   "PYTHONUNBUFFERED": "1", "KPATCH_TEST_COMMAND": self.suite.command,
+                   "KPATCH_TEST_DIR": str(root / "test"), "KPATCH_JUNIT": str(junit_file),
+                   "KPATCH_DEVICES": " ".join(devices)}
+            env.pop("PYTHONNOUSERSITE", None)  # the private user site is where the pair goes
+            args = [str(root / "wheels" / w.filename) for w in wheels] + list(self.suite.requires)
+            with activity(self.ui, f"{self.name}: running its tests at {self.commit[:12]} on this host") as on, \
+                    LiveLog(self.log_path, on) as live:
+                started = time.monotonic()
+                run = _run_until(["sh", str(root / "run-tests.sh"), *args], root / "test", env, live, timeout)
+                seconds = round(time.monotonic() - started, 3)
+            report = junit_file.read_bytes() if junit_file.is_file() else None
+        return self._judge(run, report, live, previous, seconds, timeout)
+
+
+def _run_until(command: list[str], cwd: Path, env: dict[str, str], live: LiveLog, timeout: float) -> TimedRun:
+    """Run `command` in its own process group, its output into `live`; kill the whole group at the timeout."""
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    stream = proc.stdout
+    fd = stream.fileno()
+
+    def pump() -> None:  # raw reads: a hung test's id arrives without its newline, and must still be seen
+        for chunk in iter(lambda: os.read(fd, 4096), b""):
+            live(chunk.decode("utf-8", "replace"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        if proc.poll() is None or timed_out:
+            _kill_group(proc.pid)
+        proc.wait()
+        reader.join(timeout=5)
+        stream.close()
+    status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: as a shell says
+    return TimedRun(status=status, timed_out=timed_out, oom_killed=False)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Benchmark: kpatch nightly on the example project (offline: GitHub is not asked): a first night (rebase, the
+pair, verify, both suites), a no-op night (target: no container, under 5 s), a night after an app upstream
+commit, and a no-op again. Each run is a new kpatch process, as the nightly job starts it. Needs a Docker
+engine and the base image (scripts/docker-test-image); it removes no image.
+
+    python3 scripts/bench_nightly.py [--base-image kpatch-test-base:bookworm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kpatch.examples import commit, make_example_project  # noqa: E402
+
+
+def night(project: Path, cache: Path, base_image: str) -> tuple[float, dict[str, Any]]:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "kpatch", "nightly", "--json", "--base-image", base_image,
+                           "--cache-dir", str(cache)], cwd=project, capture_output=True, text=True,
+                          env={**os.environ, "KPATCH_OFFLINE": "1"})
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"kpatch nightly failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return seconds, json.loads(proc.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-image", default="kpatch-test-base:bookworm")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="kpatch-bench-nightly-"))
+    try:
+        example = make_example_project(root)
+        cache = root / "cache"
+        print(f"{'night':<34} {'seconds':>8} {'outcome':>8} {'built':>6} {'suites':>6}  per stage (s)")
+        for label in ("first (rebase, pair, tests)", "no-op", "app upstream moved", "no-op again"):
+            if label == "app upstream moved":
+                commit(example.app, {"NEWS.txt": "news\n"}, "News", 900)
+            seconds, report = night(example.root, cache, args.base_image)
+            built = sum(1 for w in report["wheels"] if not w["cached"])
+            stages = " ".join(f"{s['stage']} {s['seconds']:.1f}" for s in report["stages"])
+            print(f"{label:<34} {seconds:>8.2f} {report['outcome']:>8} {built:>6} {len(report['suites']):>6}  "
+                  f"{stages}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Figures: how many hostile inputs (issue 8) kpatch refuses or survives, from the tests that try each one.
+
+Every case of tests/test_security.py (URLs that would run commands, credentials, file modes, symlinked
+resolutions, unexported work, export from a moved worktree) and tests/test_roundtrip.py (messages git am
+reads differently, CRLF files, header-like diff lines) is one vector: kpatch runs as its own process and
+the test checks that nothing ran, leaked, changed or was lost. `--tree` runs another kpatch source tree
+under the same tests (e.g. an old commit: `git archive 5240a9e | tar -x -C /tmp/old`), to show what it let
+through.
+
+    python3 scripts/hostile_vectors.py [--tree DIR] [--with-real-world] [--basetemp DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VECTORS = ("tests/test_security.py", "tests/test_roundtrip.py")
+REAL_WORLD = "tests/test_real_world.py"
+# These drive kpatch's modules in pytest's own process, so they always test this checkout: left out with --tree.
+IN_PROCESS = ("tests/test_security.py::test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config",
+              "tests/test_roundtrip.py::test_apply_of_export_gives_the_same_commit_or_a_clear_refusal")
+
+
+def run(files: list[str], tree: Path | None, basetemp: Path) -> dict[str, dict[str, list[str]]]:
+    """{file: {test function: [outcome per case]}} from one pytest run (outcomes: held, failed, error)."""
+    env = dict(os.environ)
+    deselect: list[str] = []
+    if tree is not None:
+        env["KPATCH_UNDER_TEST"] = str(tree.resolve())
+        deselect = [f"--deselect={node}" for node in IN_PROCESS]
+    with tempfile.TemporaryDirectory(prefix="kpatch-vectors-") as folder:
+        report = Path(folder) / "junit.xml"
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}",
+                        f"--junitxml={report}", *deselect, *files], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        if not report.exists():
+            raise SystemExit("error: pytest wrote no report (are the test extras installed?)")
+        results: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for case in ET.parse(report).getroot().iter("testcase"):
+            module = case.get("classname", "").rsplit(".", 1)[-1] + ".py"
+            function = case.get("name", "").split("[", 1)[0]
+            outcome = "failed" if case.find("failure") is not None else \
+                "error" if case.find("error") is not None else "skipped" if case.find("skipped") is not None \
+                else "held"
+            results[module][function].append(outcome)
+    return results
+
+
+def show(results: dict[str, dict[str, list[str]]], title: str) -> tuple[int, int]:
+    held = total = 0
+    lines = []
+    for module, functions in sorted(results.items()):
+        for function, outcomes in functions.items():
+            ok = outcomes.count("held")
+            held, total = held + ok, total + len(outcomes)
+            lines.append(f"  {ok:>3}/{len(outcomes):<3} {module}::{function}")
+    print(f"{title}: {held}/{total}")
+    print("\n".join(lines))
+    return held, total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", type=Path, help="kpatch source tree to run (default: this checkout)")
+    parser.add_argument("--with-real-world", action="store_true", help=f"also count {REAL_WORLD}")
+    parser.add_argument("--basetemp", type=Path, default=Path(tempfile.gettempdir()) / "kpatch-vectors-pt")
+    args = parser.parse_args()
+    where = args.tree.resolve() if args.tree else ROOT
+    held, total = show(run(list(VECTORS), args.tree, args.basetemp), f"hostile inputs refused or survived by {where}")
+    if args.with_real_world:
+        more, count = show(run([REAL_WORLD], args.tree, args.basetemp), "real-world checks passed")
+        held, total = held + more, total + count
+    return 0 if held == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,367 @@
+"""Hostile input (issue 8, items 1, 2, 4-7): URLs that would run commands, credentials in URLs, file modes,
+symlinked recorded resolutions, unexported work, export from a worktree on another branch.
+
+kpatch runs as its own process here (tests/cliproc.py): the marker files, modes and environment are the
+real ones a user gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from cliproc import Ran, kpatch
+from gitrepos import Project, git
+from https_git import https_git
+from rebase_repos import FILES, RebaseProject, replace_line
+
+from kpatch.errors import ExitCode, UpstreamError
+from kpatch.examples import commit
+
+SOURCES = ("kpatch.toml", "--url", "KPATCH_URL_KERNELS")
+COMMANDS = ("apply", "rebase")
+
+
+def point_kernels(project: Project, source: str, url: str) -> tuple[list[str], dict[str, str]]:
+    """Make the kernels upstream's URL `url` through `source`: (extra arguments, extra environment)."""
+    if source == "kpatch.toml":
+        toml = project.root / "kpatch.toml"
+        old = f'url = "{project.kernels}"'
+        assert old in toml.read_text()
+        toml.write_text(toml.read_text().replace(old, f"url = {json.dumps(url)}"))
+        return [], {}
+    if source == "--url":
+        return ["--url", f"kernels={url}"], {}
+    return [], {"KPATCH_URL_KERNELS": url}
+
+
+def user_git_config(lines: str) -> None:
+    """Add to the user's own git config (the file GIT_CONFIG_GLOBAL names, as conftest isolates it)."""
+    with open(os.environ["GIT_CONFIG_GLOBAL"], "a", encoding="utf-8") as handle:
+        handle.write(lines)
+
+
+def plain_git_runs(url: str, cwd: Path) -> None:
+    """git without kpatch's pins, on the same user config: proves the vector is live on this machine."""
+    subprocess.run(["git", "ls-remote", url], cwd=cwd, capture_output=True, timeout=60)
+
+
+# --- 1. URLs that would run commands --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_url_that_is_a_git_option_is_refused_and_runs_nothing(project: Project, tmp_path: Path, source: str,
+                                                                 command: str) -> None:
+    marker = tmp_path / "MARKER"
+    args, env = point_kernels(project, source, f"--upload-pack=touch {marker}")
+    before = project.snapshot()
+    ran = kpatch(project.root, command, *args, env=env)
+    assert not marker.exists()
+    assert ran.exit_code == ExitCode.BAD_INPUT, ran.output
+    lines = (project.root / "kpatch.toml").read_text().splitlines()
+    url_line = next((n for n, line in enumerate(lines, 1) if "upload-pack" in line), 0)
+    where = {"kpatch.toml": f"kpatch.toml:{url_line}: ", "--url": "--url kernels: ",
+             "KPATCH_URL_KERNELS": "KPATCH_URL_KERNELS"}
+    [error] = ran.errors()
+    assert where[source] in error and "looks like a command-line option, not a URL" in error
+    assert project.snapshot() == before
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("source", SOURCES)
+def test_an_ext_url_is_refused_even_where_the_users_git_config_allows_ext(project: Project, tmp_path: Path,
+                                                                          source: str, command: str) -> None:
+    user_git_config('[protocol "ext"]\n\tallow = always\n')
+    marker, control = tmp_path / "MARKER", tmp_path / "CONTROL"
+    args, env = point_kernels(project, source, f"ext::sh -c touch% {marker}")
+    before = project.snapshot()
+    ran = kpatch(project.root, command, *args, env=env)
+    assert not marker.exists()
+    assert ran.exit_code == ExitCode.BAD_INPUT, ran.output
+    [error] = ran.errors()
+    assert "git remote helpers (ext::) are not allowed" in error
+    assert project.snapshot() == before
+    plain_git_runs(f"ext::sh -c touch% {control}", tmp_path)
+    assert control.exists()  # the user's config really would have run it
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_users_insteadof_rewrite_to_ext_is_blocked_at_the_fetch(project: Project, tmp_path: Path,
+                                                                  command: str) -> None:
+    """A valid https URL that the user's git config rewrites to ext::: only the fetch layer can stop it."""
+    marker = tmp_path / "MARKER"
+    # insteadOf replaces a prefix: the whole URL is matched, so that nothing is appended to the command.
+    user_git_config(f'[protocol "ext"]\n\tallow = always\n[url "ext::sh -c touch% {marker}"]\n'
+                    "\tinsteadOf = https://evil.invalid/kernels.git\n")
+    point_kernels(project, "kpatch.toml", "https://evil.invalid/kernels.git")
+    before = project.snapshot()
+    ran = kpatch(project.root, command)
+    assert not marker.exists()
+    assert ran.exit_code == ExitCode.UPSTREAM, ran.output
+    [error] = ran.errors()
+    assert "cannot fetch https://evil.invalid/kernels.git" in error and "transport 'ext' not allowed" in error
+    assert project.snapshot() == before
+    plain_git_runs("https://evil.invalid/kernels.git", tmp_path)
+    assert marker.exists()  # the rewrite is live: plain git with the same config ran the command
+
+
+def test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config(tmp_path: Path) -> None:
+    """Mirror.fetch validates for itself, and the runner's fetch pins the transports below any validation."""
+    from kpatch.gitx import Mirror, runner
+
+    marker = tmp_path / "MARKER"
+    ext = f"ext::sh -c touch% {marker}"
+    user_git_config(f'[protocol "ext"]\n\tallow = always\n[url "{ext}"]\n\tinsteadOf = https://evil.invalid/k.git\n')
+    mirror = Mirror(tmp_path / "mirror.git", "kernels")
+    for url in (ext, f"--upload-pack=touch {marker}"):
+        with pytest.raises(UpstreamError, match="not allowed|command-line option"):
+            mirror.fetch(url, sleep=lambda seconds: None)
+    with pytest.raises(UpstreamError, match="transport 'ext' not allowed"):
+        mirror.fetch("https://evil.invalid/k.git", sleep=lambda seconds: None)
+    bare = tmp_path / "bare.git"
+    runner.run(["init", "--quiet", "--bare", "--", str(bare)])
+    for url in (ext, "https://evil.invalid/k.git", f"--upload-pack=touch {marker}"):
+        done = runner.run(["fetch", "--", url, "+refs/heads/*:refs/heads/*"], bare, check=False, user_config=True)
+        assert done.status != 0
+    assert not marker.exists()
+    plain_git_runs("https://evil.invalid/k.git", tmp_path)
+    assert marker.exists()  # the rewrite is live: plain git with the same config ran the command
+
+
+REF_CASES = {"apply --onto": ("apply", True, ExitCode.UPSTREAM), "rebase --onto": ("rebase", True, ExitCode.UPSTREAM),
+             "rebase to the branch": ("rebase", False, ExitCode.UPSTREAM), "status": ("status", False, ExitCode.OK)}
+
+
+@pytest.mark.parametrize("case", sorted(REF_CASES))
+def test_a_ref_that_looks_like_a_git_option_is_only_ever_a_ref(project: Project, tmp_path: Path, case: str) -> None:
+    """`--output=FILE` would make git log write a file: from --onto or as the branch in kpatch.toml, it stays a name."""
+    command, onto, code = REF_CASES[case]
+    assert kpatch(project.root, "apply").exit_code == 0  # the mirrors exist: every ref is looked up in them
+    marker = tmp_path / "MARKER"
+    ref = f"--output={marker}"
+    if not onto:
+        toml = project.root / "kpatch.toml"
+        toml.write_text(toml.read_text().replace('branch = "main"', f"branch = {json.dumps(ref)}"))
+    before = project.snapshot()
+    ran = kpatch(project.root, command, *(["--onto", f"kernels={ref}"] if onto else []))
+    assert not marker.exists()
+    assert ran.exit_code == code, ran.output
+    if code:
+        [error] = ran.errors()
+        assert f"{ref!r} is not a commit, tag or branch" in error
+    assert project.snapshot() == before
+
+
+# --- 2. credentials in URLs ------------------------------------------------------------------------------------
+
+
+def leaks(folder: Path, outputs: list[Ran], secret: bytes, allowed: set[Path] | None = None) -> list[str]:
+    """Every file under `folder` and every output that holds `secret` (files in `allowed` aside)."""
+    found = [str(p) for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and p not in (allowed or set())
+             and secret in p.read_bytes()]
+    found += [f"output of run {i}" for i, ran in enumerate(outputs) if secret.decode() in ran.output]
+    return found
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_credentials_of_an_unreachable_url_are_in_no_output_or_file(project: Project, tmp_path: Path,
+                                                                    source: str) -> None:
+    temp = tmp_path / "tmpdir"
+    temp.mkdir()
+    assert kpatch(project.root, "apply").exit_code == 0  # worktrees, state and logs exist, then the URL changes
+    args, env = point_kernels(project, source, "https://user:secret@127.0.0.1:9/x.git")
+    env["TMPDIR"] = str(temp)
+    runs = [kpatch(project.root, *cmd, *args, env=env) for cmd in (
+        ["status"], ["status", "--json"], ["export", "--check"], ["export"], ["apply", "--json"],
+        ["apply", "--onto", "kernels=main"], ["apply", "--onto", "kernels=main", "--json"], ["rebase"],
+        ["rebase", "--json"])]
+    assert [r.exit_code for r in runs] == [0, 0, 0, 0, 0, ExitCode.UPSTREAM, ExitCode.UPSTREAM, ExitCode.UPSTREAM,
+                                           ExitCode.UPSTREAM], [r.output for r in runs]
+    assert "https://***@127.0.0.1:9/x.git" in runs[0].stdout and "cannot fetch https://***@127.0.0.1" in runs[-2].stderr
+    allowed = {project.root / "kpatch.toml"} if source == "kpatch.toml" else set()  # the user's own file
+    assert leaks(tmp_path, runs, b"secret", allowed) == []
+
+
+def test_credentials_of_a_url_that_works_are_in_no_file_kpatch_writes(project: Project, tmp_path: Path) -> None:
+    """Fetch over HTTPS with basic auth, apply, status, export, a rebase killed inside its journal and continued,
+    and a local build with its lock: the password is in none of it."""
+    temp = tmp_path / "tmpdir"
+    temp.mkdir()
+    runs: list[Ran] = []
+    journal_copies: list[bytes] = []
+    with https_git({"kernels": project.kernels}, tmp_path / "server", "user", "secret") as server:
+        url = server.url.replace("https://", "https://user:secret@") + "/kernels.git"
+        env = {"KPATCH_URL_KERNELS": url, "GIT_SSL_CAINFO": str(server.ca_file), "TMPDIR": str(temp)}
+        for cmd in (["apply"], ["status"], ["status", "--json"], ["export", "--check"], ["apply", "--json"]):
+            runs.append(kpatch(project.root, *cmd, env=env))
+        killed = kpatch(project.root, "rebase", env={**env, "KPATCH_TEST_KILL_AT": "journal:1"})
+        journal = project.root / ".kpatch" / "journal"
+        journal_copies = [p.read_bytes() for p in journal.rglob("*") if p.is_file()]
+        runs.append(kpatch(project.root, "rebase", "--continue", "--json", env=env))
+        runs.append(kpatch(project.root, "build-wheels", "--backend", "local", "--json", env=env))
+    assert [r.exit_code for r in runs] == [0] * len(runs), [r.output for r in runs]
+    assert killed.exit_code == -9 and journal_copies  # the journal was there to be read
+    assert server.authorized and server.refused  # git was asked for the password, and sent it
+    lock = project.root / "dist" / "pylock.toml"
+    assert "https://***@127.0.0.1" in lock.read_text()
+    assert [c for c in journal_copies if b"secret" in c] == []
+    assert leaks(tmp_path / "home", runs, b"secret") + leaks(project.root, [], b"secret") + \
+        leaks(temp, [], b"secret") == []
+
+
+# --- 4. file modes ---------------------------------------------------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_export_keeps_each_files_mode_and_a_new_file_gets_the_umask_default(project: Project) -> None:
+    assert kpatch(project.root, "apply").exit_code == 0
+    stack = project.root / "patches" / "kernels"
+    first, second = stack / "0001-Add-the-kimi-op.patch", stack / "0002-Test-the-kimi-op.patch"
+    modes = {first: 0o664, second: 0o600, stack / "series": 0o644}
+    for path, wanted in modes.items():
+        path.chmod(wanted)
+    before = {path: path.read_bytes() for path in modes}
+    tree = project.workdir / "kernels"
+    git(tree, "checkout", "-q", "HEAD~2")
+    commit(tree, {"csrc/kimi.cpp": "// kimi op, reworded\nvoid kimi() {}\n"}, "Add the kimi op\n\nReworded.\n", 7000)
+    commit(tree, {"tests/test_kimi.py": "def test_kimi():\n    assert 2 + 2 == 4\n"},
+           "Test the kimi op\n\nUpstream-Status: pending\n", 7001)
+    commit(tree, {"csrc/more.cpp": "// more\n"}, "Add more\n", 7002)
+    ran = kpatch(project.root, "export", umask=0o027)
+    assert ran.exit_code == 0, ran.output
+    assert all(path.read_bytes() != data for path, data in before.items())  # each was rewritten
+    assert {path: mode(path) for path in modes} == modes
+    assert mode(stack / "0003-Add-more.patch") == 0o640  # 0o666 less the umask, as `touch` would make it
+
+
+def test_rebase_keeps_each_files_mode_and_new_files_get_the_umask_default(rp: RebaseProject) -> None:
+    stack = rp.root / "patches" / "kernels"
+    modes = {rp.root / "kpatch.toml": 0o664, stack / "series": 0o600, stack / "0003-Fix-c.patch": 0o640,
+             rp.root / "patches" / "app" / "series": 0o644}
+    for path, wanted in modes.items():
+        path.chmod(wanted)
+    before = {path: path.read_bytes() for path in modes}
+    assert kpatch(rp.root, "rebase").exit_code == ExitCode.CONFLICT
+    tree = rp.root / "work" / ".rebase" / "kernels"
+    (tree / "c.txt").write_text(replace_line(FILES["c"], 15, "c line 15 rewritten upstream, fixed by us"))
+    git(tree, "add", "c.txt")
+    ran = kpatch(rp.root, "rebase", "--continue", umask=0o022)
+    assert ran.exit_code == 0, ran.output
+    changed = [path for path, data in before.items() if path.read_bytes() != data]
+    assert rp.root / "kpatch.toml" in changed and stack / "0003-Fix-c.patch" in changed and stack / "series" in changed
+    assert {path: mode(path) for path in modes} == modes
+    recorded = [p for p in (rp.root / "patches" / ".rerere").rglob("*") if p.is_file()]
+    assert recorded and {mode(p) for p in recorded} == {0o644}
+
+
+# --- 5. symlinks in the recorded resolutions -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("planted", ["a file in it", "the stack's folder", "the .rerere folder"])
+def test_a_symlink_in_the_recorded_resolutions_is_refused(rp: RebaseProject, tmp_path: Path, planted: str) -> None:
+    outside = tmp_path / "outside"
+    resolution = outside / "kernels" / ("1" * 40)
+    resolution.mkdir(parents=True)
+    (resolution / "preimage").write_text("SECRET-PRE\n")
+    (resolution / "postimage").write_text("SECRET-POST\n")
+    kept = rp.root / "patches" / ".rerere"
+    if planted == "a file in it":
+        (kept / "kernels" / ("1" * 40)).mkdir(parents=True)
+        (kept / "kernels" / ("1" * 40) / "preimage").write_text("plain\n")
+        (kept / "kernels" / ("1" * 40) / "postimage").symlink_to(resolution / "postimage")
+        named = kept / "kernels" / ("1" * 40) / "postimage"
+    elif planted == "the stack's folder":
+        kept.mkdir()
+        (kept / "kernels").symlink_to(outside / "kernels")
+        named = kept / "kernels"
+    else:
+        kept.symlink_to(outside)
+        named = kept
+    before = rp.tracked()
+    ran = kpatch(rp.root, "rebase")
+    assert ran.exit_code == ExitCode.BAD_INPUT, ran.output
+    [error] = ran.errors()
+    assert f"{named}: recorded resolutions may not" in error
+    assert rp.tracked() == before
+    cache = rp.root.parent / "home" / ".cache" / "kpatch"
+    assert (cache / "mirrors" / "kernels.git").is_dir()  # fetched: the rr-cache it would have been copied to
+    assert leaks(cache, [], b"SECRET") == []
+
+
+# --- 6. unexported commits ---------------------------------------------------------------------------------------
+
+
+def backups(project: Project, name: str) -> dict[str, str]:
+    mirror = project.root.parent / "home" / ".cache" / "kpatch" / "mirrors" / f"{name}.git"
+    listing = git(mirror, "for-each-ref", "--format=%(objectname) %(refname)", f"refs/kpatch/backup/{name}/")
+    return {ref: sha for sha, ref in (line.split() for line in listing.splitlines())}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_unexported_commits_are_refused_then_discarded_only_on_request_and_kept_under_a_ref(
+        project: Project, command: str) -> None:
+    assert kpatch(project.root, "apply").exit_code == 0
+    tree = project.workdir / "kernels"
+    mine = commit(tree, {"csrc/mine.cpp": "// my work\n"}, "[XPU] My work, not exported\n", 8000)
+    before = project.snapshot()
+    refused = kpatch(project.root, command)
+    assert refused.exit_code == ExitCode.WORKTREE, refused.output
+    [error] = refused.errors()
+    assert f"{mine[:12]} [XPU] My work, not exported" in error and "'kpatch export kernels'" in error
+    assert f"'kpatch {command} --discard'" in error
+    assert project.snapshot() == before
+    assert mine not in backups(project, "kernels").values()
+    moved = kpatch(project.root, command, "--discard")
+    assert moved.exit_code == 0, moved.output
+    assert git(tree, "rev-parse", "HEAD") != mine and not (tree / "csrc" / "mine.cpp").exists()
+    assert mine in backups(project, "kernels").values()  # reachable: `git checkout <ref>` brings it back
+
+
+def test_exported_commits_move_without_discard_and_are_kept_under_a_ref_too(project: Project) -> None:
+    assert kpatch(project.root, "apply").exit_code == 0
+    tree = project.workdir / "kernels"
+    mine = commit(tree, {"csrc/mine.cpp": "// my work\n"}, "[XPU] My work\n", 8000)
+    assert kpatch(project.root, "export").exit_code == 0
+    assert kpatch(project.root, "apply").exit_code == 0
+    assert (tree / "csrc" / "mine.cpp").exists() and git(tree, "log", "-1", "--format=%s") == "[XPU] My work"
+    assert mine in backups(project, "kernels").values()
+
+
+# --- 7. export from a worktree someone switched to a branch ------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_export_from_a_worktree_on_an_upstream_branch_refuses_and_writes_nothing(project: Project,
+                                                                                 check: bool) -> None:
+    assert kpatch(project.root, "apply").exit_code == 0
+    tree = project.workdir / "kernels"
+    git(tree, "checkout", "-q", "main")
+    before = project.snapshot()
+    ran = kpatch(project.root, "export", *(["--check"] if check else []))
+    assert ran.exit_code == ExitCode.WORKTREE, ran.output
+    [error] = ran.errors()
+    assert f"worktree {tree} is not on the kernels stack" in error
+    sha, subject = git(project.kernels, "log", "--reverse", "--format=%H %s", f"{project.kernels_base}..main"
+                       ).split("\n")[0].split(" ", 1)
+    assert f"14 commit(s) since the base are upstream's (e.g. {sha[:12]} \"{subject}\")" in error
+    assert project.snapshot() == before
+
+
+def test_export_from_a_worktree_before_the_base_refuses_and_writes_nothing(project: Project) -> None:
+    assert kpatch(project.root, "apply").exit_code == 0
+    tree = project.workdir / "kernels"
+    git(tree, "checkout", "-q", f"{project.kernels_base}~3")
+    before = project.snapshot()
+    ran = kpatch(project.root, "export")
+    assert ran.exit_code == ExitCode.WORKTREE, ran.output
+    [error] = ran.errors()
+    assert f"does not contain its base {project.kernels_base[:12]}" in error
+    assert project.snapshot() == before

@@ -1,0 +1,31 @@
+"""Help that teaches: every command's --help ends with one real example, and that example parses."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from click.testing import CliRunner
+
+from kpatch.cli import main
+from kpatch.help import EXAMPLES
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("name", sorted(main.commands))
+def test_help_ends_with_an_example_that_the_command_accepts(name: str) -> None:
+    result = CliRunner().invoke(main, [name, "--help"])
+    assert result.exit_code == 0
+    example = EXAMPLES[name]
+    assert result.output.rstrip().endswith(f"  Example: {example.does}\n    $ {example.command}")
+    words = shlex.split(example.command)
+    assert words[:2] == ["kpatch", name]
+    command = main.commands[name]
+    command.make_context(name, words[2:])  # an unknown option or a bad value raises click's UsageError
+
+
+def test_every_command_takes_quiet_and_verbose() -> None:
+    for name, command in main.commands.items():
+        options = {opt for param in command.params for opt in param.opts}
+        assert {"-q", "--quiet", "-v", "--verbose", "--json"} <= options, name

@@ -1,0 +1,98 @@
+"""The nightly report's two renderings (markdown and JSON) carry the same facts; GitHub's size limit; where the
+branch may be pushed. No git, no Docker."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kpatch.github import Action, Kind, Outcome, Result
+from kpatch.nightly import render
+from kpatch.nightly.model import Failure, Flag, Move, PatchLine, Report, Stage, StageRun, StageStatus, Suite, Wheel
+from kpatch.nightly.model import Outcome as Night
+from kpatch.nightly.publish import _repository_in, carries_credential
+from kpatch.state import Culprit
+from kpatch.verify.model import Check, Status
+
+pytestmark = pytest.mark.unit
+
+CULPRIT = Culprit(sha="c" * 40, subject="Rework the silu | registration", author="Up Stream <up@example.invalid>",
+                  date="2026-11-29T10:00:00+00:00", trials=5, commits=30)
+
+
+def _failed_night() -> Report:
+    return Report(
+        kpatch_version="9.9", started="2026-11-30T02:17:00Z", outcome=Night.FAILED, exit_code=1,
+        summary="failed at test (exit 1): test: kernels: 1 failed, 0 error(s)",
+        stages=(StageRun(Stage.REBASE, StageStatus.PASSED, 1.25, 0, "2 patch(es)"),
+                StageRun(Stage.BUILD, StageStatus.PASSED, 3.5, 0, "2 wheel(s)"),
+                StageRun(Stage.VERIFY, StageStatus.PASSED, 0.5, 0, "4 check(s) passed"),
+                StageRun(Stage.TEST, StageStatus.FAILED, 7.75, 1, "test: kernels: 1 failed, 0 error(s)")),
+        moves=(Move("kernels", "main", "a" * 40, "b" * 40, 12),),
+        patches=(PatchLine("kernels", "0001-op.patch", "three-way", True, "", None, None),
+                 PatchLine("kernels", "0002-gone.patch", "upstream", True, 'same patch-id as upstream "x"', "d" * 40,
+                           None),
+                 PatchLine("app", "0001-use.patch", "conflict", False, "trial apply", None, CULPRIT,
+                           ("app/x.py:12",))),
+        flags=(Flag("kernels", "0001-op.patch", "o/k#592", "e" * 40, "merged upstream, not yet in the base: drop "
+                    "after the next bump"),),
+        wheels=(Wheel("kernels", "k-1.0+kpatch.1-cp38-abi3-linux_x86_64.whl", "1.0+kpatch.1", "f" * 64, False,
+                      "2.14.0+xpu"),),
+        lock="/p/dist/pylock.toml", checks=(Check("contract", "kernels -> app", Status.PASS, "every op served"),),
+        suites=(Suite("kernels", "failed", "1 failed, 0 error(s)", 5, 1, 0, 0, ("tests.t::test_rope[2]: boom",),
+                      ("tests.t::test_rope[2]",), (), True, None, 1.5),),
+        failure=Failure(Stage.TEST, 1, "test: kernels: 1 failed, 0 error(s)", ("look at reports/",),
+                        ("E   assert 1 == 2", "FAILED tests/t.py::test_rope[2]")),
+        github=(Result(Kind.ISSUE, Action.OPEN, Outcome.DONE, None, 1, "opened issue #4"),))
+
+
+def test_markdown_and_json_carry_the_same_facts(tmp_path: Path) -> None:
+    report = _failed_night()
+    md_path, json_path = render.write(tmp_path, report)
+    md, data = md_path.read_text(), json.loads(json_path.read_text())
+    assert data["ok"] is False and data["outcome"] == "failed" and data["failure"]["stage"] == "test"
+    facts = [CULPRIT.sha, CULPRIT.author, "app/x.py:12", "o/k#592", "merged upstream, not yet in the base: drop "
+             "after the next bump", "tests.t::test_rope[2]", "k-1.0+kpatch.1-cp38-abi3-linux_x86_64.whl",
+             "2.14.0+xpu", "/p/dist/pylock.toml", "every op served", "look at reports/", "E   assert 1 == 2",
+             "opened issue #4", "7.8 s", "d" * 40]
+    text = json.dumps(data)
+    assert [f for f in facts if f not in md] == []
+    assert [f for f in facts if f.replace("7.8 s", "7.75") not in text] == []
+    assert md.startswith("# kpatch nightly: FAILED at test\n")
+    assert '"Rework the silu | registration" by Up Stream' in md  # a list item: the text as it is
+
+
+def test_a_table_cell_keeps_its_row(tmp_path: Path) -> None:
+    report = _failed_night()
+    lines = render.markdown(report).splitlines()
+    row = next(line for line in lines if line.startswith("| app | 0001-use.patch"))
+    assert row.count(" | ") == 3  # the culprit's `|` is escaped, not a new column
+
+
+def test_a_body_too_long_for_github_is_cut_with_a_note() -> None:
+    long = replace(_failed_night(), notes=tuple(f"note {n} " + "x" * 200 for n in range(400)))
+    body = render.for_github(long)
+    assert len(body) < 65_536 and body.endswith("(cut: the whole report is report.md in the run's artifact)\n")
+    assert len(render.markdown(long)) > 65_536
+
+
+@pytest.mark.parametrize(("url", "named"), [
+    ("https://github.com/acme/stack", "acme/stack"), ("https://github.com/acme/stack.git", "acme/stack"),
+    ("https://x-access-token:t@github.com/acme/stack.git/", "acme/stack"), ("git@github.com:acme/stack.git",
+                                                                         "acme/stack"),
+    ("ssh://git@github.com:22/acme/fork.git", "acme/fork"), ("https://ghe.corp/acme/stack", None),
+    ("/srv/git/origin.git", None), ("file:///srv/git/origin.git", None), ("../origin.git", None),
+])
+def test_origin_names_a_github_repository_only_on_that_host(url: str, named: str | None) -> None:
+    assert _repository_in(url, "github.com") == named
+
+
+def test_a_file_with_a_credential_is_never_pushed(tmp_path: Path) -> None:
+    clean, lock = tmp_path / "kpatch.toml", tmp_path / "pylock.toml"
+    clean.write_text('url = "https://github.com/vllm-project/vllm.git"\n')
+    lock.write_text('url = "https://x-access-token:ghs_secret@github.com/vllm-project/vllm.git"\n')
+    assert carries_credential([clean, tmp_path / "patches"]) is None
+    assert carries_credential([clean, lock]) == lock
