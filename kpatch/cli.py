@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import platform
@@ -18,11 +17,10 @@ from typing import Any, TypeVar
 import click
 
 from kpatch import __version__
-from kpatch.errors import ExitCode, KpatchError, StorageError, UsageError
+from kpatch.errors import STORAGE_ERRNOS, ExitCode, KpatchError, StorageError, UsageError
 from kpatch.ui import UI, columns, escape, setup_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
-_STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM}
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,7 @@ def guarded(ui: UI, body: Callable[[], int | None]) -> int:
         ui.error("interrupted", ExitCode.INTERRUPTED)
         return int(ExitCode.INTERRUPTED)
     except OSError as err:
-        if err.errno not in _STORAGE_ERRNOS:
+        if err.errno not in STORAGE_ERRNOS:
             return _crash(ui)
         where = err.filename or "a file"
         failure = StorageError(f"cannot write {where}: {err.strerror or os.strerror(err.errno or 0)}")

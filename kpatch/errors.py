@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 from enum import IntEnum
+
+# OSErrors that mean a full or read-only disk (or no permission to write): exit 5 with the path, never a crash.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM})
 
 
 class ExitCode(IntEnum):

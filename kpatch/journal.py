@@ -25,7 +25,8 @@ from kpatch.errors import WorktreeError
 from kpatch.files import new_file_mode, write_atomic
 
 JOURNAL = "journal.json"
-KILL_HOOK = "KPATCH_TEST_KILL_AT"  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged)
+KILL_HOOK = "KPATCH_TEST_KILL_AT"  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
+# "journal:close" once the command is finished, just before the journal is dropped
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ def forward(folder: Path) -> None:
 
 def close(folder: Path) -> None:
     """The command is finished: drop the journal (its copies of the old files with it)."""
+    _hook("close")
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -139,6 +141,6 @@ def _move(staged: Path, target: Path) -> None:
         staged.unlink()
 
 
-def _hook(step: int) -> None:
+def _hook(step: int | str) -> None:
     if os.environ.get(KILL_HOOK) == f"journal:{step}":
         os.kill(os.getpid(), signal.SIGKILL)

@@ -30,6 +30,9 @@ def print_status(ui: UI, result: StatusResult) -> None:
         resolved = report.base_commit or "unresolved (no mirror yet)"
         pin = report.base if report.base == report.base_commit else f"{report.base} = {resolved}"
         ui.plain(f"  base {pin}; mirror head {report.mirror_head or '-'}; {behind} commits behind")
+        if result.journal:  # patches/ is half-written until the interrupted write is resumed or undone
+            ui.plain(f"  worktree head {report.head or '-'}; patches not read")
+            continue
         rows = [["#", "patch", "state", "upstream", "PR", "requires"]]
         rows += [[str(index), patch.name, patch.state.value, patch.upstream_status or "-",
                   ", ".join(patch.upstream_prs) or "-", ", ".join(patch.requires) or "-"]

@@ -29,6 +29,7 @@ class StackPhase(Enum):
     WAITING = "waiting"  # not started: an upstream it requires is not done yet
     RUNNING = "running"  # git am is (or was, if kpatch was killed) working on it
     STOPPED = "stopped"  # a patch conflicts: the worktree waits for a person
+    RESUMING = "resuming"  # git am --continue is (or was, if kpatch was killed) going on after the resolution
     DONE = "done"
 
 
@@ -119,7 +120,7 @@ class StackRun:
     phase: StackPhase = StackPhase.WAITING
     old_base: str | None = None  # a rebase's pinned base
     previous_head: str | None = None  # what the user's worktree held before an apply (None: kpatch made it)
-    head_before: str | None = None  # HEAD when the running git am started: undoes a killed one
+    head_before: str | None = None  # HEAD when the running git am started (or resumed): undoes a killed one
     final_head: str | None = None  # the rebased head, kept once the stack is done
     patches: list[PatchRun] = field(default_factory=list)
 

@@ -17,7 +17,10 @@ from kpatch import journal, state
 from kpatch.config import Stack
 from kpatch.errors import StorageError, WorktreeError
 from kpatch.exclusive import exclusive
+from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
+from kpatch.gitx.orphans import stop_orphans
+from kpatch.gitx.storage import place_problem
 from kpatch.state import RunState
 
 if TYPE_CHECKING:
@@ -82,8 +85,27 @@ class Workspace:
         self._ensure_kpatch_dir()
         state.write(self.state_file, run)
 
+    def state_bytes(self) -> bytes | None:
+        """The run state file as it is on disk (None: there is none), to put back with `put_state_bytes`."""
+        try:
+            return self.state_file.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def put_state_bytes(self, data: bytes | None) -> None:
+        if data is None:
+            self.state_file.unlink(missing_ok=True)
+        else:
+            write_atomic(self.state_file, data, durable=False)
+
     def pending_journal(self) -> str | None:
-        return journal.pending(self.journal_dir)
+        """The command whose journaled write was interrupted, or None (also for one whose run had finished)."""
+        pending = journal.pending(self.journal_dir)
+        if pending == "rebase" and journal.committed(self.journal_dir) and self.read_state().operation is None:
+            # A rebase ends by writing the run state without its operation, then drops its journal: killed in
+            # between, it had finished (files, worktrees and state new); only the journal folder is left.
+            return None
+        return pending
 
     def refuse_if_busy(self, *, allow: state.Kind | None = None) -> RunState:
         """The run state, unless an operation (other than `allow`) or a half-written journal is in progress."""
@@ -106,6 +128,12 @@ class Workspace:
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
+            if self.journal_dir.exists() and self.pending_journal() is None:
+                journal.close(self.journal_dir)  # the journal of a run that had finished
+            stopped = stop_orphans([self.workdir, self.cache_dir])  # no git of ours runs yet: these are a dead one's
+            if stopped:
+                notes.append(f"stopped {len(stopped)} git process(es) a killed kpatch left running "
+                             f"(e.g. pid {stopped[0].pid} in {stopped[0].cwd})")
             if ui is not None:
                 ui.notes(notes)
             yield notes
@@ -135,16 +163,13 @@ class Workspace:
         """Refuse before changing anything when a place kpatch must write is read-only (or not a folder)."""
         for path in paths:
             folder = path if path.is_dir() else _existing_parent(path)
-            if folder is None or not os.access(folder, os.W_OK | os.X_OK):
-                raise StorageError(f"cannot write {path}: read-only or no permission")
-            if path.is_file() and not os.access(path, os.W_OK):
-                raise StorageError(f"cannot write {path}: the file is read-only")
-            try:
-                probe = os.statvfs(folder)
-            except OSError:
-                continue
-            if probe.f_flag & os.ST_RDONLY:
-                raise StorageError(f"cannot write {path}: read-only file system")
+            if folder is None:
+                raise StorageError(f"cannot write {path}: no folder to create it in")
+            problem = place_problem(folder)
+            if problem and problem.startswith("read-only"):
+                raise StorageError(f"{problem}: cannot write {path}")
+            if not os.access(folder, os.W_OK | os.X_OK) or path.is_file() and not os.access(path, os.W_OK):
+                raise StorageError(f"cannot write {path}: read-only (no permission)")
 
     def _ensure_kpatch_dir(self) -> None:
         if not self.kpatch_dir.is_dir():

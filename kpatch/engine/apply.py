@@ -13,7 +13,8 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.engine.plan import Item, backup, check_symlinks, refuse_unexported, resolve_items
-from kpatch.errors import StorageError, WorktreeError
+from kpatch.engine.rollback import undone_on_storage_error
+from kpatch.errors import WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Repository
 from kpatch.stack import Series
 from kpatch.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
@@ -70,9 +71,10 @@ def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool = Fal
         stacks[item.upstream.name] = StackRun(name=item.upstream.name, base=item.base, tree=str(item.worktree),
                                               previous_head=previous,
                                               patches=[PatchRun(name=p.name) for p in item.series.patches])
-    run.operation = Operation(kind=Kind.APPLY, stacks=stacks)
-    ws.write_state(run)
-    return _advance(ws, ui, run, items)
+    with undone_on_storage_error(ws, "apply", lambda: abort_apply(ws, UI(quiet=True))):
+        run.operation = Operation(kind=Kind.APPLY, stacks=stacks)
+        ws.write_state(run)
+        return _advance(ws, ui, run, items)
 
 
 def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
@@ -88,16 +90,34 @@ def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
             for patch in stack.patches:
                 patch.phase, patch.how, patch.hunks = Phase.PENDING, None, []
             ws.write_state(run)
-        elif stack.phase is StackPhase.STOPPED:
-            tree = Repository(Path(stack.tree))
-            am = Am(tree)
-            if not am.in_progress():
-                raise WorktreeError(f"{stack.tree}: no git am in progress there; run 'kpatch apply --abort'")
-            first = next(i for i, p in enumerate(stack.patches) if p.phase is Phase.CONFLICT)
-            with ui.progress(f"continuing {stack.name}", len(stack.patches) - first) as report:
-                _record(stack, am.resume(report), first)
-            ws.write_state(run)
+        elif stack.phase in (StackPhase.STOPPED, StackPhase.RESUMING):
+            _resume(ws, ui, run, stack, series[stack.name])
     return _advance(ws, ui, run, items)
+
+
+def _resume(ws: Workspace, ui: UI, run: RunState, stack: StackRun, series: Series) -> None:
+    """Go on after the person resolved the stopped patch (or after a kill interrupted that going on)."""
+    tree = Repository(Path(stack.tree))
+    am = Am(tree)
+    first = next(i for i, p in enumerate(stack.patches) if p.phase is Phase.CONFLICT)
+    if stack.phase is StackPhase.RESUMING and stack.head_before:
+        am.after_killed_resume(stack.head_before, sorted({f for p in series.patches for f in p.new_files}))
+        if not am.in_progress():  # the resolution and maybe more were committed: apply the rest anew
+            done = tree.count(stack.head_before, "HEAD")
+            for offset, patch in enumerate(stack.patches[first:first + done]):  # the first is the resolved one
+                patch.phase, patch.how, patch.hunks = Phase.APPLIED, How.THREE_WAY if offset == 0 else How.CLEAN, []
+            rest = stack.patches[first + done:]
+            with ui.progress(f"continuing {stack.name}", len(rest)) as report:
+                _record(stack, Am(tree).start([series.folder / p.name for p in rest], report), first + done)
+            ws.write_state(run)
+            return
+    if not am.in_progress():
+        raise WorktreeError(f"{stack.tree}: no git am in progress there; run 'kpatch apply --abort'")
+    stack.phase, stack.head_before = StackPhase.RESUMING, tree.head()
+    ws.write_state(run)  # what the next --continue sees if this one is killed
+    with ui.progress(f"continuing {stack.name}", len(stack.patches) - first) as report:
+        _record(stack, am.resume(report), first)
+    ws.write_state(run)
 
 
 def abort_apply(ws: Workspace, ui: UI) -> tuple[str, ...]:
@@ -142,7 +162,6 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item]) -> ApplyRe
             if backup(tree, name, stamp):
                 ui.note(f"{name}: kept the worktree's commits under refs/kpatch/backup/{name}/{stamp}")
             tree.checkout(stack.base)
-            _verify_written(tree)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             item.mirror.add_worktree(path, stack.base)
@@ -197,14 +216,6 @@ def _undo(ws: Workspace, stack: StackRun, series: Series, *, restore: str | None
     Am(Repository(path)).abort(restore or stack.base, created)
     if restore is None:
         mirror.remove_worktree(path)
-
-
-def _verify_written(tree: Repository) -> None:
-    """A checkout that could not write every file (a read-only worktree) must not go unnoticed."""
-    dirty = tree.dirty()
-    if dirty:
-        raise StorageError(f"cannot write worktree {tree.path}: {len(dirty)} file(s) differ from the commit after "
-                           f"checkout ({dirty[0][3:]}); is it read-only?")
 
 
 def _blocked(ws: Workspace, op: Operation, name: str) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from kpatch import journal
+from kpatch import journal, state
 from kpatch.engine.plan import Item, resolve_items
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Repository
@@ -67,8 +67,10 @@ def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expor
     for item, _, rendered in planned:
         writes.update(rendered.files)
         writes[item.upstream.patches / SERIES] = rendered.series
+    # The run state goes in the same step: going back must also forget that the worktrees were exported,
+    # or their commits would count as kept in patches/ and the next apply would move them without asking.
+    writes[ws.state_file] = _exported_state(ws, run, [(item.upstream.name, tree) for item, tree, _ in planned])
     journal.write(ws.journal_dir, "export", writes, [c.path for c in changes if c.change is Change.REMOVED])
-    _record_exported(ws, run, [(item.upstream.name, tree) for item, tree, _ in planned])
     journal.close(ws.journal_dir)
     return ExportResult(files=tuple(changes), written=True)
 
@@ -81,8 +83,6 @@ def continue_export(ws: Workspace, ui: UI) -> ExportResult:
         journal.back(ws.journal_dir)
         return export(ws, ui, (), check=False)
     journal.forward(ws.journal_dir)
-    run = ws.read_state()
-    _record_exported(ws, run, [(u.name, ws.tree(u.name)) for u in ws.stack.upstreams if ws.worktree(u.name).exists()])
     journal.close(ws.journal_dir)
     return export(ws, ui, (), check=True)
 
@@ -122,14 +122,15 @@ def _tree_on_stack(ws: Workspace, item: Item, run: RunState) -> tuple[Repository
     return tree, base
 
 
-def _record_exported(ws: Workspace, run: RunState, trees: list[tuple[str, Repository]]) -> None:
-    """What export wrote out is what the worktrees hold: moving them later loses nothing."""
+def _exported_state(ws: Workspace, run: RunState, trees: list[tuple[str, Repository]]) -> bytes:
+    """The run state once export wrote out what the worktrees hold: moving them later loses nothing."""
     for name, tree in trees:
         settled = run.settled.get(name)
         if settled is not None:
             run.settled[name] = Settled(base=settled.base, head=tree.head(), tag=settled.tag,
                                         tag_commit=settled.tag_commit)
-    ws.write_state(run)
+    run.workdir = str(ws.workdir)
+    return state.encode(run)
 
 
 def _compare(item: Item, rendered: Rendered) -> list[FileChange]:

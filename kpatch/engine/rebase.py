@@ -17,6 +17,7 @@ from pathlib import Path
 from kpatch import config, github, journal
 from kpatch.engine import classify, rerere
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
+from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
 from kpatch.stack import SERIES, Patch, Series, parse_patch
@@ -108,16 +109,18 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
                           worktree=ws.worktree(upstream.name)))
         rerere.check(ws.stack.root, upstream.name)
     refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
-    ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams))
+    ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
+                      *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
     pulls = github.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
     if pulls.unavailable:
         ui.warn(pulls.unavailable)
     for upstream in ws.stack.upstreams:
         classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
     discarded = {i.upstream.name: Repository(i.worktree).head() for i in items if discard and i.worktree.exists()}
-    run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable, discard=discarded)
-    ws.write_state(run)
-    return _advance(ws, ui, run)
+    with undone_on_storage_error(ws, "rebase", lambda: abort_rebase(ws, UI(quiet=True))):
+        run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable, discard=discarded)
+        ws.write_state(run)
+        return _advance(ws, ui, run)
 
 
 def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
@@ -134,8 +137,8 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
         patches = series[stack.name].patches
         if stack.phase is StackPhase.RUNNING:  # killed while git am ran: undo its half, then go again
             _undo(ws, stack, patches)
-        elif stack.phase is StackPhase.STOPPED:
-            if not _resume(ws, ui, stack, patches):
+        elif stack.phase in (StackPhase.STOPPED, StackPhase.RESUMING):
+            if not _resume(ws, ui, run, stack, patches):
                 ws.write_state(run)
                 return _result(ws, op, committed=False)
         ws.write_state(run)
@@ -231,6 +234,7 @@ def _record(mirror: Mirror, tree: Repository, stack: StackRun, todo: Sequence[Pa
         stack.phase, stack.final_head = StackPhase.DONE, tree.head()
         return
     stopped = todo[len(am.methods)]
+    stack.head_before = tree.head()  # what a person's own `git am --continue` then builds on
     stopped.phase = Phase.CONFLICT
     stopped.hunks = [Hunk(h.path, h.line) for h in am.hunks]
     kept = [by_name[p.name] for p in stack.patches if p.phase is Phase.APPLIED]
@@ -239,17 +243,22 @@ def _record(mirror: Mirror, tree: Repository, stack: StackRun, todo: Sequence[Pa
     classify.predict(mirror, stack, patches, stack.patches.index(stopped) + 1)
 
 
-def _resume(ws: Workspace, ui: UI, stack: StackRun, patches: Sequence[Patch]) -> bool:
-    """Go on after a person resolved the stopped patch; False when the stack stopped again."""
+def _resume(ws: Workspace, ui: UI, run: RunState, stack: StackRun, patches: Sequence[Patch]) -> bool:
+    """Go on after a person resolved the stopped patch (or after a kill interrupted that); False when the
+    stack stopped again."""
     tree, mirror = Repository(Path(stack.tree)), ws.mirror(stack.name)
     stopped = next(p for p in stack.patches if p.phase is Phase.CONFLICT)
     index = stack.patches.index(stopped)
     todo = [stopped, *(p for p in stack.patches[index + 1:] if not p.settled)]
     am = Am(tree)
+    if stack.phase is StackPhase.RESUMING and stack.head_before:
+        am.after_killed_resume(stack.head_before, sorted({f for p in patches for f in p.new_files}))
     if am.in_progress():
+        stack.phase, stack.head_before = StackPhase.RESUMING, tree.head()
+        ws.write_state(run)  # what the next --continue sees if this one is killed
         with ui.progress(f"continuing {stack.name}", len(todo)) as report:
-            run = am.resume(report, rerere=True)
-        _record(mirror, tree, stack, todo, run, patches, resumed=True)
+            went = am.resume(report, rerere=True)
+        _record(mirror, tree, stack, todo, went, patches, resumed=True)
         return stack.phase is not StackPhase.STOPPED
     moved = tree.count(stack.head_before, "HEAD") if stack.head_before else 0
     for offset, patch in enumerate(todo):  # finished (or skipped) outside kpatch: keep what was committed

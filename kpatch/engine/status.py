@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from kpatch.config import Upstream
 from kpatch.engine.plan import Item, resolve_items
 from kpatch.gitx import Repository, commit_patch_ids, file_patch_ids
 from kpatch.state import Kind, Phase, RunState, StackPhase, StackRun
@@ -58,9 +59,26 @@ class StatusResult:
 
 def status(ws: Workspace, ui: UI) -> StatusResult:
     run = ws.read_state()
-    reports = tuple(_report(item, run) for item in resolve_items(ws, ui, {}, fetch_missing=False, run=run))
+    pending = ws.pending_journal()
+    if pending:  # patches/ may be half-written (a series naming a file not there yet): not read until resumed
+        reports = tuple(_unread(ws, upstream, run) for upstream in ws.stack.upstreams)
+    else:
+        reports = tuple(_report(item, run) for item in resolve_items(ws, ui, {}, fetch_missing=False, run=run))
     return StatusResult(upstreams=reports, operation=run.operation.kind.value if run.operation else None,
-                        journal=ws.pending_journal())
+                        journal=pending)
+
+
+def _unread(ws: Workspace, upstream: Upstream, run: RunState) -> UpstreamReport:
+    """An upstream's pins, mirror and worktree, without its patches (while an interrupted write is pending)."""
+    mirror, worktree = ws.mirror(upstream.name), ws.worktree(upstream.name)
+    settled = run.settled.get(upstream.name)
+    base = settled.base if settled else mirror.resolve(upstream.base) if mirror.exists else None
+    mirror_head = mirror.resolve(upstream.branch) if mirror.exists else None
+    return UpstreamReport(name=upstream.name, url=upstream.display_url, branch=upstream.branch, base=upstream.base,
+                          base_commit=base, mirror_head=mirror_head,
+                          behind=mirror.count(base, mirror_head) if base and mirror_head else None,
+                          worktree=worktree, head=Repository(worktree).head() if worktree.exists() else None,
+                          unexported=0, patches=())
 
 
 def _report(item: Item, run: RunState) -> UpstreamReport:

@@ -8,6 +8,7 @@ resolves a conflict completely is continued without a person.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import threading
@@ -16,13 +17,19 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from kpatch.errors import GitError
+from kpatch.errors import GitError, StorageError
 from kpatch.gitx.repo import Repository
 from kpatch.gitx.runner import failure_for, popen
+from kpatch.gitx.storage import storage_problem
 
 # -3: fall back to a 3-way merge; --keep-cr: CRLF files (real vLLM has them) keep their CRs;
 # --keep-non-patch: "[XPU] Fix x" keeps its tag, so export gives back the same bytes.
 AM_OPTIONS = ("-3", "--keep-cr", "--keep-non-patch", "--committer-date-is-author-date", "--no-gpg-sign")
+# What `git am --continue` must be told again: am keeps -3 and --keep-non-patch in its state folder, but not
+# these, so without them every commit after a resolved conflict got the current time as committer date (and
+# a new SHA on every run).
+RESUME_OPTIONS = ("--committer-date-is-author-date", "--no-gpg-sign")
+log = logging.getLogger("kpatch.git")
 _FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
 _IN_INDEX = re.compile(r"^error: (.+): (?:does not exist in index|already exists in (?:index|working directory))$",
                        re.MULTILINE)
@@ -76,7 +83,20 @@ class Am:
 
     def resume(self, on_progress: Callable[[int], None], *, rerere: bool = False) -> AmRun:
         """`git am --continue` after a person resolved and staged the stopped patch; then the rest."""
-        return self._session(["am", "--continue"], on_progress, rerere=rerere, resuming=True)
+        return self._session(["am", "--continue", *RESUME_OPTIONS], on_progress, rerere=rerere, resuming=True)
+
+    def after_killed_resume(self, head_before: str, created: Sequence[str] = ()) -> None:
+        """Make sense of a `resume` that a kill interrupted (HEAD was `head_before` when it started).
+
+        If it had not committed the person's resolution yet, am stays in progress: resume again. Otherwise
+        am's state (possibly half-written, with a patch half-applied) is dropped and the worktree put at HEAD:
+        the commits since `head_before` are the resolved patch and those after it; the rest is applied anew.
+        """
+        self.tree.clear_stale_locks()
+        head = self.tree.head()
+        if head == head_before and self.in_progress():
+            return
+        self.abort(head, created)
 
     def abort(self, restore: str, created: Sequence[str] = ()) -> None:
         """Leave any am (even one a kill left half-written) and put the worktree at `restore`.
@@ -116,13 +136,17 @@ class Am:
                 return AmRun(methods=tuple(methods), stopped=False, rerere=tuple(resolved), output="\n".join(outputs))
             if not self.in_progress():  # failed before it started (bad patch file, broken repo): not a conflict
                 raise failure_for(["git", *args], status, b"", output, self.tree.path)
+            log.debug("git am stopped in %s:\n%s", self.tree.path, output.strip())
+            problem = storage_problem(args[:1], output, self.tree.path, also=(self.tree.git_dir,), look=True)
+            if problem:  # am stopped because it could not write, not at a conflict
+                raise StorageError(problem)
             done = self._next() - first
             if done < 0 or done > len(blocks):
                 raise GitError(["git", *args], status, "", f"git am stopped at an unexpected patch\n{output}")
             methods += taken[:done]
             if rerere and "using previous resolution" in output and not self.tree.unmerged():
                 resolved.append(len(methods))
-                args, resuming = ["am", "--continue"], True
+                args, resuming = ["am", "--continue", *RESUME_OPTIONS], True
                 continue
             hunks = _failed_hunks(self.tree, output)
             return AmRun(methods=tuple(methods), stopped=True, hunks=hunks, rerere=tuple(resolved),

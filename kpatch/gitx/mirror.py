@@ -10,9 +10,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kpatch.errors import UpstreamError
+from kpatch.errors import StorageError, UpstreamError
 from kpatch.gitx.repo import Repository
 from kpatch.gitx.runner import popen, run
+from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text, redact_url
 
 log = logging.getLogger("kpatch.git")
@@ -86,6 +87,9 @@ class Mirror(Repository):
                 # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
                 self.run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"])
                 return
+            problem = storage_problem(["fetch"], stderr, self.path)
+            if problem:  # a full or read-only cache: trying again cannot help, and it is not the upstream's fault
+                raise StorageError(problem)
             last = redact_text((stderr.strip().splitlines() or ["no output"])[-1])
             log.warning("fetch %s from %s failed (try %d/%d): %s", self.name, redact_url(url), attempt, FETCH_TRIES,
                         last)

@@ -13,8 +13,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from kpatch.errors import StorageError
 from kpatch.gitx import locks
 from kpatch.gitx.runner import Completed, base_env, out, run
+from kpatch.gitx.storage import place_problem
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _OPERATIONS = (("rebase-apply", "am"), ("rebase-merge", "rebase"), ("MERGE_HEAD", "merge"),
@@ -169,8 +171,13 @@ class Repository:
         return locks.clear_stale({self.git_dir, self.common_dir})
 
     def checkout(self, commit: str) -> None:
-        """Detach a clean worktree at `commit`."""
+        """Detach a clean worktree at `commit`; fail when git could not write every file (it exits 0 then)."""
         self.run(["checkout", "--quiet", "--detach", commit, "--"])
+        dirty = self.dirty()
+        if dirty:
+            problem = place_problem(self.path) or "read-only or no permission"
+            raise StorageError(f"{problem}: cannot write worktree {self.path}: {len(dirty)} file(s) differ from "
+                               f"{commit[:12]} after checkout ({dirty[0][3:]})")
 
     def reset_hard(self, commit: str) -> None:
         """Put the worktree and index at `commit`, dropping uncommitted changes (only for states kpatch made)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kpatch.errors import GitError, StorageError
+from kpatch.gitx.orphans import MARKER as ORPHAN_MARKER
+from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ log = logging.getLogger("kpatch.git")
 COMMITTER = ("kpatch", "kpatch@localhost")
 # Transports a fetch may use, whatever the user's config or GIT_ALLOW_PROTOCOL say (no ext::, no fd::).
 ALLOWED_PROTOCOLS = ("https", "ssh", "git", "file")
-_STORAGE = re.compile(r"No space left on device|Read-only file system|Disk quota exceeded")
-_QUOTED_PATH = re.compile(r"'(/[^']+)'")
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,8 @@ class Completed:
 def base_env(*, user_config: bool = False) -> dict[str, str]:
     """What kpatch sets for every git call (on top of the inherited environment)."""
     env = {"LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_COMMITTER_NAME": COMMITTER[0],
-           "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no"}
+           "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
+           ORPHAN_MARKER: str(os.getpid())}  # inherited by what git starts: tells orphans (gitx/orphans.py)
     if not user_config:
         env |= {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     return env
@@ -84,9 +84,12 @@ def _prctl() -> Callable[[], None] | None:
     except OSError:
         return None
     pr_set_pdeathsig = 1
+    parent = os.getpid()
 
     def die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # kpatch died between fork and prctl: the signal will never come
+            os._exit(1)
 
     return die_with_parent
 
@@ -151,11 +154,9 @@ def popen(args: Sequence[str], cwd: Path, *, env: Mapping[str, str] | None = Non
 
 def failure_for(command: list[str], status: int, stdout: bytes, stderr: str, cwd: Path | None) -> Exception:
     """The kpatch error for a failed git command: a full or read-only disk is named as such, with its path."""
-    match = _STORAGE.search(stderr)
-    if match:
-        path = _QUOTED_PATH.search(stderr)
-        where = path.group(1) if path else str(cwd or ".")
-        return StorageError(f"{match.group(0).lower()}: git {' '.join(command[1:3])} could not write {where}")
+    problem = storage_problem(command[1:], stderr, cwd)
+    if problem:
+        return StorageError(problem)
     return GitError(command, status, stdout.decode("utf-8", "replace"), stderr)
 
 

@@ -1,0 +1,69 @@
+"""The small parts behind the safety promises: orphaned git found by its kpatch's pid, a full disk told from
+other git failures, the writer lock's holder. Real processes and files, no git repository."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kpatch.errors import WorktreeError
+from kpatch.exclusive import exclusive
+from kpatch.gitx.orphans import MARKER, orphans, stop_orphans
+from kpatch.gitx.storage import _verb, storage_problem
+
+pytestmark = pytest.mark.unit
+
+
+def _sleeper(cwd: Path, parent: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["sleep", "60"], cwd=cwd, env={**os.environ, MARKER: str(parent)})
+
+
+def test_a_process_whose_kpatch_is_gone_is_an_orphan_and_is_stopped(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = _sleeper(tmp_path, int(dead.stdout))
+    ours = _sleeper(tmp_path, os.getpid())  # started by a live kpatch (this process): not an orphan
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    elsewhere.mkdir()
+    outside = _sleeper(elsewhere, int(dead.stdout))  # an orphan, but not in the folders looked at
+    try:
+        assert [o.pid for o in orphans([tmp_path])] == [orphan.pid]
+        assert [o.pid for o in stop_orphans([tmp_path])] == [orphan.pid]
+        assert orphan.wait(timeout=5) == -9
+        assert ours.poll() is None and outside.poll() is None
+    finally:
+        for proc in (orphan, ours, outside):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_git_write_failure_on_a_full_disk_is_named_with_its_place() -> None:
+    said = "fatal: unable to write new index file: No space left on device '/usr/share/git-core/templates/x'"
+    problem = storage_problem(["init", "--quiet", "--bare", "--"], said, None)
+    assert problem is not None and problem.startswith("no space left on device: git init could not write")
+    assert "/usr/" not in problem  # git's template source is not where it could not write
+    # A conflict is not a storage problem, even with a write-sounding word, while the disk has room.
+    assert storage_problem(["am"], "error: patch failed: a.txt:3\nCould not build fake ancestor", Path("/")) is None
+    assert storage_problem(["am"], "fatal: could not write index", Path("/")) is None  # room on /: not a full disk
+
+
+@pytest.mark.parametrize(("args", "verb"), [(["-c", "protocol.allow=never", "fetch", "--", "url"], "fetch"),
+                                            (["worktree", "add", "--quiet", "/x"], "worktree add"),
+                                            (["am", "-3", "--", "/p/0001.patch"], "am"), ([], "git")])
+def test_the_git_command_named_in_a_storage_error(args: list[str], verb: str) -> None:
+    assert _verb(args) == verb
+
+
+def test_the_second_writer_is_refused_naming_the_first(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    with exclusive([lock], "apply") as notes:
+        assert notes == []
+        code = f"from pathlib import Path\nfrom kpatch.exclusive import exclusive\n" \
+               f"with exclusive([Path({str(lock)!r})], 'rebase'):\n    pass\n"
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert child.returncode != 0 and f"pid {os.getpid()}: kpatch apply" in child.stderr
+        assert WorktreeError.__name__ in child.stderr
+    assert lock.read_text() == ""  # released: no holder named any more
