@@ -5,11 +5,8 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import platform
 import signal
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +131,10 @@ def _terminate(signum: int, frame: object) -> None:
 
 def _crash(ui: UI) -> int:
     """Write the traceback to a new crash log (never through a planted symlink) and say where it is."""
+    import platform
+    import tempfile
+    import traceback
+
     text = (f"kpatch {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
             f"argv: {sys.argv}\n\n{traceback.format_exc()}")
     folder = ui.log_file.parent if ui.log_file else Path(tempfile.gettempdir())
@@ -355,6 +356,8 @@ def demo_(folder: Path | None, json_mode: bool) -> None:
     ui = UI(json_mode=json_mode)
 
     def body() -> int:
+        import tempfile
+
         where = folder if folder else Path(tempfile.mkdtemp(prefix="kpatch-demo-"))
         result = cmd.demo(where.resolve(), ui)
         if ui.json_mode:

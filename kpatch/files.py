@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 
@@ -28,7 +27,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True, mode: int | N
             mode = stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             mode = new_file_mode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -47,3 +46,14 @@ def create_exclusive(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new private file next to `path` (what tempfile.mkstemp makes, without importing tempfile and random)."""
+    for _ in range(100):
+        name = str(path.parent / f".{path.name}.{os.urandom(6).hex()}")
+        try:
+            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {path}")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kpatch.commands.verify import VerifyResult
-from kpatch.contract import ContractReport
-from kpatch.engine.apply import ApplyResult
-from kpatch.engine.rebase import RebaseResult
-from kpatch.engine.status import StatusResult
-from kpatch.testing.run import TestRun
 from kpatch.ui import UI, columns, escape
+
+if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test and rebase
+    from kpatch.commands.verify import VerifyResult
+    from kpatch.contract import ContractReport
+    from kpatch.engine.apply import ApplyResult
+    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.status import StatusResult
+    from kpatch.testing.run import TestRun
 
 
 def print_status(ui: UI, result: StatusResult) -> None:
