@@ -141,8 +141,7 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item]) -> ApplyRe
         if path.exists():
             if backup(tree, name, stamp):
                 ui.note(f"{name}: kept the worktree's commits under refs/kpatch/backup/{name}/{stamp}")
-            tree.checkout(stack.base)
-            _verify_written(tree)
+            _verify_written(tree, tree.checkout(stack.base))
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             item.mirror.add_worktree(path, stack.base)
@@ -199,12 +198,16 @@ def _undo(ws: Workspace, stack: StackRun, series: Series, *, restore: str | None
         mirror.remove_worktree(path)
 
 
-def _verify_written(tree: Repository) -> None:
-    """A checkout that could not write every file (a read-only worktree) must not go unnoticed."""
+def _verify_written(tree: Repository, errors: list[str]) -> None:
+    """A checkout that could not write every file (a read-only worktree) must not go unnoticed.
+
+    git says so on stderr (and still exits 0): only then is the worktree compared with the commit.
+    """
+    if not errors:
+        return
     dirty = tree.dirty()
-    if dirty:
-        raise StorageError(f"cannot write worktree {tree.path}: {len(dirty)} file(s) differ from the commit after "
-                           f"checkout ({dirty[0][3:]}); is it read-only?")
+    what = f"{len(dirty)} file(s) differ from the commit after checkout ({dirty[0][3:]})" if dirty else errors[0]
+    raise StorageError(f"cannot write worktree {tree.path}: {what}; is it read-only?")
 
 
 def _blocked(ws: Workspace, op: Operation, name: str) -> bool:
