@@ -243,9 +243,12 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     if ctx.ui.json_mode:
         ctx.ui.json(result)
         return 0
+    from kpatch.wheels.compiler_cache import describe
+
     for wheel in result.wheels:
+        cache = f"; {describe(wheel.compiler_cache)}" if wheel.compiler_cache else ""
         ctx.ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
-                    f"  (torch {wheel.torch or 'none'})")
+                    f"  (torch {wheel.torch or 'none'}{cache})")
     ctx.ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
                 f"{result.containers} build container(s) started)")
     return 0
