@@ -10,13 +10,19 @@ The fixed cost of a command is its median minus its raw git's median minus pytho
 adds on top of starting Python and doing the git work (target: <= 40 ms).
 
     python3 scripts/bench_cli.py [--reps 21] [--kpatch LABEL=SRC ...] [--dir DIR]
+    python3 scripts/bench_cli.py --importtime [--reps 21] [--kpatch LABEL=SRC ...]
+
+--importtime prints, instead, `python -X importtime` of what `kpatch apply` imports (kpatch.cli, the command's
+module and the third-party packages), cumulative milliseconds, medians over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_status import FORMAT  # noqa: E402
 from benchlib import (  # noqa: E402
     ENV,
+    Kpatch,
     cached_upstream,
     git,
     kpatches,
@@ -35,6 +42,30 @@ from benchlib import (  # noqa: E402
     write_project,  # noqa: E402
 )
 
+IMPORTS = ("kpatch.cli", "kpatch.commands.apply", "kpatch.printers", "click", "rich.console", "git", "packaging",
+           "kpatch.commands.status", "kpatch.commands.export")
+_IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)$")
+
+
+def import_times(kpatches_: list[Kpatch], reps: int) -> None:
+    """Cumulative import time (ms) of IMPORTS in `kpatch apply --help`'s interpreter and the command's imports."""
+    code = ("import sys; sys.argv = ['kpatch', 'apply', '--help']\n"
+            "import kpatch.cli\nimport kpatch.commands.apply, kpatch.commands.status, kpatch.commands.export\n"
+            "import kpatch.printers")
+    print(f"{'module (cumulative ms, median of ' + str(reps) + ')':<40}" + "".join(f"{k.label:>10}" for k in kpatches_))
+    found: dict[str, dict[str, list[float]]] = {k.label: {} for k in kpatches_}
+    for _ in range(reps):
+        for kp in kpatches_:
+            proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], env=kp.env(), capture_output=True,
+                                  text=True)
+            for line in proc.stderr.splitlines():
+                match = _IMPORT_LINE.match(line)
+                if match and match.group(3) in IMPORTS:
+                    found[kp.label].setdefault(match.group(3), []).append(int(match.group(1)) / 1000)
+    for name in IMPORTS:
+        cells = [statistics.median(found[k.label][name]) if name in found[k.label] else None for k in kpatches_]
+        print(f"{name:<40}" + "".join(f"{c:>10.1f}" if c is not None else f"{'-':>10}" for c in cells))
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -42,7 +73,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=21)
     parser.add_argument("--kpatch", action="append", default=[], metavar="LABEL=SRC",
                         help="a kpatch source tree to time (repeatable; default: this checkout)")
+    parser.add_argument("--importtime", action="store_true", help="python -X importtime of the command's imports")
     args = parser.parse_args()
+    if args.importtime:
+        import_times(kpatches(args.kpatch), args.reps)
+        return
     root = args.dir or Path(tempfile.mkdtemp(prefix="kpatch-bench-cli-"))
     try:
         up = cached_upstream(root / "upstream")

@@ -96,11 +96,12 @@ class Repository:
 
     def resolve_all(self, refs: Sequence[str]) -> dict[str, str | None]:
         """`resolve` for several refs in one `git cat-file --batch-check` (a tag wins over a branch of one name)."""
-        wanted = {ref: (ref,) if SHA_RE.match(ref) else (f"refs/tags/{ref}", f"refs/heads/{ref}", ref)
-                  for ref in dict.fromkeys(refs)}
+        # A name git cannot read on one line of input names no commit.
+        wanted = {ref: () if "\n" in ref or not ref.strip() else (ref,) if SHA_RE.match(ref) else
+                  (f"refs/tags/{ref}", f"refs/heads/{ref}", ref) for ref in dict.fromkeys(refs)}
         lines = [candidate for candidates in wanted.values() for candidate in candidates]
-        if any("\n" in line or not line.strip() for line in lines):
-            return {ref: None for ref in wanted}  # a name git cannot read on one line names no commit
+        if not lines:
+            return {ref: None for ref in wanted}
         listing = self.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"],
                            stdin="".join(f"{line}^{{commit}}\n" for line in lines).encode()).text.splitlines()
         found = dict(zip(lines, listing, strict=True))
