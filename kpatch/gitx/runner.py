@@ -34,6 +34,10 @@ log = logging.getLogger("kpatch.git")
 COMMITTER = ("kpatch", "kpatch@localhost")
 # Transports a fetch may use, whatever the user's config or GIT_ALLOW_PROTOCOL say (no ext::, no fd::).
 ALLOWED_PROTOCOLS = ("https", "ssh", "git", "file")
+# Commands that write nothing in a worktree or a repository (or only in kpatch's own temp folders): they need no
+# parent-death signal, and without the preexec hook that sets it Python can start them with vfork, half the cost.
+_READERS = frozenset({"cat-file", "diff", "for-each-ref", "format-patch", "log", "ls-tree", "mailinfo", "mailsplit",
+                      "merge-base", "patch-id", "rev-list", "rev-parse", "status", "describe", "show", "--version"})
 _STORAGE = re.compile(r"No space left on device|Read-only file system|Disk quota exceeded")
 _QUOTED_PATH = re.compile(r"'(/[^']+)'")
 
@@ -114,7 +118,7 @@ def run(args: Sequence[str], cwd: Path | None = None, *, stdin: bytes | None = N
     try:
         feed: dict[str, Any] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
         proc = subprocess.run(command, cwd=cwd, capture_output=True, env=_env(env, user_config),
-                              preexec_fn=_prctl(), check=False, **feed)
+                              preexec_fn=_guard(command), check=False, **feed)
     except OSError as failure:  # git could not be started at all
         raise GitError(command, -1, "", str(failure)) from None
     stderr = proc.stderr.decode("utf-8", "replace")
@@ -139,9 +143,16 @@ def popen(args: Sequence[str], cwd: Path, *, env: Mapping[str, str] | None = Non
     try:
         return Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
                      stdout=subprocess.PIPE if with_stdout else subprocess.DEVNULL, stderr=subprocess.PIPE,
-                     env=_env(env, user_config), preexec_fn=_prctl())
+                     env=_env(env, user_config), preexec_fn=_guard(command))
     except OSError as failure:
         raise GitError(command, -1, "", str(failure)) from None
+
+
+def _guard(command: Sequence[str]) -> Callable[[], None] | None:
+    """The parent-death hook for a command that may write; none for a reader (see _READERS)."""
+    words = iter(command[1:])
+    subcommand = next((word for word in words if word != "-c" or next(words, None) is None), "")
+    return None if subcommand in _READERS else _prctl()
 
 
 def _env(extra: Mapping[str, str] | None, user_config: bool) -> dict[str, str]:
