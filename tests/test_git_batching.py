@@ -35,7 +35,13 @@ def upstream(tmp_path: Path) -> tuple[Repository, str, str]:
     return Repository(repo), base, Repository(repo).head()
 
 
-def test_merged_detection_hashes_what_a_pathspec_limited_walk_hashes(upstream: tuple[Repository, str, str]) -> None:
+@pytest.mark.parametrize("walk_max", [0, 64])  # 0: every path set goes through the --raw listing
+def test_merged_detection_hashes_what_a_pathspec_limited_walk_hashes(upstream: tuple[Repository, str, str],
+                                                                     walk_max: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from kpatch.gitx import patches
+
+    monkeypatch.setattr(patches, "_PATHSPEC_WALK_MAX", walk_max)
     repo, base, head = upstream
     for paths in (["a.txt", "b.txt"], ["c.txt", ODD], [ODD], ["b.txt"], ["nothing.txt"]):
         walked = _log_patch_ids(repo, ["--no-renames", "--reverse", "--end-of-options", f"{base}..{head}", "--",

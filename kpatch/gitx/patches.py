@@ -17,6 +17,9 @@ FORMAT_PATCH = ("format-patch", "--zero-commit", "--no-signature", "-N", "--full
                 "--no-attach", "--no-cover-letter", "--no-notes", "--encode-email-headers", "-M", "--stat=72")
 
 
+_PATHSPEC_WALK_MAX = 64  # above this many paths, list the range's changed paths instead (commit_patch_ids)
+
+
 class Trial(Enum):
     """What `git am -3` of one patch would do, found on a throwaway index."""
 
@@ -65,15 +68,17 @@ def commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[s
                      verbatim: bool = False, subjects: dict[str, str] | None = None) -> dict[str, str]:
     """{commit: patch-id} for since..until (only commits touching `paths`, when given), oldest first.
 
-    With `paths`, the commits that touch them are found first from one `git log --raw` of the range: a walk
-    limited by hundreds of pathspecs is far slower than one that lists every commit's paths. `subjects`, when
-    given, is filled with {commit: subject} of every commit hashed, from the same `git log`.
+    A walk limited by pathspecs costs about (changed entries x pathspecs): with a few dozen paths it is the
+    cheapest way; with hundreds, listing every commit's paths once (`git log --raw`) and diffing only the commits
+    that touch them is (300 paths over 1,500 commits of a vLLM-sized tree: 2.7 s against 0.7 s; 30 paths:
+    0.12 s against 0.17 s). `subjects`, when given, is filled with {commit: subject} of every commit hashed.
     """
     if paths is not None and not paths:
         return {}
-    if paths is None:
-        return _log_patch_ids(repo, ["--reverse", "--end-of-options", f"{since}..{until}"], verbatim=verbatim,
-                              subjects=subjects)
+    if paths is None or len(paths) <= _PATHSPEC_WALK_MAX:
+        renames, limit = (["--no-renames"], ["--", *paths]) if paths is not None else ([], [])
+        return _log_patch_ids(repo, [*renames, "--reverse", "--end-of-options", f"{since}..{until}", *limit],
+                              verbatim=verbatim, subjects=subjects)
     wanted = set(paths)
     touching = _commits_touching(repo, since, until, wanted)
     if not touching:
