@@ -28,10 +28,9 @@ def kpatch(project: Project, *args: str, kill_at: str | None = None) -> subproce
 def test_an_export_killed_at_a_journal_step_continues_to_new_or_aborts_to_old(project: Project, step: int) -> None:
     assert kpatch(project, "apply").returncode == 0
     tree = project.workdir / "kernels"
-    commit(tree, {"tests/test_more.py": "def test_more():\n    assert True\n"}, "Test more\n\nUpstream-Status: pending\n",
-           2000)
-    commit(tree, {"tests/test_most.py": "def test_most():\n    assert True\n"}, "Test most\n\nUpstream-Status: pending\n",
-           2001)
+    for n, name in enumerate(("more", "most")):
+        commit(tree, {f"tests/test_{name}.py": f"def test_{name}():\n    assert True\n"},
+               f"Test {name}\n\nUpstream-Status: pending\n", 2000 + n)
     old = patch_files(project)
     killed = kpatch(project, "export", kill_at=f"journal:{step}")
     assert killed.returncode == -9
