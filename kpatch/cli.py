@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import signal
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +145,10 @@ def _terminate(signum: int, frame: object) -> None:
 
 def _crash(ui: UI) -> int:
     """Write the traceback to a new crash log (never through a planted symlink) and say where it is."""
+    import platform
+    import tempfile
+    import traceback
+
     text = (f"kpatch {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
             f"argv: {sys.argv}\n\n{traceback.format_exc()}")
     folder = ui.log_file.parent if ui.log_file else Path(tempfile.gettempdir())
@@ -260,9 +261,12 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     if ctx.ui.json_mode:
         ctx.ui.json(result)
         return 0
+    from kpatch.wheels.compiler_cache import describe
+
     for wheel in result.wheels:
+        cache = f"; {describe(wheel.compiler_cache)}" if wheel.compiler_cache else ""
         ctx.ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
-                    f"  (torch {wheel.torch or 'none'})")
+                    f"  (torch {wheel.torch or 'none'}{cache})")
     ctx.ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
                 f"{result.containers} build container(s) started)")
     return 0

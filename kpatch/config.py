@@ -10,8 +10,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from kpatch.errors import ConfigError, UsageError
 from kpatch.github.names import Repository, parse_repository
 from kpatch.gitx.mirror import url_problem, url_variable
@@ -344,6 +342,8 @@ def _set_torch(path: Path, lines: list[str], table: Any) -> str | None:
     if value is None:
         return None
     line = _key_line(lines, start, end, "torch")
+    from packaging.version import InvalidVersion, Version  # only a [set] table needs it
+
     try:
         if isinstance(value, str) and value.strip() == value:
             return str(Version(value))

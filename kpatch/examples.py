@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import examples_ext
 from kpatch.gitx import FORMAT_PATCH, out, run
 
 AUTHOR = ("Up Stream", "up@example.invalid")
@@ -38,6 +39,7 @@ KERNEL_FILES = {
                 "setup(name='vllm-xpu-kernels', version=os.environ.get('SETUPTOOLS_SCM_PRETEND_VERSION', '0.0.0'),\n"
                 "      packages=['vllm_xpu_kernels'], distclass=Binary)\n",
 }
+KERNEL_FILES.update(examples_ext.files())  # a real C++ extension (24 translation units) for compiler-cache builds
 APP_FILES = {
     "app/__init__.py": "",
     "app/platforms/xpu.py": "import vllm_xpu_kernels._C  # noqa: F401\n",

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kpatch.errors import WorktreeError
-from kpatch.files import new_file_mode, write_atomic
+from kpatch.files import new_file_mode, sync_files, write_atomic
 
 JOURNAL = "journal.json"
 KILL_HOOK = "KPATCH_TEST_KILL_AT"  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
@@ -66,7 +66,7 @@ def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: I
             if path.is_file() and not path.is_symlink() and path.read_bytes() == data:
                 continue
             mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else new_file_mode()
-            write_atomic(folder / "new" / str(index), data, mode=mode)
+            write_atomic(folder / "new" / str(index), data, mode=mode, durable=False)  # made durable below
             steps.append(Step(target=str(path), new=str(index), old=_keep(folder, path, f"w{index}")))
         for index, path in enumerate(sorted(set(deletes))):
             if path.exists() or path.is_symlink():
@@ -74,6 +74,7 @@ def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: I
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+    sync_files(folder / "new", [folder / "new" / s.new for s in steps if s.new is not None])
     _hook(0)
     write_atomic(folder / JOURNAL, json.dumps({"operation": operation, "steps": [asdict(s) for s in steps]},
                                               indent=1).encode())

@@ -5,22 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpatch.commands.verify import VerifyResult
-from kpatch.contract import ContractReport
-from kpatch.demo import DemoResult
-from kpatch.demo import Step as DemoStep
-from kpatch.doctor import DoctorReport
-from kpatch.engine.apply import ApplyResult
-from kpatch.engine.rebase import RebaseResult
-from kpatch.engine.status import StatusResult
-from kpatch.examples_moves import UpstreamMove
-from kpatch.testing.run import TestRun
 from kpatch.ui import UI, columns, escape
 
-if TYPE_CHECKING:  # only the nightly prints these: other commands do not pay for importing them
+if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test, rebase or the nightly
     from kpatch.commands.build_wheels import BuildResult
+    from kpatch.commands.verify import VerifyResult
+    from kpatch.contract import ContractReport
+    from kpatch.demo import DemoResult
+    from kpatch.demo import Step as DemoStep
+    from kpatch.doctor import DoctorReport
+    from kpatch.engine.apply import ApplyResult
+    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.status import StatusResult
     from kpatch.nightly.model import Stage
     from kpatch.nightly.run import Night
+    from kpatch.testing.run import TestRun
 
 
 def print_status(ui: UI, result: StatusResult) -> None:
@@ -173,6 +172,9 @@ def print_build(ui: UI, result: BuildResult) -> None:
 def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:
     """A stage's own result, as its command prints it (inside the stage's log group)."""
     from kpatch.commands.build_wheels import BuildResult
+    from kpatch.commands.verify import VerifyResult
+    from kpatch.engine.rebase import RebaseResult
+    from kpatch.testing.run import TestRun
 
     if isinstance(result, RebaseResult):
         print_rebase(ui, result, scratch)
@@ -187,6 +189,11 @@ def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> 
 def print_demo_step(ui: UI, step: DemoStep, result: object) -> None:
     """One demo step as it ends: a header line, then the step's own output as the command prints it."""
     from kpatch.commands.build_wheels import BuildResult
+    from kpatch.commands.verify import VerifyResult
+    from kpatch.engine.apply import ApplyResult
+    from kpatch.engine.rebase import RebaseResult
+    from kpatch.examples_moves import UpstreamMove
+    from kpatch.testing.run import TestRun
 
     mark = "[green]ok[/]" if step.ok else "[bold red]FAILED[/]"
     ui.line(f"\n[bold]== {escape(step.name)}[/] {mark} ({step.seconds:.1f} s): {escape(step.summary)}")

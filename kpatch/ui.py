@@ -1,5 +1,7 @@
 """All output: the one rich Console (made on first use), progress bars, --json, and the run's log file.
 
+Off a terminal (pipes, CI logs, --json) lines go out as plain text and rich is not imported (kpatch.plainout).
+
 Everything shown or logged passes through `redact_text`: no credential in a URL, no token, ever.
 """
 
@@ -18,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kpatch import plainout
 from kpatch.redact import redact_text
 
 if TYPE_CHECKING:
@@ -30,9 +33,7 @@ logging.raiseExceptions = False  # a full or read-only log folder never turns in
 
 def escape(text: str) -> str:
     """Text made safe for rich markup."""
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
+    return plainout.escape(text)
 
 
 class UI:
@@ -45,7 +46,15 @@ class UI:
         _verbose(verbose)  # the log file's debug lines (git commands, timings) also on stderr
 
     @cached_property
-    def out(self) -> Console:
+    def out(self) -> Console | plainout.PlainConsole:
+        return self._rich_out if plainout.is_terminal(sys.stdout) else plainout.PlainConsole(stderr=False)
+
+    @cached_property
+    def err(self) -> Console | plainout.PlainConsole:
+        return self._rich_err if plainout.is_terminal(sys.stderr) else plainout.PlainConsole(stderr=True)
+
+    @cached_property
+    def _rich_out(self) -> Console:
         from rich.console import Console
 
         # Piped output (CI logs, grep) gets wide lines instead of tables cut at 80 columns.
@@ -53,7 +62,7 @@ class UI:
                        **_colour(sys.stdout))
 
     @cached_property
-    def err(self) -> Console:
+    def _rich_err(self) -> Console:
         from rich.console import Console
 
         return Console(stderr=True, highlight=False, soft_wrap=True, **_colour(sys.stderr))
@@ -87,7 +96,7 @@ class UI:
         self.err.print(redact_text(text), markup=False)
 
     def table(self, table: Any) -> None:
-        self.out.print(table)
+        self._rich_out.print(table)  # a rich Table: rich renders it, on a terminal or not
 
     def line(self, text: str) -> None:
         self.out.print(redact_text(text))
@@ -141,7 +150,7 @@ class UI:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=self.err, transient=True) as bar:
+        with Progress(*columns, console=self._rich_err, transient=True) as bar:
             task = bar.add_task(description, total=total)
             yield lambda done: bar.update(task, completed=done)
 
@@ -212,7 +221,7 @@ def activity(ui: UI, description: str) -> Iterator[Callable[[str], None]]:
     if ui.quiet or ui.json_mode or not ui.err.is_terminal:
         yield reporter
         return
-    with ui.err.status(description) as status:
+    with ui._rich_err.status(description) as status:
         reporter.status = status  # type: ignore[assignment]
         yield reporter
 

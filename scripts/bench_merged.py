@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kpatch import git  # noqa: E402
+from kpatch.gitx import Repository, commit_patch_ids, file_patch_ids  # noqa: E402
 
 ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 FILES, STACK, MERGED = 2000, 50, 5
@@ -87,8 +87,8 @@ def kpatch_pass(repo: Path, base: str, patches: list[Path]) -> int:
     from kpatch.stack import parse_patch
 
     paths = sorted({p for f in patches for p in parse_patch(f).paths})
-    upstream = git.range_patch_ids(repo, base, "main", paths)
-    return sum(1 for pid in git.file_patch_ids(repo, patches) if pid in upstream)
+    upstream = set(commit_patch_ids(Repository(repo), base, "main", paths).values())
+    return sum(1 for pid in file_patch_ids(Repository(repo), patches) if pid in upstream)
 
 
 def median_time(fn: Callable[[], object], reps: int) -> float:

@@ -12,6 +12,7 @@ from kpatch.errors import ConfigError, WorktreeError
 from kpatch.gitx import Repository
 from kpatch.ui import UI
 from kpatch.wheels import pipeline
+from kpatch.wheels.compiler_cache import CacheStats
 from kpatch.wheels.publish import publish
 from kpatch.workspace import Workspace
 
@@ -24,6 +25,7 @@ class BuiltWheel:
     sha256: str
     cached: bool  # reused from the cache: no container was started for it
     torch: str | None  # the torch it was built against (None: none)
+    compiler_cache: CacheStats | None = None  # hits and misses of its build's compiler cache (None: none ran)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
     path = publish(out, [m.wheel.wheel.path for m in members], content)
     wheels = tuple(BuiltWheel(upstream=m.input.upstream.name, filename=m.wheel.wheel.path.name,
                               version=str(m.wheel.wheel.version), sha256=m.wheel.wheel.sha256, cached=m.cached,
-                              torch=m.wheel.torch) for m in members)
+                              torch=m.wheel.torch, compiler_cache=m.compiler_cache) for m in members)
     return BuildResult(wheels=wheels, lock=path, image=tool.reference, image_digest=tool.digest,
                        containers=runner.started_since(started), torch=ws.stack.torch)
 

@@ -20,14 +20,15 @@ def mark_merged(mirror: Mirror, patches: Sequence[Patch], stack: StackRun, pulls
     assert stack.old_base is not None
     paths = sorted({path for p in patches for path in p.paths})
     carriers: dict[str, str] = {}
-    for sha, upstream_id in commit_patch_ids(mirror, stack.old_base, stack.base, paths).items():
+    subjects: dict[str, str] = {}
+    for sha, upstream_id in commit_patch_ids(mirror, stack.old_base, stack.base, paths, subjects=subjects).items():
         carriers.setdefault(upstream_id, sha)
     ids = file_patch_ids(mirror, [p.path for p in patches]) if patches else []
     for patch, run, file_id in zip(patches, stack.patches, ids, strict=True):
         carrier = carriers.get(file_id) if file_id else None
         if carrier:
             run.phase, run.evidence, run.commit = Phase.UPSTREAM, Evidence.PATCH_ID, carrier
-            run.detail = mirror.commit_info(carrier).subject
+            run.detail = subjects.get(carrier) or mirror.commit_info(carrier).subject
             continue
         for pr in patch.prs:
             pull = pulls.pulls.get(pr)

@@ -130,16 +130,14 @@ def refuse_unexported(ws: Workspace, items: list[Item], run: RunState, *, discar
 def backup(tree: Repository, name: str, stamp: str) -> str | None:
     """Keep the worktree's HEAD reachable under refs/kpatch/backup/<name>/ before kpatch moves it.
 
-    Only a HEAD that no upstream branch or tag holds needs it; the same commit is kept once; the newest
-    BACKUPS_KEPT per upstream stay.
+    Only a HEAD that no upstream branch or tag, and no earlier backup, holds needs it (one `git rev-list` tells);
+    the newest BACKUPS_KEPT per upstream stay.
     """
     head = tree.head()
-    if not tree.out(["rev-list", "-1", head, "--not", "--branches", "--tags"]):
-        return None
     prefix = f"refs/kpatch/backup/{name}/"
-    kept = tree.refs(prefix)
-    if any(sha == head for _, sha in kept):
+    if not tree.out(["rev-list", "-1", head, "--not", "--branches", "--tags", f"--glob={prefix}*"]):
         return None
+    kept = tree.refs(prefix)
     ref = prefix + stamp
     tree.update_ref(ref, head)
     for old, _ in kept[: max(0, len(kept) + 1 - BACKUPS_KEPT)]:

@@ -189,7 +189,7 @@ def _advance(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
             if scratch.exists():
                 mirror.remove_worktree(scratch)
             scratch.parent.mkdir(parents=True, exist_ok=True)
-            mirror.add_worktree(scratch, stack.base)
+            mirror.add_scratch(scratch, stack.base, sorted({path for p in patches for path in p.paths}))
             rerere.load(ws.stack.root, upstream.name, mirror.enable_rerere())
             for patch in stack.patches:  # a fresh scratch holds none of them
                 if patch.phase is Phase.APPLIED:

@@ -86,7 +86,7 @@ def _report(item: Item, run: RunState) -> UpstreamReport:
     op = run.operation
     stack = op.stacks.get(name) if op is not None and op.kind is Kind.APPLY else None
     base = stack.base if stack else run.settled[name].base if name in run.settled else item.base
-    mirror_head = item.mirror.resolve(upstream.branch) if item.mirror.exists else None
+    mirror_head = item.mirror.resolve(upstream.branch) if item.mirror.exists else None  # one cat-file
     behind = item.mirror.count(base, mirror_head) if base and mirror_head else None
     tree = Repository(item.worktree)
     head = tree.head() if item.worktree.exists() else None
@@ -111,14 +111,15 @@ def _patch_states(item: Item, tree: Repository, base: str | None,
         return [by_phase.get(phase.get(p.name, Phase.PENDING), PatchState.NOT_APPLIED) for p in patches], 0
     if base is None or not item.worktree.exists():
         return [PatchState.NOT_APPLIED] * len(patches), 0
-    in_tree = set(commit_patch_ids(tree, base, "HEAD", verbatim=True).values())
-    subjects = set(tree.subjects(base))
+    subjects: dict[str, str] = {}
+    in_tree = set(commit_patch_ids(tree, base, "HEAD", verbatim=True, subjects=subjects).values())
+    subjects_in_tree = set(subjects.values())
     ids = file_patch_ids(tree, [p.path for p in patches], verbatim=True) if patches else []
     states = []
     for patch, pid in zip(patches, ids, strict=True):
         if pid in in_tree:
             states.append(PatchState.APPLIED)
-        elif patch.subject in subjects:
+        elif patch.subject in subjects_in_tree:
             states.append(PatchState.MODIFIED)
         else:
             states.append(PatchState.NOT_APPLIED)

@@ -16,13 +16,14 @@ from kpatch.gitx.patches import (
     patch_ids,
     patch_ids_of,
     read_mail,
+    read_mails,
     trial,
 )
-from kpatch.gitx.repo import SHA_RE, CommitInfo, Repository
+from kpatch.gitx.repo import SHA_RE, CommitFacts, CommitInfo, Repository
 from kpatch.gitx.runner import COMMITTER, Completed, out, run
 
 __all__ = [
-    "COMMITTER", "FETCH_TRIES", "FORMAT_PATCH", "SHA_RE", "Am", "AmRun", "CommitInfo", "Completed", "Hunk",
-    "MailReading", "Method", "Mirror", "Repository", "Trial", "commit_patch_ids", "file_patch_ids",
-    "format_patches", "out", "patch_ids", "patch_ids_of", "read_mail", "run", "trial", "url_problem",
+    "COMMITTER", "FETCH_TRIES", "FORMAT_PATCH", "SHA_RE", "Am", "AmRun", "CommitFacts", "CommitInfo", "Completed",
+    "Hunk", "MailReading", "Method", "Mirror", "Repository", "Trial", "commit_patch_ids", "file_patch_ids",
+    "format_patches", "out", "patch_ids", "patch_ids_of", "read_mail", "read_mails", "run", "trial", "url_problem",
 ]

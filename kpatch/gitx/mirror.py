@@ -7,10 +7,10 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kpatch.errors import StorageError, UpstreamError
+from kpatch.errors import GitError, StorageError, UpstreamError
 from kpatch.gitx.repo import Repository
 from kpatch.gitx.runner import popen, run
 from kpatch.gitx.storage import storage_problem
@@ -117,15 +117,41 @@ class Mirror(Repository):
         return proc.wait(), "\n".join(lines)
 
     def owns(self, path: Path) -> bool:
-        """True when `path` is a worktree whose objects live in this mirror."""
+        """True when `path` is a worktree whose objects live in this mirror (read from git's files, no process)."""
         if not (path / ".git").is_file():
             return False
-        proc = run(["rev-parse", "--path-format=absolute", "--git-common-dir"], path, check=False)
-        return proc.status == 0 and Path(proc.text.strip()).resolve() == self.path.resolve()
+        tree = Repository(path)
+        try:
+            return (tree.git_dir / "HEAD").is_file() and tree.common_dir == self.path.resolve()
+        except (OSError, GitError):
+            return False
 
     def add_worktree(self, path: Path, commit: str) -> None:
         self.run(["worktree", "prune"])
         self.run(["worktree", "add", "--quiet", "--force", "--detach", "--", str(path), commit])
+
+    def add_scratch(self, path: Path, commit: str, paths: Sequence[str]) -> None:
+        """A worktree at `commit` that holds only `paths` on disk (a sparse checkout), with a split index.
+
+        A stack's patches touch a few hundred of the upstream's files: writing the other thousands (150 MB for
+        vLLM) would cost more than the whole rebase. Every other file is in the index, marked skip-worktree, so
+        git (am, merges, status, add) treats it as unchanged. The split index makes each of am's index writes
+        carry only the entries that changed, not all of them. Paths a sparse pattern cannot name get a full
+        checkout instead.
+        """
+        patterns = [_sparse_pattern(p) for p in sorted(set(paths))]
+        if not patterns or any(p is None for p in patterns):
+            self.add_worktree(path, commit)
+            return
+        self.run(["worktree", "prune"])
+        self.run(["worktree", "add", "--quiet", "--force", "--no-checkout", "--detach", "--", str(path), commit])
+        tree = Repository(path)
+        info = tree.git_dir / "info"
+        info.mkdir(exist_ok=True)
+        (info / "sparse-checkout").write_text("".join(f"{p}\n" for p in patterns), encoding="utf-8")
+        # Only this command reads the patterns: later ones (a person's too) keep the skip-worktree bits as they are.
+        tree.run(["-c", "core.sparseCheckout=true", "-c", "core.splitIndex=true", "read-tree", "-m", "-u",
+                  "--end-of-options", "HEAD"])
 
     def remove_worktree(self, path: Path) -> None:
         """Remove a worktree; one left half-made by an interrupted `worktree add` is deleted and pruned."""
@@ -140,3 +166,13 @@ class Mirror(Repository):
         self.set_config("rerere.enabled", "true")
         self.set_config("rerere.autoupdate", "true")
         return self.path / "rr-cache"
+
+
+def _sparse_pattern(path: str) -> str | None:
+    """A sparse-checkout pattern that matches exactly `path` (gitignore syntax), or None when none can."""
+    if not path or "\n" in path or "\r" in path:
+        return None
+    escaped = "".join(f"\\{c}" if c in "\\*?[" else c for c in path)
+    if escaped.endswith(" "):
+        escaped = escaped[:-1] + "\\ "
+    return f"/{escaped}"

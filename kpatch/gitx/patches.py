@@ -17,6 +17,9 @@ FORMAT_PATCH = ("format-patch", "--zero-commit", "--no-signature", "-N", "--full
                 "--no-attach", "--no-cover-letter", "--no-notes", "--encode-email-headers", "-M", "--stat=72")
 
 
+_PATHSPEC_WALK_MAX = 64  # above this many paths, list the range's changed paths instead (commit_patch_ids)
+
+
 class Trial(Enum):
     """What `git am -3` of one patch would do, found on a throwaway index."""
 
@@ -62,14 +65,45 @@ def file_patch_ids(repo: Repository, files: Sequence[Path], *, verbatim: bool = 
 
 
 def commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[str] | None = None, *,
-                     verbatim: bool = False) -> dict[str, str]:
-    """{commit: patch-id} for since..until (only commits touching `paths`, when given), oldest first."""
+                     verbatim: bool = False, subjects: dict[str, str] | None = None) -> dict[str, str]:
+    """{commit: patch-id} for since..until (only commits touching `paths`, when given), oldest first.
+
+    A walk limited by pathspecs costs about (changed entries x pathspecs): with a few dozen paths it is the
+    cheapest way; with hundreds, listing every commit's paths once (`git log --raw`) and diffing only the commits
+    that touch them is (300 paths over 1,500 commits of a vLLM-sized tree: 2.7 s against 0.7 s; 30 paths:
+    0.12 s against 0.17 s). `subjects`, when given, is filled with {commit: subject} of every commit hashed.
+    """
     if paths is not None and not paths:
         return {}
-    args = ["--reverse", "--end-of-options", f"{since}..{until}"]
-    if paths is not None:
-        args = ["--no-renames", *args, "--", *paths]
-    return _log_patch_ids(repo, args, verbatim=verbatim)
+    if paths is None or len(paths) <= _PATHSPEC_WALK_MAX:
+        renames, limit = (["--no-renames"], ["--", *paths]) if paths is not None else ([], [])
+        return _log_patch_ids(repo, [*renames, "--reverse", "--end-of-options", f"{since}..{until}", *limit],
+                              verbatim=verbatim, subjects=subjects)
+    wanted = set(paths)
+    touching = _commits_touching(repo, since, until, wanted)
+    if not touching:
+        return {}
+    # The diff is cut down to `paths` here, not by a pathspec: git matches every pathspec against every entry.
+    return _log_patch_ids(repo, ["--no-renames", "--no-walk=unsorted", "--end-of-options", *touching],
+                          verbatim=verbatim, subjects=subjects, only=wanted)
+
+
+def _commits_touching(repo: Repository, since: str, until: str, paths: set[str]) -> list[str]:
+    """Commits of since..until (oldest first) whose own diff touches one of `paths` (merges: none)."""
+    listing = repo.run(["log", "--reverse", "--no-renames", "--raw", "-z", "--format=%H", "--end-of-options",
+                        f"{since}..{until}"]).stdout.decode("utf-8", "surrogateescape")
+    # -z --raw: each commit's SHA, then per changed file ":<modes> <oids> <status>" and its path, NUL-separated.
+    found: list[str] = []
+    sha = ""
+    tokens = iter(listing.split("\0"))
+    for token in tokens:
+        token = token.lstrip("\n")
+        if token.startswith(":"):
+            if next(tokens, None) in paths and found[-1:] != [sha]:
+                found.append(sha)
+        elif token:
+            sha = token
+    return found
 
 
 def patch_ids_of(repo: Repository, commits: Sequence[str], *, verbatim: bool = False) -> dict[str, str]:
@@ -79,16 +113,92 @@ def patch_ids_of(repo: Repository, commits: Sequence[str], *, verbatim: bool = F
     return _log_patch_ids(repo, ["--no-walk=unsorted", "--end-of-options", *commits], verbatim=verbatim)
 
 
-def _log_patch_ids(repo: Repository, args: list[str], *, verbatim: bool) -> dict[str, str]:
-    diff = repo.run(["log", "-p", "--no-color", "--no-ext-diff", "--format=commit %H", *args]).stdout
+def _log_patch_ids(repo: Repository, args: list[str], *, verbatim: bool, subjects: dict[str, str] | None = None,
+                   only: set[str] | None = None) -> dict[str, str]:
+    diff = repo.run(["log", "-p", "--no-color", "--no-ext-diff", "--format=commit %H %s", *args]).stdout
+    if only is not None:
+        diff = _only_paths(diff, only)
+    if subjects is not None:  # patch-id reads the SHA after "commit " and ignores the rest of the line
+        for line in diff.split(b"\n"):
+            if line.startswith(b"commit ") and len(line) >= 47:
+                subjects[line[7:47].decode()] = line[48:].decode("utf-8", "replace")
     return {commit: pid for pid, commit in patch_ids(repo, diff, verbatim=verbatim)}
+
+
+def _only_paths(diff: bytes, paths: set[str]) -> bytes:
+    """`git log -p --no-renames` output with the file sections of other paths left out."""
+    kept: list[bytes] = []
+    keep = True
+    for line in diff.splitlines(keepends=True):
+        if line.startswith(b"diff --git "):
+            keep = _diff_path(line.rstrip(b"\n")[len(b"diff --git "):]) in paths
+        elif line.startswith(b"commit "):
+            keep = True
+        if keep:
+            kept.append(line)
+    return b"".join(kept)
+
+
+def _diff_path(names: bytes) -> str | None:
+    """The path of a `diff --git a/P b/P` line without renames (both sides name it), C-quoted or not."""
+    if names.startswith(b'"'):
+        return _unquote(names)[2:]
+    size = (len(names) - 5) // 2  # "a/" P " b/" P
+    return names[2:2 + size].decode("utf-8", "surrogateescape") if names[2 + size:5 + size] == b" b/" else None
+
+
+_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("t"): 9, ord("n"): 10, ord("v"): 11, ord("f"): 12, ord("r"): 13}
+
+
+def _unquote(quoted: bytes) -> str:
+    """The first of git's C-quoted names in `quoted` ("a/x\\ty" ...), its escapes and \\ooo octal bytes undone."""
+    out = bytearray()
+    i = 1
+    while i < len(quoted) and quoted[i] != ord('"'):
+        byte = quoted[i]
+        if byte == ord("\\") and i + 1 < len(quoted):
+            nxt = quoted[i + 1]
+            if ord("0") <= nxt <= ord("7"):
+                out.append(int(quoted[i + 1:i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(byte)
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
 
 
 def read_mail(repo: Repository, data: bytes) -> MailReading:
     """Split and read `data` exactly as `git am -3 --keep-cr --keep-non-patch` will (mailsplit + mailinfo)."""
+    return read_mails(repo, [data])[0]
+
+
+def read_mails(repo: Repository, texts: Sequence[bytes]) -> list[MailReading]:
+    """`read_mail` of many mbox texts: one mailsplit for all of them, the mailinfo calls run side by side."""
+    if not texts:
+        return []
+    with tempfile.TemporaryDirectory(prefix="kpatch-mail-") as folder:
+        where = Path(folder)
+        (where / "mbox").write_bytes(b"".join(texts))
+        (where / "split").mkdir()
+        count = int(run(["mailsplit", "--keep-cr", f"-o{where / 'split'}", "--", str(where / "mbox")],
+                        where).text.strip() or 0)
+        if count != len(texts):  # some text is not exactly one mail: read each alone to tell which
+            return [_read_split(where, data) for data in texts]
+        mails = [where / "split" / f"{n:04d}" for n in range(1, count + 1)]
+        from concurrent.futures import ThreadPoolExecutor  # only here: most commands never read mails
+
+        with ThreadPoolExecutor(max_workers=min(4, len(mails))) as pool:  # each waits on its own git process
+            return list(pool.map(lambda mail: _mailinfo(where, mail, 1), mails))
+
+
+def _read_split(parent: Path, data: bytes) -> MailReading:
+    """mailsplit + mailinfo of one text on its own."""
     if not data.strip():  # what format-patch writes for an empty commit; mailsplit calls it an error
         return MailReading(mails=0, message="", author="", has_diff=False)
-    with tempfile.TemporaryDirectory(prefix="kpatch-mail-") as folder:
+    with tempfile.TemporaryDirectory(prefix="one-", dir=parent) as folder:
         where = Path(folder)
         (where / "mbox").write_bytes(data)
         (where / "split").mkdir()
@@ -97,13 +207,18 @@ def read_mail(repo: Repository, data: bytes) -> MailReading:
         first = where / "split" / "0001"
         if count < 1 or not first.exists():
             return MailReading(mails=count, message="", author="", has_diff=False)
-        info = run(["mailinfo", "-b", "-u", str(where / "msg"), str(where / "patch")], where,
-                   stdin=first.read_bytes()).text
-        fields = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
-        body = (where / "msg").read_text(encoding="utf-8", errors="replace")
-        message = fields.get("Subject", "") + ("\n\n" + body if body.strip() else "")
-        author = f"{fields.get('Author', '')} <{fields.get('Email', '')}>"
-        return MailReading(mails=count, message=message, author=author, has_diff=(where / "patch").stat().st_size > 0)
+        return _mailinfo(where, first, count)
+
+
+def _mailinfo(where: Path, mail: Path, mails: int) -> MailReading:
+    """What `git mailinfo -b -u` (am --keep-non-patch) takes out of one split mail."""
+    msg, patch = mail.with_suffix(".msg"), mail.with_suffix(".patch")
+    info = run(["mailinfo", "-b", "-u", str(msg), str(patch)], where, stdin=mail.read_bytes()).text
+    fields = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
+    body = msg.read_text(encoding="utf-8", errors="replace")
+    message = fields.get("Subject", "") + ("\n\n" + body if body.strip() else "")
+    author = f"{fields.get('Author', '')} <{fields.get('Email', '')}>"
+    return MailReading(mails=mails, message=message, author=author, has_diff=patch.stat().st_size > 0)
 
 
 def trial(repo: Repository, commit: str, kept: Sequence[Path], patch: Path) -> Trial:

@@ -1,7 +1,8 @@
 """A git repository kpatch owns (a bare mirror or a worktree of one): refs, commits, state, simple changes.
 
-Reads go through GitPython's object model where it needs no process (refs, HEAD, commits); everything else is
-`git <command>` through the runner.
+Where the repository's folders and HEAD are is read from the files git documents for them (gitrepository-layout:
+the `.git` file of a worktree, `commondir`, `HEAD`), without a process. Commits are read through GitPython's
+object model (imported only then); everything else is `git <command>` through the runner.
 """
 
 from __future__ import annotations
@@ -15,12 +16,21 @@ from typing import Any
 
 from kpatch.errors import StorageError
 from kpatch.gitx import locks
-from kpatch.gitx.runner import Completed, base_env, out, run
+from kpatch.gitx.runner import Completed, base_env, git_python, out, run
 from kpatch.gitx.storage import place_problem
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _OPERATIONS = (("rebase-apply", "am"), ("rebase-merge", "rebase"), ("MERGE_HEAD", "merge"),
                ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"), ("BISECT_LOG", "bisect"))
+
+
+@dataclass(frozen=True)
+class CommitFacts:
+    """What the stack writer compares with a patch text read back: the message, author and subject."""
+
+    message: str  # %B: the raw message
+    author: str  # "Name <email>"
+    subject: str
 
 
 @dataclass(frozen=True)
@@ -39,24 +49,34 @@ class Repository:
 
     @cached_property
     def repo(self) -> Any:
-        from kpatch.gitx.runner import _git_class
-
-        _git_class()  # sets GitPython's environment before its first import
-        import git
-
-        repo = git.Repo(self.path)
+        """GitPython's `Repo` for this repository."""
+        repo = git_python().Repo(self.path)
         # The object database reads through `git cat-file` processes GitPython starts itself: they get the
         # environment every other git call gets (user and system config ignored, LC_ALL=C).
         repo.git.update_environment(**base_env())
         return repo
 
-    @property
+    @cached_property
     def git_dir(self) -> Path:
-        return Path(self.repo.git_dir)
+        """The repository's own git folder: `.git`, the one a worktree's `.git` file names, or a bare one."""
+        dot_git = self.path / ".git"
+        if dot_git.is_file():
+            text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+            if text.startswith("gitdir: "):
+                return (self.path / text[len("gitdir: "):]).resolve()
+        if dot_git.is_dir():
+            return dot_git
+        if (self.path / "HEAD").is_file() and (self.path / "objects").is_dir():
+            return self.path  # a bare repository (the mirrors)
+        return Path(self.out(["rev-parse", "--path-format=absolute", "--git-dir"]))
 
-    @property
+    @cached_property
     def common_dir(self) -> Path:
-        return Path(self.repo.common_dir).resolve()
+        """Where objects and refs live: a worktree's `commondir`, else its own git folder."""
+        pointer = self.git_dir / "commondir"
+        if pointer.is_file():
+            return (self.git_dir / pointer.read_text(encoding="utf-8", errors="replace").strip()).resolve()
+        return self.git_dir.resolve()
 
     def run(self, args: Sequence[str], **kwargs: Any) -> Completed:
         return run(args, self.path, **kwargs)
@@ -67,17 +87,35 @@ class Repository:
     # --- refs and commits -------------------------------------------------------------------------------------
 
     def head(self) -> str:
-        return str(self.repo.head.commit.hexsha)
+        """The commit HEAD is at: read from the HEAD file when detached (kpatch's worktrees are), else git's."""
+        try:
+            text = (self.git_dir / "HEAD").read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            text = ""
+        if SHA_RE.match(text):
+            return text
+        return self.out(["rev-parse", "--verify", "--end-of-options", "HEAD^{commit}"])
 
     def resolve(self, ref: str) -> str | None:
         """The commit `ref` names (full SHA, tag, branch or other rev), or None."""
-        candidates = (ref,) if SHA_RE.match(ref) else (f"refs/tags/{ref}", f"refs/heads/{ref}", ref)
-        for candidate in candidates:
-            proc = self.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"],
-                            check=False)
-            if proc.status == 0:
-                return str(proc.text.strip())
-        return None
+        return self.resolve_all([ref])[ref]
+
+    def resolve_all(self, refs: Sequence[str]) -> dict[str, str | None]:
+        """`resolve` for several refs in one `git cat-file --batch-check` (a tag wins over a branch of one name)."""
+        # A name git cannot read on one line of input names no commit.
+        wanted = {ref: () if "\n" in ref or not ref.strip() else (ref,) if SHA_RE.match(ref) else
+                  (f"refs/tags/{ref}", f"refs/heads/{ref}", ref) for ref in dict.fromkeys(refs)}
+        lines = [candidate for candidates in wanted.values() for candidate in candidates]
+        if not lines:
+            return {ref: None for ref in wanted}
+        listing = self.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+                           stdin="".join(f"{line}^{{commit}}\n" for line in lines).encode()).text.splitlines()
+        found = dict(zip(lines, listing, strict=True))
+        result: dict[str, str | None] = {}
+        for ref, candidates in wanted.items():
+            answers = (found[c].split() for c in candidates)
+            result[ref] = next((a[0] for a in answers if len(a) == 2 and a[1] == "commit"), None)
+        return result
 
     def has_commit(self, sha: str) -> bool:
         return self.run(["cat-file", "-e", "--end-of-options", f"{sha}^{{commit}}"], check=False).status == 0
@@ -91,6 +129,12 @@ class Repository:
     def commits(self, base: str, tip: str = "HEAD") -> list[str]:
         """SHAs in base..tip, oldest first."""
         return self.out(["rev-list", "--reverse", "--end-of-options", f"{base}..{tip}"]).split()
+
+    def commit_subjects(self, base: str, tip: str = "HEAD") -> list[tuple[str, str]]:
+        """(SHA, subject) of each commit in base..tip, oldest first, from one `git log`."""
+        listing = self.run(["log", "--reverse", "--format=%H %s%x00", "--end-of-options", f"{base}..{tip}"]).stdout
+        entries = listing.decode("utf-8", "replace").split("\0")
+        return [(e.strip("\n")[:40], e.strip("\n")[41:]) for e in entries if e.strip("\n")]
 
     def not_upstream(self, base: str, tip: str = "HEAD") -> list[str]:
         """Commits of base..tip that no upstream branch or tag of the mirror contains (oldest first)."""
@@ -106,6 +150,14 @@ class Repository:
                           commit.summary.decode("utf-8", "replace"),
                           author=f"{commit.author.name} <{commit.author.email}>",
                           date=commit.authored_datetime.isoformat())
+
+    def commit_facts(self, commits: Sequence[str]) -> dict[str, CommitFacts]:
+        """{SHA: message, author and subject} of these commits, from one `git log --no-walk`."""
+        listing = self.run(["log", "--no-walk=unsorted", "--format=%H%x00%an <%ae>%x00%s%x00%B%x00",
+                            "--end-of-options", *commits]).stdout.decode("utf-8", "replace")
+        fields = listing.split("\0")  # no field of a commit can hold a NUL: four per commit, exactly
+        return {fields[i].lstrip("\n"): CommitFacts(message=fields[i + 3], author=fields[i + 1], subject=fields[i + 2])
+                for i in range(0, len(fields) - 3, 4)}
 
     def subjects(self, base: str, tip: str = "HEAD") -> list[str]:
         return self.out(["log", "--format=%s", "--end-of-options", f"{base}..{tip}"]).splitlines()
@@ -171,8 +223,14 @@ class Repository:
         return locks.clear_stale({self.git_dir, self.common_dir})
 
     def checkout(self, commit: str) -> None:
-        """Detach a clean worktree at `commit`; fail when git could not write every file (it exits 0 then)."""
-        self.run(["checkout", "--quiet", "--detach", commit, "--"])
+        """Detach a clean worktree at `commit`; fail when git could not write every file.
+
+        git checkout exits 0 even when it cannot unlink or create a file (a read-only worktree, a full disk): it
+        only says so on stderr. Only then is the worktree compared with the commit (a quiet checkout says nothing).
+        """
+        proc = self.run(["checkout", "--quiet", "--detach", commit, "--"])
+        if not proc.stderr.strip():
+            return
         dirty = self.dirty()
         if dirty:
             problem = place_problem(self.path) or "read-only or no permission"

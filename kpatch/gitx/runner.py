@@ -1,4 +1,8 @@
-"""The one place that starts git, through GitPython's `Git.execute`.
+"""The one place that starts git.
+
+git is started with `subprocess` directly, not through GitPython's `Git.execute`: importing GitPython costs more
+(about 55 ms) than kpatch's whole budget for a command's fixed cost, and `Git.execute` adds nothing kpatch uses.
+GitPython stays for the object model (`Repository.repo`), imported only where that is read.
 
 Every call gets the same environment: user and system config ignored (output and commits must not depend on the
 machine), `LC_ALL=C` (kpatch reads git's English messages), a fixed committer, no terminal prompts, and, on
@@ -8,32 +12,33 @@ Only fetches read the user's config (credentials, proxies), with the transports 
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
+import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from subprocess import Popen
+from typing import Any
 
 from kpatch.errors import GitError, StorageError
 from kpatch.gitx.orphans import MARKER as ORPHAN_MARKER
 from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text
 
-if TYPE_CHECKING:
-    from subprocess import Popen
-
 log = logging.getLogger("kpatch.git")
 
 COMMITTER = ("kpatch", "kpatch@localhost")
 # Transports a fetch may use, whatever the user's config or GIT_ALLOW_PROTOCOL say (no ext::, no fd::).
 ALLOWED_PROTOCOLS = ("https", "ssh", "git", "file")
+# Commands that write nothing in a worktree or a repository (or only in kpatch's own temp folders): they need no
+# parent-death signal, and without the preexec hook that sets it Python can start them with vfork, half the cost.
+_READERS = frozenset({"cat-file", "diff", "for-each-ref", "format-patch", "log", "ls-tree", "mailinfo", "mailsplit",
+                      "merge-base", "patch-id", "rev-list", "rev-parse", "status", "describe", "show", "--version"})
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ def _prctl() -> Callable[[], None] | None:
     """A preexec function that makes the child die with kpatch (Linux), or None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # only here: most of kpatch's start-up never needs it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
     except OSError:
@@ -94,13 +101,12 @@ def _prctl() -> Callable[[], None] | None:
     return die_with_parent
 
 
-@cache
-def _git_class() -> Any:
-    """GitPython's `Git`, imported on first use: `kpatch --help` never pays for it."""
+def git_python() -> Any:
+    """The `git` package (GitPython), imported on first use with its own start-up check quiet."""
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
-    from git.cmd import Git
+    import git
 
-    return Git
+    return git
 
 
 def _command(args: Sequence[str], user_config: bool) -> list[str]:
@@ -110,28 +116,21 @@ def _command(args: Sequence[str], user_config: bool) -> list[str]:
 def run(args: Sequence[str], cwd: Path | None = None, *, stdin: bytes | None = None,
         env: Mapping[str, str] | None = None, check: bool = True, user_config: bool = False) -> Completed:
     """Run git to completion; raise GitError (or StorageError on a full or read-only disk) when `check`."""
-    from git.exc import GitCommandError
-
     command = _command(args, user_config)
-    full_env = {**(fetch_env() if user_config else base_env()), **(env or {})}
     started = time.monotonic()
-    git = _git_class()(str(cwd) if cwd else None)
-    with tempfile.TemporaryFile() if stdin is not None else _null() as feed:
-        if feed is not None and stdin is not None:
-            feed.write(stdin)
-            feed.seek(0)
-        try:
-            status, out, err = git.execute(command, istream=feed, with_extended_output=True, with_exceptions=False,
-                                           stdout_as_string=False, strip_newline_in_stdout=False, env=full_env,
-                                           preexec_fn=_prctl())
-        except GitCommandError as failure:  # git could not be started at all
-            raise GitError(command, -1, "", str(failure)) from None
-    stderr = err.decode("utf-8", "replace") if isinstance(err, bytes) else str(err)
-    log.debug("%s (cwd=%s) -> %d in %.3fs%s", redact_text(" ".join(command)), cwd, status,
-              time.monotonic() - started, f"\n{redact_text(stderr.strip())}" if stderr.strip() and status else "")
-    if check and status != 0:
-        raise failure_for(command, status, out, stderr, cwd)
-    return Completed(status=status, stdout=out, stderr=stderr)
+    try:
+        feed: dict[str, Any] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+        proc = subprocess.run(command, cwd=cwd, capture_output=True, env=_env(env, user_config),
+                              preexec_fn=_guard(command), check=False, **feed)
+    except OSError as failure:  # git could not be started at all
+        raise GitError(command, -1, "", str(failure)) from None
+    stderr = proc.stderr.decode("utf-8", "replace")
+    log.debug("%s (cwd=%s) -> %d in %.3fs%s", redact_text(" ".join(command)), cwd, proc.returncode,
+              time.monotonic() - started, f"\n{redact_text(stderr.strip())}" if stderr.strip() and proc.returncode
+              else "")
+    if check and proc.returncode != 0:
+        raise failure_for(command, proc.returncode, proc.stdout, stderr, cwd)
+    return Completed(status=proc.returncode, stdout=proc.stdout, stderr=stderr)
 
 
 def out(args: Sequence[str], cwd: Path | None = None, **kwargs: Any) -> str:
@@ -143,13 +142,24 @@ def popen(args: Sequence[str], cwd: Path, *, env: Mapping[str, str] | None = Non
           with_stdout: bool = True) -> Popen[bytes]:
     """Start git with stdout and stderr as pipes (for commands whose output kpatch reads as it comes)."""
     command = _command(args, user_config)
-    full_env = {**(fetch_env() if user_config else base_env()), **(env or {})}
-    git = _git_class()(str(cwd))
     log.debug("start %s (cwd=%s)", redact_text(" ".join(command)), cwd)
-    handle = git.execute(command, as_process=True, env=full_env, with_stdout=with_stdout, preexec_fn=_prctl())
-    proc: Popen[bytes] = handle.proc
-    handle.proc = None  # kpatch waits for it itself; GitPython must not kill it when the wrapper goes away
-    return proc
+    try:
+        return Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.PIPE if with_stdout else subprocess.DEVNULL, stderr=subprocess.PIPE,
+                     env=_env(env, user_config), preexec_fn=_guard(command))
+    except OSError as failure:
+        raise GitError(command, -1, "", str(failure)) from None
+
+
+def _guard(command: Sequence[str]) -> Callable[[], None] | None:
+    """The parent-death hook for a command that may write; none for a reader (see _READERS)."""
+    words = iter(command[1:])
+    subcommand = next((word for word in words if word != "-c" or next(words, None) is None), "")
+    return None if subcommand in _READERS else _prctl()
+
+
+def _env(extra: Mapping[str, str] | None, user_config: bool) -> dict[str, str]:
+    return {**os.environ, **(fetch_env() if user_config else base_env()), **(extra or {})}
 
 
 def failure_for(command: list[str], status: int, stdout: bytes, stderr: str, cwd: Path | None) -> Exception:
@@ -158,13 +168,3 @@ def failure_for(command: list[str], status: int, stdout: bytes, stderr: str, cwd
     if problem:
         return StorageError(problem)
     return GitError(command, status, stdout.decode("utf-8", "replace"), stderr)
-
-
-class _null:
-    """A context manager standing in for a temp file when a command gets no input."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

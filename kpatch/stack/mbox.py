@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from email.header import decode_header, make_header
 from enum import Enum
 from pathlib import Path
 
@@ -114,6 +113,10 @@ def _headers(lines: list[str], path: Path) -> tuple[dict[str, str], int]:
 
 
 def _decode(value: str, path: Path, index: int) -> str:
+    if "=?" not in value:  # no RFC 2047 encoded word: the email package (slow to import) would return it as it is
+        return value
+    from email.header import decode_header, make_header
+
     try:
         return str(make_header(decode_header(value)))
     except (ValueError, LookupError, UnicodeDecodeError) as err:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,8 @@ class Series:
 
     def stack_hash(self) -> str:
         """sha256 over the patch names and bytes in series order: changes iff the stack does."""
+        import hashlib  # only builds hash the stack: the other commands never import it
+
         digest = hashlib.sha256()
         for patch in self.patches:
             data = patch.path.read_bytes()

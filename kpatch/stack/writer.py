@@ -7,12 +7,12 @@ and trailers, the same author, a real diff. Otherwise export refuses and says wh
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.errors import WorktreeError
-from kpatch.gitx import Repository, format_patches, read_mail
+from kpatch.gitx import CommitFacts, MailReading, Repository, format_patches, read_mails
 from kpatch.stack.series import SERIES, Series, header_comments, read_text, render_series
 
 # What `git mailinfo` takes for a mail header when it opens the body (an "in-body header").
@@ -29,15 +29,15 @@ class Rendered:
 
 def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str]) -> Rendered:
     """The patch files and series that base..HEAD of `tree` give, reusing the series' file names."""
-    commits = tree.commits(base)
+    listed = tree.commit_subjects(base)
     texts = format_patches(tree, base)
-    if len(texts) != len(commits):
-        raise WorktreeError(f"{tree.path}: {len(commits) - len(texts)} merge commit(s) in {base[:12]}..HEAD: "
+    if len(texts) != len(listed):
+        raise WorktreeError(f"{tree.path}: {len(listed) - len(texts)} merge commit(s) in {base[:12]}..HEAD: "
                             "a patch stack is a straight line of commits")
-    subjects = tree.out(["log", "--reverse", "--format=%s", "--end-of-options", f"{base}..HEAD"]).split("\n")
     old = list(series.patches)
     files: dict[Path, bytes] = {}
-    for index, (commit, data, subject) in enumerate(zip(commits, texts, subjects, strict=True)):
+    changed: list[tuple[str, bytes]] = []
+    for index, ((commit, subject), data) in enumerate(zip(listed, texts, strict=True)):
         same = next((p for p in old if p.subject == subject and series.folder / p.name not in files), None)
         if index < len(old) and old[index].subject == subject:
             name = old[index].name
@@ -47,8 +47,9 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
             name = _fresh_name(index, subject, {p.name for p in old} | {p.name for p in files})
         target = series.folder / name
         if not (target.is_file() and target.read_bytes() == data):
-            check_round_trip(tree, commit, data)
+            changed.append((commit, data))
         files[target] = data
+    check_round_trips(tree, changed)
     series_file = series.folder / SERIES
     header = header_comments(read_text(series_file)) if series_file.is_file() else ""
     return Rendered(files=files, series=render_series(header, dict(dropped), [p.name for p in files]))
@@ -56,21 +57,33 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
 
 def check_round_trip(tree: Repository, commit: str, data: bytes) -> None:
     """Refuse a patch text that `git am` would not turn back into `commit` (message, trailers, author, diff)."""
-    reading = read_mail(tree, data)
-    what = f"commit {commit[:12]} \"{_subject(tree, commit)}\""
+    check_round_trips(tree, [(commit, data)])
+
+
+def check_round_trips(tree: Repository, texts: Sequence[tuple[str, bytes]]) -> None:
+    """`check_round_trip` for each (commit, patch text): git reads all the mails, and the commits, in a few calls."""
+    if not texts:
+        return
+    readings = read_mails(tree, [data for _, data in texts])
+    facts = tree.commit_facts([commit for commit, _ in texts])
+    for (commit, _), reading in zip(texts, readings, strict=True):
+        _check(commit, reading, facts[commit])
+
+
+def _check(commit: str, reading: MailReading, fact: CommitFacts) -> None:
+    what = f"commit {commit[:12]} \"{fact.subject}\""
     if reading.mails == 0 or reading.mails == 1 and not reading.has_diff:
         raise WorktreeError(f"{what} changes nothing (an empty commit): drop it from the stack")
     if reading.mails != 1:
         raise WorktreeError(f"{what}: a message line that starts with 'From ' makes git am read {reading.mails} "
                             "mails out of its patch; reword that line")
-    original = _lines(tree.out(["log", "-1", "--format=%B", commit]))
+    original = _lines(fact.message)
     read_back = _lines(reading.message)
     if read_back != original:
         raise WorktreeError(f"{what}: git am would not read its message back: {_difference(original, read_back)}; "
                             "reword it")
-    author = tree.out(["log", "-1", "--format=%an <%ae>", commit])
-    if reading.author != author:
-        raise WorktreeError(f"{what}: git am would read its author as {reading.author!r}, not {author!r}")
+    if reading.author != fact.author:
+        raise WorktreeError(f"{what}: git am would read its author as {reading.author!r}, not {fact.author!r}")
 
 
 def _difference(original: list[str], read_back: list[str]) -> str:
@@ -105,10 +118,6 @@ def _lines(message: str) -> list[str]:
     while out and not out[-1]:
         out.pop()
     return out
-
-
-def _subject(tree: Repository, commit: str) -> str:
-    return tree.out(["log", "-1", "--format=%s", commit])
 
 
 def _fresh_name(index: int, subject: str, taken: set[str]) -> str:

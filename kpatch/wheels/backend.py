@@ -11,6 +11,7 @@ from typing import Protocol
 from packaging.version import InvalidVersion, Version
 
 from kpatch.errors import BuildError
+from kpatch.wheels.compiler_cache import CacheStats, stats_from
 
 INFO_NAME = "kpatch-build-info.json"  # written by build-wheel.sh next to the wheel: what the build saw
 TAIL = 15  # lines of a failed build's log shown with its error
@@ -44,6 +45,7 @@ class BuildOutput:
     filename: str
     data: bytes
     torch: str | None  # the torch version (with local label) importable after the build; None: no torch
+    compiler_cache: CacheStats | None = None  # what the compiler cache did (None: the build ran without one)
 
 
 class Backend(Protocol):
@@ -75,4 +77,4 @@ def collect(name: str, files: Mapping[str, bytes]) -> BuildOutput:
             torch = str(Version(torch))  # normalized, as the lock and the pins write it
     except (ValueError, KeyError, TypeError, InvalidVersion) as err:
         raise BuildError(f"{name}: bad {INFO_NAME} from the build ({err})") from None
-    return BuildOutput(filename=filename, data=data, torch=torch)
+    return BuildOutput(filename=filename, data=data, torch=torch, compiler_cache=stats_from(info.get("compiler_cache")))

@@ -23,6 +23,7 @@ from typing import Any
 
 from kpatch.errors import BuildError
 from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Toolchain, collect
+from kpatch.wheels.compiler_cache import MOUNT, OFF, CacheConfig
 
 log = logging.getLogger("kpatch.docker")
 LABEL = "kpatch.build"  # on every container kpatch starts, so leftovers of a killed run can be found
@@ -213,13 +214,30 @@ class Engine:
                     log.info("kept image %s: %s", found.id, err)
         return removed
 
+    def ensure_volume(self, name: str) -> None:
+        """The named volume `name` on the engine (a compiler cache that outlives the containers), made if missing."""
+        from docker.errors import APIError, NotFound
+
+        try:
+            self.client.volumes.get(name)
+        except NotFound:
+            try:
+                self.client.volumes.create(name=name, labels={"kpatch.cache": "compiler"})
+            except APIError as err:
+                raise BuildError(f"cannot create the compiler-cache volume {name}: {err.explanation or err}") from None
+
     @contextmanager
-    def container(self, image: Toolchain, env: dict[str, str], name: str) -> Iterator[Container]:
-        """A stopped container ready to receive files; removed on every way out, kill of kpatch aside."""
+    def container(self, image: Toolchain, env: dict[str, str], name: str,
+                  volumes: dict[str, str] | None = None) -> Iterator[Container]:
+        """A stopped container ready to receive files; removed on every way out, kill of kpatch aside.
+
+        `volumes` maps named volumes to where they are mounted (the compiler cache): a volume lives on the
+        engine, so this works on a remote engine too, unlike a bind mount of a host folder.
+        """
         created = self.client.containers.create(
             image.digest, command=["sh", "/kpatch/build-wheel.sh"], environment=env,
             labels={LABEL: "1", OWNER_LABEL: owner()}, name=name, user=str(BUILD_UID), network_disabled=False,
-            privileged=False)
+            privileged=False, volumes={v: {"bind": at, "mode": "rw"} for v, at in (volumes or {}).items()} or None)
         try:
             yield Container(created)
         finally:
@@ -342,9 +360,12 @@ def ca_files(env: dict[str, str]) -> tuple[list[tuple[str, bytes | None, int]], 
 class DockerBackend:
     """Builds in a fresh container of `image` per wheel: source in read-only, the wheel out, all by archive."""
 
-    def __init__(self, engine: Engine, image: Toolchain) -> None:
+    def __init__(self, engine: Engine, image: Toolchain, cache: CacheConfig = OFF) -> None:
         self.engine = engine
         self.image = image
+        self.cache = cache
+        if cache.volume:
+            engine.ensure_volume(cache.volume)
 
     @property
     def toolchain(self) -> Toolchain:
@@ -357,10 +378,11 @@ class DockerBackend:
         digest = hashlib.sha256(job.source_tar).hexdigest()[:12]
         container_name = f"kpatch-build-{job.name}-{digest}-{os.getpid()}"
         # pip in the container trusts what pip on the host trusts (PIP_CERT)
-        ca, env = ca_files(dict(job.env))
+        ca, env = ca_files({**job.env, **self.cache.env})
         files: list[tuple[str, bytes | None, int]] = [
             ("build-wheel.sh", job.script, 0o555), ("deps", None, 0o555), ("out", None, 0o755), *ca]
-        with self.engine.container(self.image, env, container_name) as box:
+        volumes = {self.cache.volume: MOUNT} if self.cache.volume else None
+        with self.engine.container(self.image, env, container_name, volumes) as box:
             box.put("/kpatch", files)
             box.put_tar("/kpatch", job.source_tar)  # root-owned: read-only for the build user
             if job.deps:

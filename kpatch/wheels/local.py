@@ -59,6 +59,7 @@ class LocalBackend:
             env = {**os.environ, **job.env, "HOME": str(root / "home"), "PYTHONUSERBASE": str(root / "userbase"),
                    "KPATCH_SRC": str(root / "src"), "KPATCH_DEPS": str(root / "deps"),
                    "KPATCH_OUT": str(root / "out"), "PIP_BREAK_SYSTEM_PACKAGES": "1"}
+            env.pop("KPATCH_SCCACHE", None)  # the host's sccache server (if any) is the user's: never stopped here
             proc = subprocess.Popen(["sh", str(root / "build-wheel.sh")], env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, errors="replace")
             assert proc.stdout is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,9 +14,9 @@ from kpatch.errors import BuildError
 from kpatch.gitx import Repository
 from kpatch.ui import UI, activity
 from kpatch.wheels import cache as wheel_cache
-from kpatch.wheels import resources, versions
+from kpatch.wheels import compiler_cache, resources, versions
 from kpatch.wheels.backend import Backend, BuildJob, Toolchain
-from kpatch.wheels.container import DockerBackend, Engine
+from kpatch.wheels.container import DockerBackend, Engine, host_ca_bundle
 from kpatch.wheels.local import LocalBackend
 from kpatch.wheels.metadata import Wheel, is_pure, require_exactly
 from kpatch.wheels.pins import Pin, pin_source
@@ -43,6 +44,7 @@ class SetMember:
     wheel: wheel_cache.CachedWheel
     key: str
     cached: bool  # reused from the cache: nothing was started for it
+    compiler_cache: compiler_cache.CacheStats | None = None  # what the compiler cache did in its build
 
 
 def make_backend(kind: str, ui: UI, root: Path, *, image: str | None, base_image: str | None) -> Backend:
@@ -52,8 +54,10 @@ def make_backend(kind: str, ui: UI, root: Path, *, image: str | None, base_image
     engine = Engine()
     if engine.remove_leftovers():
         ui.warn("removed build containers left by an interrupted run")
-    return DockerBackend(engine, engine.image(image) if image else
-                         _image(engine, ui, root, base_image or DEFAULT_BASE_IMAGE))
+    toolchain = engine.image(image) if image else _image(engine, ui, root, base_image or DEFAULT_BASE_IMAGE)
+    cache = compiler_cache.from_environment(os.environ)
+    ui.note(f"compiler cache: {'sccache, ' + cache.where if cache.enabled else 'off (KPATCH_SCCACHE=0)'}")
+    return DockerBackend(engine, toolchain, cache)
 
 
 def _image(engine: Engine, ui: UI, root: Path, base_image: str) -> Toolchain:
@@ -67,6 +71,10 @@ def _image(engine: Engine, ui: UI, root: Path, base_image: str) -> Toolchain:
         return engine.image(tag)
     with tempfile.TemporaryDirectory(prefix="kpatch-image-") as context, activity(ui, f"building image {tag}") as on:
         (Path(context) / "Dockerfile").write_bytes(dockerfile.data)
+        # The host's CA bundle, for a build stage that installs from the package index behind a TLS-intercepting
+        # proxy (kpatch's Dockerfile uses it in a stage of its own: it never reaches the build image).
+        ca = host_ca_bundle()
+        (Path(context) / "ca.pem").write_bytes(ca.read_bytes() if ca else b"")
         return engine.build_image(Path(context), tag, args, labels, on)
 
 
@@ -128,11 +136,15 @@ def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, r
         pins = tuple(Pin(d.package, str(d.version), append=True) for d in deps)
         if set_torch:
             pins += (Pin("torch", set_torch, append=False),)
-        try:
-            wheel = hit or _build_one(backend, ui, item, str(version), pins, deps, script.data, cache, key, set_torch)
-        except BuildError as err:
-            raise _with_torch_hint(err, [built[d] for d in upstream.requires], set_torch) from None
-        built[upstream.name] = SetMember(input=item, key=key, cached=hit is not None, wheel=wheel)
+        wheel, stats = hit, None
+        if wheel is None:
+            try:
+                wheel, stats = _build_one(backend, ui, item, str(version), pins, deps, script.data, cache, key,
+                                          set_torch)
+            except BuildError as err:
+                raise _with_torch_hint(err, [built[d] for d in upstream.requires], set_torch) from None
+        built[upstream.name] = SetMember(input=item, key=key, cached=hit is not None, wheel=wheel,
+                                         compiler_cache=stats)
     return list(built.values())
 
 
@@ -147,14 +159,21 @@ def _with_torch_hint(err: BuildError, deps: list[SetMember], set_torch: str | No
 
 def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: tuple[Pin, ...],
                deps: list[Wheel], script: bytes, cache: Path, key: str,
-               set_torch: str | None) -> wheel_cache.CachedWheel:
+               set_torch: str | None) -> tuple[wheel_cache.CachedWheel, compiler_cache.CacheStats | None]:
     upstream, build = item.upstream, item.upstream.build
     assert build is not None
-    source = pin_source(upstream.name, Repository(item.worktree).archive(item.commit, SRC), SRC, build.pin_files, pins)
-    env = {**dict(build.env), "KPATCH_VERSION": version, "KPATCH_BUILD_COMMAND": build.command}
+    tree = Repository(item.worktree)
+    source = pin_source(upstream.name, tree.archive(item.commit, SRC), SRC, build.pin_files, pins)
+    # SOURCE_DATE_EPOCH (the commit's time) makes the wheel's file dates those of the source, not of the build:
+    # the same commit builds to the same bytes, whether the compiler cache was warm or cold.
+    epoch = tree.out(["log", "-1", "--format=%ct", "--end-of-options", item.commit])
+    env = {"SOURCE_DATE_EPOCH": epoch, **dict(build.env), "KPATCH_VERSION": version,
+           "KPATCH_BUILD_COMMAND": build.command}
     job = BuildJob(name=upstream.name, env=env, source_tar=source, deps=tuple(d.path for d in deps), script=script)
     with activity(ui, f"building {upstream.name} {version}") as on:
         made = backend.build(job, on)
+    if made.compiler_cache is not None:
+        ui.note(f"{upstream.name}: {compiler_cache.describe(made.compiler_cache)} ({made.compiler_cache.location})")
     if set_torch and made.torch and not versions.satisfies(made.torch, set_torch):
         raise BuildError(f"{upstream.name}: built against torch {made.torch}, but kpatch.toml [set] torch is "
                          f"{set_torch}: its build installs torch from somewhere the pin files do not cover")
@@ -162,6 +181,6 @@ def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: t
     if made.torch and not is_pure(made.filename):  # compiled code is bound to the torch it was built against
         data = require_exactly(data, made.filename, versions.exact("torch", made.torch))
     try:
-        return wheel_cache.store(cache, upstream.name, key, made.filename, data, made.torch)
+        return wheel_cache.store(cache, upstream.name, key, made.filename, data, made.torch), made.compiler_cache
     except OSError as err:
         raise BuildError(f"cannot write the wheel cache {cache}: {err.strerror}") from None

@@ -10,6 +10,12 @@ import pytest
 BASE_IMAGE = os.environ.get("KPATCH_TEST_BASE_IMAGE", "kpatch-test-base:bookworm")
 
 
+@pytest.fixture(autouse=True)
+def _test_compiler_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests' builds share one compiler-cache volume of their own, never the user's (kpatch-sccache)."""
+    monkeypatch.setenv("KPATCH_SCCACHE_VOLUME", "kpatch-sccache-tests")
+
+
 @pytest.fixture(scope="session")
 def base_image() -> str:
     info = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True, text=True)

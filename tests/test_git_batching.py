@@ -1,0 +1,116 @@
+"""The cheaper git paths of issue 14 on real repositories: each gives what the slower path it replaced gave."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kpatch.examples import commit, init_repo
+from kpatch.gitx import Am, Mirror, Repository, commit_patch_ids, format_patches, read_mail, read_mails
+from kpatch.gitx.patches import _log_patch_ids
+
+ODD = "dir with space/naïve \"q\" *x?.txt"  # quoted by git in diffs, escaped in sparse patterns
+
+
+def lines(name: str, count: int = 20, changed: int | None = None) -> str:
+    return "".join(f"{name} {'changed ' if i == changed else ''}line {i}\n" for i in range(count))
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> tuple[Repository, str, str]:
+    """A history with plain commits, one touching a stack path and another path, one with an odd path, a merge."""
+    repo = tmp_path / "up"
+    init_repo(repo)
+    base = commit(repo, {"a.txt": lines("a"), "b.txt": lines("b"), "c.txt": lines("c"), ODD: lines("odd")}, "base", 0)
+    commit(repo, {"a.txt": lines("a", changed=3)}, "Fix a", 1)
+    commit(repo, {"b.txt": lines("b", changed=5), "c.txt": lines("c", changed=5)}, "Fix b and c", 2)
+    commit(repo, {ODD: lines("odd", changed=7)}, "Fix the odd one", 3)
+    subprocess.run(["git", "checkout", "-q", "-b", "side", "HEAD~1"], cwd=repo, check=True)
+    commit(repo, {"d.txt": "side\n"}, "Side work", 4)
+    subprocess.run(["git", "checkout", "-q", "main"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x.invalid", "merge", "-q", "--no-ff", "-m",
+                    "Merge side", "side"], cwd=repo, check=True)
+    return Repository(repo), base, Repository(repo).head()
+
+
+@pytest.mark.parametrize("walk_max", [0, 64])  # 0: every path set goes through the --raw listing
+def test_merged_detection_hashes_what_a_pathspec_limited_walk_hashes(upstream: tuple[Repository, str, str],
+                                                                     walk_max: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from kpatch.gitx import patches
+
+    monkeypatch.setattr(patches, "_PATHSPEC_WALK_MAX", walk_max)
+    repo, base, head = upstream
+    for paths in (["a.txt", "b.txt"], ["c.txt", ODD], [ODD], ["b.txt"], ["nothing.txt"]):
+        walked = _log_patch_ids(repo, ["--no-renames", "--reverse", "--end-of-options", f"{base}..{head}", "--",
+                                       *paths], verbatim=False)
+        subjects: dict[str, str] = {}
+        listed = commit_patch_ids(repo, base, head, paths, subjects=subjects)
+        assert listed == walked and list(listed) == list(walked)
+        assert set(subjects) == set(listed)
+    fix_b = next(sha for sha, s in repo.commit_subjects(base, head) if s == "Fix b and c")
+    only_b = commit_patch_ids(repo, base, head, ["b.txt"])
+    both = commit_patch_ids(repo, base, head, ["b.txt", "c.txt"])
+    assert only_b[fix_b] != both[fix_b]  # the diff is cut to the asked paths, as the pathspec did
+
+
+def test_refs_resolve_in_one_batch_with_tags_before_branches(upstream: tuple[Repository, str, str]) -> None:
+    repo, base, head = upstream
+    subprocess.run(["git", "tag", "side", base], cwd=repo.path, check=True)  # a tag named like the branch
+    found = repo.resolve_all(["side", "main", base, "nope", "main~1", "v\nx"])
+    assert found == {"side": base, "main": head, base: base, "nope": None,
+                     "main~1": subprocess.run(["git", "rev-parse", "main~1"], cwd=repo.path, text=True,
+                                              capture_output=True).stdout.strip(), "v\nx": None}
+    assert repo.resolve("0" * 40) is None
+
+
+def test_worktree_folders_and_head_are_read_from_gits_files(upstream: tuple[Repository, str, str],
+                                                           tmp_path: Path) -> None:
+    repo, base, _ = upstream
+    mirror_path = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo.path), str(mirror_path)], check=True)
+    mirror = Mirror(mirror_path, "up")
+    tree = tmp_path / "tree"
+    mirror.add_worktree(tree, base)
+    worktree = Repository(tree)
+    assert worktree.head() == base and worktree.common_dir == mirror_path.resolve()
+    assert worktree.git_dir == (mirror_path / "worktrees" / "tree").resolve()
+    assert mirror.owns(tree) and not mirror.owns(repo.path) and not mirror.owns(tmp_path / "nowhere")
+    subprocess.run(["git", "checkout", "-q", "-b", "topic"], cwd=tree, check=True)  # HEAD is a symbolic ref now
+    assert worktree.head() == base
+
+
+def test_many_mails_are_read_as_one_by_one(upstream: tuple[Repository, str, str]) -> None:
+    repo, base, _ = upstream
+    texts = format_patches(repo, base, "main~1")
+    batch = read_mails(repo, texts)
+    assert batch == [read_mail(repo, text) for text in texts] and len(batch) == 3
+    assert [r.message.splitlines()[0] for r in batch] == ["Fix a", "Fix b and c", "Fix the odd one"]
+    split = texts[1].replace(b"\n\n", b"\n\nFrom 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n",
+                             1)
+    mixed = read_mails(repo, [texts[0], split])
+    assert [m.mails for m in mixed] == [1, 2]  # the text that is two mails is told apart
+
+
+def test_a_sparse_scratch_holds_only_the_stacks_files_and_am_works_in_it(upstream: tuple[Repository, str, str],
+                                                                         tmp_path: Path) -> None:
+    repo, base, _ = upstream
+    mirror_path = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo.path), str(mirror_path)], check=True)
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    for n, text in enumerate(format_patches(repo, base, "main~1"), 1):
+        (patches / f"{n:04d}.patch").write_bytes(text)
+    scratch = tmp_path / "scratch"
+    Mirror(mirror_path, "up").add_scratch(scratch, base, ["a.txt", "b.txt", "c.txt", ODD])
+    on_disk = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*") if p.is_file() and ".git" not in p.parts)
+    assert on_disk == sorted(["a.txt", "b.txt", "c.txt", ODD])
+    tree = Repository(scratch)
+    assert tree.dirty() == []
+    assert list(tree.git_dir.glob("sharedindex.*"))  # a split index
+    run = Am(tree).start(sorted(patches.iterdir()), lambda done: None)
+    assert not run.stopped and len(run.methods) == 3 and tree.dirty() == []
+    assert tree.out(["diff", "--stat", "main~1", "HEAD"]) == ""  # the same trees as upstream's commits
+    assert not (scratch / "d.txt").exists()
