@@ -18,7 +18,8 @@ FOREIGN = {
     "--full-index": "git format-patch", "--stat": "git format-patch", "--no-deps": "pip", "--no-index": "pip",
     "--privileged": "docker", "-v": "pytest", "-": "(a dash in prose)", "--": "git (the end of options)",
     "--end-of-options": "git", "--keep-cr": "git am", "---": "(a commit message line)",
-    "--tree": "scripts/hostile_vectors.py",
+    "--tree": "scripts/hostile_vectors.py", "--kpatch": "scripts/bench_*.py", "-MD": "the C++ compiler",
+    "--version": "kpatch itself (no command)",
 }
 
 
