@@ -1,0 +1,43 @@
+"""Edits to kpatch.toml that keep the person's comments, order and layout (tomlkit)."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
+    """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped).
+
+    Edited with tomlkit, so comments, key order, quoting and layout stay as the person wrote them.
+    """
+    import tomlkit
+
+    text = path.read_bytes().decode("utf-8")  # not read_text: its newline translation would drop CRs
+    document = tomlkit.parse(text)
+    untouched = tomlkit.dumps(document)
+    for table in document.get("upstream", []):
+        name = table.get("name")
+        if name in bases:
+            table["base"] = bases[name]
+            if "base-commit" in table:
+                del table["base-commit"]
+    edited = tomlkit.dumps(document)
+    kept = _keep_lines(text, untouched, edited)
+    return (kept if tomllib.loads(kept) == tomllib.loads(edited) else edited).encode("utf-8")
+
+
+def _keep_lines(text: str, untouched: str, edited: str) -> str:
+    """The lines tomlkit changed for the edit, applied to the person's text: a line tomlkit only renders its own
+    way (`[[ upstream ]]` as `[[upstream]]`) stays as written."""
+    import difflib
+
+    original, before, after = (t.splitlines(keepends=True) for t in (text, untouched, edited))
+    if len(original) != len(before):
+        return edited
+    lines: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes():
+        lines += original[i1:i2] if tag == "equal" else after[j1:j2]
+    return "".join(lines)
+

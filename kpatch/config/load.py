@@ -1,0 +1,143 @@
+"""Reading kpatch.toml: found from the working folder, validated at load, upstreams in dependency order."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kpatch.config.model import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream
+from kpatch.config.tables import build_table, cuda_only, github_table, key_line, set_torch, test_table
+from kpatch.errors import ConfigError, UsageError
+from kpatch.gitx.mirror import url_problem
+
+_HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
+_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test"}
+_REQUIRED = ("name", "url", "branch", "base", "patches")
+
+
+def find_config(start: Path) -> Path:
+    """The nearest kpatch.toml at or above `start`."""
+    for folder in (start, *start.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it: run kpatch in a project, give "
+                      "--config FILE, or see one with 'kpatch demo --keep'")
+
+
+def load(path: Path) -> Stack:
+    """Read and validate a stack file; every error names the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: {err}") from None
+    lines = text.splitlines()
+    headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
+    for key in data:
+        if key not in ("version", "upstream", "github", "set", "verify"):
+            raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
+    if data.get("version") != CONFIG_VERSION:
+        raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
+    tables = data.get("upstream")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{path}: no [[upstream]] tables")
+    upstreams = []
+    for index, table in enumerate(tables):
+        start = headers[index] if index < len(headers) else 1
+        end = headers[index + 1] if index + 1 < len(headers) else len(lines) + 1
+        upstreams.append(_upstream(path, lines, start, end, table))
+    names = [u.name for u in upstreams]
+    for upstream in upstreams:
+        if names.count(upstream.name) > 1:
+            raise ConfigError(f"{path}:{upstream.line}: upstream {upstream.name!r} is defined twice")
+        for dep in upstream.requires:
+            if dep not in names:
+                line = key_line(lines, upstream.line, len(lines) + 1, "requires")
+                raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
+    return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
+                 github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
+                 cuda_only=cuda_only(path, lines, data.get("verify")))
+
+
+def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:
+    where = f"{path}:{start}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [[upstream]] must be a table")
+    for key in table:
+        if key not in _UPSTREAM_KEYS:
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [[upstream]]")
+    for key in _REQUIRED:
+        if key not in table:
+            raise ConfigError(f"{where}: [[upstream]] is missing {key!r}")
+        if not isinstance(table[key], str) or not table[key].strip():
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: {key!r} must be a non-empty string")
+    name = table["name"]
+    if not NAME_RE.match(name):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'name')}: bad upstream name {name!r}")
+    requires = table.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'requires')}: 'requires' must be a list of names")
+    base_commit = table.get("base-commit")
+    if base_commit is not None and (not isinstance(base_commit, str) or not SHA_RE.match(base_commit)):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'base-commit')}: 'base-commit' must be a 40-hex SHA")
+    problem = url_problem(table["url"])
+    if problem:
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'url')}: {problem}")
+    patches = (path.parent / table["patches"]).resolve()
+    if not patches.is_relative_to(path.parent.resolve()):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'patches')}: 'patches' must stay inside {path.parent}")
+    return Upstream(
+        name=name, url=table["url"], branch=table["branch"], base=table["base"], base_commit=base_commit,
+        patches=patches, requires=tuple(requires), line=start, build=build_table(path, lines, start, end, table),
+        test=test_table(path, lines, start, end, table),
+    )
+
+
+def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:
+    """Topological order by `requires`; ties keep file order. A cycle is reported with its members."""
+    done: list[Upstream] = []
+    pending = list(upstreams)
+    while pending:
+        ready = [u for u in pending if all(dep in {d.name for d in done} for dep in u.requires)]
+        if not ready:
+            cycle = " -> ".join(u.name for u in pending)
+            raise ConfigError(f"{path}:{pending[0].line}: cycle in 'requires' among: {cycle}")
+        done.append(ready[0])
+        pending.remove(ready[0])
+    return tuple(done)
+
+
+def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapping[str, str]) -> Stack:
+    """Point upstreams at other URLs: `--url NAME=URL` first, then env KPATCH_URL_<NAME>."""
+    for name in overrides:
+        stack.get(name)  # unknown names are a usage error
+    upstreams = []
+    for upstream in stack.upstreams:
+        url = overrides.get(upstream.name) or environ.get(upstream.env_var)
+        if url:
+            problem = url_problem(url)
+            if problem:
+                source = "--url" if upstream.name in overrides else upstream.env_var
+                raise UsageError(f"{source} {upstream.name}: {problem}")
+        upstreams.append(replace(upstream, url=url, url_overridden=True) if url else upstream)
+    return replace(stack, upstreams=tuple(upstreams))
+
+
+def parse_assignments(values: tuple[str, ...], option: str) -> dict[str, str]:
+    """`NAME=VALUE` pairs from a repeatable option."""
+    result: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise UsageError(f"{option} takes NAME=VALUE, got {value!r}")
+        result[name] = rest
+    return result
+

@@ -1,0 +1,123 @@
+"""What kpatch.toml says, as frozen dataclasses: the upstreams in dependency order and the optional tables."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpatch.errors import UsageError
+from kpatch.github.names import Repository
+from kpatch.gitx.mirror import url_variable
+from kpatch.redact import redact_url
+
+CONFIG_NAME = "kpatch.toml"
+CONFIG_VERSION = 1
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+DEVICE_KINDS = ("xpu",)  # what a test suite can say it needs ([upstream.test] devices)
+DEFAULT_TEST_TIMEOUT = 1800.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Build:
+    """How the upstream's wheel is built inside the build container ([upstream.build])."""
+
+    command: str  # run in the source copy; the wheel must land in $KPATCH_OUT
+    env: tuple[tuple[str, str], ...] = ()
+    pin_files: tuple[str, ...] = ()  # requirement files whose pins on required upstreams' wheels are rewritten
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestSuite:
+    """How the upstream's tests run in the build image against the locked pair ([upstream.test])."""
+
+    command: str  # run in a copy of `paths` of the patched tree; must write JUnit XML to `junit`
+    junit: str = "junit.xml"  # relative to the test folder; $KPATCH_JUNIT holds its absolute path
+    paths: tuple[str, ...] = ("tests",)  # never the package source: it would shadow the installed wheel
+    requires: tuple[str, ...] = ()  # pip arguments installed with the locked wheels: "pytest==9.0.3", "-r FILE"
+    devices: tuple[str, ...] = ()  # device kinds the suite cannot run without ("xpu")
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float = DEFAULT_TEST_TIMEOUT  # seconds for one run of the suite
+    line: int = 0  # line of the [upstream.test] header in kpatch.toml
+
+
+@dataclass(frozen=True, kw_only=True)
+class Upstream:
+    """One upstream repository and the patch stack kept for it."""
+
+    name: str
+    url: str
+    branch: str
+    base: str  # a full commit SHA or a tag
+    base_commit: str | None  # the SHA a tag base was recorded to resolve to
+    patches: Path  # absolute folder holding `series` and the patch files
+    requires: tuple[str, ...]
+    line: int  # line of its [[upstream]] header in kpatch.toml
+    build: Build | None = None
+    url_overridden: bool = False
+    test: TestSuite | None = None
+
+    @property
+    def base_is_sha(self) -> bool:
+        return SHA_RE.match(self.base) is not None
+
+    @property
+    def display_url(self) -> str:
+        """The URL as kpatch shows and writes it: without credentials."""
+        return redact_url(self.url)
+
+    @property
+    def env_var(self) -> str:
+        return url_variable(self.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaOnly:
+    """A `[verify] cuda-only` entry: an op (fnmatch pattern) or a calling module the XPU path never needs."""
+
+    op: str | None  # "name", "namespace.name", or a pattern such as "cutlass_*"
+    module: str | None  # a dotted module; its submodules too
+    why: str
+    line: int
+
+    def matches(self, namespace: str, op: str, module: str) -> bool:
+        if self.module is not None:
+            return module == self.module or module.startswith(self.module + ".")
+        assert self.op is not None
+        return fnmatch.fnmatchcase(op, self.op) or fnmatch.fnmatchcase(f"{namespace}.{op}", self.op)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stack:
+    """The whole stack file: upstreams in dependency order (each after everything it requires)."""
+
+    root: Path
+    path: Path
+    upstreams: tuple[Upstream, ...]
+    github: Repository | None = None  # [github] repository: where kpatch nightly opens its PR and issue
+    torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
+    cuda_only: tuple[CudaOnly, ...] = ()  # [verify] cuda-only
+
+    def get(self, name: str) -> Upstream:
+        for upstream in self.upstreams:
+            if upstream.name == name:
+                return upstream
+        known = ", ".join(u.name for u in self.upstreams)
+        raise UsageError(f"unknown upstream {name!r} (known: {known})")
+
+    def closure(self, name: str) -> set[str]:
+        """Names of every upstream `name` requires, directly or not."""
+        seen: set[str] = set()
+        todo = list(self.get(name).requires)
+        while todo:
+            dep = todo.pop()
+            if dep not in seen:
+                seen.add(dep)
+                todo.extend(self.get(dep).requires)
+        return seen
+
+    def dependents(self, name: str) -> set[str]:
+        """Names of every upstream that requires `name`, directly or not."""
+        return {u.name for u in self.upstreams if name in self.closure(u.name)}

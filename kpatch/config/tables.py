@@ -1,0 +1,183 @@
+"""The optional tables of kpatch.toml ([upstream.build], [upstream.test], [github], [set], [verify]), checked,
+and where a key sits (every error names its line)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from kpatch.config.model import DEFAULT_TEST_TIMEOUT, DEVICE_KINDS, Build, CudaOnly, TestSuite
+from kpatch.errors import ConfigError
+from kpatch.github.names import Repository, parse_repository
+
+_BUILD_KEYS = {"command", "env", "pin-files"}
+_TEST_KEYS = {"command", "junit", "paths", "requires", "devices", "env", "timeout"}
+
+
+def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> Build | None:
+    build = table.get("build")
+    if build is None:
+        return None
+    line = next((n for n in range(start, min(end, len(lines) + 1)) if "build" in lines[n - 1]), start)
+    where = f"{path}:{line}"
+    if not isinstance(build, dict):
+        raise ConfigError(f"{where}: 'build' must be a table")
+    for key in build:
+        if key not in _BUILD_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} in [upstream.build]")
+    if not isinstance(build.get("command"), str) or not build["command"].strip():
+        raise ConfigError(f"{where}: [upstream.build] needs a non-empty 'command'")
+    env = build.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise ConfigError(f"{where}: [upstream.build] 'env' must be a table of strings")
+    pins = build.get("pin-files", [])
+    if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
+        raise ConfigError(f"{where}: [upstream.build] 'pin-files' must be a list of paths")
+    return Build(command=build["command"], env=tuple(sorted(env.items())), pin_files=tuple(pins))
+
+
+def github_table(path: Path, lines: list[str], table: Any) -> Repository | None:
+    """The optional [github] table: `repository = "owner/name"`, by GitHub's name rules."""
+    if table is None:
+        return None
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[github]"), 1)
+    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'github')}: 'github' must be a table")
+    for key in table:
+        if key != "repository":
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [github]")
+    value = table.get("repository")
+    repository = parse_repository(value) if isinstance(value, str) else None
+    if repository is None:
+        line = key_line(lines, start, end, "repository")
+        raise ConfigError(f"{path}:{line}: [github] 'repository' must be owner/name (GitHub's name rules), "
+                          f"not {value!r}")
+    return repository
+
+
+def set_torch(path: Path, lines: list[str], table: Any) -> str | None:
+    """[set] torch = "2.14.0": one exact PEP 440 version (a local label such as +xpu allowed)."""
+    if table is None:
+        return None
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "").startswith("[set]")), 1)
+    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{start}: 'set' must be a table")
+    for key in table:
+        if key != "torch":
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [set]")
+    value = table.get("torch")
+    if value is None:
+        return None
+    line = key_line(lines, start, end, "torch")
+    from packaging.version import InvalidVersion, Version  # only a [set] table needs it
+
+    try:
+        if isinstance(value, str) and value.strip() == value:
+            return str(Version(value))
+    except InvalidVersion:
+        pass
+    raise ConfigError(f"{path}:{line}: [set] torch must be one exact version such as \"2.14.0\" or "
+                      f"\"2.14.0+xpu\", got {value!r}")
+
+
+def test_table(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> TestSuite | None:
+    suite = table.get("test")
+    if suite is None:
+        return None
+    header = re.compile(r"^\s*\[\s*upstream\s*\.\s*test\s*\]")
+    line = next((n for n in range(start, min(end, len(lines) + 1)) if header.match(lines[n - 1])), start)
+    if not isinstance(suite, dict):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'test')}: 'test' must be a table")
+
+    def fail(key: str, message: str) -> ConfigError:
+        return ConfigError(f"{path}:{key_line(lines, line, end, key)}: [upstream.test] {message}")
+
+    for key in suite:
+        if key not in _TEST_KEYS:
+            raise fail(key, f"has unknown key {key!r}")
+    if not isinstance(suite.get("command"), str) or not suite["command"].strip():
+        raise fail("command", "needs a non-empty 'command'")
+    junit = suite.get("junit", "junit.xml")
+    if not isinstance(junit, str) or not relative(junit):
+        raise fail("junit", "'junit' must be a relative path inside the test folder")
+    lists: dict[str, tuple[str, ...]] = {}
+    for key, default in (("paths", ["tests"]), ("requires", []), ("devices", [])):
+        value = suite.get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise fail(key, f"'{key}' must be a list of non-empty strings")
+        lists[key] = tuple(value)
+    if not lists["paths"] or not all(relative(p) for p in lists["paths"]):
+        raise fail("paths", "'paths' must list relative paths inside the upstream's tree")
+    for device in lists["devices"]:
+        if device not in DEVICE_KINDS:
+            raise fail("devices", f"unknown device kind {device!r} (known: {', '.join(DEVICE_KINDS)})")
+    env = suite.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise fail("env", "'env' must be a table of strings")
+    timeout = suite.get("timeout", DEFAULT_TEST_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise fail("timeout", "'timeout' must be a positive number of seconds")
+    return TestSuite(command=suite["command"], junit=junit, paths=lists["paths"], requires=lists["requires"],
+                     devices=lists["devices"], env=tuple(sorted(env.items())), timeout=float(timeout), line=line)
+
+
+def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]:
+    """`[verify] cuda-only = [{ op = "...", why = "..." } | { module = "...", why = "..." }]`, checked."""
+    if verify is None:
+        return ()
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[verify]"), 1)
+    if not isinstance(verify, dict):
+        raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'verify')}: 'verify' must be a table")
+    for key in verify:
+        if key != "cuda-only":
+            raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]")
+    entries = verify.get("cuda-only", [])
+    where = f"{path}:{key_line(lines, start, len(lines) + 1, 'cuda-only')}"
+    if not isinstance(entries, list):
+        raise ConfigError(f"{where}: 'cuda-only' must be a list of {{ op = \"...\", why = \"...\" }} tables")
+    out: list[CudaOnly] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: every 'cuda-only' entry must be a {{ op = \"...\", why = \"...\" }} table")
+        named = entry.get("op", entry.get("module"))
+        line = value_line(lines, start, named) if isinstance(named, str) else start
+        for key in entry:
+            if key not in ("op", "module", "why"):
+                raise ConfigError(f"{path}:{line}: unknown key {key!r} in a 'cuda-only' entry")
+        if ("op" in entry) == ("module" in entry):
+            raise ConfigError(f"{path}:{line}: a 'cuda-only' entry names exactly one of 'op' or 'module'")
+        for key in ("op", "module", "why"):
+            if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
+                raise ConfigError(f"{path}:{line}: 'cuda-only' {key!r} must be a non-empty string")
+        if "why" not in entry:
+            raise ConfigError(f"{path}:{line}: 'cuda-only' entry {named!r} needs a 'why'")
+        item = CudaOnly(op=entry.get("op"), module=entry.get("module"), why=entry["why"], line=line)
+        if any((o.op, o.module) == (item.op, item.module) for o in out):
+            raise ConfigError(f"{path}:{line}: 'cuda-only' lists {named!r} twice")
+        out.append(item)
+    return tuple(out)
+
+
+def relative(value: str) -> bool:
+    """A path that stays inside the folder it is relative to."""
+    parts = Path(value).parts
+    return bool(parts) and not Path(value).is_absolute() and ".." not in parts
+
+
+def key_line(lines: list[str], start: int, end: int, key: str) -> int:
+    """Line number of `key = ...` between two lines, or `start` when not found."""
+    pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')
+    for number in range(start, min(end, len(lines) + 1)):
+        if pattern.match(lines[number - 1]):
+            return number
+    return start
+
+
+def value_line(lines: list[str], start: int, value: str) -> int:
+    """The first line at or after `start` holding the TOML string `value`, or `start`."""
+    quoted = (f'"{value}"', f"'{value}'")
+    return next((n for n in range(start, len(lines) + 1) if any(q in lines[n - 1] for q in quoted)), start)
+
