@@ -15,7 +15,7 @@ import click
 
 from kpatch import __version__
 from kpatch.errors import STORAGE_ERRNOS, ExitCode, KpatchError, StorageError, UsageError
-from kpatch.ui import UI, columns, escape, setup_logging
+from kpatch.ui import UI, columns, setup_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -239,133 +239,6 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
     return int(ExitCode.CONFLICT) if result.conflict else 0
 
 
-@main.command("build-wheels")
-@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
-              help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
-@click.option("--image", metavar="REF", help="Build in this existing image instead of building the Dockerfile.")
-@click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
-              help="BASE_IMAGE for the Dockerfile (default: $KPATCH_BASE_IMAGE, else Intel oneAPI's).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
-@kpatch_command
-def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str | None, out: Path | None) -> int:
-    """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
-    from kpatch.commands import build_wheels as cmd
-
-    if image and base_image or backend == "local" and (image or base_image):
-        raise UsageError("--image and --base-image go alone, and only with --backend docker")
-    ws = ctx.workspace()
-    with ws.writer("build-wheels", ctx.ui):
-        result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
-                                  out=out.resolve() if out else ws.stack.root / "dist")
-    if ctx.ui.json_mode:
-        ctx.ui.json(result)
-        return 0
-    from kpatch.wheels.compiler_cache import describe
-
-    for wheel in result.wheels:
-        cache = f"; {describe(wheel.compiler_cache)}" if wheel.compiler_cache else ""
-        ctx.ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
-                    f"  (torch {wheel.torch or 'none'}{cache})")
-    ctx.ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
-                f"{result.containers} build container(s) started)")
-    return 0
-
-
-@main.command("verify")
-@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
-              help="The lock to check (default: dist/pylock.toml next to kpatch.toml).")
-@click.option("--installed", is_flag=True, help="Also check this environment: versions, RECORD hashes, where it came "
-              "from, the stack's patches, and the live dispatcher (in a child Python).")
-@kpatch_command
-def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
-    """Check the built pair against its lock and the op contract between the two patched worktrees."""
-    from kpatch.commands import verify as cmd
-    from kpatch.printers import print_verify
-    from kpatch.ui import to_jsonable
-
-    result = cmd.verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
-                        installed=installed)
-    if ctx.ui.json_mode:
-        ctx.ui.json({"ok": result.ok, **to_jsonable(result)})
-    else:
-        print_verify(ctx.ui, result)
-    return 0 if result.ok else int(ExitCode.CONFLICT)
-
-
-@main.command("test")
-@click.option("--upstream", "names", multiple=True, metavar="NAME", help="Only NAME's tests (default: every suite).")
-@click.option("--device", "devices", multiple=True, metavar="PATH",
-              help="Pass this device (HOST[:CONTAINER]) instead of /dev/dri; repeatable.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
-              help="Stop a suite after S seconds (default: its [upstream.test] timeout).")
-@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
-              help="The pair's lock (default: dist/pylock.toml next to kpatch.toml).")
-@click.option("--reports", type=click.Path(file_okay=False),
-              help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
-@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
-              help="docker: in the build image; local: on this host, in a private user site of its python3.")
-@kpatch_command
-def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
-          lock_path: str | None, reports: str | None, backend: str) -> int:
-    """Run each upstream's tests in the build image, with the locked pair installed from its lock."""
-    from kpatch.commands import test as cmd
-    from kpatch.printers import print_test
-
-    result = cmd.test(ctx.workspace(), ctx.ui, names=names, devices=devices, timeout=timeout,
-                      lock=Path(lock_path).resolve() if lock_path else None,
-                      reports=Path(reports).resolve() if reports else None, backend=backend)
-    if ctx.ui.json_mode:
-        ctx.ui.json(result)
-    else:
-        print_test(ctx.ui, result)
-    for suite in result.suites:
-        if suite.message:  # under --json the messages are also in the result
-            ctx.ui.error(f"{suite.upstream}: {suite.message}", int(result.exit_code), final=False)
-    return int(result.exit_code)
-
-
-@main.command("nightly")
-@click.option("--dry-run", is_flag=True, help="Run every stage, but push, open, comment on or close nothing on GitHub "
-              "(say what would be).")
-@click.option("--report", "report_dir", type=click.Path(path_type=Path),
-              help="Where report.md and report.json go (default: reports/nightly/ next to kpatch.toml).")
-@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
-              help="Where the pair is built (as build-wheels).")
-@click.option("--image", metavar="REF", help="Build in this existing image (as build-wheels).")
-@click.option("--base-image", metavar="REF", help="BASE_IMAGE for the Dockerfile (as build-wheels).")
-@click.option("--device", "devices", multiple=True, metavar="PATH", help="Pass this device to the tests (as test).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
-              help="Stop a test suite after S seconds (as test).")
-@kpatch_command
-def nightly_(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
-             base_image: str | None, devices: tuple[str, ...], timeout: float | None) -> int:
-    """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
-    from kpatch.commands import nightly as cmd
-    from kpatch.nightly.run import Options
-    from kpatch.nightly.stages import Settings
-    from kpatch.printers import print_nightly, print_nightly_stage
-    from kpatch.ui import to_jsonable
-
-    if image and base_image or backend == "local" and (image or base_image):
-        raise UsageError("--image and --base-image go alone, and only with --backend docker")
-    ws = ctx.workspace()
-    folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
-    settings = Settings(backend=backend, image=image, base_image=base_image, devices=devices, timeout=timeout)
-    night = cmd.nightly(ws, ctx.ui, Options(report_dir=folder, dry_run=dry_run, settings=settings),
-                        lambda stage, result: None if ctx.ui.json_mode else
-                        print_nightly_stage(ctx.ui, ws.scratch_dir, stage, result))
-    report = night.report
-    if ctx.ui.json_mode:
-        ctx.ui.json({"ok": report.ok, **to_jsonable(report)})
-    else:
-        print_nightly(ctx.ui, night)
-    if report.failure is not None:
-        ctx.ui.error(f"nightly failed at {report.failure.stage.value}: {report.failure.message}", report.exit_code,
-                     final=False)
-    return report.exit_code
-
-
 @main.command("export")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")
@@ -408,4 +281,4 @@ def status_(ctx: Context) -> int:
     return 0
 
 
-from kpatch import cli_start  # noqa: E402,F401  (registers demo and doctor on main)
+from kpatch import cli_pair, cli_start  # noqa: E402,F401  (register the pair's and a newcomer's commands on main)

@@ -162,9 +162,12 @@ def print_test(ui: UI, result: TestRun) -> None:
 
 
 def print_build(ui: UI, result: BuildResult) -> None:
+    from kpatch.wheels.compiler_cache import describe
+
     for wheel in result.wheels:
+        cache = f"; {describe(wheel.compiler_cache)}" if wheel.compiler_cache else ""
         ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
-                f"  (torch {wheel.torch or 'none'})")
+                f"  (torch {wheel.torch or 'none'}{cache})")
     ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
             f"{result.containers} build container(s) started)")
 
