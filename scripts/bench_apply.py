@@ -28,7 +28,7 @@ from benchlib import (  # noqa: E402
     spread,
     timed,
     upstream_summary,
-    write_project,  # noqa: E402
+    write_project,
 )
 
 

@@ -39,7 +39,7 @@ from benchlib import (  # noqa: E402
     spread,
     timed,
     upstream_summary,
-    write_project,  # noqa: E402
+    write_project,
 )
 
 IMPORTS = ("kpatch.cli", "kpatch.commands.apply", "kpatch.printers", "click", "rich.console", "git", "packaging",

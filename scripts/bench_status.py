@@ -26,7 +26,7 @@ from benchlib import (  # noqa: E402
     spread,
     timed,
     upstream_summary,
-    write_project,  # noqa: E402
+    write_project,
 )
 
 FORMAT = ("--zero-commit --no-signature -N --full-index --no-thread --no-attach --no-cover-letter --no-notes "

@@ -19,10 +19,9 @@ import time
 from io import BytesIO
 from pathlib import Path
 
-from kpatch.errors import BuildError
+from kpatch.config import TestSuite, Upstream
 from kpatch.testing import env as testenv
-from kpatch.testing.run import LiveLog, SuiteResult, TestRun, _not_run, _Suite, find_devices
-from kpatch.testing.run import selected as selected_suites
+from kpatch.testing.run import LiveLog, SuiteResult, TestRun, _Suite, checked, each_suite
 from kpatch.ui import UI, activity
 from kpatch.wheels.container import TimedRun
 from kpatch.workspace import Workspace
@@ -40,25 +39,14 @@ exec sh -c "$KPATCH_TEST_COMMAND"
 def run_local(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
               lock: Path, reports: Path) -> TestRun:
     """Check the suites, the lock and its wheels first; then each suite on this host, in dependency order."""
-    suites = selected_suites(ws.stack, names)
-    pair = testenv.read_pair(lock)
-    for upstream, _ in suites:
-        pair.wheel(upstream.name)
-    found = find_devices(devices, Path(os.environ.get("KPATCH_DRI_DIR", "/dev/dri")))
-    try:
-        reports.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise BuildError(f"cannot write the reports to {reports}: {err.strerror}") from None
-    results = []
-    for upstream, suite in suites:
-        if suite.devices and not found.paths:
-            message = f"no XPU here ({found.none_because}): not run; give --device PATH where there is one"
-            ui.warn(f"{upstream.name}: {message}")
-            results.append(_not_run(upstream.name, pair.commit(upstream.name), message))
-            continue
+    suites, pair, found = checked(ws, names, devices, lock)
+
+    def one(upstream: Upstream, suite: TestSuite) -> SuiteResult:
         runner = _HostSuite(ws, ui, pair, upstream, suite, reports)
-        results.append(runner.run_here(found.paths, timeout if timeout is not None else suite.timeout))
-    return TestRun(lock=lock, reports=reports, devices=found.paths, removed_leftovers=0, suites=tuple(results))
+        return runner.run_here(found.paths, timeout if timeout is not None else suite.timeout)
+
+    results = each_suite(ui, pair, suites, reports, found, one)
+    return TestRun(lock=lock, reports=reports, devices=found.paths, removed_leftovers=0, suites=results)
 
 
 class _HostSuite(_Suite):

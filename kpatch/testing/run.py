@@ -96,30 +96,47 @@ class Devices:
 def run(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
         lock: Path, reports: Path) -> TestRun:
     """Check everything first (suites, lock, wheel hashes, devices), then run each suite in dependency order."""
-    suites = selected(ws.stack, names)
-    pair = testenv.read_pair(lock)
-    for upstream, _ in suites:
-        pair.wheel(upstream.name)
-    found = find_devices(devices, Path(os.environ.get(DRI_ENV, "/dev/dri")))
+    suites, pair, found = checked(ws, names, devices, lock)
     engine = Engine()
     removed = engine.remove_orphans()
     if removed:
         ui.warn(f"removed {removed} test container(s) left by an interrupted run")
     image = _build_image(engine, pair)
+
+    def one(upstream: Upstream, suite: TestSuite) -> SuiteResult:
+        runner = _Suite(ws, ui, pair, upstream, suite, reports)
+        return runner.run(engine, image, found, timeout if timeout is not None else suite.timeout)
+
+    results = each_suite(ui, pair, suites, reports, found, one)
+    return TestRun(lock=lock, reports=reports, devices=found.paths, removed_leftovers=removed, suites=results)
+
+
+def checked(ws: Workspace, names: tuple[str, ...], devices: tuple[str, ...],
+            lock: Path) -> tuple[list[tuple[Upstream, TestSuite]], testenv.LockedPair, Devices]:
+    """What is checked before anything runs: the suites, the lock and its wheels, the devices."""
+    suites = selected(ws.stack, names)
+    pair = testenv.read_pair(lock)
+    for upstream, _ in suites:
+        pair.wheel(upstream.name)
+    return suites, pair, find_devices(devices, Path(os.environ.get(DRI_ENV, "/dev/dri")))
+
+
+def each_suite(ui: UI, pair: testenv.LockedPair, suites: list[tuple[Upstream, TestSuite]], reports: Path,
+               found: Devices, one: Callable[[Upstream, TestSuite], SuiteResult]) -> tuple[SuiteResult, ...]:
+    """Run each suite with `one`, in order; a suite that needs a device this run has none of is not run."""
     try:
         reports.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise BuildError(f"cannot write the reports to {reports}: {err.strerror}") from None
     results = []
     for upstream, suite in suites:
-        if suite.devices and not found.specs:
+        if suite.devices and not found.paths:
             message = f"no XPU here ({found.none_because}): not run; give --device PATH where there is one"
             ui.warn(f"{upstream.name}: {message}")
             results.append(_not_run(upstream.name, pair.commit(upstream.name), message))
-            continue
-        runner = _Suite(ws, ui, pair, upstream, suite, reports)
-        results.append(runner.run(engine, image, found, timeout if timeout is not None else suite.timeout))
-    return TestRun(lock=lock, reports=reports, devices=found.paths, removed_leftovers=removed, suites=tuple(results))
+        else:
+            results.append(one(upstream, suite))
+    return tuple(results)
 
 
 def selected(stack: Stack, names: tuple[str, ...]) -> list[tuple[Upstream, TestSuite]]:

@@ -192,13 +192,8 @@ class Engine:
                 devices=list(devices) or None, group_add=list(groups) or None)
         except APIError as err:  # e.g. a --device the engine's host does not have
             raise BuildError(f"cannot create container {name}: {err.explanation or err}") from None
-        try:
-            yield Container(created)
-        finally:
-            try:
-                created.remove(force=True)
-            except Exception as err:  # the engine went away: nothing else to do
-                log.warning("could not remove container %s: %r", name, err)
+        with _removed_after(created, name) as container:
+            yield container
 
     def remove_images(self, labels: dict[str, str], keep: str) -> int:
         """Remove images carrying all `labels` except `keep` (an image ID); images in use stay. Return how many."""
@@ -238,13 +233,20 @@ class Engine:
             image.digest, command=["sh", "/kpatch/build-wheel.sh"], environment=env,
             labels={LABEL: "1", OWNER_LABEL: owner()}, name=name, user=str(BUILD_UID), network_disabled=False,
             privileged=False, volumes={v: {"bind": at, "mode": "rw"} for v, at in (volumes or {}).items()} or None)
+        with _removed_after(created, name) as container:
+            yield container
+
+
+@contextmanager
+def _removed_after(created: Any, name: str) -> Iterator[Container]:
+    """A created container, removed on every way out (a kill of kpatch aside: `remove_orphans` finds those)."""
+    try:
+        yield Container(created)
+    finally:
         try:
-            yield Container(created)
-        finally:
-            try:
-                created.remove(force=True)
-            except Exception as err:  # the engine went away: nothing else to do
-                log.warning("could not remove container %s: %r", name, err)
+            created.remove(force=True)
+        except Exception as err:  # the engine went away: nothing else to do
+            log.warning("could not remove container %s: %r", name, err)
 
 
 class Container:
