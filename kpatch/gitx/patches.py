@@ -181,6 +181,8 @@ def read_mails(repo: Repository, texts: Sequence[bytes]) -> list[MailReading]:
         return []
     with tempfile.TemporaryDirectory(prefix="kpatch-mail-") as folder:
         where = Path(folder)
+        if not all(data.strip() for data in texts):  # an empty commit's text: mailsplit would fail on it alone
+            return [_read_split(where, data) for data in texts]
         (where / "mbox").write_bytes(b"".join(texts))
         (where / "split").mkdir()
         count = int(run(["mailsplit", "--keep-cr", f"-o{where / 'split'}", "--", str(where / "mbox")],
