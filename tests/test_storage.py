@@ -188,7 +188,7 @@ def test_full_workdir_during_a_rebase(project: Project, mounts: Mounts, tmp_path
     assert json.loads(kpatch(project, "status", "--json").stdout)["operation"] is None
 
 
-@pytest.mark.parametrize(("kib", "free", "step"), [(256, 64, "git init"), (1024, 200, "git fetch")])
+@pytest.mark.parametrize(("kib", "free", "step"), [(256, 64, "git init"), (1024, 100, "git fetch")])
 def test_full_cache(project: Project, mounts: Mounts, tmp_path: Path, kib: int, free: int, step: str) -> None:
     """The mirrors cannot be written: a full disk, not "cannot fetch" (and no three tries)."""
     cache = tmp_path / "small-cache"
