@@ -213,3 +213,18 @@ def test_kill_inside_git_am_then_continue(project: Project, tmp_path: Path) -> N
     done = project.run("apply", "--continue")
     assert done.exit_code == 0, done.output
     assert {name: git(project.workdir / name, "rev-parse", "HEAD") for name in ("kernels", "app")} == clean_heads
+
+
+def test_apply_continue_refuses_a_waiting_worktree_edited_meanwhile(project: Project) -> None:
+    """apply --continue moves a WAITING stack's worktree with `checkout`; an edit made there while the run was
+    stopped must stop it (it was once refused as read-only, once carried along silently)."""
+    assert project.run("apply").exit_code == 0
+    _break_kernels_patch(project)
+    assert project.run("apply").exit_code == ExitCode.CONFLICT
+    readme = project.workdir / "app" / "README.md"
+    readme.write_text(readme.read_text() + "a person's note\n")  # app waits; its old worktree is still there
+    kernels = project.workdir / "kernels"
+    git(kernels, "checkout", "--theirs", "CMakeLists.txt")
+    git(kernels, "add", "CMakeLists.txt")
+    done = project.run("apply", "--continue")
+    assert done.exit_code != 0 and "uncommitted changes" in done.stderr, done.output

@@ -365,3 +365,41 @@ def test_export_from_a_worktree_before_the_base_refuses_and_writes_nothing(proje
     [error] = ran.errors()
     assert f"does not contain its base {project.kernels_base[:12]}" in error
     assert project.snapshot() == before
+
+
+def test_inherited_git_dir_does_not_reach_kpatch_git(project: Project, tmp_path: Path) -> None:
+    """kpatch run from a git hook (GIT_DIR exported) must not fetch into, or prune the branches of, that repo."""
+    victim = tmp_path / "victim"
+    subprocess.run(["git", "init", "-q", "-b", "master", str(victim)], check=True)
+    git(victim, "commit", "-q", "--allow-empty", "-m", "mine")
+    before = git(victim, "for-each-ref")
+    os.environ["GIT_DIR"] = str(victim / ".git")
+    try:
+        project.run("apply")
+    finally:
+        del os.environ["GIT_DIR"]
+    assert git(victim, "for-each-ref") == before
+
+
+def test_file_names_reach_git_as_literal_paths_not_patterns(tmp_path: Path) -> None:
+    """A patch may create a file called `*`: cleaning it after an interrupted am removes that file, not every
+    untracked file of the person's worktree; a stack file called `star*.txt` is looked up as itself, not as a glob."""
+    from kpatch.gitx import Repository
+
+    tree = tmp_path / "tree"
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+
+    def commit_file(name: str) -> str:
+        (tree / name).write_text(f"{name}\n")
+        git(tree, "add", "--", f":(literal){name}")
+        git(tree, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", name)
+        return git(tree, "rev-parse", "HEAD").strip()
+
+    first = commit_file("star*.txt")
+    commit_file("starling.txt")
+    (tree / "*").write_text("what a patch wrote\n")
+    (tree / "notes.txt").write_text("a person's untracked notes\n")
+    repo = Repository(tree)
+    repo.remove_untracked(["*"])
+    assert not (tree / "*").exists() and (tree / "notes.txt").read_text() == "a person's untracked notes\n"
+    assert repo.last_commit_touching(first, "HEAD", ["star*.txt"]) is None

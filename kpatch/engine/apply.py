@@ -153,6 +153,8 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item]) -> ApplyRe
             continue
         item = by_name[name]
         path = Path(stack.tree)
+        if path.exists():
+            ws.check_worktree(name)  # a person may have changed it while the run was stopped: refuse before moving it
         stack.phase, stack.head_before = StackPhase.RUNNING, stack.previous_head
         for patch in stack.patches:
             patch.phase = Phase.IN_FLIGHT

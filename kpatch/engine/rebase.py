@@ -241,6 +241,7 @@ def _record(mirror: Mirror, tree: Repository, stack: StackRun, todo: Sequence[Pa
     stopped.culprit = classify.bisect(mirror, stack, kept, by_name[stopped.name])
     stack.phase = StackPhase.STOPPED
     classify.predict(mirror, stack, patches, stack.patches.index(stopped) + 1)
+    tree.widen()  # the scratch held only the stack's files: a person resolving gets all of them
 
 
 def _resume(ws: Workspace, ui: UI, run: RunState, stack: StackRun, patches: Sequence[Patch]) -> bool:

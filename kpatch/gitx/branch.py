@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch.gitx.repo import literal
 from kpatch.gitx.runner import COMMITTER, run
 
 
@@ -61,9 +62,9 @@ def snapshot(top: Path, paths: Sequence[Path], message: str) -> Snapshot:
         env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
         run(["read-tree", parent], top, env=env)
         if files:
-            run(["add", "--force", "--", *files], top, env=env)
+            run(["add", "--force", "--", *literal(files)], top, env=env)
         if folders:
-            run(["add", "--all", "--", *folders], top, env=env)
+            run(["add", "--all", "--", *literal(folders)], top, env=env)
         tree = run(["write-tree"], top, env=env).text.strip()
     changed = run(["diff-tree", "-r", "-z", "--name-only", "--no-renames", parent, tree], top).text
     differ = tuple(name for name in changed.split("\0") if name)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from kpatch.gitx.repo import Repository
+from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import run
 
 # Options that make format-patch output depend on nothing but the commit (no version, signature or
@@ -76,7 +76,7 @@ def commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[s
     if paths is not None and not paths:
         return {}
     if paths is None or len(paths) <= _PATHSPEC_WALK_MAX:
-        renames, limit = (["--no-renames"], ["--", *paths]) if paths is not None else ([], [])
+        renames, limit = (["--no-renames"], ["--", *literal(paths)]) if paths is not None else ([], [])
         return _log_patch_ids(repo, [*renames, "--reverse", "--end-of-options", f"{since}..{until}", *limit],
                               verbatim=verbatim, subjects=subjects)
     wanted = set(paths)

@@ -19,6 +19,12 @@ from kpatch.gitx import locks
 from kpatch.gitx.runner import Completed, base_env, git_python, out, run
 from kpatch.gitx.storage import place_problem
 
+
+def literal(paths: Sequence[str]) -> list[str]:
+    """Pathspecs that match exactly these file names, nothing else (a file may be called `*` or `:!x`)."""
+    return [f":(literal){path}" for path in paths]
+
+
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _OPERATIONS = (("rebase-apply", "am"), ("rebase-merge", "rebase"), ("MERGE_HEAD", "merge"),
                ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"), ("BISECT_LOG", "bisect"))
@@ -165,7 +171,7 @@ class Repository:
     def last_commit_touching(self, since: str, until: str, paths: Sequence[str]) -> str | None:
         if not paths:
             return None
-        return self.out(["log", "-1", "--format=%H", f"{since}..{until}", "--", *paths]) or None
+        return self.out(["log", "-1", "--format=%H", f"{since}..{until}", "--", *literal(paths)]) or None
 
     def symlinks(self, commit: str, paths: Sequence[str]) -> set[str]:
         """Those of `paths` (and of their parent folders) that are symlinks in `commit`."""
@@ -216,8 +222,27 @@ class Repository:
                 return name
         return None
 
+    def widen(self) -> None:
+        """Write every file of a sparse worktree and drop its sparse patterns (a stopped am's conflict is kept).
+
+        A person resolving a conflict may need to read, build or edit any file: in a sparse worktree `git add` of a
+        file outside the patterns fails and `git add -A` skips it without a word.
+        """
+        patterns = self.git_dir / "info" / "sparse-checkout"
+        if not patterns.is_file():
+            return
+        # Not `git sparse-checkout disable`: it turns on per-worktree config, which moves `core.bare` out of the
+        # mirror's config (GitPython then takes the mirror for a worktree). Unmerged entries are never skipped.
+        listing = self.run(["ls-files", "-t", "-z"]).stdout.split(b"\0")
+        skipped = b"".join(entry[2:] + b"\0" for entry in listing if entry.startswith(b"S "))
+        if skipped:
+            self.run(["update-index", "--no-skip-worktree", "-z", "--stdin"], stdin=skipped)
+            self.run(["checkout-index", "-z", "--stdin"], stdin=skipped)
+        patterns.unlink()
+
     def unmerged(self) -> list[str]:
-        return [p for p in self.out(["diff", "--name-only", "--diff-filter=U", "-z"]).split("\0") if p]
+        return [p for p in self.out(["diff", "--name-only", "--diff-filter=U", "-z"],  # no index refresh: a reader
+                                    env={"GIT_OPTIONAL_LOCKS": "0"}).split("\0") if p]
 
     def clear_stale_locks(self) -> list[Path]:
         return locks.clear_stale({self.git_dir, self.common_dir})
@@ -244,4 +269,4 @@ class Repository:
     def remove_untracked(self, paths: Sequence[str]) -> None:
         """Delete untracked files at `paths` (what an interrupted `git am` may have written, nothing else)."""
         if paths:
-            self.run(["clean", "--quiet", "--force", "--", *paths])
+            self.run(["clean", "--quiet", "--force", "--", *literal(paths)])

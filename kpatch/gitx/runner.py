@@ -158,8 +158,18 @@ def _guard(command: Sequence[str]) -> Callable[[], None] | None:
     return None if subcommand in _READERS else _prctl()
 
 
+# git's repository-local variables (`git rev-parse --local-env-vars`): inherited from a hook or an alias, they would
+# point every git kpatch starts at the person's repository instead of kpatch's mirrors and worktrees.
+_LOCAL_ENV = frozenset({"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+                        "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+                        "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
+                        "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR"})
+
+
 def _env(extra: Mapping[str, str] | None, user_config: bool) -> dict[str, str]:
-    return {**os.environ, **(fetch_env() if user_config else base_env()), **(extra or {})}
+    inherited = {k: v for k, v in os.environ.items() if k not in _LOCAL_ENV and not k.startswith("GIT_CONFIG_KEY_")
+                 and not k.startswith("GIT_CONFIG_VALUE_")}
+    return {**inherited, **(fetch_env() if user_config else base_env()), **(extra or {})}
 
 
 def failure_for(command: list[str], status: int, stdout: bytes, stderr: str, cwd: Path | None) -> Exception:
