@@ -45,6 +45,8 @@ def run(mirror: Mirror, tree: Repository, stack: StackRun, patches: Sequence[Pat
     """Pick the in-flight patches' commits and class them; returns the patches left for `git am` (in order)."""
     todo = [(i, r) for i, r in enumerate(stack.patches) if r.phase is Phase.IN_FLIGHT]
     went = pick(tree, [commits[i] for i, _ in todo])
+    if went is None:
+        return [r for _, r in todo]
     on_progress(len(went.picked))
     parents: list[str] = []  # the commit each pick went onto
     head = stack.base

@@ -8,6 +8,7 @@ picks keep (the caller makes sure no two commits share them), and from REBASE_HE
 
 from __future__ import annotations
 
+import logging
 import shlex
 import shutil
 import tempfile
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch.errors import GitError
 from kpatch.gitx.repo import Repository
 from kpatch.gitx.runner import failure_for
 
@@ -27,6 +27,7 @@ PICK_OPTIONS = ("--interactive", "--empty=drop", "--reapply-cherry-picks", "--co
 # rerere stays out of the picks: kpatch leaves a stopped pick and lets `git am` (which uses it) take that patch.
 PICK_CONFIG = ("-c", "rerere.enabled=false", "-c", "rebase.missingCommitsCheck=ignore",
                "-c", "advice.skippedCherryPicks=false")
+log = logging.getLogger("kpatch.git")
 _IDENTITY = "%H%x00%an <%ae>%x00%ad%x00%B%x00"
 
 
@@ -43,14 +44,16 @@ def identities(tree: Repository, commits: Sequence[str]) -> dict[str, str]:
     return _identities(tree, ["--no-walk=unsorted", "--end-of-options", *commits]) if commits else {}
 
 
-def pick(tree: Repository, commits: Sequence[str]) -> PickRun:
+def pick(tree: Repository, commits: Sequence[str]) -> PickRun | None:
     """Pick `commits` in order onto HEAD in one rebase; at a stop, leave it (HEAD at the last pick, clean).
 
-    Raises GitError when the picks cannot be told apart afterwards or the rebase failed before it began.
+    None, with HEAD where it was, when the picks could not be told apart afterwards (two commits with the same
+    author, date and message); a rebase that fails before it begins raises as any git command does.
     """
     keys = identities(tree, commits)
     if len(set(keys.values())) != len(commits):
-        raise GitError(["git", "rebase"], -1, "", "two commits to pick share author, date and message")
+        log.info("picks: two commits share author, date and message; not picking")
+        return None
     start = tree.head()
     with tempfile.TemporaryDirectory(prefix="kpatch-picks-") as folder:
         todo = Path(folder) / "todo"
@@ -72,8 +75,10 @@ def pick(tree: Repository, commits: Sequence[str]) -> PickRun:
             picked.append(made.pop(0)[0])
         else:
             picked.append(None)
-    if made or (stopped_at is not None and stopped_at not in commits):
-        raise GitError(["git", *args], proc.status, "", f"picks cannot be matched to their commits\n{proc.stderr}")
+    if made or (stopped_at is not None and stopped_at not in commits):  # not what was asked: undo it all
+        log.warning("picks cannot be matched to their commits; back to %s\n%s", start, proc.stderr)
+        tree.reset_hard(start)
+        return None
     return PickRun(picked=tuple(picked), stopped=stopped_at is not None)
 
 
