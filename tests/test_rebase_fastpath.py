@@ -47,7 +47,7 @@ class Case:
         path.write_text(json.dumps(state))
 
 
-def build(tmp: Path, *, conflict: bool, short_context: bool = False) -> Case:
+def build(tmp: Path, *, conflict: bool, short_context: bool = False, same_identity: bool = False) -> Case:
     """One upstream; a stack of six patches whose rebase has every class (and a conflict when `conflict`)."""
     upstream = tmp / "up"
     init_repo(upstream)
@@ -65,6 +65,12 @@ def build(tmp: Path, *, conflict: bool, short_context: bool = False) -> Case:
         name = sorted((root / "patches" / "up").glob("0003-*"))[0]
         text = git(scratch, "format-patch", "-U1", "--stdout", "--zero-commit", "--no-signature", "HEAD~1..HEAD")
         name.write_text(text + "\n")  # git() strips the last newline
+    if same_identity:  # the f2 patch gets the f1 patch's subject and date: two commits with one identity
+        first, second = sorted((root / "patches" / "up").glob("000[12]-*"))
+        date = next(line for line in first.read_text().splitlines() if line.startswith("Date: "))
+        text = "".join(date + "\n" if line.startswith("Date: ") else line
+                       for line in second.read_text().splitlines(keepends=True))
+        second.write_text(text.replace("Subject: [PATCH] Fix f2", "Subject: [PATCH] Fix f1"))
     culprit = ""
     f2 = "".join(f"new top {i}\n" for i in range(5)) + FILES["f2.txt"]
     for i in range(1, 21):
@@ -210,3 +216,19 @@ def test_a_three_way_apply_leaves_no_stack_hash(tmp_path: Path) -> None:
     assert json.loads((case.root / ".kpatch" / "state.json").read_text())["settled"]["up"]["stack_hash"] is None
     assert case.run("rebase", "--force")[0] == 0
     assert picked(case) == []
+
+
+def test_commits_that_look_alike_go_through_git_am(tmp_path: Path) -> None:
+    """Two commits with the same author, date and message: the picks could not be matched to them, so there
+    are none; git am rebases the stack as it would without the fast path."""
+    fast, am = twins(tmp_path, conflict=False, same_identity=True)
+    code, payload = fast.run("rebase")
+    am_code, am_payload = am.run("rebase")
+    assert code == am_code == 0, payload
+    assert picked(fast) == []
+    logs = (fast.root.parent / "cache" / "logs").glob("kpatch-*-rebase.log")
+    text = max(logs, key=lambda p: p.stat().st_mtime_ns).read_text()
+    assert "picks: two commits share author, date and message" in text
+    assert stacks(payload) == stacks(am_payload)
+    same_files(fast, am)
+    assert fast.settled_head() == am.settled_head()
