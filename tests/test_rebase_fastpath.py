@@ -16,6 +16,8 @@ from rebase_repos import numbered, replace_line
 
 from kpatch.errors import ExitCode
 from kpatch.examples import commit, init_repo, write_stack
+from kpatch.gitx import Repository
+from kpatch.gitx.picks import pick
 
 NAMES = ("f1", "f2", "f3", "f4", "f5", "f6")
 FILES = {f"{n}.txt": numbered(n, 40) for n in NAMES}
@@ -232,3 +234,20 @@ def test_commits_that_look_alike_go_through_git_am(tmp_path: Path) -> None:
     assert stacks(payload) == stacks(am_payload)
     same_files(fast, am)
     assert fast.settled_head() == am.settled_head()
+
+
+def test_picks_report_their_progress_and_what_became_of_each_commit(tmp_path: Path) -> None:
+    """gitx.picks on its own: progress as git reports it, a commit already in HEAD dropped (None), a stop."""
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    base = commit(repo, {"a.txt": "a\n", "b.txt": "b\n", "c.txt": "c\n"}, "base", 0)
+    ours = [commit(repo, {f"{n}.txt": f"{n} ours\n"}, f"ours {n}", i) for i, n in enumerate("abc", 1)]
+    git(repo, "checkout", "-q", "--detach", base)
+    commit(repo, {"b.txt": "b ours\n", "c.txt": "c theirs\n"}, "theirs", 10)
+    seen: list[int] = []
+    went = pick(Repository(repo), ours, seen.append)
+    assert went is not None and went.stopped  # c conflicts
+    assert went.picked[1] is None and went.picked[0] is not None and len(went.picked) == 2
+    assert seen[-1] == 2 and seen == sorted(seen)
+    assert git(repo, "status", "--porcelain") == "" and not (repo / ".git" / "rebase-merge").exists()
+    assert git(repo, "log", "--format=%s", "-2").splitlines() == ["ours a", "theirs"]

@@ -44,7 +44,7 @@ def run(mirror: Mirror, tree: Repository, stack: StackRun, patches: Sequence[Pat
         on_progress: Callable[[int], None]) -> list[PatchRun]:
     """Pick the in-flight patches' commits and class them; returns the patches left for `git am` (in order)."""
     todo = [(i, r) for i, r in enumerate(stack.patches) if r.phase is Phase.IN_FLIGHT]
-    went = pick(tree, [commits[i] for i, _ in todo])
+    went = pick(tree, [commits[i] for i, _ in todo], on_progress)
     if went is None:
         return [r for _, r in todo]
     on_progress(len(went.picked))

@@ -9,15 +9,19 @@ picks keep (the caller makes sure no two commits share them), and from REBASE_HE
 from __future__ import annotations
 
 import logging
+import os
+import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.gitx.repo import Repository
-from kpatch.gitx.runner import failure_for
+from kpatch.gitx.runner import Completed, failure_for, popen
 
 # --empty=drop: a commit whose change is already in HEAD leaves no commit (am says "No changes");
 # --reapply-cherry-picks: no patch-id walk of the upstream range (kpatch finds what is merged itself);
@@ -28,6 +32,7 @@ PICK_OPTIONS = ("--interactive", "--empty=drop", "--reapply-cherry-picks", "--co
 PICK_CONFIG = ("-c", "rerere.enabled=false", "-c", "rebase.missingCommitsCheck=ignore",
                "-c", "advice.skippedCherryPicks=false")
 log = logging.getLogger("kpatch.git")
+_PROGRESS = re.compile(rb"Rebasing \((\d+)/\d+\)")
 _IDENTITY = "%H%x00%an <%ae>%x00%ad%x00%B%x00"
 
 
@@ -44,8 +49,10 @@ def identities(tree: Repository, commits: Sequence[str]) -> dict[str, str]:
     return _identities(tree, ["--no-walk=unsorted", "--end-of-options", *commits]) if commits else {}
 
 
-def pick(tree: Repository, commits: Sequence[str]) -> PickRun | None:
+def pick(tree: Repository, commits: Sequence[str], on_progress: Callable[[int], None]) -> PickRun | None:
     """Pick `commits` in order onto HEAD in one rebase; at a stop, leave it (HEAD at the last pick, clean).
+
+    `on_progress` gets how many picks are done, as the rebase reports them.
 
     None, with HEAD where it was, when the picks could not be told apart afterwards (two commits with the same
     author, date and message); a rebase that fails before it begins raises as any git command does.
@@ -59,7 +66,7 @@ def pick(tree: Repository, commits: Sequence[str]) -> PickRun | None:
         todo = Path(folder) / "todo"
         todo.write_text("".join(f"pick {sha}\n" for sha in commits), encoding="ascii")
         args = [*PICK_CONFIG, "rebase", *PICK_OPTIONS, "--onto", start, start]
-        proc = tree.run(args, env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}"}, check=False)
+        proc = _rebase(tree, args, {"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}"}, on_progress)
     stopped_at: str | None = None
     if proc.status != 0:
         if not in_progress(tree):  # failed before it started (or could not write): not a stop at a commit
@@ -104,6 +111,31 @@ def applies(tree: Repository, commit: str, patch: Path, paths: Sequence[str]) ->
         tree.run(["update-index", "-z", "--index-info"], stdin=entries, env=env)
         return tree.run(["-c", "rerere.enabled=false", "apply", "--cached", "--check", "--", str(patch)], env=env,
                         check=False).status == 0
+
+
+def _rebase(tree: Repository, args: list[str], env: dict[str, str], on_progress: Callable[[int], None]) -> Completed:
+    """Run the rebase, reading its "Rebasing (n/m)" progress off stderr as it comes."""
+    started = time.monotonic()
+    proc = popen(args, tree.path, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    output: list[bytes] = []
+    drain = threading.Thread(target=lambda: output.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
+    drain.start()
+    errors, pending = bytearray(), b""
+    while chunk := os.read(proc.stderr.fileno(), 65536):
+        errors += chunk
+        *lines, pending = re.split(rb"[\r\n]", pending + chunk)
+        for line in lines:
+            if match := _PROGRESS.match(line):
+                on_progress(int(match.group(1)) - 1)
+    status = proc.wait()
+    drain.join()
+    proc.stdout.close()
+    proc.stderr.close()
+    stderr = errors.decode("utf-8", "replace")
+    log.debug("git %s (cwd=%s) -> %d in %.3fs%s", " ".join(args), tree.path, status, time.monotonic() - started,
+              f"\n{stderr.strip()}" if status else "")
+    return Completed(status=status, stdout=b"".join(output), stderr=stderr)
 
 
 def _identities(tree: Repository, args: list[str]) -> dict[str, str]:
