@@ -251,3 +251,17 @@ def test_picks_report_their_progress_and_what_became_of_each_commit(tmp_path: Pa
     assert seen[-1] == 2 and seen == sorted(seen)
     assert git(repo, "status", "--porcelain") == "" and not (repo / ".git" / "rebase-merge").exists()
     assert git(repo, "log", "--format=%s", "-2").splitlines() == ["ours a", "theirs"]
+
+
+def test_a_discarded_worktree_commit_is_not_picked(tmp_path: Path) -> None:
+    """The worktree holds a commit no patch file has; with --discard the picks are the files' commits (those
+    kpatch settled), never what the worktree holds now."""
+    case = build(tmp_path, conflict=False)
+    tree = case.root / "work" / "up"
+    commit(tree, {"f6.txt": replace_line(FILES["f6.txt"], 30, "f6 line 30 ours")}, "Not exported\n", 2000)
+    assert case.run("rebase")[0] == ExitCode.WORKTREE  # refused: the commit would be lost
+    code, payload = case.run("rebase", "--discard")
+    assert code == 0, payload
+    assert picked(case) == ["fast path: 6 of 6 patch(es) picked"]
+    assert "Not exported" not in git(tree, "log", "--format=%s", "-8")
+    assert not any("Not exported" in p.read_text() for p in (case.root / "patches" / "up").glob("*.patch"))
