@@ -8,9 +8,11 @@ rewritten patch files and the rebased commits must be the same.
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from gitrepos import git, run_kpatch
 from rebase_repos import numbered, replace_line
 
@@ -236,16 +238,24 @@ def test_commits_that_look_alike_go_through_git_am(tmp_path: Path) -> None:
     assert fast.settled_head() == am.settled_head()
 
 
-def test_picks_report_their_progress_and_what_became_of_each_commit(tmp_path: Path) -> None:
-    """gitx.picks on its own: progress as git reports it, a commit already in HEAD dropped (None), a stop."""
+def test_picks_report_their_progress_and_what_became_of_each_commit(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """gitx.picks on its own: progress as git reports it, a commit already in HEAD dropped (None), a stop; with
+    nothing but git and sh on PATH (the todo goes in without `cp`)."""
     repo = tmp_path / "repo"
     init_repo(repo)
     base = commit(repo, {"a.txt": "a\n", "b.txt": "b\n", "c.txt": "c\n"}, "base", 0)
     ours = [commit(repo, {f"{n}.txt": f"{n} ours\n"}, f"ours {n}", i) for i, n in enumerate("abc", 1)]
     git(repo, "checkout", "-q", "--detach", base)
     commit(repo, {"b.txt": "b ours\n", "c.txt": "c theirs\n"}, "theirs", 10)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("git", "sh"):
+        (tools / name).symlink_to(shutil.which(name) or f"/usr/bin/{name}")
+    monkeypatch.setenv("PATH", str(tools))
     seen: list[int] = []
     went = pick(Repository(repo), ours, seen.append)
+    monkeypatch.undo()
     assert went is not None and went.stopped  # c conflicts
     assert went.picked[1] is None and went.picked[0] is not None and len(went.picked) == 2
     assert seen[-1] == 2 and seen == sorted(seen)

@@ -66,7 +66,7 @@ def pick(tree: Repository, commits: Sequence[str], on_progress: Callable[[int], 
         todo = Path(folder) / "todo"
         todo.write_text("".join(f"pick {sha}\n" for sha in commits), encoding="ascii")
         args = [*PICK_CONFIG, "rebase", *PICK_OPTIONS, "--onto", start, start]
-        proc = _rebase(tree, args, {"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}"}, on_progress)
+        proc = _rebase(tree, args, {"GIT_SEQUENCE_EDITOR": _copy_into(todo)}, on_progress)
     stopped_at: str | None = None
     if proc.status != 0:
         if not in_progress(tree):  # failed before it started (or could not write): not a stop at a commit
@@ -111,6 +111,13 @@ def applies(tree: Repository, commit: str, patch: Path, paths: Sequence[str]) ->
         tree.run(["update-index", "-z", "--index-info"], stdin=entries, env=env)
         return tree.run(["-c", "rerere.enabled=false", "apply", "--cached", "--check", "--", str(patch)], env=env,
                         check=False).status == 0
+
+
+def _copy_into(todo: Path) -> str:
+    """A sequence editor that writes `todo` over the file git gives it, with shell builtins only (no `cp`:
+    PATH may hold nothing but git and sh)."""
+    return (f"kpatch_todo() {{ while IFS= read -r line; do printf '%s\\n' \"$line\"; done < {shlex.quote(str(todo))}"
+            " > \"$1\"; }; kpatch_todo")
 
 
 def _rebase(tree: Repository, args: list[str], env: dict[str, str], on_progress: Callable[[int], None]) -> Completed:
