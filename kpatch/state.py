@@ -149,6 +149,9 @@ class Settled:
     head: str  # the worktree's HEAD as kpatch left it (or as export wrote it out)
     tag: str | None = None  # the tag the base was given as
     tag_commit: str | None = None  # what that tag resolved to then
+    # Series.stack_hash() of the patch files base..head holds one commit each, every one as `git am` takes the
+    # file without a 3-way merge (None: unknown). A rebase may then pick the commits (engine/fastpath.py).
+    stack_hash: str | None = None
 
 
 @dataclass

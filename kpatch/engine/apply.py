@@ -74,7 +74,8 @@ def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool = Fal
     with undone_on_storage_error(ws, "apply", lambda: abort_apply(ws, UI(quiet=True))):
         run.operation = Operation(kind=Kind.APPLY, stacks=stacks)
         ws.write_state(run)
-        return _advance(ws, ui, run, items)
+        # The files as am reads them in this run: a later --continue may find them edited since.
+        return _advance(ws, ui, run, items, {i.upstream.name: i.series.stack_hash() for i in items})
 
 
 def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
@@ -142,8 +143,13 @@ def abort_apply(ws: Workspace, ui: UI) -> tuple[str, ...]:
     return tuple(restored)
 
 
-def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item]) -> ApplyResult:
-    """Run git am for every waiting stack whose requirements are applied; settle when all are."""
+def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item],
+             hashes: Mapping[str, str] | None = None) -> ApplyResult:
+    """Run git am for every waiting stack whose requirements are applied; settle when all are.
+
+    `hashes`: each stack's `stack_hash` when this process read its files; a stack whose every patch went in
+    without a 3-way merge is settled with it (a rebase may then pick its commits: engine/fastpath.py).
+    """
     op = run.operation
     assert op is not None
     by_name = {i.upstream.name: i for i in items}
@@ -174,8 +180,10 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item]) -> ApplyRe
         for upstream in ws.stack.upstreams:
             stack = op.stacks[upstream.name]
             tag = None if upstream.base_is_sha else upstream.base
+            clean = all(p.phase is Phase.APPLIED and p.how is How.CLEAN for p in stack.patches)
             run.settled[stack.name] = Settled(base=stack.base, head=Repository(Path(stack.tree)).head(), tag=tag,
-                                              tag_commit=stack.base if tag else None)
+                                              tag_commit=stack.base if tag else None,
+                                              stack_hash=(hashes or {}).get(stack.name) if clean else None)
         result = _result(op)
         run.operation = None
         ws.write_state(run)

@@ -12,6 +12,7 @@ from kpatch.engine.plan import Item, resolve_items
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Repository
 from kpatch.stack import SERIES
+from kpatch.stack.series import hash_files
 from kpatch.stack.writer import Rendered, render
 from kpatch.state import Kind, RunState, Settled
 from kpatch.ui import UI
@@ -69,7 +70,8 @@ def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expor
         writes[item.upstream.patches / SERIES] = rendered.series
     # The run state goes in the same step: going back must also forget that the worktrees were exported,
     # or their commits would count as kept in patches/ and the next apply would move them without asking.
-    writes[ws.state_file] = _exported_state(ws, run, [(item.upstream.name, tree) for item, tree, _ in planned])
+    writes[ws.state_file] = _exported_state(ws, run, [(item.upstream.name, tree, rendered)
+                                                      for item, tree, rendered in planned])
     journal.write(ws.journal_dir, "export", writes, [c.path for c in changes if c.change is Change.REMOVED])
     journal.close(ws.journal_dir)
     return ExportResult(files=tuple(changes), written=True)
@@ -122,13 +124,15 @@ def _tree_on_stack(ws: Workspace, item: Item, run: RunState) -> tuple[Repository
     return tree, base
 
 
-def _exported_state(ws: Workspace, run: RunState, trees: list[tuple[str, Repository]]) -> bytes:
-    """The run state once export wrote out what the worktrees hold: moving them later loses nothing."""
-    for name, tree in trees:
+def _exported_state(ws: Workspace, run: RunState, trees: list[tuple[str, Repository, Rendered]]) -> bytes:
+    """The run state once export wrote out what the worktrees hold: moving them later loses nothing (and a
+    rebase may pick the commits, which the files now hold exactly: engine/fastpath.py)."""
+    for name, tree, rendered in trees:
         settled = run.settled.get(name)
         if settled is not None:
+            files = [(path.name, data) for path, data in rendered.files.items()]
             run.settled[name] = Settled(base=settled.base, head=tree.head(), tag=settled.tag,
-                                        tag_commit=settled.tag_commit)
+                                        tag_commit=settled.tag_commit, stack_hash=hash_files(files))
     run.workdir = str(ws.workdir)
     return state.encode(run)
 

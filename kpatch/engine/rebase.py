@@ -15,7 +15,7 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch import config, github, journal
-from kpatch.engine import classify, rerere
+from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import UpstreamError, UsageError, WorktreeError
@@ -201,8 +201,17 @@ def _advance(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
             patch.reset()
             patch.phase = Phase.IN_FLIGHT
         ws.write_state(run)  # what --continue sees if this run is killed from here on
-        with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
-            am = Am(tree).start([series[upstream.name].folder / p.name for p in todo], report, rerere=True)
+        commits = fastpath.originals(tree, stack, series[upstream.name], run.settled.get(upstream.name))
+        if commits:  # one process picks the stack; git am takes over at the first patch the picks cannot class
+            with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
+                todo = fastpath.run(mirror, tree, stack, patches, commits, report)
+            stack.head_before = tree.head()  # a kill from here on undoes am's part only
+            ws.write_state(run)
+        am = AmRun(methods=(), stopped=False)
+        if todo:
+            what = f"rebasing {upstream.name}" + (f" with git am from {todo[0].name}" if commits else "")
+            with ui.progress(what, len(todo)) as report:
+                am = Am(tree).start([series[upstream.name].folder / p.name for p in todo], report, rerere=True)
         _record(mirror, tree, stack, todo, am, patches)
         ws.write_state(run)
     if any(s.phase is not StackPhase.DONE for s in op.stacks.values()):
@@ -332,7 +341,7 @@ def _finish(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
     result = _result(ws, op, committed=True)
     for name, stack in op.stacks.items():
         assert stack.final_head is not None
-        run.settled[name] = Settled(base=stack.base, head=stack.final_head)
+        run.settled[name] = Settled(base=stack.base, head=stack.final_head, stack_hash=series[name].stack_hash())
     run.operation = None
     ws.write_state(run)
     shutil.rmtree(ws.scratch_dir, ignore_errors=True)

@@ -18,6 +18,7 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.errors import GitError, StorageError
+from kpatch.gitx import picks
 from kpatch.gitx.repo import Repository
 from kpatch.gitx.runner import failure_for, popen
 from kpatch.gitx.storage import storage_problem
@@ -99,11 +100,13 @@ class Am:
         self.abort(head, created)
 
     def abort(self, restore: str, created: Sequence[str] = ()) -> None:
-        """Leave any am (even one a kill left half-written) and put the worktree at `restore`.
+        """Leave any am or picks (even ones a kill left half-written) and put the worktree at `restore`.
 
         `created` are the files the patches add: an interrupted am may have left them untracked.
         """
         self.tree.clear_stale_locks()
+        if picks.in_progress(self.tree):  # the rebase's fast path (gitx/picks.py) was killed
+            picks.leave(self.tree)
         if self.in_progress():
             if self.tree.run(["am", "--abort"], check=False).status != 0 or self.in_progress():
                 self.tree.run(["am", "--quit"], check=False)  # "could not parse author script": drop the state

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,14 +28,18 @@ class Series:
 
     def stack_hash(self) -> str:
         """sha256 over the patch names and bytes in series order: changes iff the stack does."""
-        import hashlib  # only builds hash the stack: the other commands never import it
+        return hash_files((patch.name, patch.path.read_bytes()) for patch in self.patches)
 
-        digest = hashlib.sha256()
-        for patch in self.patches:
-            data = patch.path.read_bytes()
-            digest.update(f"{patch.name}\0{len(data)}\0".encode())
-            digest.update(data)
-        return digest.hexdigest()
+
+def hash_files(files: Iterable[tuple[str, bytes]]) -> str:
+    """`Series.stack_hash` of patch files given as (name, bytes) in series order."""
+    import hashlib  # only builds and rebases hash a stack: the other commands never import it
+
+    digest = hashlib.sha256()
+    for name, data in files:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
 
 
 def load_series(upstream: str, folder: Path) -> Series:

@@ -1,0 +1,101 @@
+"""The rebase's fast path: pick the stack's commits onto the new base in one process instead of `git am`.
+
+It is taken only when the run state says which commits hold exactly the patch files (`Settled.stack_hash`, set
+by apply, rebase and export) and the stack is starting afresh. Each pick is then classed as `git am -3` would
+class its file, or the picks stop there and `git am` takes over from that patch (conflicts, culprits,
+`--continue` and recovery are am's, as without the fast path):
+
+- a pick that became empty: UPSTREAM (am: "No changes -- Patch already applied");
+- every file the patch touches is the same blob before the pick as before the original commit: CLEAN (the file
+  applies to the same text);
+- the pick's diff has the file's verbatim patch-id: CLEAN (the file's hunks, context and all, are in the tree);
+- otherwise `git apply --check` of the file decides: it fails, so am would merge: THREE_WAY; it applies (am would
+  not merge, and its result may differ from the pick's), so am takes over from that patch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from kpatch.gitx import SHA_RE, Mirror, Repository, file_patch_ids, patch_ids_of
+from kpatch.gitx.picks import applies, pick
+from kpatch.stack import Patch, Series
+from kpatch.state import Evidence, How, PatchRun, Phase, Settled, StackRun
+
+log = logging.getLogger("kpatch.rebase")
+
+
+def originals(tree: Repository, stack: StackRun, series: Series, settled: Settled | None) -> list[str] | None:
+    """The commit of each patch (series order) when the fast path may pick them, else None."""
+    if settled is None or settled.stack_hash is None or settled.base != stack.old_base or not series.patches:
+        return None
+    if any(p.phase not in (Phase.UPSTREAM, Phase.IN_FLIGHT) for p in stack.patches) or tree.head() != stack.base:
+        return None  # not a fresh start: what am or a person already did stays am's
+    if settled.stack_hash != series.stack_hash() or not tree.has_commit(settled.head):
+        return None
+    commits = tree.commits(settled.base, settled.head)
+    if len(commits) != len(series.patches):
+        return None
+    return commits
+
+
+def run(mirror: Mirror, tree: Repository, stack: StackRun, patches: Sequence[Patch], commits: Sequence[str],
+        on_progress: Callable[[int], None]) -> list[PatchRun]:
+    """Pick the in-flight patches' commits and class them; returns the patches left for `git am` (in order)."""
+    todo = [(i, r) for i, r in enumerate(stack.patches) if r.phase is Phase.IN_FLIGHT]
+    went = pick(tree, [commits[i] for i, _ in todo], on_progress)
+    if went is None:
+        return [r for _, r in todo]
+    on_progress(len(went.picked))
+    parents: list[str] = []  # the commit each pick went onto
+    head = stack.base
+    for new in went.picked:
+        parents.append(head)
+        head = new or head
+    hows = _classes(tree, [(patches[i], commits[i], parent, new)
+                           for (i, _), parent, new in zip(todo, parents, went.picked, strict=False)])
+    left = len(hows) if went.stopped else None
+    if None in hows:
+        left = hows.index(None)
+        tree.reset_hard(parents[left])
+        log.info("fast path: %s applies without a 3-way merge but its pick differs; git am goes on from there",
+                 todo[left][1].name)
+    done = hows if left is None else hows[:left]
+    for (i, patch_run), how, new in zip(todo, done, went.picked, strict=False):
+        if new is None:  # the pick became empty
+            assert stack.old_base is not None
+            patch_run.phase, patch_run.evidence = Phase.UPSTREAM, Evidence.EMPTY
+            patch_run.commit = mirror.last_commit_touching(stack.old_base, stack.base, patches[i].paths)
+        else:
+            patch_run.phase, patch_run.how = Phase.APPLIED, how
+    log.info("fast path: %d of %d patch(es) picked%s", len(done), len(todo),
+             "" if left is None else f"; git am from {todo[left][1].name}")
+    return [r for _, r in todo[len(done):]]
+
+
+def _classes(tree: Repository, picks: Sequence[tuple[Patch, str, str, str | None]]) -> list[How | None]:
+    """How am would have taken each pick's file (see the module's docstring); None: only am can tell."""
+    hows: list[How | None] = [How.CLEAN] * len(picks)
+    lines = [f"{commit}^:{path}\n{parent}:{path}\n" for patch, commit, parent, new in picks if new
+             for path in patch.paths]
+    if any(line.count("\n") != 2 for line in lines):
+        return [None] * len(picks)  # a path git cannot read on one line: let am decide
+    answers = tree.run(["cat-file", "--batch-check=%(objectname)"], stdin="".join(lines).encode()).text.splitlines()
+    blobs = iter(a if SHA_RE.match(a) else "missing" for a in answers)  # "<name> missing" names the asked path
+    moved = []
+    for index, (patch, _, _, new) in enumerate(picks):
+        if not new:
+            continue
+        pairs = [(next(blobs), next(blobs)) for _ in patch.paths]  # every pair read: the answers stay in step
+        if any(before != now for before, now in pairs):
+            moved.append(index)
+    if not moved:
+        return hows
+    file_ids = file_patch_ids(tree, [picks[i][0].path for i in moved], verbatim=True)
+    pick_ids = patch_ids_of(tree, [picks[i][3] or "" for i in moved], verbatim=True)
+    for index, file_id in zip(moved, file_ids, strict=True):
+        patch, _, parent, new = picks[index]
+        if file_id is None or pick_ids.get(new or "") != file_id:
+            hows[index] = None if applies(tree, parent, patch.path, patch.paths) else How.THREE_WAY
+    return hows

@@ -1,0 +1,158 @@
+"""Picking commits onto HEAD in one `git rebase -i` process (ort merges), the fast path of a rebase.
+
+`git am` writes the whole index about three times per patch; a rebase's sequencer picks a stack of commits with
+one index write each. What it does not report is how each pick went: which commits became empty (dropped) and
+where it stopped. That is read back here from the commits it made, their author, date and message, which the
+picks keep (the caller makes sure no two commits share them), and from REBASE_HEAD at a stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpatch.gitx.repo import Repository
+from kpatch.gitx.runner import Completed, failure_for, popen
+
+# --empty=drop: a commit whose change is already in HEAD leaves no commit (am says "No changes");
+# --reapply-cherry-picks: no patch-id walk of the upstream range (kpatch finds what is merged itself);
+# --committer-date-is-author-date with kpatch's fixed committer: the same SHAs `git am` makes.
+PICK_OPTIONS = ("--interactive", "--empty=drop", "--reapply-cherry-picks", "--committer-date-is-author-date",
+                "--no-gpg-sign", "--no-autosquash", "--no-autostash")
+# rerere stays out of the picks: kpatch leaves a stopped pick and lets `git am` (which uses it) take that patch.
+PICK_CONFIG = ("-c", "rerere.enabled=false", "-c", "rebase.missingCommitsCheck=ignore",
+               "-c", "advice.skippedCherryPicks=false")
+log = logging.getLogger("kpatch.git")
+_PROGRESS = re.compile(rb"Rebasing \((\d+)/\d+\)")
+_IDENTITY = "%H%x00%an <%ae>%x00%ad%x00%B%x00"
+
+
+@dataclass(frozen=True)
+class PickRun:
+    """What one run of picks did: the new commit per picked commit (None: dropped as empty), up to a stop."""
+
+    picked: tuple[str | None, ...]  # one per commit before `stopped` (all of them when it did not stop)
+    stopped: bool  # the rebase stopped at commits[len(picked)]; HEAD is at the last pick, the worktree clean
+
+
+def identities(tree: Repository, commits: Sequence[str]) -> dict[str, str]:
+    """{commit: author, author date and message}: what a pick keeps of a commit."""
+    return _identities(tree, ["--no-walk=unsorted", "--end-of-options", *commits]) if commits else {}
+
+
+def pick(tree: Repository, commits: Sequence[str], on_progress: Callable[[int], None]) -> PickRun | None:
+    """Pick `commits` in order onto HEAD in one rebase; at a stop, leave it (HEAD at the last pick, clean).
+
+    `on_progress` gets how many picks are done, as the rebase reports them.
+
+    None, with HEAD where it was, when the picks could not be told apart afterwards (two commits with the same
+    author, date and message); a rebase that fails before it begins raises as any git command does.
+    """
+    keys = identities(tree, commits)
+    if len(set(keys.values())) != len(commits):
+        log.info("picks: two commits share author, date and message; not picking")
+        return None
+    start = tree.head()
+    with tempfile.TemporaryDirectory(prefix="kpatch-picks-") as folder:
+        todo = Path(folder) / "todo"
+        todo.write_text("".join(f"pick {sha}\n" for sha in commits), encoding="ascii")
+        args = [*PICK_CONFIG, "rebase", *PICK_OPTIONS, "--onto", start, start]
+        proc = _rebase(tree, args, {"GIT_SEQUENCE_EDITOR": _copy_into(todo)}, on_progress)
+    stopped_at: str | None = None
+    if proc.status != 0:
+        if not in_progress(tree):  # failed before it started (or could not write): not a stop at a commit
+            raise failure_for(["git", *args], proc.status, proc.stdout, proc.stderr, tree.path)
+        stopped_at = _read(tree.git_dir / "REBASE_HEAD")
+        leave(tree)
+    made = list(_identities(tree, ["--reverse", "--end-of-options", f"{start}..HEAD"]).items())
+    picked: list[str | None] = []
+    for sha in commits:
+        if sha == stopped_at:
+            break
+        if made and made[0][1] == keys[sha]:
+            picked.append(made.pop(0)[0])
+        else:
+            picked.append(None)
+    if made or (stopped_at is not None and stopped_at not in commits):  # not what was asked: undo it all
+        log.warning("picks cannot be matched to their commits; back to %s\n%s", start, proc.stderr)
+        tree.reset_hard(start)
+        return None
+    return PickRun(picked=tuple(picked), stopped=stopped_at is not None)
+
+
+def in_progress(tree: Repository) -> bool:
+    return (tree.git_dir / "rebase-merge").is_dir()
+
+
+def leave(tree: Repository) -> None:
+    """Quit a rebase (even one a kill left half-written) keeping HEAD; the worktree back at HEAD."""
+    tree.clear_stale_locks()
+    if tree.run(["rebase", "--quit"], check=False).status != 0 or in_progress(tree):
+        shutil.rmtree(tree.git_dir / "rebase-merge", ignore_errors=True)
+    for name in ("REBASE_HEAD", "AUTO_MERGE"):
+        (tree.git_dir / name).unlink(missing_ok=True)
+    tree.reset_hard("HEAD")
+
+
+def applies(tree: Repository, commit: str, patch: Path, paths: Sequence[str]) -> bool:
+    """Whether `git apply` takes `patch` on `commit` as it is (no 3-way), on a throwaway index of `paths` only."""
+    with tempfile.TemporaryDirectory(prefix="kpatch-check-") as folder:
+        env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
+        entries = tree.run(["ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", *paths]).stdout
+        tree.run(["update-index", "-z", "--index-info"], stdin=entries, env=env)
+        return tree.run(["-c", "rerere.enabled=false", "apply", "--cached", "--check", "--", str(patch)], env=env,
+                        check=False).status == 0
+
+
+def _copy_into(todo: Path) -> str:
+    """A sequence editor that writes `todo` over the file git gives it, with shell builtins only (no `cp`:
+    PATH may hold nothing but git and sh)."""
+    return (f"kpatch_todo() {{ while IFS= read -r line; do printf '%s\\n' \"$line\"; done < {shlex.quote(str(todo))}"
+            " > \"$1\"; }; kpatch_todo")
+
+
+def _rebase(tree: Repository, args: list[str], env: dict[str, str], on_progress: Callable[[int], None]) -> Completed:
+    """Run the rebase, reading its "Rebasing (n/m)" progress off stderr as it comes."""
+    started = time.monotonic()
+    proc = popen(args, tree.path, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    output: list[bytes] = []
+    drain = threading.Thread(target=lambda: output.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
+    drain.start()
+    errors, pending = bytearray(), b""
+    while chunk := os.read(proc.stderr.fileno(), 65536):
+        errors += chunk
+        *lines, pending = re.split(rb"[\r\n]", pending + chunk)
+        for line in lines:
+            if match := _PROGRESS.match(line):
+                on_progress(int(match.group(1)) - 1)
+    status = proc.wait()
+    drain.join()
+    proc.stdout.close()
+    proc.stderr.close()
+    stderr = errors.decode("utf-8", "replace")
+    log.debug("git %s (cwd=%s) -> %d in %.3fs%s", " ".join(args), tree.path, status, time.monotonic() - started,
+              f"\n{stderr.strip()}" if status else "")
+    return Completed(status=status, stdout=b"".join(output), stderr=stderr)
+
+
+def _identities(tree: Repository, args: list[str]) -> dict[str, str]:
+    listing = tree.run(["log", f"--format={_IDENTITY}", "--date=raw", *args]).stdout.decode("utf-8", "replace")
+    fields = listing.split("\0")
+    return {fields[i].lstrip("\n"): "\0".join(fields[i + 1:i + 4]) for i in range(0, len(fields) - 3, 4)}
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii", errors="replace").strip() or None
+    except OSError:
+        return None
