@@ -36,7 +36,7 @@ def _hold(path: Path, command: str) -> Iterator[list[str]]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _describe(_read(fd))
+            holder = _describe(_holder(fd))
             raise WorktreeError(f"another kpatch is writing here ({holder}): wait for it to finish "
                                 f"(lock {path})") from None
         previous = _read(fd)
@@ -52,6 +52,15 @@ def _hold(path: Path, command: str) -> Iterator[list[str]]:
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+def _holder(fd: int) -> dict[str, object]:
+    """Who holds the lock. It writes its name just after it takes the lock: a reader that came in between waits
+    for the name a little (a loaded machine can stretch that gap), then says it does not know."""
+    deadline = time.monotonic() + 1.0
+    while not (holder := _read(fd)).get("pid") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return holder
 
 
 def _read(fd: int) -> dict[str, object]:

@@ -189,3 +189,26 @@ def test_a_lock_left_by_a_killed_holder_is_taken_over_with_a_note(project: Proje
     assert f"took over the lock {project.root / '.kpatch' / 'lock'} from kpatch pid {holder.pid} (apply)" \
         in after.stderr
     assert (project.root / ".kpatch" / "lock").read_text() == ""
+
+
+def test_a_holder_that_has_not_written_its_name_yet_is_still_named(tmp_path: Path) -> None:
+    """A holder writes its pid just after it takes the lock; a second writer that looks in between (a loaded
+    machine stretches that gap) waits for the name instead of saying "another process"."""
+    import fcntl
+    import threading
+
+    from kpatch.errors import WorktreeError
+    from kpatch.exclusive import exclusive
+
+    lock = tmp_path / "lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        name = json.dumps({"pid": 4242, "command": "export", "since": 0}).encode()
+        late = threading.Timer(0.3, lambda: os.pwrite(fd, name, 0))
+        late.start()
+        with pytest.raises(WorktreeError, match="pid 4242: kpatch export"), exclusive([lock], "apply"):
+            pass
+        late.join()
+    finally:
+        os.close(fd)
