@@ -37,12 +37,18 @@ def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[
     return Build(command=build["command"], env=tuple(sorted(env.items())), pin_files=tuple(pins))
 
 
+def table_span(lines: list[str], header: str) -> tuple[int, int]:
+    """The line of a table's `[header]` (1 when absent) and the line of the next table's header (or past the end)."""
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "").startswith(header)), 1)
+    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    return start, end
+
+
 def github_table(path: Path, lines: list[str], table: Any) -> Repository | None:
     """The optional [github] table: `repository = "owner/name"`, by GitHub's name rules."""
     if table is None:
         return None
-    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[github]"), 1)
-    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    start, end = table_span(lines, "[github]")
     if not isinstance(table, dict):
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'github')}: 'github' must be a table")
     for key in table:
@@ -61,8 +67,7 @@ def set_torch(path: Path, lines: list[str], table: Any) -> str | None:
     """[set] torch = "2.14.0": one exact PEP 440 version (a local label such as +xpu allowed)."""
     if table is None:
         return None
-    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "").startswith("[set]")), 1)
-    end = next((i + 1 for i in range(start, len(lines)) if lines[i].lstrip().startswith("[")), len(lines) + 1)
+    start, end = table_span(lines, "[set]")
     if not isinstance(table, dict):
         raise ConfigError(f"{path}:{start}: 'set' must be a table")
     for key in table:
