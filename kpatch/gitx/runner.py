@@ -26,7 +26,6 @@ from subprocess import Popen
 from typing import Any
 
 from kpatch.errors import GitError, StorageError
-from kpatch.gitx.orphans import MARKER as ORPHAN_MARKER
 from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text
 
@@ -55,11 +54,14 @@ class Completed:
         return self.stdout.decode("utf-8", errors="replace").rstrip("\n")
 
 
+ORPHAN_MARKER = "KPATCH_PARENT"  # in the environment of every git kpatch starts: how gitx/orphans.py finds them
+
+
 def base_env(*, user_config: bool = False) -> dict[str, str]:
     """What kpatch sets for every git call (on top of the inherited environment)."""
     env = {"LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_COMMITTER_NAME": COMMITTER[0],
            "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
-           ORPHAN_MARKER: str(os.getpid())}  # inherited by what git starts: tells orphans (gitx/orphans.py)
+           ORPHAN_MARKER: str(os.getpid())}
     if not user_config:
         env |= {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     return env
