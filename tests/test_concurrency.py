@@ -48,11 +48,13 @@ class Gate:
 
 
 def hook_gate(mirror: Path, gate: Gate) -> None:
-    """Every `git am` in a worktree of `mirror` stops in its applypatch-msg hook until the gate opens."""
-    hook = mirror / "hooks" / "applypatch-msg"
-    hook.parent.mkdir(exist_ok=True)
-    hook.write_text("#!/bin/sh\n" + gate.script())
-    hook.chmod(0o755)
+    """Every `git am` (its applypatch-msg hook) and every `git rebase` (pre-rebase: a rebase's picks, see
+    kpatch/engine/fastpath.py) in a worktree of `mirror` stops until the gate opens."""
+    for name in ("applypatch-msg", "pre-rebase"):
+        hook = mirror / "hooks" / name
+        hook.parent.mkdir(exist_ok=True)
+        hook.write_text("#!/bin/sh\n" + gate.script())
+        hook.chmod(0o755)
 
 
 def git_gate(folder: Path, gate: Gate, command: str) -> dict[str, str]:
