@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from kpatch.gitx import SHA_RE, Mirror, Repository, file_patch_ids, patch_ids_of
-from kpatch.gitx.picks import applies, pick
+from kpatch.gitx.picks import applies_each, pick
 from kpatch.stack import Patch, Series
 from kpatch.state import Evidence, How, PatchRun, Phase, Settled, StackRun
 
@@ -94,8 +94,9 @@ def _classes(tree: Repository, picks: Sequence[tuple[Patch, str, str, str | None
         return hows
     file_ids = file_patch_ids(tree, [picks[i][0].path for i in moved], verbatim=True)
     pick_ids = patch_ids_of(tree, [picks[i][3] or "" for i in moved], verbatim=True)
-    for index, file_id in zip(moved, file_ids, strict=True):
-        patch, _, parent, new = picks[index]
-        if file_id is None or pick_ids.get(new or "") != file_id:
-            hows[index] = None if applies(tree, parent, patch.path, patch.paths) else How.THREE_WAY
+    doubtful = [index for index, file_id in zip(moved, file_ids, strict=True)
+                if file_id is None or pick_ids.get(picks[index][3] or "") != file_id]
+    checks = applies_each(tree, [(picks[i][2], picks[i][0].path, picks[i][0].paths) for i in doubtful])
+    for index, applied in zip(doubtful, checks, strict=True):
+        hows[index] = None if applied else How.THREE_WAY
     return hows
