@@ -333,3 +333,42 @@ def test_the_batched_apply_checks_answer_as_one_check_per_patch(tmp_path: Path) 
     assert alone == [True, False, True, False, True, True, True, False, True, False, True]
     assert applies_each(Repository(repo), checks) == alone
     assert applies_each(Repository(repo), []) == []
+
+
+def test_a_format_patch_started_ahead_is_what_the_writer_reads(tmp_path: Path) -> None:
+    """prefetch_patches formats base..tip in the background; the writer's format_patches of that range takes its
+    texts (no second git format-patch), byte for byte what a fresh run gives; a range moved since is run afresh."""
+    import logging
+
+    from kpatch.gitx.patches import _format_patches, format_patches, prefetch_patches
+
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    base = commit(repo, {"a.txt": numbered("a", 20)}, "base", 0)
+    for n in range(1, 4):
+        commit(repo, {"a.txt": replace_line(numbered("a", 20), n, f"a {n} ours")}, f"ours {n}\n\nbody {n}\n", n)
+    tree = Repository(repo)
+    fresh = _format_patches(tree, base, tree.head())
+    assert len(fresh) == 3
+    prefetch_patches(tree, base, tree.head())
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = seen.append  # type: ignore[method-assign]
+    logger = logging.getLogger("kpatch.git")
+    level, logger.level = logger.level, logging.DEBUG
+    logger.addHandler(handler)
+
+    def here() -> list[logging.LogRecord]:  # format-patch runs logged by this thread, not the one ahead
+        return [r for r in seen if "format-patch" in r.getMessage() and r.threadName == "MainThread"]
+
+    try:
+        assert format_patches(Repository(repo), base) == fresh
+        assert here() == []
+        prefetch_patches(tree, base, tree.head())
+        commit(repo, {"a.txt": replace_line(numbered("a", 20), 9, "a 9 ours")}, "ours 9\n", 9)
+        moved = format_patches(tree, base)
+        assert len(moved) == 4 and moved[:3] == fresh
+        assert len(here()) == 1
+    finally:
+        logger.removeHandler(handler)
+        logger.level = level

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from kpatch.gitx import SHA_RE, Mirror, Repository, file_patch_ids, patch_ids_of
+from kpatch.gitx.patches import prefetch_patches
 from kpatch.gitx.picks import applies_each, pick
 from kpatch.stack import Patch, Series
 from kpatch.state import Evidence, How, PatchRun, Phase, Settled, StackRun
@@ -48,6 +49,8 @@ def run(mirror: Mirror, tree: Repository, stack: StackRun, patches: Sequence[Pat
     if went is None:
         return [r for _, r in todo]
     on_progress(len(went.picked))
+    if not went.stopped:  # what the stack writer will read, formatted while the picks are classed
+        prefetch_patches(tree, stack.base, tree.head())
     parents: list[str] = []  # the commit each pick went onto
     head = stack.base
     for new in went.picked:
