@@ -372,3 +372,14 @@ def test_a_format_patch_started_ahead_is_what_the_writer_reads(tmp_path: Path) -
     finally:
         logger.removeHandler(handler)
         logger.level = level
+
+
+def test_only_a_git_apply_that_just_checks_starts_without_the_parent_death_hook() -> None:
+    """`git apply --check` writes nothing, so the batched checks start as readers (vfork, safe beside the threads
+    that run them); an apply that writes an index keeps the hook, even with a file named --check."""
+    from kpatch.gitx.runner import _guard
+
+    assert _guard(["git", "-c", "rerere.enabled=false", "apply", "--cached", "--check", "--directory=d", "--",
+                   "p.patch"]) is None
+    assert _guard(["git", "-c", "rerere.enabled=false", "apply", "--cached", "--3way", "--", "p.patch"]) is not None
+    assert _guard(["git", "apply", "--cached", "--", "--check"]) is not None
