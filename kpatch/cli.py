@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import signal
 import sys
@@ -51,16 +52,34 @@ class Context:
         return ws
 
 
+# Commands registered by other modules, imported only when one of them runs or all are listed (`--help`).
+_ELSEWHERE = {"build-wheels": "kpatch.cli_pair", "verify": "kpatch.cli_pair", "test": "kpatch.cli_pair",
+              "nightly": "kpatch.cli_pair", "demo": "kpatch.cli_start", "doctor": "kpatch.cli_start"}
+
+
+class KpatchCommand(click.Command):
+    """Every command's --help ends with its example (kpatch/help.py, read only when help is shown)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self.epilog is None:
+            from kpatch.help import epilog
+
+            self.epilog = epilog(self.name or "")
+        super().format_epilog(ctx, formatter)
+
+
 class KpatchGroup(click.Group):
     """click's group, but its own usage errors also come as the one `error:` line with exit code 2."""
 
-    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        """Every command's --help ends with its example (kpatch/help.py), whoever registers it."""
-        from kpatch.help import epilog
+    command_class = KpatchCommand
 
-        if cmd.epilog is None:
-            cmd.epilog = epilog(name or cmd.name or "")
-        super().add_command(cmd, name)
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _ELSEWHERE:
+            importlib.import_module(_ELSEWHERE[cmd_name])
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(all_commands())
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
@@ -281,4 +300,10 @@ def status_(ctx: Context) -> int:
     return 0
 
 
-from kpatch import cli_pair, cli_start  # noqa: E402,F401  (register the pair's and a newcomer's commands on main)
+
+
+def all_commands() -> dict[str, click.Command]:
+    """Every command by name, those registered elsewhere included."""
+    for module in sorted(set(_ELSEWHERE.values())):
+        importlib.import_module(module)
+    return dict(main.commands)

@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING
 from kpatch import journal, state
 from kpatch.config import Stack
 from kpatch.errors import StorageError, WorktreeError
-from kpatch.exclusive import exclusive
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
-from kpatch.gitx.orphans import stop_orphans
 from kpatch.gitx.storage import place_problem
 from kpatch.state import RunState
 
@@ -125,6 +123,9 @@ class Workspace:
     def writer(self, command: str, ui: UI | None = None) -> Iterator[list[str]]:
         """Hold the project's and the cache's writer locks (fails at once if another kpatch holds one); notes
         about a holder that died holding one go to `ui` when given."""
+        from kpatch.exclusive import exclusive  # readers (status, export --check) take no lock
+        from kpatch.gitx.orphans import stop_orphans
+
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:

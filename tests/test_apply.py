@@ -228,3 +228,19 @@ def test_apply_continue_refuses_a_waiting_worktree_edited_meanwhile(project: Pro
     git(kernels, "add", "CMakeLists.txt")
     done = project.run("apply", "--continue")
     assert done.exit_code != 0 and "uncommitted changes" in done.stderr, done.output
+
+
+def test_a_worktree_edited_while_an_earlier_stack_applies_is_refused_before_it_moves(project: Project) -> None:
+    """A new apply checks every worktree first, and each later stack's again just before moving it: a person may
+    edit the app's worktree while the kernels' git am runs (here: the am's own hook does, at that moment)."""
+    assert project.run("apply").exit_code == 0
+    readme = project.workdir / "app" / "README.md"
+    mirror = Path(project.root).parent / "home" / ".cache" / "kpatch" / "mirrors" / "kernels.git"
+    hook = mirror / "hooks" / "applypatch-msg"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text(f"#!/bin/sh\necho \"a person's note\" >> '{readme}'\n")
+    hook.chmod(0o755)
+    result = project.run("apply")
+    assert result.exit_code == ExitCode.WORKTREE, result.output
+    assert "has uncommitted changes (M README.md)" in result.stderr
+    assert readme.read_text().endswith("a person's note\n")

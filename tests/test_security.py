@@ -403,3 +403,18 @@ def test_file_names_reach_git_as_literal_paths_not_patterns(tmp_path: Path) -> N
     repo.remove_untracked(["*"])
     assert not (tree / "*").exists() and (tree / "notes.txt").read_text() == "a person's untracked notes\n"
     assert repo.last_commit_touching(first, "HEAD", ["star*.txt"]) is None
+
+
+def test_inherited_git_dir_does_not_reach_gitpython(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitPython starts its own `git cat-file` processes (a culprit's subject, author and date): run from a git
+    hook, they must read kpatch's repository, not the one GIT_DIR names."""
+    from kpatch.gitx import Repository
+
+    ours, victim = tmp_path / "ours", tmp_path / "victim"
+    for folder, subject in ((ours, "our commit"), (victim, "the person's commit")):
+        subprocess.run(["git", "init", "-q", str(folder)], check=True)
+        git(folder, "commit", "-q", "--allow-empty", "-m", subject)
+    sha = git(ours, "rev-parse", "HEAD").strip()
+    monkeypatch.setenv("GIT_DIR", str(victim / ".git"))
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(victim / ".git" / "objects"))
+    assert Repository(ours).commit_info(sha).subject == "our commit"

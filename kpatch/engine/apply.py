@@ -7,7 +7,7 @@ so after a kill `--continue` redoes that stack from its base and `--abort` puts 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -75,7 +75,8 @@ def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool = Fal
         run.operation = Operation(kind=Kind.APPLY, stacks=stacks)
         ws.write_state(run)
         # The files as am reads them in this run: a later --continue may find them edited since.
-        return _advance(ws, ui, run, items, {i.upstream.name: i.series.stack_hash() for i in items})
+        return _advance(ws, ui, run, items, {i.upstream.name: i.series.stack_hash() for i in items},
+                        checked={i.upstream.name for i in items})
 
 
 def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
@@ -144,11 +145,13 @@ def abort_apply(ws: Workspace, ui: UI) -> tuple[str, ...]:
 
 
 def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item],
-             hashes: Mapping[str, str] | None = None) -> ApplyResult:
+             hashes: Mapping[str, str] | None = None, checked: Collection[str] = ()) -> ApplyResult:
     """Run git am for every waiting stack whose requirements are applied; settle when all are.
 
     `hashes`: each stack's `stack_hash` when this process read its files; a stack whose every patch went in
     without a 3-way merge is settled with it (a rebase may then pick its commits: engine/fastpath.py).
+    `checked`: stacks whose worktrees this process has just checked (a new apply checks every one first); only
+    until the first stack is moved, since a person may edit another worktree while git am runs.
     """
     op = run.operation
     assert op is not None
@@ -159,7 +162,7 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item],
             continue
         item = by_name[name]
         path = Path(stack.tree)
-        if path.exists():
+        if path.exists() and name not in checked:
             ws.check_worktree(name)  # a person may have changed it while the run was stopped: refuse before moving it
         stack.phase, stack.head_before = StackPhase.RUNNING, stack.previous_head
         for patch in stack.patches:
@@ -176,6 +179,7 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item],
         with ui.progress(f"applying {name}", len(stack.patches)) as report:
             _record(stack, Am(tree).start([item.series.folder / p.name for p in stack.patches], report), 0)
         ws.write_state(run)
+        checked = ()
     if all(s.phase is StackPhase.DONE for s in op.stacks.values()):
         for upstream in ws.stack.upstreams:
             stack = op.stacks[upstream.name]

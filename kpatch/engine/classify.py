@@ -23,6 +23,11 @@ def mark_merged(mirror: Mirror, patches: Sequence[Patch], stack: StackRun, pulls
     subjects: dict[str, str] = {}
     for sha, upstream_id in commit_patch_ids(mirror, stack.old_base, stack.base, paths, subjects=subjects).items():
         carriers.setdefault(upstream_id, sha)
+    moving = sorted({path for p in patches if p.renamed for path in p.paths})
+    if moving:  # a rename's patch-id differs without rename detection (the walk above has none: see its docstring)
+        for sha, upstream_id in commit_patch_ids(mirror, stack.old_base, stack.base, moving, subjects=subjects,
+                                                 renames=True).items():
+            carriers.setdefault(upstream_id, sha)
     ids = file_patch_ids(mirror, [p.path for p in patches]) if patches else []
     for patch, run, file_id in zip(patches, stack.patches, ids, strict=True):
         carrier = carriers.get(file_id) if file_id else None

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger("kpatch.git")
+from kpatch.gitx.runner import ORPHAN_MARKER as MARKER
 
-MARKER = "KPATCH_PARENT"
+log = logging.getLogger("kpatch.git")
 
 
 @dataclass(frozen=True)

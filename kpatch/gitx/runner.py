@@ -26,7 +26,6 @@ from subprocess import Popen
 from typing import Any
 
 from kpatch.errors import GitError, StorageError
-from kpatch.gitx.orphans import MARKER as ORPHAN_MARKER
 from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text
 
@@ -55,11 +54,14 @@ class Completed:
         return self.stdout.decode("utf-8", errors="replace").rstrip("\n")
 
 
+ORPHAN_MARKER = "KPATCH_PARENT"  # in the environment of every git kpatch starts: how gitx/orphans.py finds them
+
+
 def base_env(*, user_config: bool = False) -> dict[str, str]:
     """What kpatch sets for every git call (on top of the inherited environment)."""
     env = {"LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_COMMITTER_NAME": COMMITTER[0],
            "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
-           ORPHAN_MARKER: str(os.getpid())}  # inherited by what git starts: tells orphans (gitx/orphans.py)
+           ORPHAN_MARKER: str(os.getpid())}
     if not user_config:
         env |= {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
     return env
@@ -102,7 +104,14 @@ def _prctl() -> Callable[[], None] | None:
 
 
 def git_python() -> Any:
-    """The `git` package (GitPython), imported on first use with its own start-up check quiet."""
+    """The `git` package (GitPython), imported on first use with its own start-up check quiet.
+
+    GitPython starts its `git cat-file` processes with this process's environment (its own variables can add,
+    not remove): the repository-local ones (see _LOCAL_ENV) leave it, or a kpatch run from a git hook would read
+    the person's repository instead of kpatch's.
+    """
+    for key in [k for k in os.environ if _local(k)]:
+        del os.environ[key]
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
     import git
 
@@ -168,9 +177,12 @@ _LOCAL_ENV = frozenset({"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_C
                         "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR"})
 
 
+def _local(key: str) -> bool:
+    return key in _LOCAL_ENV or key.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+
+
 def _env(extra: Mapping[str, str] | None, user_config: bool) -> dict[str, str]:
-    inherited = {k: v for k, v in os.environ.items() if k not in _LOCAL_ENV and not k.startswith("GIT_CONFIG_KEY_")
-                 and not k.startswith("GIT_CONFIG_VALUE_")}
+    inherited = {k: v for k, v in os.environ.items() if not _local(k)}
     return {**inherited, **(fetch_env() if user_config else base_env()), **(extra or {})}
 
 

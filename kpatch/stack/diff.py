@@ -21,6 +21,7 @@ class DiffPaths:
     paths: tuple[str, ...]  # every path the diff reads or writes, sorted
     new_symlinks: tuple[str, ...]  # paths it creates as symlinks
     new_files: tuple[str, ...]  # paths it creates
+    renamed: tuple[str, ...] = ()  # paths it renames a file to
 
 
 def diff_paths(lines: list[str], start: int, path: Path) -> DiffPaths:
@@ -28,12 +29,13 @@ def diff_paths(lines: list[str], start: int, path: Path) -> DiffPaths:
     found: set[str] = set()
     symlinks: set[str] = set()
     created: set[str] = set()
+    renamed: set[str] = set()
     index = start
     while index < len(lines):
         line = lines[index]
         if line.startswith("diff --git "):
             before, header = len(found), index
-            index = _file_header(lines, index + 1, path, found, symlinks, created)
+            index = _file_header(lines, index + 1, path, found, symlinks, created, renamed)
             same = _same_name(line)
             if same is not None and len(found) == before:  # mode-only or binary: named only here
                 _check_path(same, path, header)
@@ -44,11 +46,12 @@ def diff_paths(lines: list[str], start: int, path: Path) -> DiffPaths:
             break
         else:
             index += 1
-    return DiffPaths(paths=tuple(sorted(found)), new_symlinks=tuple(sorted(symlinks)), new_files=tuple(sorted(created)))
+    return DiffPaths(paths=tuple(sorted(found)), new_symlinks=tuple(sorted(symlinks)), new_files=tuple(sorted(created)),
+                     renamed=tuple(sorted(renamed)))
 
 
 def _file_header(lines: list[str], index: int, path: Path, found: set[str], symlinks: set[str],
-                 created: set[str]) -> int:
+                 created: set[str], renamed: set[str]) -> int:
     """The extended header of one file's diff, up to its first hunk (or the next file)."""
     new_symlink = new_file = False
     while index < len(lines) and not lines[index].startswith(("diff --git ", "@@ ")):
@@ -70,6 +73,8 @@ def _file_header(lines: list[str], index: int, path: Path, found: set[str], syml
                 name = name[2:]
             _check_path(name, path, index)
             found.add(name)
+            if line.startswith("rename to "):
+                renamed.add(name)
             if line.startswith("+++ "):
                 if new_symlink:
                     symlinks.add(name)

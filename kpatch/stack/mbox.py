@@ -52,6 +52,7 @@ class Patch:
     paths: tuple[str, ...]  # every path the diff reads or writes
     new_symlinks: tuple[str, ...]  # paths the diff creates as symlinks
     new_files: tuple[str, ...] = ()  # paths the diff creates
+    renamed: tuple[str, ...] = ()  # paths the diff renames a file to
 
     @property
     def name(self) -> str:
@@ -91,7 +92,7 @@ def parse_patch_text(text: str, path: Path) -> Patch:
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers["subject"])
     return Patch(path=path, subject=subject, author=headers["from"], date=headers["date"], status=status,
                  prs=tuple(prs), requires=tuple(requires), paths=found.paths, new_symlinks=found.new_symlinks,
-                 new_files=found.new_files)
+                 new_files=found.new_files, renamed=found.renamed)
 
 
 def _headers(lines: list[str], path: Path) -> tuple[dict[str, str], int]:

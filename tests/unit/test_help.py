@@ -7,13 +7,14 @@ import shlex
 import pytest
 from click.testing import CliRunner
 
-from kpatch.cli import main
+from kpatch.cli import all_commands, main
 from kpatch.help import EXAMPLES
 
 pytestmark = pytest.mark.unit
+COMMANDS = all_commands()  # those of kpatch/cli_pair.py and cli_start.py too (loaded on demand)
 
 
-@pytest.mark.parametrize("name", sorted(main.commands))
+@pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_help_ends_with_an_example_that_the_command_accepts(name: str) -> None:
     result = CliRunner().invoke(main, [name, "--help"])
     assert result.exit_code == 0
@@ -21,11 +22,19 @@ def test_help_ends_with_an_example_that_the_command_accepts(name: str) -> None:
     assert result.output.rstrip().endswith(f"  Example: {example.does}\n    $ {example.command}")
     words = shlex.split(example.command)
     assert words[:2] == ["kpatch", name]
-    command = main.commands[name]
+    command = COMMANDS[name]
     command.make_context(name, words[2:])  # an unknown option or a bad value raises click's UsageError
 
 
 def test_every_command_takes_quiet_and_verbose() -> None:
-    for name, command in main.commands.items():
+    for name, command in COMMANDS.items():
         options = {opt for param in command.params for opt in param.opts}
         assert {"-q", "--quiet", "-v", "--verbose", "--json"} <= options, name
+
+
+def test_the_group_lists_and_finds_the_commands_registered_in_other_modules() -> None:
+    """`kpatch --help` lists build-wheels ... doctor, whose modules load only when needed, and each one runs."""
+    listing = CliRunner().invoke(main, ["--help"]).output
+    for name in ("build-wheels", "verify", "test", "nightly", "demo", "doctor", "apply", "status"):
+        assert f"  {name} " in listing, name
+        assert CliRunner().invoke(main, [name, "--help"]).exit_code == 0, name
