@@ -136,7 +136,8 @@ def _entries(tree: Repository, wanted: Sequence[tuple[str, Sequence[str]]]) -> l
     asked = sorted({f"{commit}:{path.rpartition('/')[0]}" for commit, paths in wanted for path in paths})
     if any("\n" in line for line in asked):
         raise ValueError("a path with a newline cannot be read in one cat-file line")
-    answer = tree.run(["cat-file", "--batch"], stdin="".join(f"{line}\n" for line in asked).encode()).stdout
+    lines = "".join(f"{line}\n" for line in asked).encode("utf-8", "surrogateescape")
+    answer = tree.run(["cat-file", "--batch"], stdin=lines).stdout
     trees: dict[str, dict[bytes, tuple[bytes, str]]] = {}
     at = 0
     for line in asked:
