@@ -275,3 +275,111 @@ def test_a_discarded_worktree_commit_is_not_picked(tmp_path: Path) -> None:
     assert picked(case) == ["fast path: 6 of 6 patch(es) picked"]
     assert "Not exported" not in git(tree, "log", "--format=%s", "-8")
     assert not any("Not exported" in p.read_text() for p in (case.root / "patches" / "up").glob("*.patch"))
+
+
+def _applies_alone(repo: Path, commit_sha: str, patch: Path, paths: tuple[str, ...], index: Path) -> bool:
+    """The check as it was made one patch at a time: ls-tree of its paths into a fresh index, then git apply."""
+    env = {"GIT_INDEX_FILE": str(index)}
+    entries = Repository(repo).run(["ls-tree", "-z", "--full-tree", commit_sha, "--", *paths]).stdout
+    Repository(repo).run(["update-index", "-z", "--index-info"], stdin=entries, env=env)
+    return Repository(repo).run(["apply", "--cached", "--check", "--", str(patch)], env=env, check=False).status == 0
+
+
+def test_the_batched_apply_checks_answer_as_one_check_per_patch(tmp_path: Path) -> None:
+    """applies_each (one index, a folder per check) answers as a fresh index per patch does: the same path at two
+    commits (applies at one, not at the other), an executable file, a file in a folder one commit lacks, a new
+    file that already exists, a deleted file, and a path that is a folder there."""
+    from kpatch.gitx.picks import applies_each
+    from kpatch.stack import parse_patch
+
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    base = commit(repo, {"a.txt": numbered("a", 20), "sub/dir/b.txt": numbered("b", 20), "gone.txt": "gone\n",
+                         "run.sh": "#!/bin/sh\necho one\n"}, "base", 0)
+    git(repo, "update-index", "--chmod=+x", "run.sh")
+    git(repo, "commit", "-q", "-m", "exec")
+    base = git(repo, "rev-parse", "HEAD")
+    moved = commit(repo, {"a.txt": replace_line(numbered("a", 20), 10, "a line 10 upstream")}, "move a", 1)
+    no_sub = commit(repo, {"new.txt": "new\n"}, "new file", 2)
+    git(repo, "rm", "-q", "-r", "sub")
+    git(repo, "commit", "-q", "-m", "no sub")
+    no_sub = git(repo, "rev-parse", "HEAD")
+    git(repo, "rm", "-q", "gone.txt")
+    (repo / "gone.txt").mkdir()
+    (repo / "gone.txt" / "x").write_text("x\n")
+    git(repo, "add", "gone.txt/x")
+    git(repo, "commit", "-q", "-m", "gone is a folder")
+    folder = git(repo, "rev-parse", "HEAD")
+    patches = {}
+    for name, files in {"a": {"a.txt": replace_line(numbered("a", 20), 10, "a line 10 ours")},
+                        "b": {"sub/dir/b.txt": replace_line(numbered("b", 20), 3, "b ours")},
+                        "run": {"run.sh": "#!/bin/sh\necho two\n"}, "new": {"new.txt": "new\n"}}.items():
+        git(repo, "checkout", "-q", "--detach", base)
+        for path, text in files.items():
+            (repo / path).write_text(text)
+        git(repo, "commit", "-q", "-a", "-m", name) if name != "new" else commit(repo, files, name, 3)
+        patches[name] = tmp_path / f"{name}.patch"
+        patches[name].write_text(git(repo, "format-patch", "--stdout", "-1", "HEAD") + "\n")
+    git(repo, "checkout", "-q", "--detach", base)
+    git(repo, "rm", "-q", "gone.txt")
+    git(repo, "commit", "-q", "-m", "drop gone")
+    patches["gone"] = tmp_path / "gone.patch"
+    patches["gone"].write_text(git(repo, "format-patch", "--stdout", "-1", "HEAD") + "\n")
+    cases = [(c, patches[n]) for c, n in ((base, "a"), (moved, "a"), (base, "b"), (no_sub, "b"), (base, "run"),
+                                          (no_sub, "run"), (base, "new"), (no_sub, "new"), (base, "gone"),
+                                          (folder, "gone"), (moved, "run"))]
+    checks = [(c, p, parse_patch(p).paths) for c, p in cases]
+    alone = [_applies_alone(repo, c, p, paths, tmp_path / f"index-{n}") for n, (c, p, paths) in enumerate(checks)]
+    assert alone == [True, False, True, False, True, True, True, False, True, False, True]
+    assert applies_each(Repository(repo), checks) == alone
+    assert applies_each(Repository(repo), []) == []
+
+
+def test_a_format_patch_started_ahead_is_what_the_writer_reads(tmp_path: Path) -> None:
+    """prefetch_patches formats base..tip in the background; the writer's format_patches of that range takes its
+    texts (no second git format-patch), byte for byte what a fresh run gives; a range moved since is run afresh."""
+    import logging
+
+    from kpatch.gitx.patches import _format_patches, format_patches, prefetch_patches
+
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    base = commit(repo, {"a.txt": numbered("a", 20)}, "base", 0)
+    for n in range(1, 4):
+        commit(repo, {"a.txt": replace_line(numbered("a", 20), n, f"a {n} ours")}, f"ours {n}\n\nbody {n}\n", n)
+    tree = Repository(repo)
+    fresh = _format_patches(tree, base, tree.head())
+    assert len(fresh) == 3
+    prefetch_patches(tree, base, tree.head())
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = seen.append  # type: ignore[method-assign]
+    logger = logging.getLogger("kpatch.git")
+    level, logger.level = logger.level, logging.DEBUG
+    logger.addHandler(handler)
+
+    def here() -> list[logging.LogRecord]:  # format-patch runs logged by this thread, not the one ahead
+        return [r for r in seen if "format-patch" in r.getMessage() and r.threadName == "MainThread"]
+
+    try:
+        assert format_patches(Repository(repo), base) == fresh
+        assert here() == []
+        prefetch_patches(tree, base, tree.head())
+        commit(repo, {"a.txt": replace_line(numbered("a", 20), 9, "a 9 ours")}, "ours 9\n", 9)
+        moved = format_patches(tree, base)
+        assert len(moved) == 4 and moved[:3] == fresh
+        assert len(here()) == 1
+    finally:
+        logger.removeHandler(handler)
+        logger.level = level
+
+
+def test_only_a_git_apply_that_just_checks_starts_without_the_parent_death_hook() -> None:
+    """`git apply --check` writes nothing, so the batched checks start as readers (vfork, safe beside the threads
+    that run them); an apply that writes an index keeps the hook, even with a file named --check."""
+    from kpatch.gitx.runner import _guard
+
+    assert _guard(["git", "-c", "rerere.enabled=false", "apply", "--cached", "--check", "--directory=d", "--",
+                   "p.patch"]) is None
+    assert _guard(["git", "-c", "rerere.enabled=false", "apply", "--cached", "--3way", "--", "p.patch"]) is not None
+    assert _guard(["git", "apply", "--cached", "--", "--check"]) is not None

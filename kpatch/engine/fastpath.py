@@ -19,7 +19,8 @@ import logging
 from collections.abc import Callable, Sequence
 
 from kpatch.gitx import SHA_RE, Mirror, Repository, file_patch_ids, patch_ids_of
-from kpatch.gitx.picks import applies, pick
+from kpatch.gitx.patches import prefetch_patches
+from kpatch.gitx.picks import applies_each, pick
 from kpatch.stack import Patch, Series
 from kpatch.state import Evidence, How, PatchRun, Phase, Settled, StackRun
 
@@ -48,6 +49,8 @@ def run(mirror: Mirror, tree: Repository, stack: StackRun, patches: Sequence[Pat
     if went is None:
         return [r for _, r in todo]
     on_progress(len(went.picked))
+    if not went.stopped:  # what the stack writer will read, formatted while the picks are classed
+        prefetch_patches(tree, stack.base, tree.head())
     parents: list[str] = []  # the commit each pick went onto
     head = stack.base
     for new in went.picked:
@@ -94,8 +97,9 @@ def _classes(tree: Repository, picks: Sequence[tuple[Patch, str, str, str | None
         return hows
     file_ids = file_patch_ids(tree, [picks[i][0].path for i in moved], verbatim=True)
     pick_ids = patch_ids_of(tree, [picks[i][3] or "" for i in moved], verbatim=True)
-    for index, file_id in zip(moved, file_ids, strict=True):
-        patch, _, parent, new = picks[index]
-        if file_id is None or pick_ids.get(new or "") != file_id:
-            hows[index] = None if applies(tree, parent, patch.path, patch.paths) else How.THREE_WAY
+    doubtful = [index for index, file_id in zip(moved, file_ids, strict=True)
+                if file_id is None or pick_ids.get(picks[index][3] or "") != file_id]
+    checks = applies_each(tree, [(picks[i][2], picks[i][0].path, picks[i][0].paths) for i in doubtful])
+    for index, applied in zip(doubtful, checks, strict=True):
+        hows[index] = None if applied else How.THREE_WAY
     return hows

@@ -7,9 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import run
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 # Options that make format-patch output depend on nothing but the commit (no version, signature or
 # abbreviation noise); user and system git config is ignored for the same reason.
@@ -39,8 +43,33 @@ class MailReading:
     has_diff: bool
 
 
+# format-patch runs started ahead of need (prefetch_patches), by (repository, base, tip SHA); the latest few only.
+_AHEAD: dict[tuple[Path, str, str], Future[list[bytes]]] = {}
+_AHEAD_MAX = 4  # one per stack of a rebase; ones never asked for (the rebase went on with git am) age out
+
+
+def prefetch_patches(tree: Repository, base: str, tip: str) -> None:
+    """Start `format_patches(tree, base, tip)` (`tip` a full SHA) in a thread of its own: a later call for the same
+    range takes its result instead of running git again, so format-patch runs while the caller does other work."""
+    from concurrent.futures import ThreadPoolExecutor  # only here: most runs never format ahead
+
+    while len(_AHEAD) >= _AHEAD_MAX:
+        del _AHEAD[next(iter(_AHEAD))]
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpatch-format")  # joined at exit, not before
+    _AHEAD[(tree.common_dir, base, tip)] = pool.submit(_format_patches, tree, base, tip)
+    pool.shutdown(wait=False)
+
+
 def format_patches(tree: Repository, base: str, tip: str = "HEAD") -> list[bytes]:
     """`git format-patch` of base..tip, one mbox text per commit, deterministic bytes."""
+    if _AHEAD:
+        ahead = _AHEAD.pop((tree.common_dir, base, tree.head() if tip == "HEAD" else tip), None)
+        if ahead is not None and ahead.exception() is None:  # a failure there is raised again here, by git
+            return ahead.result()
+    return _format_patches(tree, base, tip)
+
+
+def _format_patches(tree: Repository, base: str, tip: str) -> list[bytes]:
     with tempfile.TemporaryDirectory(prefix="kpatch-export-") as folder:
         tree.run([*FORMAT_PATCH, "--output-directory", folder, "--end-of-options", f"{base}..{tip}"])
         return [p.read_bytes() for p in sorted(Path(folder).iterdir())]

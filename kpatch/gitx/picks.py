@@ -103,14 +103,75 @@ def leave(tree: Repository) -> None:
     tree.reset_hard("HEAD")
 
 
-def applies(tree: Repository, commit: str, patch: Path, paths: Sequence[str]) -> bool:
-    """Whether `git apply` takes `patch` on `commit` as it is (no 3-way), on a throwaway index of `paths` only."""
+def applies_each(tree: Repository, checks: Sequence[tuple[str, Path, Sequence[str]]]) -> list[bool]:
+    """Whether `git apply` takes each (commit, patch file, paths) as it is (no 3-way), on a throwaway index.
+
+    One throwaway index holds each check's files, as they are in its commit, under a folder of its own (`<n>/`),
+    and each patch is checked there with `git apply --cached --check --directory=<n>`: one process per patch
+    instead of three (their entries come from the trees read in one `cat-file --batch`), run side by side.
+    """
+    if not checks:
+        return []
+    folders = [f"kpatch-check-{n}" for n in range(len(checks))]
+    entries = _entries(tree, [(commit, paths) for commit, _, paths in checks])
     with tempfile.TemporaryDirectory(prefix="kpatch-check-") as folder:
         env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
-        entries = tree.run(["ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", *paths]).stdout
-        tree.run(["update-index", "-z", "--index-info"], stdin=entries, env=env)
-        return tree.run(["-c", "rerere.enabled=false", "apply", "--cached", "--check", "--", str(patch)], env=env,
-                        check=False).status == 0
+        listing = b"".join(b"%s %s\t%s/%s\0" % (mode, sha.encode(), top.encode(), path)
+                           for top, found in zip(folders, entries, strict=True) for path, (mode, sha) in found.items())
+        tree.run(["update-index", "-z", "--index-info"], stdin=listing, env=env)
+
+        def check(top: str, patch: Path) -> bool:
+            return tree.run(["-c", "rerere.enabled=false", "apply", "--cached", "--check", f"--directory={top}",
+                             "--", str(patch)], env=env, check=False).status == 0
+
+        from concurrent.futures import ThreadPoolExecutor  # only here: most runs check nothing
+
+        with ThreadPoolExecutor(max_workers=min(4, len(checks))) as pool:  # each waits on its own git process
+            return list(pool.map(check, folders, [patch for _, patch, _ in checks]))
+
+
+def _entries(tree: Repository, wanted: Sequence[tuple[str, Sequence[str]]]) -> list[dict[bytes, tuple[bytes, str]]]:
+    """{path: (mode, object)} of the given paths in each commit, as `git ls-tree` lists them (files only: a path
+    that is a folder there gets no entry), from the folders' trees read in one `git cat-file --batch`."""
+    asked = sorted({f"{commit}:{path.rpartition('/')[0]}" for commit, paths in wanted for path in paths})
+    if any("\n" in line for line in asked):
+        raise ValueError("a path with a newline cannot be read in one cat-file line")
+    lines = "".join(f"{line}\n" for line in asked).encode("utf-8", "surrogateescape")
+    answer = tree.run(["cat-file", "--batch"], stdin=lines).stdout
+    trees: dict[str, dict[bytes, tuple[bytes, str]]] = {}
+    at = 0
+    for line in asked:
+        end = answer.index(b"\n", at)
+        header = answer[at:end].split(b" ")
+        at = end + 1
+        if len(header) != 3 or not header[2].isdigit():  # "<name> missing": no such folder in that commit
+            trees[line] = {}
+            continue
+        size = int(header[2])
+        trees[line] = _tree_entries(answer[at:at + size], len(header[0]) // 2) if header[1] == b"tree" else {}
+        at += size + 1
+    found = []
+    for commit, paths in wanted:
+        entries = {}
+        for path in paths:
+            folder, _, name = path.rpartition("/")
+            entry = trees[f"{commit}:{folder}"].get(name.encode("utf-8", "surrogateescape"))
+            if entry is not None and entry[0] != b"40000":
+                entries[path.encode("utf-8", "surrogateescape")] = entry
+        found.append(entries)
+    return found
+
+
+def _tree_entries(data: bytes, width: int) -> dict[bytes, tuple[bytes, str]]:
+    """{name: (mode, object)} of a raw tree object ("<mode> <name>\\0<binary object name>" per entry)."""
+    entries: dict[bytes, tuple[bytes, str]] = {}
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        entries[data[space + 1:nul]] = (data[at:space], data[nul + 1:nul + 1 + width].hex())
+        at = nul + 1 + width
+    return entries
 
 
 def _copy_into(todo: Path) -> str:

@@ -164,7 +164,9 @@ def _guard(command: Sequence[str]) -> Callable[[], None] | None:
     """The parent-death hook for a command that may write; none for a reader (see _READERS)."""
     words = iter(command[1:])
     subcommand = next((word for word in words if word != "-c" or next(words, None) is None), "")
-    return None if subcommand in _READERS else _prctl()
+    options = command[:command.index("--")] if "--" in command else command
+    checks_only = subcommand == "apply" and "--check" in options  # `git apply --check` writes nothing
+    return None if subcommand in _READERS or checks_only else _prctl()
 
 
 # git's repository-local variables (`git rev-parse --local-env-vars`): inherited from a hook or an alias, they would

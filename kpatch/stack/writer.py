@@ -46,13 +46,28 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
         else:
             name = _fresh_name(index, subject, {p.name for p in old} | {p.name for p in files})
         target = series.folder / name
-        if not (target.is_file() and target.read_bytes() == data):
+        if not (target.is_file() and _same_mail(target.read_bytes(), data)):
             changed.append((commit, data))
         files[target] = data
     check_round_trips(tree, changed)
     series_file = series.folder / SERIES
     header = header_comments(read_text(series_file)) if series_file.is_file() else ""
     return Rendered(files=files, series=render_series(header, dict(dropped), [p.name for p in files]))
+
+
+def _same_mail(old: bytes, new: bytes) -> bool:
+    """Whether git am reads `new` as it reads `old`, the file it replaces: both are the same bytes up to the first
+    `diff --git` line (mail headers, message and diffstat; whatever ends the message for mailinfo is at or before
+    it), `new` has a diff after it, and no other line of that part starts a mail for mailsplit. A file whose text
+    is unchanged needs no read-back check; nor does one where only the diff moved (a rebase shifted its lines).
+    """
+    if old == new:
+        return True
+    marker = b"\ndiff --git "
+    cut = new.find(marker) + len(marker)
+    if cut < len(marker) or old[:cut] != new[:cut]:
+        return False
+    return b"\nFrom " not in new[:cut]
 
 
 def check_round_trip(tree: Repository, commit: str, data: bytes) -> None:
