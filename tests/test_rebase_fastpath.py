@@ -335,6 +335,27 @@ def test_the_batched_apply_checks_answer_as_one_check_per_patch(tmp_path: Path) 
     assert applies_each(Repository(repo), []) == []
 
 
+def test_the_batched_apply_checks_take_file_names_with_newlines(tmp_path: Path) -> None:
+    """A name git quotes (a newline, a tab, a quote) cannot go into a `cat-file --batch` line: such a check is made
+    with the file's own entries, with the same answer, instead of failing the rebase."""
+    from kpatch.gitx.picks import applies_each
+    from kpatch.stack import parse_patch
+
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    odd = 'odd\ndir/name\t"q".txt'  # a folder name with a newline, a file name with a tab and quotes
+    base = commit(repo, {odd: numbered("o", 20), "plain.txt": numbered("p", 20)}, "base", 0)
+    moved = commit(repo, {odd: replace_line(numbered("o", 20), 10, "o line 10 upstream")}, "move", 1)
+    git(repo, "checkout", "-q", "--detach", base)
+    commit(repo, {odd: replace_line(numbered("o", 20), 10, "o line 10 ours"),
+                  "plain.txt": replace_line(numbered("p", 20), 2, "p ours")}, "ours", 2)
+    patch = tmp_path / "ours.patch"
+    patch.write_bytes(git(repo, "format-patch", "--stdout", "-1", "HEAD").encode() + b"\n")
+    paths = parse_patch(patch).paths
+    assert odd in paths
+    assert applies_each(Repository(repo), [(base, patch, paths), (moved, patch, paths)]) == [True, False]
+
+
 def test_a_format_patch_started_ahead_is_what_the_writer_reads(tmp_path: Path) -> None:
     """prefetch_patches formats base..tip in the background; the writer's format_patches of that range takes its
     texts (no second git format-patch), byte for byte what a fresh run gives; a range moved since is run afresh."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch.gitx.repo import Repository
+from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import Completed, failure_for, popen
 
 # --empty=drop: a commit whose change is already in HEAD leaves no commit (am says "No changes");
@@ -133,9 +133,8 @@ def applies_each(tree: Repository, checks: Sequence[tuple[str, Path, Sequence[st
 def _entries(tree: Repository, wanted: Sequence[tuple[str, Sequence[str]]]) -> list[dict[bytes, tuple[bytes, str]]]:
     """{path: (mode, object)} of the given paths in each commit, as `git ls-tree` lists them (files only: a path
     that is a folder there gets no entry), from the folders' trees read in one `git cat-file --batch`."""
-    asked = sorted({f"{commit}:{path.rpartition('/')[0]}" for commit, paths in wanted for path in paths})
-    if any("\n" in line for line in asked):
-        raise ValueError("a path with a newline cannot be read in one cat-file line")
+    asked = sorted({f"{commit}:{path.rpartition('/')[0]}" for commit, paths in wanted for path in paths
+                    if "\n" not in path.rpartition("/")[0]})
     lines = "".join(f"{line}\n" for line in asked).encode("utf-8", "surrogateescape")
     answer = tree.run(["cat-file", "--batch"], stdin=lines).stdout
     trees: dict[str, dict[bytes, tuple[bytes, str]]] = {}
@@ -152,14 +151,31 @@ def _entries(tree: Repository, wanted: Sequence[tuple[str, Sequence[str]]]) -> l
         at += size + 1
     found = []
     for commit, paths in wanted:
-        entries = {}
+        # A folder name with a newline cannot be a cat-file line: those files are listed by ls-tree instead.
+        entries = _listed(tree, commit, [path for path in paths if "\n" in path.rpartition("/")[0]])
         for path in paths:
             folder, _, name = path.rpartition("/")
+            if "\n" in folder:
+                continue
             entry = trees[f"{commit}:{folder}"].get(name.encode("utf-8", "surrogateescape"))
             if entry is not None and entry[0] != b"40000":
                 entries[path.encode("utf-8", "surrogateescape")] = entry
         found.append(entries)
     return found
+
+
+def _listed(tree: Repository, commit: str, paths: Sequence[str]) -> dict[bytes, tuple[bytes, str]]:
+    """{path: (mode, object)} of the files at `paths` in `commit` (folders left out), from `git ls-tree`."""
+    if not paths:
+        return {}
+    listing = tree.run(["ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", *literal(paths)]).stdout
+    entries: dict[bytes, tuple[bytes, str]] = {}
+    for entry in filter(None, listing.split(b"\0")):
+        meta, _, path = entry.partition(b"\t")
+        mode, kind, sha = meta.split(b" ")
+        if kind != b"tree":
+            entries[path] = (mode, sha.decode())
+    return entries
 
 
 def _tree_entries(data: bytes, width: int) -> dict[bytes, tuple[bytes, str]]:
