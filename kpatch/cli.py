@@ -300,8 +300,6 @@ def status_(ctx: Context) -> int:
     return 0
 
 
-
-
 def all_commands() -> dict[str, click.Command]:
     """Every command by name, those registered elsewhere included."""
     for module in sorted(set(_ELSEWHERE.values())):
