@@ -154,6 +154,40 @@ def test_apply_of_export_gives_the_same_commit_or_a_clear_refusal(scratch: tuple
     assert identity(into) == identity(repo, sha)
 
 
+@pytest.mark.parametrize(("name", "open_"), [
+    ("00((\u00a0\u00a0\u00a0", True),  # hypothesis found it: git am gave a different tail each run
+    ("Zo\u00eb (ACME", True), ("Zo\u00eb \"Z", True), ("\u00e9 (x) (y", True), ("\u00e9 (a\\)", True),
+    ("Zo\u00eb (ACME)", False), ("\u00e9 ((y))", False), ("\u00e9 )(x)", False), ("Zoe (ACME", False),
+])
+def test_an_author_name_git_am_reads_past_its_end_is_refused(scratch: tuple[Path, Path, str, str], name: str,
+                                                             open_: bool) -> None:
+    """git mailinfo unquotes the comments and quoted strings of a name it decoded from RFC 2047 (a non-ASCII
+    name); one left open makes it read past the name's end, into whatever memory follows. Such an author is
+    refused; a balanced or an ASCII one (format-patch quotes it) goes through git am as it is."""
+    import subprocess
+
+    from kpatch.gitx import Am, Repository, format_patches
+    from kpatch.stack.writer import check_round_trip
+
+    repo, into, base, changed = scratch
+    env = {**os.environ, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": "a@example.invalid",
+           "GIT_AUTHOR_DATE": "@1700000000 +0000", "GIT_COMMITTER_DATE": "@1700000000 +0000"}
+    sha = subprocess.run(["git", "commit-tree", changed, "-p", base, "-m", "Fix x"], cwd=repo, capture_output=True,
+                         text=True, env=env, check=True).stdout.strip()
+    [data] = format_patches(Repository(repo), base, sha)
+    if open_:
+        with pytest.raises(WorktreeError, match="past its end"):
+            check_round_trip(Repository(repo), sha, data)
+        return
+    check_round_trip(Repository(repo), sha, data)
+    patch = repo.parent / "named.patch"
+    patch.write_bytes(data)
+    for _ in range(3):  # what git am makes of it, every time
+        git(into, "reset", "-q", "--hard", base)
+        assert not Am(Repository(into)).start([patch], lambda done: None).stopped
+        assert identity(into) == identity(repo, sha)
+
+
 # --- 9. CRLF files, on the apply and the rebase path -------------------------------------------------------------
 
 

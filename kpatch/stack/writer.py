@@ -97,8 +97,39 @@ def _check(commit: str, reading: MailReading, fact: CommitFacts) -> None:
     if read_back != original:
         raise WorktreeError(f"{what}: git am would not read its message back: {_difference(original, read_back)}; "
                             "reword it")
+    if _read_past_its_end(fact.author.rpartition(" <")[0]):
+        raise WorktreeError(f"{what}: git am reads the author name {fact.author.rpartition(' <')[0]!r} past its end "
+                            "(a '(' or '\"' left open in a non-ASCII name): what it takes differs from run to run; "
+                            "fix the name")
     if reading.author != fact.author:
         raise WorktreeError(f"{what}: git am would read its author as {reading.author!r}, not {fact.author!r}")
+
+
+def _read_past_its_end(name: str) -> bool:
+    """Whether git's mailinfo, unquoting the comments and quoted strings of a From: header it decoded from RFC 2047
+    (format-patch encodes a non-ASCII name that way, an ASCII one it quotes), runs off the name's end: a comment or
+    quoted string still open there makes it read the bytes that follow in memory (git 2.39: author names with
+    garbage after them, a different one each run; the read-back may even see the right name)."""
+    if name.isascii():
+        return False
+    open_: list[str] = []  # the '(' and '"' still open, innermost last
+    literal = False
+    for char in name:
+        if not open_:
+            if char in "(\"":
+                open_.append(char)
+        elif literal:
+            literal = False
+        elif char == "\\":
+            literal = True
+        elif open_[-1] == '"':
+            if char == '"':
+                open_.pop()
+        elif char == "(":
+            open_.append(char)
+        elif char == ")":
+            open_.pop()
+    return bool(open_)
 
 
 def _difference(original: list[str], read_back: list[str]) -> str:
