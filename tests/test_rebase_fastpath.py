@@ -376,7 +376,8 @@ def test_a_format_patch_started_ahead_is_what_the_writer_reads(tmp_path: Path) -
     handler = logging.Handler(logging.DEBUG)
     handler.emit = seen.append  # type: ignore[method-assign]
     logger = logging.getLogger("kpatch.git")
-    level, logger.level = logger.level, logging.DEBUG
+    level = logger.level
+    logger.setLevel(logging.DEBUG)  # not `logger.level = ...`: that keeps logging's cached "debug is off"
     logger.addHandler(handler)
 
     def here() -> list[logging.LogRecord]:  # format-patch runs logged by this thread, not the one ahead
@@ -392,7 +393,7 @@ def test_a_format_patch_started_ahead_is_what_the_writer_reads(tmp_path: Path) -
         assert len(here()) == 1
     finally:
         logger.removeHandler(handler)
-        logger.level = level
+        logger.setLevel(level)
 
 
 def test_only_a_git_apply_that_just_checks_starts_without_the_parent_death_hook() -> None:

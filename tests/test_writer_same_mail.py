@@ -29,13 +29,14 @@ def mailinfo_runs() -> Iterator[list[str]]:
     handler = logging.Handler(logging.DEBUG)
     handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
     logger = logging.getLogger("kpatch.git")
-    level, logger.level = logger.level, logging.DEBUG
+    level = logger.level
+    logger.setLevel(logging.DEBUG)  # not `logger.level = ...`: that keeps logging's cached "debug is off"
     logger.addHandler(handler)
     try:
         yield seen
     finally:
         logger.removeHandler(handler)
-        logger.level = level
+        logger.setLevel(level)
 
 
 def stack(tmp: Path, message: str, author: tuple[str, str] = ("Ann Dev", "ann@example.invalid")) -> tuple[Path, str]:

@@ -54,7 +54,8 @@ def test_output_json_and_the_log_file_are_redacted(tmp_path: Path, capsys: pytes
     ui.error(f"cannot fetch {url}", 4)
     logging.getLogger("kpatch.git").debug("git fetch -- %s", url)
     gitpython = logging.getLogger("git.cmd")
-    level, gitpython.level = gitpython.level, logging.DEBUG  # a GitPython made verbose
+    level = gitpython.level
+    gitpython.setLevel(logging.DEBUG)  # a GitPython made verbose
     gitpython.debug("Popen(['git', 'fetch', '%s'])", url)
     gitpython.setLevel(level)
     for handler in logging.getLogger("kpatch").handlers:
