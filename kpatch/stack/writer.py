@@ -97,8 +97,9 @@ def _check(commit: str, reading: MailReading, fact: CommitFacts) -> None:
     if read_back != original:
         raise WorktreeError(f"{what}: git am would not read its message back: {_difference(original, read_back)}; "
                             "reword it")
-    if _read_past_its_end(fact.author.rpartition(" <")[0]):
-        raise WorktreeError(f"{what}: git am reads the author name {fact.author.rpartition(' <')[0]!r} past its end "
+    name = fact.author.rpartition(" <")[0]
+    if _read_past_its_end(name):
+        raise WorktreeError(f"{what}: git am reads the author name {name!r} past its end "
                             "(a '(' or '\"' left open in a non-ASCII name): what it takes differs from run to run; "
                             "fix the name")
     if reading.author != fact.author:
