@@ -135,9 +135,25 @@ class Workspace:
             if stopped:
                 notes.append(f"stopped {len(stopped)} git process(es) a killed kpatch left running "
                              f"(e.g. pid {stopped[0].pid} in {stopped[0].cwd})")
+            cleared = self._clear_stale_git_locks()
+            if cleared:
+                notes.append(f"removed {len(cleared)} git lock file(s) a killed git left (e.g. {cleared[0]})")
             if ui is not None:
                 ui.notes(notes)
             yield notes
+
+    def _clear_stale_git_locks(self) -> list[Path]:
+        """Remove the git lock files no live process holds in this project's mirrors and their worktrees' git
+        folders. Only a writer calls it, once no git of ours runs: a kill leaves them (packed-refs.lock even where
+        no git am or rebase is in progress to abort), and the person's own git in a worktree fails on them."""
+        from kpatch.gitx import locks
+
+        folders: list[Path] = []
+        for upstream in self.stack.upstreams:
+            common = self.mirror(upstream.name).path
+            if common.is_dir():
+                folders += [common, *(p for p in (common / "worktrees").glob("*") if p.is_dir())]
+        return locks.clear_stale(folders)
 
     # --- checks ---------------------------------------------------------------------------------------------
 
@@ -149,7 +165,6 @@ class Workspace:
         tree = Repository(path)
         if not self.mirror(name).owns(path):
             raise WorktreeError(f"{path} exists but is not a kpatch worktree of {name}; move it away")
-        tree.clear_stale_locks()
         busy = tree.operation()
         if busy:
             raise WorktreeError(f"worktree {path} is in the middle of a git {busy}; finish or abort it first")

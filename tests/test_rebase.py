@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -204,3 +205,24 @@ def test_every_conflict_is_reported_in_one_run(rp: RebaseProject) -> None:
     done = rp.run("rebase", "--continue", "--json")
     assert done.exit_code == 0, done.output
     assert classes(json.loads(done.stdout), "kernels") == ["upstream", "upstream", "three-way", "three-way"]
+
+
+@pytest.mark.parametrize("verb", ["abort", "continue"])
+def test_git_locks_a_killed_git_left_in_any_mirror_are_gone_after_abort_or_continue(rp: RebaseProject,
+                                                                                    verb: str) -> None:
+    """A git killed with kpatch can leave packed-refs.lock in a mirror (git closes that file at once, so no process
+    is seen holding it), also in a stack that has no git am in progress to abort. The person's own git in that
+    upstream's worktree fails on it (a branch deleted, a rebase), so --abort and --continue clear it."""
+    assert rp.run("rebase").exit_code == ExitCode.CONFLICT  # kernels stopped in git am; app waits, untouched
+    mirrors = Path(os.environ["XDG_CACHE_HOME"]) / "kpatch" / "mirrors"
+    stale = [mirrors / "app.git" / "packed-refs.lock", mirrors / "kernels.git" / "packed-refs.lock",
+             mirrors / "app.git" / "refs" / "tags" / "v1.lock"]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    if verb == "continue":
+        resolve_c(rp)
+    result = rp.run("rebase", f"--{verb}")
+    assert result.exit_code == 0, result.output
+    assert [p for p in stale if p.exists()] == []
+    assert not list(mirrors.rglob("*.lock"))

@@ -60,7 +60,6 @@ def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool = Fal
     items = resolve_items(ws, ui, onto, fetch_missing=True, run=run)
     for item in items:
         check_symlinks(item)
-        item.mirror.clear_stale_locks()
         ws.check_worktree(item.upstream.name)
     refuse_unexported(ws, items, run, discard=discard, doing="kpatch apply")
     ws.check_writable(ws.workdir, ws.kpatch_dir, *(i.worktree for i in items if i.worktree.exists()))

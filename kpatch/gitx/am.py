@@ -93,7 +93,6 @@ class Am:
         am's state (possibly half-written, with a patch half-applied) is dropped and the worktree put at HEAD:
         the commits since `head_before` are the resolved patch and those after it; the rest is applied anew.
         """
-        self.tree.clear_stale_locks()
         head = self.tree.head()
         if head == head_before and self.in_progress():
             return
@@ -104,7 +103,6 @@ class Am:
 
         `created` are the files the patches add: an interrupted am may have left them untracked.
         """
-        self.tree.clear_stale_locks()
         if picks.in_progress(self.tree):  # the rebase's fast path (gitx/picks.py) was killed
             picks.leave(self.tree)
         if self.in_progress():
@@ -112,7 +110,6 @@ class Am:
                 self.tree.run(["am", "--quit"], check=False)  # "could not parse author script": drop the state
             if self.in_progress():
                 shutil.rmtree(self.state_dir, ignore_errors=True)
-            self.tree.clear_stale_locks()
         self.tree.reset_hard(restore)
         self.tree.remove_untracked(created)
 

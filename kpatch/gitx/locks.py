@@ -3,7 +3,10 @@
 A git killed mid-write leaves `index.lock`, `HEAD.lock`, `packed-refs.lock`... and every later git call in that
 repository fails on them, or (packed-refs) waits a second on each and then fails. kpatch holds its own
 project lock while it writes, and the git processes it starts die with it, so a git lock file that no live
-process has open is stale.
+process has open is stale. Every writer removes them once, as it starts (`Workspace.writer`).
+
+git closes packed-refs.lock as soon as it has made it, so a live git holding that one is not seen here: only a
+writer that holds kpatch's locks may call this.
 """
 
 from __future__ import annotations

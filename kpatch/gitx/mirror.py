@@ -77,8 +77,6 @@ class Mirror(Repository):
         if not self.exists:
             self.path.mkdir(parents=True, exist_ok=True)
             run(["init", "--quiet", "--bare", "--", str(self.path)])
-        else:
-            self.clear_stale_locks()
         last = ""
         for attempt in range(1, FETCH_TRIES + 1):
             status, stderr = self._fetch_once(url, on_progress)

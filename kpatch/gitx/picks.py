@@ -95,7 +95,6 @@ def in_progress(tree: Repository) -> bool:
 
 def leave(tree: Repository) -> None:
     """Quit a rebase (even one a kill left half-written) keeping HEAD; the worktree back at HEAD."""
-    tree.clear_stale_locks()
     if tree.run(["rebase", "--quit"], check=False).status != 0 or in_progress(tree):
         shutil.rmtree(tree.git_dir / "rebase-merge", ignore_errors=True)
     for name in ("REBASE_HEAD", "AUTO_MERGE"):

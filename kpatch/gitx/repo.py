@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.errors import StorageError
-from kpatch.gitx import locks
 from kpatch.gitx.runner import Completed, base_env, git_python, out, run
 from kpatch.gitx.storage import place_problem
 
@@ -243,9 +242,6 @@ class Repository:
     def unmerged(self) -> list[str]:
         return [p for p in self.out(["diff", "--name-only", "--diff-filter=U", "-z"],  # no index refresh: a reader
                                     env={"GIT_OPTIONAL_LOCKS": "0"}).split("\0") if p]
-
-    def clear_stale_locks(self) -> list[Path]:
-        return locks.clear_stale({self.git_dir, self.common_dir})
 
     def checkout(self, commit: str) -> None:
         """Detach a clean worktree at `commit`; fail when git could not write every file.
