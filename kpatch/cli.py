@@ -131,6 +131,9 @@ def kpatch_command(func: F) -> F:
 
 def guarded(ui: UI, body: Callable[[], int | None]) -> int:
     """Run a command: kpatch's errors become their exit codes, Ctrl-C 130, anything else a crash log and 70."""
+    from kpatch.procs import register_secrets
+
+    register_secrets(os.environ)  # a secret-named variable's value never shows in output, logs or reports
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(body() or ExitCode.OK)

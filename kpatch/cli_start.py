@@ -46,7 +46,7 @@ def demo_(folder: Path | None, keep: bool, backend: str, base_image: str | None,
 
         result = cmd.demo(folder, ui, choice, keep=keep, on_step=on_step)
         if ui.json_mode:
-            ui.json({"ok": result.ok, **_jsonable(result)})
+            ui.json({"ok": result.ok, "log": str(ui.log_file) if ui.log_file else None, **_jsonable(result)})
         else:
             print_demo_summary(ui, result)
         return result.exit_code

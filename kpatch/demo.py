@@ -56,6 +56,7 @@ class Step:
     ok: bool
     summary: str  # one line: what happened
     exit_code: int = 0  # of the error that stopped the demo at this step
+    detail: tuple[str, ...] = ()  # the lines that error gave after its first (a failed build's last lines)
 
 
 @dataclass(frozen=True)
@@ -146,12 +147,15 @@ class _Run:
     def step(self, name: str, body: Callable[[], Outcome]) -> bool:
         """Run one step; a kpatch error ends it (and the demo) with that error's exit code."""
         begun = time.monotonic()
+        detail: tuple[str, ...] = ()
         try:
             result, ok, summary = body()
             code = 0 if ok else int(ExitCode.CONFLICT)
         except KpatchError as err:
-            result, ok, summary, code = None, False, str(err).splitlines()[0], int(err.exit_code)
-        done = Step(name=name, seconds=round(time.monotonic() - begun, 2), ok=ok, summary=summary, exit_code=code)
+            first, *rest = str(err).splitlines() or ["(no message)"]
+            result, ok, summary, code, detail = None, False, first, int(err.exit_code), tuple(rest)
+        done = Step(name=name, seconds=round(time.monotonic() - begun, 2), ok=ok, summary=summary, exit_code=code,
+                    detail=detail)
         self.steps.append(done)
         self.results[name] = result
         self.on_step(done, result)

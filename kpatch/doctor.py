@@ -1,9 +1,10 @@
 """`kpatch doctor`: is this machine ready for the configured stacks? Each line OK, or what to do about it.
 
 A check FAILs only when something the configured stacks need is missing (git and its features always; the Docker
-engine when a stack builds or tests and the backend is docker; python3's build tools with --backend local; a
+engine when a stack builds or tests and the backend is docker; kpatch's build environment with --backend local; a
 mirror `git fsck` finds broken; too little disk for the wheels). Everything else that could bite later (no GPU, no
-token, a base image not pulled yet) is a WARN with the next step. Nothing is changed, pulled or built.
+token, a base image not pulled yet) is a WARN with the next step. Nothing is changed, pulled or built, except
+that with --backend local the build environment is made as the first build would make it (so "ok" means a build starts).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -129,20 +131,9 @@ def _gpu(stack: Stack | None) -> Finding:
 
 
 def _local(options: DoctorOptions) -> Iterator[Finding]:
-    """The host's python3 and oneAPI: needed for --backend local only."""
+    """kpatch's own build environment and oneAPI: needed for --backend local only."""
     needed = options.backend == "local"
-    python = shutil.which("python3")
-    # setuptools first, as setup.py does: looking up pip before it trips setuptools' distutils hack on some
-    # Pythons; bdist_wheel is in setuptools itself since 70.1, before that in the wheel package
-    probe = ("import setuptools, importlib.util as u, sys; sys.exit(not (u.find_spec('pip') and "
-             "(u.find_spec('setuptools.command.bdist_wheel') or u.find_spec('wheel'))))")
-    tools = subprocess.run([python, "-c", probe], capture_output=True) if python else None
-    if tools is None or tools.returncode != 0:
-        what = "no python3 on PATH" if tools is None else "python3 lacks pip, setuptools or bdist_wheel"
-        yield Finding("python3", Level.FAIL if needed else Level.SKIP, f"{what} (--backend local builds with it)",
-                      "python3 -m pip install setuptools wheel" if tools is not None else "install python3")
-    else:
-        yield Finding("python3", Level.OK, f"{python} with pip, setuptools and bdist_wheel (--backend local)")
+    yield _build_env(options.cache_dir, needed)
     compiler = os.environ.get("CMPLR_ROOT")
     icpx = shutil.which("icpx")
     if compiler and icpx:
@@ -151,6 +142,35 @@ def _local(options: DoctorOptions) -> Iterator[Finding]:
         yield Finding("oneapi", Level.WARN if needed else Level.SKIP,
                       "no oneAPI on this host (CMPLR_ROOT unset or no icpx on PATH): the real kernels cannot build "
                       "with --backend local", "source /opt/intel/oneapi/setvars.sh, or use the docker backend")
+
+
+def _build_env(cache_dir: Path, needed: bool) -> Finding:
+    """The probe a local build runs: the seed venv (made now if --backend local and the cache has none: the
+    build would make it the same way), then a fresh venv from it with the build's environment, asked for the
+    build tools."""
+    from kpatch.errors import BuildError
+    from kpatch.wheels import hostenv
+
+    try:
+        made = hostenv.seed(cache_dir, os.environ) if needed else hostenv.cached(cache_dir)
+    except BuildError as err:
+        return Finding("python", Level.FAIL, str(err).splitlines()[0],
+                       "check that pip reaches the package index (PIP_INDEX_URL, proxy settings), then run doctor "
+                       "again")
+    if made is None:
+        return Finding("python", Level.SKIP, "no local build environment yet (--backend local makes one: a venv with "
+                       "pip, setuptools and wheel from the package index)")
+    with tempfile.TemporaryDirectory(prefix="kpatch-doctor-") as scratch:
+        bin_dir = hostenv.fresh(made, Path(scratch) / "venv")
+        env = hostenv.run_env(bin_dir, os.environ, {"HOME": scratch})
+        probe = subprocess.run(["python3", "-c", "import setuptools.build_meta, wheel, pip"], env=env,
+                               capture_output=True, text=True, check=False, cwd=scratch)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        return Finding("python", Level.FAIL if needed else Level.WARN,
+                       f"the local build environment {made.folder} does not start a build: {last}",
+                       f"rm -r {made.folder} (kpatch makes it again)")
+    return Finding("python", Level.OK, f"local build environment {made.folder}: {made.describe()} (--backend local)")
 
 
 def _mirrors(options: DoctorOptions) -> Iterator[Finding]:

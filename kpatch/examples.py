@@ -40,6 +40,10 @@ KERNEL_FILES = {
                 "      packages=['vllm_xpu_kernels'], distclass=Binary)\n",
 }
 KERNEL_FILES.update(examples_ext.files())  # a real C++ extension (24 translation units) for compiler-cache builds
+_PYPROJECT = ('[build-system]\nrequires = ["setuptools>=61", "wheel"]\n'
+              'build-backend = "setuptools.build_meta"\n')
+# An abi3 platform wheel, as the real kernels' `--py-limited-api=cp38`.
+KERNEL_FILES.update({"pyproject.toml": _PYPROJECT, "setup.cfg": "[bdist_wheel]\npy_limited_api = cp38\n"})
 APP_FILES = {
     "app/__init__.py": "",
     "app/platforms/xpu.py": "import vllm_xpu_kernels._C  # noqa: F401\n",
@@ -51,6 +55,7 @@ APP_FILES = {
     "app/models/k3/nvidia/model.py": "class Model:\n    pass\n\n\nclass Linear:\n    pass\n",
     "README.md": "app\n",
     "requirements/xpu.txt": "vllm-xpu-kernels==0.1.0\n",
+    "pyproject.toml": _PYPROJECT,
     "setup.py": "import os\nfrom setuptools import find_namespace_packages, setup\n\n"
                 "with open('requirements/xpu.txt') as f:\n"
                 "    requires = [line.strip() for line in f if line.strip() and not line.startswith(('#', '-'))]\n\n"
@@ -179,6 +184,10 @@ cuda-only = [
 """
 
 
+# The example upstreams build the PEP 517 way (pip as the frontend, setuptools' backend), with what the build
+# environment has (no isolation: the build image's, or the local backend's venv), never `setup.py bdist_wheel`.
+PEP517_BUILD = "python3 -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir=$KPATCH_OUT ."
+KERNELS_BUILD = APP_BUILD = PEP517_BUILD
 TEST_PYTEST = "pytest==9.0.3"  # the example suites' one requirement, from the package index
 
 
@@ -260,15 +269,14 @@ def make_example_project(root: Path, wheelhouse: Mapping[str, bytes] | None = No
     """
     kernel_files: dict[str, str | bytes] = dict(KERNEL_FILES)
     app_files: dict[str, str | bytes] = dict(APP_FILES)
-    kernels_build = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"
-    app_build = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"
+    kernels_build, app_build = KERNELS_BUILD, APP_BUILD
     kernels_pins = ""
     if wheelhouse:
         local = "--no-index\n--find-links wheelhouse\n"
         wheels = {f"wheelhouse/{name}": data for name, data in wheelhouse.items()}
         kernel_files |= {**wheels, "requirements.txt": f"{local}torch==2.13.0\n"}
         app_files |= {**wheels, "requirements/xpu.txt": f"{local}vllm-xpu-kernels==0.1.0\ntorch==2.14.0\n"}
-        install = "python3 -m pip install --quiet --user -r {} && "
+        install = "python3 -m pip install --quiet -r {} && "
         kernels_build = install.format("requirements.txt") + kernels_build
         app_build = install.format("requirements/xpu.txt") + app_build
         kernels_pins = 'pin-files = ["requirements.txt"]\n'

@@ -200,6 +200,8 @@ def print_demo_step(ui: UI, step: DemoStep, result: object) -> None:
 
     mark = "[green]ok[/]" if step.ok else "[bold red]FAILED[/]"
     ui.line(f"\n[bold]== {escape(step.name)}[/] {mark} ({step.seconds:.1f} s): {escape(step.summary)}")
+    for line in step.detail:
+        ui.plain(f"  {line}")
     if isinstance(result, ApplyResult):
         print_apply(ui, result)
     elif isinstance(result, tuple) and result and isinstance(result[0], UpstreamMove):
@@ -255,8 +257,13 @@ def print_demo_summary(ui: UI, result: DemoResult) -> None:
                  f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
     else:
         ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo --keep' keeps it")
-    verdict = "[green]passed[/]" if result.ok else "[bold red]FAILED[/] at " + next(
-        s.name for s in result.steps if not s.ok)
+    failed = next((s for s in result.steps if not s.ok), None)
+    if failed is not None:  # the cause where it is reported: the error's own lines, then where the whole log is
+        ui.plain(f"  {failed.name} failed: {failed.summary}")
+        for line in failed.detail:
+            ui.plain(f"    {line}")
+        ui.plain(f"  log: {ui.log_file}" if ui.log_file else "  log: none could be written")
+    verdict = "[green]passed[/]" if failed is None else f"[bold red]FAILED[/] at {failed.name}"
     ui.line(f"demo {verdict} in {result.seconds:.1f} s")
 
 

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -85,11 +86,12 @@ class UI:
 
     def error(self, message: str, exit_code: int, *, final: bool = True) -> None:
         """An `error:` line; the command's final one also goes to stdout as JSON under --json."""
-        message = redact_text(" ".join(message.splitlines()[:1]) if message else "unknown error")
-        log.error(message)
-        self.err.print(f"[bold red]error:[/] {escape(message)}")
-        if self.json_mode and final:
-            print(json.dumps({"error": message, "exit_code": exit_code}))
+        first, *rest = redact_text(message).splitlines() or ["unknown error"]
+        log.error(first)
+        self.err.print(f"[bold red]error:[/] {escape(first)}")
+        if self.json_mode and final:  # the lines that follow the first (a failed build's last lines), the log
+            print(json.dumps({"error": first, "exit_code": exit_code, "detail": rest,
+                              "log": str(self.log_file) if self.log_file else None}))
 
     def detail(self, text: str) -> None:
         """Lines that follow an error (a log tail, a hint): stderr, verbatim."""
@@ -205,21 +207,50 @@ def columns(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
 class _Activity:
     def __init__(self, ui: UI, description: str) -> None:
         self.ui, self.description, self.status = ui, description, None
+        self.last = ""
 
     def __call__(self, line: str) -> None:
         line = redact_text(line)
         log.debug("%s | %s", self.description, line)
+        self.last = line
         if self.status is not None:
             self.status.update(f"{self.description}: {escape(line[-100:])}")
+
+    def heartbeat(self, interval: float, stop: threading.Event) -> None:
+        """Off a terminal (CI logs): a line every `interval` seconds, so a long quiet step is seen to be alive."""
+        started = time.monotonic()
+        while not stop.wait(interval):
+            last = f"; last line: {self.last[-120:]}" if self.last.strip() else ""
+            self.ui.note(f"{self.description}: still running after {time.monotonic() - started:.0f} s{last}")
+
+
+def heartbeat_interval() -> float:
+    """Seconds between heartbeat lines off a terminal: KPATCH_HEARTBEAT (default 30; 0 turns them off)."""
+    try:
+        return max(0.0, float(os.environ.get("KPATCH_HEARTBEAT", "30")))
+    except ValueError:
+        return 30.0
 
 
 @contextmanager
 def activity(ui: UI, description: str) -> Iterator[Callable[[str], None]]:
-    """A spinner showing the latest line of a long step (on a terminal); every line goes to the log file."""
+    """A spinner showing the latest line of a long step (on a terminal), a heartbeat line at a steady interval
+    off one; every line goes to the log file."""
     ui.note(description)
     reporter = _Activity(ui, description)
     if ui.quiet or ui.json_mode or not ui.err.is_terminal:
-        yield reporter
+        interval = heartbeat_interval()
+        if ui.quiet or not interval:
+            yield reporter
+            return
+        stop = threading.Event()
+        beat = threading.Thread(target=reporter.heartbeat, args=(interval, stop), daemon=True)
+        beat.start()
+        try:
+            yield reporter
+        finally:
+            stop.set()
+            beat.join()
         return
     with ui._rich_err.status(description) as status:
         reporter.status = status  # type: ignore[assignment]

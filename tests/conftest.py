@@ -28,10 +28,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(_FOLDER_MARKS[folder])
 
 
+@pytest.fixture(scope="session")
+def _python_envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The local backend's seed venv (pip, setuptools, wheel from the package index), made once per test run."""
+    return tmp_path_factory.mktemp("python-envs")
+
+
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[None]:
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
+              _python_envs: Path) -> Iterator[None]:
     """No test reads or writes the real home, cache or network (tests marked `registry` may reach the package
-    index, as CI can)."""
+    index, as CI can; so does the local backend's pip, once per run, for its seed venv)."""
+    monkeypatch.setenv("KPATCH_PYTHON_ENVS", str(_python_envs))
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))

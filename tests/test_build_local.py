@@ -7,13 +7,16 @@ import os
 import site
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
+from example_toml import with_build_command
 from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
-from kpatch.examples import make_example_project
+from kpatch.examples import PEP517_BUILD, make_example_project
 from kpatch.lock import read as read_lock
 
 
@@ -40,7 +43,7 @@ def test_local_backend_failing_step(tmp_path: Path) -> None:
     root = make_example_project(tmp_path).root
     cache = ["--cache-dir", str(tmp_path / "cache")]
     toml = root / "kpatch.toml"
-    toml.write_text(toml.read_text().replace("--py-limited-api=cp38", "--py-limited-api=cp38 && exit 7"))
+    toml.write_text(with_build_command(toml.read_text(), "kernels", PEP517_BUILD + " && exit 7"))
     assert run_kpatch(root, "apply", *cache).exit_code == 0
     result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
     assert result.exit_code == ExitCode.BUILD and "kernels: build step failed (exit 7)" in result.stderr
@@ -99,9 +102,7 @@ def test_a_build_that_writes_a_wheel_without_metadata_is_one_error_line(tmp_path
     toml = root / "kpatch.toml"
     script = ("import os, zipfile; zipfile.ZipFile(os.environ['KPATCH_OUT'] + "
               "'/vllm_xpu_kernels-1.0-py3-none-any.whl', 'w').writestr('x.py', '')")
-    fake = "command = " + json.dumps(f'python3 -c "{script}"')  # a JSON string is a TOML basic string
-    toml.write_text(toml.read_text().replace(
-        'command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"', fake))
+    toml.write_text(with_build_command(toml.read_text(), "kernels", f'python3 -c "{script}"'))
     assert run_kpatch(root, "apply", *cache).exit_code == 0
     result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
     assert result.exit_code == ExitCode.BUILD, result.output
@@ -131,3 +132,63 @@ def test_a_broken_op_contract_stops_the_build_before_any_wheel_and_writes_no_loc
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "op contract kernels -> app: _C.fused_kimi_mla_insert schema differs" in errors[0]
     assert not (root / "dist").exists() and not (tmp_path / "cache" / "wheels").exists()
+
+
+SEEN = ("python3 -c 'import json, os, sys, sysconfig, wheel, setuptools; print(\"seen:\", json.dumps("
+        "{\"prefix\": sys.prefix, \"base\": sys.base_prefix, \"path\": sys.path, \"env\": dict(os.environ)}))'")
+
+
+def _seen(log: Path) -> dict[str, object]:
+    line = next(line for line in log.read_text().splitlines() if "seen: {" in line)
+    return dict(json.loads(line.split("seen: ", 1)[1]))
+
+
+def test_a_local_build_runs_in_a_venv_of_its_own_with_wheel_and_no_credential(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build's python3 is a fresh venv (setuptools and wheel importable, whatever kpatch's own Python has),
+    kpatch's site-packages are not on its path, and no secret-named variable reaches it or any output."""
+    secrets = {"GITHUB_TOKEN": "ghp_0123456789abcdefABCDEF", "PYPI_TOKEN": "pypi-AgEIcHlwaS5vcmcsecret",
+               "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCY", "MY_PASSWORD": "hunter2hunter2"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    toml = root / "kpatch.toml"
+    toml.write_text(with_build_command(toml.read_text(), "kernels", SEEN + " && env && exit 3"))
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == ExitCode.BUILD, result.output
+    log = next((tmp_path / "cache" / "logs").glob("kpatch-*-build*wheels.log"))
+    seen = _seen(log)
+    assert seen["prefix"] != seen["base"] and not Path(str(seen["prefix"])).is_relative_to(Path(sys.prefix))
+    ours = Path(sysconfig.get_path("purelib")).resolve()
+    assert not any(Path(p).resolve() == ours for p in seen["path"] if p), "kpatch's site-packages reached the build"
+    env = seen["env"]
+    assert isinstance(env, dict) and not set(secrets) & set(env), sorted(env)
+    assert Path(env["PATH"].split(os.pathsep)[0]) == Path(str(seen["prefix"])) / "bin"
+    shown = result.output + log.read_text()
+    assert not [name for name, value in secrets.items() if value in shown]
+
+
+def test_the_readme_main_command_builds_where_the_interpreter_has_no_wheel_package(tmp_path: Path) -> None:
+    """kpatch in a venv made as the README makes it (no pip of its own, no `wheel`): the local build still has
+    setuptools and wheel, from kpatch's own build environment, and pip's --user is never asked for."""
+    venv_dir = tmp_path / "kp"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv_dir)], check=True)
+    python = venv_dir / "bin" / "python"
+    site_dir = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+    # kpatch and its dependencies from this test run's environment, without `wheel`
+    (site_dir / "kpatch-deps.pth").write_text(str(Path(__file__).resolve().parents[1]) + "\n" +
+                                               sysconfig.get_path("purelib") + "\n")
+    hidden = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('wheel') is None)"],
+                            capture_output=True, text=True, check=True)
+    root = make_example_project(tmp_path / "example").root
+    cache = str(tmp_path / "cache")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    for args in (["apply"], ["build-wheels", "--backend", "local", "--json"]):
+        done = subprocess.run([str(python), "-m", "kpatch", *args, "--cache-dir", cache], cwd=root, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert [w["upstream"] for w in json.loads(done.stdout)["wheels"]] == ["kernels", "app"]
+    assert hidden.stdout.strip() == "True", "kpatch's interpreter here must lack `wheel`, as a fresh machine's does"

@@ -140,7 +140,8 @@ def test_a_malformed_github_repository_is_refused_and_nothing_changes(world: Wor
     before = world.project.snapshot()
     result, payload = world.night(env={"GITHUB_REPOSITORY": "not a repository"})
     assert result.exit_code == 2
-    assert payload == {"error": "GITHUB_REPOSITORY must be owner/name, not 'not a repository'", "exit_code": 2}
+    assert payload["exit_code"] == 2
+    assert payload["error"] == "GITHUB_REPOSITORY must be owner/name, not 'not a repository'"
     assert world.project.snapshot() == before and world.fake.requests == []
 
 

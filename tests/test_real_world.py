@@ -91,7 +91,8 @@ def test_a_usage_error_is_one_error_line_and_exit_2(project: Project, args: list
     assert ran.stdout == ""
     as_json = kpatch(project.root, args[0], "--json", *args[1:])  # before any option that takes a value
     assert as_json.exit_code == ExitCode.BAD_INPUT and len(as_json.stderr.splitlines()) == 1
-    assert json.loads(as_json.stdout) == {"error": as_json.stderr.removeprefix("error: ").strip(), "exit_code": 2}
+    payload = json.loads(as_json.stdout)
+    assert (payload["error"], payload["exit_code"]) == (as_json.stderr.removeprefix("error: ").strip(), 2)
 
 
 @pytest.mark.parametrize("case", ["no kpatch.toml", "broken kpatch.toml", "unreachable upstream"])
@@ -111,7 +112,8 @@ def test_an_error_is_printed_once_and_as_json_under_json(project: Project, tmp_p
     assert human.stderr.count(error.removeprefix("error: ")) == 1
     if case != "unreachable upstream":
         assert human.stderr.splitlines() == [error]
-    assert json.loads(machine.stdout) == {"error": error.removeprefix("error: "), "exit_code": int(code)}
+    payload = json.loads(machine.stdout)
+    assert (payload["error"], payload["exit_code"]) == (error.removeprefix("error: "), int(code))
 
 
 # --- 7. git runs with LC_ALL=C and without the user's config (fetch aside) -----------------------------------------

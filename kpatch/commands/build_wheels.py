@@ -46,7 +46,7 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
     inputs = _check_inputs(ws)
     if check_contract:
         verify.gate(ws)
-    runner = pipeline.make_backend(backend, ui, ws.stack.root, image=image, base_image=base_image)
+    runner = pipeline.make_backend(backend, ui, ws.stack.root, ws.cache_dir, image=image, base_image=base_image)
     members = pipeline.build_set(inputs, runner, ui, ws.cache_dir / "wheels", ws.stack.root, ws.stack.torch)
     tool = runner.toolchain
     content = lock.Lock(

@@ -1,10 +1,10 @@
 """`kpatch test --backend local`: each suite on this host (as `build-wheels --backend local` builds), not in an image.
 
-The pair goes in from its lock (the hash-checked bytes) with the suite's requirements, in one pip resolution, into a
-private user site (own HOME and PYTHONUSERBASE) of the host's python3: what the host already has satisfies them
-without the network; nothing of the host's Python is changed. The test files of the locked commit run in a scratch
-folder that goes away with everything else. Verdicts, reports and newly failing tests are those of the container
-runner.
+Each suite runs in a fresh venv of kpatch's own (`hostenv`), never in the user's interpreter: the pair goes in from
+its lock (the hash-checked bytes) with the suite's requirements, in one pip resolution, from the package index.
+Upstream code sees an allowlisted environment (`procs`: no credential). The test files of the locked commit run in
+a scratch folder that goes away with everything else. Verdicts, reports and newly failing tests are those of the
+container runner.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from kpatch.config import TestSuite, Upstream
 from kpatch.testing import env as testenv
 from kpatch.testing.run import LiveLog, SuiteResult, TestRun, _Suite, checked, each_suite
 from kpatch.ui import UI, activity
+from kpatch.wheels import hostenv
 from kpatch.wheels.container import TimedRun
 from kpatch.workspace import Workspace
 
 RUN_HERE_SH = """set -eu
-python3 -m pip install --quiet --user --no-warn-script-location --disable-pip-version-check "$@" || {
+python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check "$@" || {
     echo "kpatch: the locked wheels did not install" >&2; exit 90; }
 cd "$KPATCH_TEST_DIR"
 mkdir -p "$(dirname "$KPATCH_JUNIT")" && rm -f "$KPATCH_JUNIT"
@@ -58,7 +59,7 @@ class _HostSuite(_Suite):
         previous = self._previous()
         with tempfile.TemporaryDirectory(prefix=f"kpatch-test-{self.name}-") as folder:
             root = Path(folder)
-            for sub in ("home", "userbase", "wheels", "test"):
+            for sub in ("home", "wheels", "test"):
                 (root / sub).mkdir()
             with tarfile.open(fileobj=BytesIO(source)) as tar:
                 tar.extractall(root / "test", filter="data")
@@ -66,12 +67,12 @@ class _HostSuite(_Suite):
                 (root / "wheels" / wheel.filename).write_bytes(wheel.data)
             (root / "run-tests.sh").write_text(RUN_HERE_SH, encoding="utf-8")
             junit_file = root / "test" / self.suite.junit
-            env = {**os.environ, **dict(self.suite.env), "HOME": str(root / "home"),
-                   "PYTHONUSERBASE": str(root / "userbase"), "PIP_BREAK_SYSTEM_PACKAGES": "1",
-                   "PYTHONUNBUFFERED": "1", "KPATCH_TEST_COMMAND": self.suite.command,
-                   "KPATCH_TEST_DIR": str(root / "test"), "KPATCH_JUNIT": str(junit_file),
-                   "KPATCH_DEVICES": " ".join(devices)}
-            env.pop("PYTHONNOUSERSITE", None)  # the private user site is where the pair goes
+            bin_dir = hostenv.fresh(hostenv.seed(self.ws.cache_dir, os.environ), root / "venv")
+            given = {**dict(self.suite.env), "HOME": str(root / "home"), "PYTHONUNBUFFERED": "1",
+                     "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(self.ws.cache_dir / "pip"),
+                     "KPATCH_TEST_COMMAND": self.suite.command, "KPATCH_TEST_DIR": str(root / "test"),
+                     "KPATCH_JUNIT": str(junit_file), "KPATCH_DEVICES": " ".join(devices)}
+            env = hostenv.run_env(bin_dir, os.environ, given)
             args = [str(root / "wheels" / w.filename) for w in wheels] + list(self.suite.requires)
             with activity(self.ui, f"{self.name}: running its tests at {self.commit[:12]} on this host") as on, \
                     LiveLog(self.log_path, on) as live:

@@ -1,7 +1,8 @@
-"""--backend local: the same build script on this host (one with oneAPI installed), in a private folder.
+"""--backend local: the same build script on this host, in a Python environment of kpatch's own.
 
-Nothing of the host's Python is touched: the script gets its own HOME and PYTHONUSERBASE, and the source
-it copies is extracted read-only.
+Each build runs in a fresh venv (`hostenv`: pip, setuptools and wheel from a seed kpatch made from the package
+index), never in the user's interpreter or its site-packages, with a private HOME and an allowlisted environment
+(`procs`: no credential reaches the upstream's build). The source it copies is extracted read-only.
 """
 
 from __future__ import annotations
@@ -13,32 +14,33 @@ import stat
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kpatch.errors import BuildError
+from kpatch.wheels import hostenv
 from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Toolchain, collect
 
 
 class LocalBackend:
-    """Runs build-wheel.sh with this host's python3 and compiler; starts no container."""
+    """Runs build-wheel.sh in a fresh venv of this host's Python, with this host's compiler; starts no container."""
 
-    def __init__(self) -> None:
-        try:
-            probe = subprocess.run(["python3", "-c", "import sys, platform; print(sys.version, platform.platform())"],
-                                   capture_output=True, text=True)
-        except OSError:  # no python3 at all: the same answer as a broken one, not a crash
-            probe = subprocess.CompletedProcess([], 127, "", "")
-        if probe.returncode != 0:
-            raise BuildError("--backend local needs python3 on PATH")
-        compiler = os.environ.get("CMPLR_ROOT", "")
+    def __init__(self, cache_dir: Path, environ: Mapping[str, str] | None = None) -> None:
+        self._environ = dict(os.environ if environ is None else environ)
+        self._cache_dir = cache_dir
+        self._seed = hostenv.seed(cache_dir, self._environ)
+        compiler = self._environ.get("CMPLR_ROOT", "")
         # What identifies this host's toolchain in the cache keys (the docker backend uses the image digest).
-        digest = "local:" + hashlib.sha256(f"{probe.stdout}\0{compiler}".encode()).hexdigest()
+        digest = "local:" + hashlib.sha256(f"{self._seed.digest}\0{compiler}".encode()).hexdigest()
         self._toolchain = Toolchain(reference="local", digest=digest)
 
     @property
     def toolchain(self) -> Toolchain:
         return self._toolchain
+
+    @property
+    def environment(self) -> str:
+        return self._seed.describe()
 
     def started_since(self, since: float) -> int:
         return 0  # builds run as plain processes on this host
@@ -46,7 +48,7 @@ class LocalBackend:
     def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutput:
         with tempfile.TemporaryDirectory(prefix=f"kpatch-build-{job.name}-") as folder:
             root = Path(folder)
-            for sub in ("home", "userbase", "deps", "out"):
+            for sub in ("home", "deps", "out"):
                 (root / sub).mkdir()
             with tarfile.open(fileobj=io.BytesIO(job.source_tar)) as tar:
                 tar.extractall(root, filter="data")
@@ -56,12 +58,15 @@ class LocalBackend:
             for wheel in job.deps:
                 (root / "deps" / wheel.name).write_bytes(wheel.read_bytes())
             (root / "build-wheel.sh").write_bytes(job.script)
-            env = {**os.environ, **job.env, "HOME": str(root / "home"), "PYTHONUSERBASE": str(root / "userbase"),
-                   "KPATCH_SRC": str(root / "src"), "KPATCH_DEPS": str(root / "deps"),
-                   "KPATCH_OUT": str(root / "out"), "PIP_BREAK_SYSTEM_PACKAGES": "1"}
+            bin_dir = hostenv.fresh(self._seed, root / "venv")
+            given = {**job.env, "HOME": str(root / "home"), "KPATCH_SRC": str(root / "src"),
+                     "KPATCH_DEPS": str(root / "deps"), "KPATCH_OUT": str(root / "out"),
+                     "PIP_CACHE_DIR": self._environ.get("PIP_CACHE_DIR") or str(self._cache_dir / "pip")}
+            env = hostenv.run_env(bin_dir, self._environ, given)
             env.pop("KPATCH_SCCACHE", None)  # the host's sccache server (if any) is the user's: never stopped here
             proc = subprocess.Popen(["sh", str(root / "build-wheel.sh")], env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, errors="replace")
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                    cwd=root)
             assert proc.stdout is not None
             tail: list[str] = []
             for line in proc.stdout:

@@ -14,7 +14,7 @@ from kpatch.errors import BuildError
 from kpatch.gitx import Repository
 from kpatch.ui import UI, activity
 from kpatch.wheels import cache as wheel_cache
-from kpatch.wheels import compiler_cache, resources, versions
+from kpatch.wheels import compiler_cache, hostenv, resources, versions
 from kpatch.wheels.backend import Backend, BuildJob, Toolchain
 from kpatch.wheels.container import DockerBackend, Engine, host_ca_bundle
 from kpatch.wheels.local import LocalBackend
@@ -47,10 +47,13 @@ class SetMember:
     compiler_cache: compiler_cache.CacheStats | None = None  # what the compiler cache did in its build
 
 
-def make_backend(kind: str, ui: UI, root: Path, *, image: str | None, base_image: str | None) -> Backend:
+def make_backend(kind: str, ui: UI, root: Path, cache_dir: Path, *, image: str | None,
+                 base_image: str | None) -> Backend:
     """The local backend, or the Docker one on `image` (or on the image built from the Dockerfile)."""
     if kind == "local":
-        return LocalBackend()
+        local = local_backend(ui, cache_dir)
+        ui.note(f"local backend: each build in a fresh venv of {local.environment}")
+        return local
     engine = Engine()
     if engine.remove_leftovers():
         ui.warn("removed build containers left by an interrupted run")
@@ -58,6 +61,14 @@ def make_backend(kind: str, ui: UI, root: Path, *, image: str | None, base_image
     cache = compiler_cache.from_environment(os.environ)
     ui.note(f"compiler cache: {'sccache, ' + cache.where if cache.enabled else 'off (KPATCH_SCCACHE=0)'}")
     return DockerBackend(engine, toolchain, cache)
+
+
+def local_backend(ui: UI, cache_dir: Path) -> LocalBackend:
+    """The local backend; its seed environment is made first if the cache has none (from the package index)."""
+    if hostenv.cached(cache_dir) is None:
+        ui.note("making the local build environment: a venv with pip, setuptools and wheel from the package index "
+                f"(once, kept in {cache_dir / 'python-envs'})")
+    return LocalBackend(cache_dir)
 
 
 def _image(engine: Engine, ui: UI, root: Path, base_image: str) -> Toolchain:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
+from example_toml import with_build_command
 from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
-from kpatch.examples import ExampleProject, make_example_project
+from kpatch.examples import PEP517_BUILD, ExampleProject, make_example_project
 from kpatch.lock import check as check_lock
 
 
@@ -107,8 +108,7 @@ def test_an_app_patch_change_rebuilds_only_the_app(pair: Pair) -> None:
 
 def test_a_failing_build_step_leaves_no_lock(pair: Pair) -> None:
     toml = pair.root / "kpatch.toml"
-    toml.write_text(toml.read_text().replace('command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"',
-                                             'command = "echo compiling; exit 3"'))
+    toml.write_text(with_build_command(toml.read_text(), "app", "echo compiling; exit 3"))
     result = pair.build()
     assert result.exit_code == ExitCode.BUILD
     assert "app: build step failed (exit 3); last lines:" in result.stderr and "compiling" in result.stderr
@@ -167,9 +167,7 @@ def test_kill_midway_then_the_next_run_starts_clean(pair: Pair) -> None:
     """SIGKILL kpatch while its first build container runs; the rerun removes the leftover and builds."""
     toml = pair.root / "kpatch.toml"
     original = toml.read_text()
-    slow = "sleep 30; python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38"
-    toml.write_text(original.replace("python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT --py-limited-api=cp38",
-                                     slow))
+    toml.write_text(with_build_command(original, "kernels", f"sleep 30; {PEP517_BUILD}"))
     proc = subprocess.Popen([sys.executable, "-m", "kpatch", "build-wheels", "--base-image", pair.base_image,
                              "--cache-dir", str(pair.cache)], cwd=pair.root, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -209,9 +207,7 @@ def test_the_hosts_ca_bundle_is_copied_in_read_only_and_pip_cert_points_at_it(
     original = toml.read_text()
     probe = ('echo "ca: PIP_CERT=$PIP_CERT SSL_CERT_FILE=$SSL_CERT_FILE $(stat -c %U:%a "$PIP_CERT") '
              '$(sha256sum < "$PIP_CERT" | cut -c1-64)" && ')
-    app_command = 'command = "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT"'
-    with_probe = "command = '" + probe + "python3 setup.py -q bdist_wheel --dist-dir=$KPATCH_OUT'"  # literal string
-    toml.write_text(original.replace(app_command, with_probe))
+    toml.write_text(with_build_command(original, "app", probe + PEP517_BUILD))
     result = pair.build()
     assert result.exit_code == 0, result.output
     digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
@@ -219,7 +215,7 @@ def test_the_hosts_ca_bundle_is_copied_in_read_only_and_pip_cert_points_at_it(
 
     monkeypatch.delenv("REQUESTS_CA_BUNDLE")
     absent = 'echo "ca: none=$(test -e /kpatch/ca.pem || echo absent) PIP_CERT=${PIP_CERT:-unset}" && '
-    toml.write_text(original.replace(app_command, with_probe.replace(probe, absent)))
+    toml.write_text(with_build_command(original, "app", absent + PEP517_BUILD))
     again = pair.build()
     assert again.exit_code == 0, again.output
     assert "ca: none=absent PIP_CERT=unset" in _build_log(pair)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # One wheel build: in the build container as the unprivileged build user (--backend docker), or on the
-# host with a private HOME and PYTHONUSERBASE (--backend local). Shipped inside kpatch; a project can use
+# host in a fresh venv of kpatch's own with a private HOME (--backend local). Shipped inside kpatch; a project can use
 # its own (scripts/build-wheel.sh next to kpatch.toml). The folders default to the container's:
 #   KPATCH_SRC  (/kpatch/src)   the patched upstream source, pins already rewritten (read-only: built on a copy)
 #   KPATCH_DEPS (/kpatch/deps)  wheels of the upstreams this one requires: installed before the build
@@ -20,7 +20,8 @@ cd "$work"
 for wheel in "$deps"/*.whl; do
     [ -e "$wheel" ] || continue
     echo "kpatch: installing $(basename "$wheel")"
-    python3 -m pip install --quiet --user --no-deps --no-index "$wheel"
+    # into the venv (local), or the build user's site: pip takes that when the system's is not writable
+    python3 -m pip install --quiet --no-deps --no-index "$wheel"
 done
 
 # A compiler cache when kpatch gives the build one (KPATCH_SCCACHE=1; the cache is SCCACHE_DIR, a volume, or the

@@ -1,0 +1,18 @@
+"""Edit the example project's kpatch.toml in tests: one upstream's build command, found by its table."""
+
+from __future__ import annotations
+
+import json
+
+from kpatch.examples import PEP517_BUILD
+
+
+def with_build_command(text: str, upstream: str, command: str) -> str:
+    """`text` with `upstream`'s `[upstream.build]` command replaced by `command` (a JSON string is a TOML basic
+    string)."""
+    start = text.index(f'name = "{upstream}"')
+    build = text.index("[upstream.build]", start)
+    old = f'command = "{PEP517_BUILD}"'
+    at = text.index(old, build)
+    value = json.dumps(command)
+    return text[:at] + f"command = {value}" + text[at + len(old):]
