@@ -7,6 +7,7 @@ Docker engine (or this host with the local backend); the demo stops at the first
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,8 @@ class Backend(Enum):
     DOCKER = "docker"
     LOCAL = "local"
 
+
+log = logging.getLogger("kpatch")
 
 @dataclass(frozen=True)
 class BackendChoice:
@@ -153,6 +156,7 @@ class _Run:
             code = 0 if ok else int(ExitCode.CONFLICT)
         except KpatchError as err:
             first, *rest = str(err).splitlines() or ["(no message)"]
+            log.error("demo step %s failed (exit %d): %s", name, int(err.exit_code), err)
             result, ok, summary, code, detail = None, False, first, int(err.exit_code), tuple(rest)
         done = Step(name=name, seconds=round(time.monotonic() - begun, 2), ok=ok, summary=summary, exit_code=code,
                     detail=detail)

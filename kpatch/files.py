@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tarfile
 from pathlib import Path
 
 
@@ -100,3 +101,27 @@ def _syncfs(folder: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def extract_tar(tar: tarfile.TarFile, dest: Path) -> None:
+    """Extract `tar` into `dest` as tarfile's "data" filter does: nothing outside `dest`, no absolute or `..`
+    names, no links that leave it, no devices, no setuid bits. Pythons before 3.11.4 (Debian 12's 3.11.2) have no
+    filters: there the same rules are applied here."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    root = dest.resolve()
+    safe = []
+    for member in tar.getmembers():
+        target = (root / member.name).resolve()
+        if Path(member.name).is_absolute() or not target.is_relative_to(root):
+            raise tarfile.TarError(f"{member.name!r} would be extracted outside {dest}")
+        if member.issym() or member.islnk():
+            link = (target.parent / member.linkname) if member.issym() else (root / member.linkname)
+            if Path(member.linkname).is_absolute() or not link.resolve().is_relative_to(root):
+                raise tarfile.TarError(f"{member.name!r} links outside {dest}: {member.linkname!r}")
+        elif not (member.isfile() or member.isdir()):
+            raise tarfile.TarError(f"{member.name!r} is a special file (device or FIFO)")
+        member.mode &= 0o777 & ~0o022 if member.isfile() else 0o777
+        safe.append(member)
+    tar.extractall(dest, members=safe)  # noqa: S202  # each member was checked above

@@ -104,3 +104,29 @@ def test_demo_stops_at_the_first_failing_step_and_says_which(tmp_path: Path, mon
     assert "== build-wheels FAILED" in result.stdout and "--backend local needs python3 on PATH" in result.stdout
     assert "== verify" not in result.stdout
     assert re.search(r"\ndemo FAILED at build-wheels in [0-9.]+ s$", result.stdout.rstrip())
+
+
+def test_a_demo_whose_build_fails_shows_the_cause_and_the_log_in_its_summary(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An offline machine (no package index) cannot make the local build environment: the summary says so with
+    the last lines pip printed and the log's path, and so does --json."""
+    monkeypatch.setenv("KPATCH_PYTHON_ENVS", str(tmp_path / "no-seed-yet"))
+    for name, value in {"PIP_CONFIG_FILE": "/dev/null", "PIP_FIND_LINKS": "", "PIP_RETRIES": "0",
+                        "PIP_TIMEOUT": "1", "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+                        "PIP_EXTRA_INDEX_URL": ""}.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(main, ["demo", "--backend", "local", "--dir", str(tmp_path / "d"), "--quiet"])
+    assert result.exit_code == ExitCode.BUILD, result.output
+    lines = result.stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("  build-wheels failed: ")))
+    assert "cannot make the local build environment" in lines[at] and "last lines:" in lines[at]
+    tail = lines[at + 1:lines.index(next(line for line in lines[at:] if line.startswith("  log: ")))]
+    assert tail and all(line.startswith("    ") for line in tail)
+    assert any("127.0.0.1" in line or "pip" in line.lower() for line in tail), tail
+    log = Path(lines[at + 1 + len(tail)].removeprefix("  log: "))
+    assert log.is_file() and "cannot make the local build environment" in log.read_text()
+    assert lines[-1].startswith("demo FAILED at build-wheels")
+    as_json = CliRunner().invoke(main, ["demo", "--backend", "local", "--dir", str(tmp_path / "j"), "--json"])
+    report = json.loads(as_json.stdout)
+    failed = next(s for s in report["steps"] if not s["ok"])
+    assert failed["name"] == "build-wheels" and failed["detail"] and Path(report["log"]).is_file()

@@ -125,6 +125,7 @@ class Failure:
     message: str  # the one `error:` line
     resolve: tuple[str, ...]  # the steps for a person
     log_tail: tuple[str, ...]
+    log: str | None = None  # kpatch's log of the night, where the whole story is
 
 
 @dataclass(frozen=True)

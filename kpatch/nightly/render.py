@@ -150,6 +150,8 @@ def _failure(report: Report) -> list[str]:
     if f.log_tail:
         fence = "````" if any("```" in line for line in f.log_tail) else "```"
         lines += ["", "Log tail:", "", f"{fence}text", *f.log_tail, fence]
+    if f.log:
+        lines += ["", f"The whole log: `{f.log}` (on the machine that ran the night)"]
     return lines
 
 

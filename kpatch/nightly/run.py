@@ -157,6 +157,8 @@ def _report(ui: UI, started: str, runs: list[StageRun], outcome: Outcome, found:
     failure = found.failure
     if failure is not None and not failure.log_tail:
         failure = replace(failure, log_tail=_tail(found.suite_log or ui.log_file))
+    if failure is not None and failure.log is None and ui.log_file is not None:
+        failure = replace(failure, log=str(ui.log_file))
     if outcome is Outcome.NOOP:
         summary = f"{NOOP}: nothing was rebased, built or tested, no container started"
     elif failed is not None:

@@ -20,6 +20,7 @@ from io import BytesIO
 from pathlib import Path
 
 from kpatch.config import TestSuite, Upstream
+from kpatch.files import extract_tar
 from kpatch.testing import env as testenv
 from kpatch.testing.run import LiveLog, SuiteResult, TestRun, _Suite, checked, each_suite
 from kpatch.ui import UI, activity
@@ -62,7 +63,7 @@ class _HostSuite(_Suite):
             for sub in ("home", "wheels", "test"):
                 (root / sub).mkdir()
             with tarfile.open(fileobj=BytesIO(source)) as tar:
-                tar.extractall(root / "test", filter="data")
+                extract_tar(tar, root / "test")
             for wheel in wheels:
                 (root / "wheels" / wheel.filename).write_bytes(wheel.data)
             (root / "run-tests.sh").write_text(RUN_HERE_SH, encoding="utf-8")

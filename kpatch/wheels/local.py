@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kpatch.errors import BuildError
+from kpatch.files import extract_tar
 from kpatch.wheels import hostenv
 from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Toolchain, collect
 
@@ -51,7 +52,7 @@ class LocalBackend:
             for sub in ("home", "deps", "out"):
                 (root / sub).mkdir()
             with tarfile.open(fileobj=io.BytesIO(job.source_tar)) as tar:
-                tar.extractall(root, filter="data")
+                extract_tar(tar, root)
             for path in (root / "src").rglob("*"):  # read-only, like the container's root-owned copy
                 if path.is_file() and not path.is_symlink():
                     path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
