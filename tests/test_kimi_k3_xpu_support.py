@@ -9,6 +9,7 @@ each KV-cache dtype.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,27 @@ def test_a_backend_that_does_not_read_the_cache_dtype_is_named(module_file: Path
     assert said["auto"] == "ok"
     assert "attention backend TRITON_MLA does not read this cache dtype" in said["fp8"]
     assert "vllm-xpu-kernels has no XPU kernel" not in said["fp8"]
+
+
+def readme_stack_table() -> str:
+    """The README's table of the stacks it carries (its rows, up to the first line that is not one)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text[text.index("| stack | what it does |"):].split("\n\n", 1)[0]
+
+
+def test_what_the_pair_cannot_do_is_said_at_load_in_one_line_and_listed_in_the_readme_stack_table(
+        module_file: Path) -> None:
+    """With the whole family on XPU, every cache dtype the load check refuses is refused in one line, and the
+    README's stack table names it, with every op the refusal says is missing."""
+    said = run_check(module_file, kernels("XPU"))
+    refused = {dtype: message for dtype, message in said.items() if message != "ok"}
+    assert refused, "the check refuses nothing: the README's list of what the pair cannot do is stale"
+    table = readme_stack_table()
+    cannot = next(row for row in table.splitlines() if row.startswith("| what the pair cannot do"))
+    for dtype, message in refused.items():
+        assert "\n" not in message, f"{dtype}: the refusal takes more than one line: {message!r}"
+        assert f"`{dtype}`" in cannot, f"the README's stack table does not list {dtype}: {message}"
+        for op in re.findall(r"torch\.ops\.\w+\.(\w+)", message):
+            assert f"`{op}`" in cannot, f"the README's stack table does not name {op} for {dtype}"
+    for dtype in re.findall(r"`(\w+)`: ", cannot):
+        assert dtype in refused, f"the README's stack table lists {dtype}, which the pair runs"

@@ -2,20 +2,61 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 NOPE, ROPE, LORA = 128, 64, 512
 HALF = ROPE // 2
 
 
-def rope_gptj(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
-    """GPT-J RoPE of x[..., 64] with rows cs[..., 64] (cos | sin): fp32 math, rounded once."""
+def fma_f32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """fp32 fma(a, b, c) with one rounding (math.fma needs Python 3.13).
+
+    a * b of two fp32 values is exact in float64 (48 significant bits). The sum with c may not be, and rounding it
+    to float64 and then to fp32 can round twice. So the float64 sum is rounded to odd instead: TwoSum gives the
+    exact error e of s = RN(p + c); when e != 0 and s's last bit is even, the odd neighbour of s towards e is taken.
+    A round-to-odd value with at least two more bits than fp32 (53 >= 24 + 2) rounds to fp32 exactly as the exact
+    sum does (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums", 2008). Infinite or NaN sums are
+    what float64 gives, as an FMA gives them.
+    """
+    p, t = a.double() * b.double(), c.double()
+    s = p + t
+    v = s - p
+    e = (p - (s - v)) + (t - v)
+    even = (s.view(torch.int64) & 1) == 0
+    away = torch.copysign(torch.full_like(s, math.inf), e)
+    return torch.where(s.isfinite() & (e != 0) & even, s.nextafter(away), s).float()
+
+
+def rotate(x: torch.Tensor, y: torch.Tensor, c: torch.Tensor, s: torch.Tensor,
+           form: str = "cuda") -> tuple[torch.Tensor, torch.Tensor]:
+    """The fp32 GPT-J rotation (x * c - y * s, x * s + y * c) of fp32 x, y, in one of three roundings:
+
+    cuda      vLLM's CUDA build (nvcc's default -fmad=true): fma(x, c, -(y * s)), fma(x, s, y * c) -- the kernels'
+    unfused   each product rounded, then the sum rounded
+    other     the other contraction: fma(-y, s, x * c), fma(y, c, x * s)
+    """
+    if form == "cuda":
+        return fma_f32(x, c, -(y * s)), fma_f32(x, s, y * c)
+    if form == "unfused":
+        return x * c - y * s, x * s + y * c
+    if form == "other":
+        return fma_f32(-y, s, x * c), fma_f32(y, c, x * s)
+    raise ValueError(f"unknown rotation form {form!r}")
+
+
+def rope_f32(x: torch.Tensor, cs: torch.Tensor, form: str = "cuda") -> torch.Tensor:
+    """GPT-J RoPE of x[..., 64] with rows cs[..., 64] (cos | sin) in fp32, not rounded to x's dtype."""
     xf = x.float()
-    cos, sin = cs[..., :HALF], cs[..., HALF:]
     out = torch.empty_like(xf)
-    out[..., 0::2] = xf[..., 0::2] * cos - xf[..., 1::2] * sin
-    out[..., 1::2] = xf[..., 0::2] * sin + xf[..., 1::2] * cos
-    return out.to(x.dtype)
+    out[..., 0::2], out[..., 1::2] = rotate(xf[..., 0::2], xf[..., 1::2], cs[..., :HALF], cs[..., HALF:], form)
+    return out
+
+
+def rope_gptj(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
+    """GPT-J RoPE of x[..., 64] with rows cs[..., 64] (cos | sin): fp32 math as CUDA's, rounded once."""
+    return rope_f32(x, cs).to(x.dtype)
 
 
 def _insert(cache: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor) -> None:
@@ -54,8 +95,9 @@ def decode(ql_nope: torch.Tensor, q_pe: torch.Tensor, kv_c: torch.Tensor, k_pe: 
     return mqa_q, cache
 
 
-# The unfused composition vLLM would run without the fused op: RoPE (as RotaryEmbedding.forward_native,
-# is_neox=False), then cat, then a concat_and_cache_mla-style scatter.
+# The composition vLLM would run without the fused op: RoPE (as RotaryEmbedding.forward_native, is_neox=False,
+# written out, with its rotation rounded as CUDA's build rounds the fused op's), then cat, then a
+# concat_and_cache_mla-style scatter.
 
 
 def rotary_native(positions: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
@@ -63,7 +105,7 @@ def rotary_native(positions: torch.Tensor, x: torch.Tensor, cos_sin: torch.Tenso
     while cos.dim() < x.dim():
         cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
     x1, x2 = x.float()[..., ::2], x.float()[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2).to(x.dtype)
+    return torch.stack(rotate(x1, x2, cos, sin), dim=-1).flatten(-2).to(x.dtype)
 
 
 def concat_and_cache_mla(kv_c: torch.Tensor, k_pe: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:

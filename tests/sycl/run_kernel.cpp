@@ -8,7 +8,7 @@
 //                         is loaded once, shared by all launches, and written back at the end
 //        i64:VALUE        a 64-bit integer
 //        null             a null pointer
-// Prints the device name; exits non-zero with a message on any failure.
+// Prints the device name, then `device_type cpu|gpu|other`; exits non-zero with a message on any failure.
 #include <sycl/sycl.hpp>
 
 #include <cstdint>
@@ -41,7 +41,13 @@ int main(int argc, char** argv) try {
     return 2;
   }
   sycl::queue q;
-  std::cout << q.get_device().get_info<sycl::info::device::name>() << std::endl;
+  const sycl::device device = q.get_device();
+  const auto type = device.get_info<sycl::info::device::device_type>();
+  std::cout << device.get_info<sycl::info::device::name>() << "\ndevice_type "
+            << (type == sycl::info::device_type::cpu   ? "cpu"
+                : type == sycl::info::device_type::gpu ? "gpu"
+                                                       : "other")
+            << std::endl;
   std::string source = read_text(argv[1]);
   syclexp::include_files includes;
   for (int i = 3; i < argc; ++i) {

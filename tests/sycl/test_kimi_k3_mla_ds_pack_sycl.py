@@ -1,8 +1,8 @@
 """The Kimi-K3 MLA fp8_ds_mla kernels (prefill and decode) and the chunked-context K/V pack kernels, taken from the
 kernels patch file, run on a real SYCL device against the PyTorch reference.
 
-ds_mla: q, k_out and mqa_q as the bf16/fp16 ops (copies bit-exact, rotated elements within 1 ulp); every byte of
-the 656-byte cache entry bit-exact except the 16-bit RoPE values (1 ulp when rotated). Tiles are built to hit the
+ds_mla: q, k_out and mqa_q as the bf16/fp16 ops, and every byte of the 656-byte cache entry, bit-exact (rotated
+values as CUDA's build rounds them). Tiles are built to hit the
 scale rule's edges: an absmax that is exactly 448 * 2^j, all zeros, all below the 1e-4 floor, huge, inf, NaN.
 Pack: every key / value element bit-exact; an fp8 k_pe is copied byte for byte.
 """
@@ -33,8 +33,6 @@ from kimi_k3_harness import (
     plant,
     poisoned,
     rand,
-    rope_mask,
-    ulp_distance,
 )
 
 HEADERS = ("csrc/kimi_k3_mla_epilogue.hpp", "csrc/kimi_k3_mla_fp8.hpp")
@@ -125,12 +123,10 @@ def ds_latent(tokens: int, dtype: torch.dtype, gen: torch.Generator, strided: bo
     return kv
 
 
-def check_ds_cache(name: str, got: torch.Tensor, want: torch.Tensor, rope: bool) -> None:
-    """Bytes [0, 528) exact; the RoPE part's 16-bit values exact, or within 1 ulp when rotated."""
-    check(f"{name} nope+scales", got[..., :528].contiguous(), want[..., :528].contiguous(), None)
-    dt = torch.int16
-    dist = ulp_distance(got[..., 528:656].contiguous().view(dt), want[..., 528:656].contiguous().view(dt))
-    assert (dist <= (1 if rope else 0)).all(), f"{name} rope: {int((dist > (1 if rope else 0)).sum())} wrong"
+def check_ds_cache(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
+    """Every byte exact: [0, 528) the E4M3 tiles and scales, [528, 656) the (rotated) 16-bit RoPE values."""
+    check(f"{name} nope+scales", got[..., :528].contiguous(), want[..., :528].contiguous())
+    check(f"{name} rope", got[..., 528:656].contiguous(), want[..., 528:656].contiguous())
 
 
 @pytest.mark.sycl
@@ -167,10 +163,10 @@ def test_ds_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path,
     for case, q_owner, q_before, want, k_out, cache_owner, want_owner, slots in checks:
         q_want = q_before.clone()
         q_want[..., :192] = want[0]
-        check(f"{case.id} q", q_owner, q_want, rope_mask(q_owner.shape, 128, case.rope))
+        check(f"{case.id} q", q_owner, q_want)
         assert not is_poison(k_out).any(), f"{case.id}: k_out not fully written"
-        check(f"{case.id} k_out", k_out, want[1], rope_mask(k_out.shape, 128, case.rope))
-        check_ds_cache(f"{case.id} cache", cache_owner, want_owner, case.rope)
+        check(f"{case.id} k_out", k_out, want[1])
+        check_ds_cache(f"{case.id} cache", cache_owner, want_owner)
         check_untouched_rows(case, cache_owner, 656, slots)
 
 
@@ -212,8 +208,8 @@ def test_ds_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, 
     run(launcher, run_kernel, sycl_env)
     for case, mqa_q, want_q, cache_owner, want_owner, slots, inputs, before in checks:
         assert not is_poison(mqa_q).any(), f"{case.id}: mqa_q not fully written"
-        check(f"{case.id} mqa_q", mqa_q, want_q, rope_mask(mqa_q.shape, 512, case.rope))
-        check_ds_cache(f"{case.id} cache", cache_owner, want_owner, case.rope)
+        check(f"{case.id} mqa_q", mqa_q, want_q)
+        check_ds_cache(f"{case.id} cache", cache_owner, want_owner)
         check_untouched_rows(case, cache_owner, 656, slots)
         for got, was in zip(inputs, before, strict=True):
             assert torch.equal(got.view(torch.int16), was.view(torch.int16)), f"{case.id}: an input was written"
@@ -274,7 +270,7 @@ def test_kv_concat_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, 
     run(launcher, run_kernel, sycl_env)
     for case, k_out, want in checks:
         assert not is_poison(k_out).any(), f"{case.id}: k_out not fully written"
-        check(f"{case.id} k_out", k_out, want, None)
+        check(f"{case.id} k_out", k_out, want)
 
 
 @pytest.mark.sycl
@@ -298,9 +294,9 @@ def test_kv_concat_quant_fp8_kernel_matches_reference(dtype: torch.dtype, tmp_pa
     run(launcher, run_kernel, sycl_env)
     for case, k_fp8, v_fp8, (want_k, want_v) in checks:
         assert not is_poison(k_fp8).any() or case.fp8_k_pe, f"{case.id}: k_fp8 not fully written"
-        check(f"{case.id} k_fp8", k_fp8, want_k, None)
+        check(f"{case.id} k_fp8", k_fp8, want_k)
         assert not is_poison(v_fp8).any(), f"{case.id}: v_fp8 not fully written"
-        check(f"{case.id} v_fp8", v_fp8, want_v, None)
+        check(f"{case.id} v_fp8", v_fp8, want_v)
 
 
 def test_pack_case_matrices_cover_the_issue() -> None:

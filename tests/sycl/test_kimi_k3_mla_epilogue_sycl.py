@@ -2,13 +2,15 @@
 
 The header is read out of patches/vllm-xpu-kernels (no second copy in this repo), compiled at run time by
 the SYCL kernel compiler behind thin free-function wrappers, launched on Intel's OpenCL CPU device through
-tests/sycl/run_kernel.cpp, and compared with the PyTorch reference on the CPU: copied elements bit-exact,
-rotated elements within 1 ulp, every cache element not addressed by a valid slot unchanged (poisoned first).
+tests/sycl/run_kernel.cpp, and compared with the PyTorch reference on the CPU: every element bit-exact, rotated
+ones included (rounded as vLLM's CUDA build rounds them), every cache element not addressed by a valid slot
+unchanged (poisoned first).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import kimi_k3_reference as ref
@@ -24,7 +26,6 @@ from kimi_k3_harness import (
     check_untouched_rows,
     paged_cache,
     patch_file,
-    rope_mask,
 )
 from kimi_k3_harness import cos_sin as _cos_sin
 from kimi_k3_harness import poisoned as _poisoned
@@ -119,15 +120,15 @@ def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, ru
             cos_sin.stride(0), t, h])
         checks.append((case, q_owner, q_before, expected, k_out, cache_owner, expected_owner, slots))
     device = launcher.run(run_kernel, sycl_env, kernel_header() + WRAPPERS)
-    assert "CPU" in device or "Intel" in device, device
+    assert "device_type cpu" in device.splitlines(), device  # the OpenCL CPU device, whoever made the CPU
     _assert_the_issues_matrix([check[0] for check in checks])
     for case, q_owner, q_before, expected, k_out, cache_owner, expected_owner, slots in checks:
         q_want = q_before.clone()
         q_want[..., :192] = expected[0]
-        check(f"{case.id} q", q_owner, q_want, rope_mask(q_owner.shape, 128, case.rope))
+        check(f"{case.id} q", q_owner, q_want)
         assert not (k_out.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: k_out not fully written"
-        check(f"{case.id} k_out", k_out, expected[1], rope_mask(k_out.shape, 128, case.rope))
-        check(f"{case.id} cache", cache_owner, expected_owner, rope_mask(cache_owner.shape, 512, case.rope))
+        check(f"{case.id} k_out", k_out, expected[1])
+        check(f"{case.id} cache", cache_owner, expected_owner)
         _check_untouched_rows(case, cache_owner, slots, dtype)
 
 
@@ -167,11 +168,11 @@ def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run
     _assert_the_issues_matrix([check[0] for check in checks])
     for case, mqa_q, expected, cache_owner, expected_owner, slots, inputs, before in checks:
         assert not (mqa_q.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: mqa_q not fully written"
-        check(f"{case.id} mqa_q", mqa_q, expected[0], rope_mask(mqa_q.shape, 512, case.rope))
-        check(f"{case.id} cache", cache_owner, expected_owner, rope_mask(cache_owner.shape, 512, case.rope))
+        check(f"{case.id} mqa_q", mqa_q, expected[0])
+        check(f"{case.id} cache", cache_owner, expected_owner)
         _check_untouched_rows(case, cache_owner, slots, dtype)
         for got, want in zip(inputs, before, strict=True):
-            check(f"{case.id} input changed", got, want, None)
+            check(f"{case.id} input changed", got, want)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
@@ -201,3 +202,42 @@ def test_reference_equals_unfused_composition(dtype: torch.dtype) -> None:
         ql_nope = _rand((tokens, heads, 512), dtype, gen)
         mqa_ref, _ = ref.decode(ql_nope, q[..., 128:], kv_c, k_pe, cache, slots, positions, cos_sin)
         assert torch.equal(mqa_ref.view(torch.int16), torch.cat([ql_nope, q_pe_rot], -1).view(torch.int16))
+
+
+def _fp32_of(exact: Fraction) -> float:
+    """`exact` rounded once to fp32, nearest even (subnormals included; no overflow in these inputs)."""
+    if exact == 0:
+        return 0.0
+    exponent = max(math.floor(math.log2(abs(exact))), -126)
+    while abs(exact) >= Fraction(2) ** (exponent + 1):
+        exponent += 1
+    while exponent > -126 and abs(exact) < Fraction(2) ** exponent:
+        exponent -= 1
+    ulp = Fraction(2) ** (exponent - 23)
+    return float(round(exact / ulp) * ulp)  # round() of a Fraction is half-to-even; the product is an fp32 value
+
+
+def test_fma_reference_rounds_once() -> None:
+    """ref.fma_f32 equals the exactly computed fma rounded once to fp32, where float64 arithmetic rounds twice:
+    a = 2^-24 (1 + 2^-23), b = 1 - 2^-23, c = 1 + 2^-23 make a * b + c = 1 + 2^-23 + 2^-24 - 2^-70, which rounds
+    to the fp32 midpoint in float64 and then up (to even); the exact sum rounds down. Also 20k random triples
+    with cancellation, and their negations."""
+    one = 1.0
+    a, b, c = 2.0 ** -24 * (one + 2.0 ** -23), one - 2.0 ** -23, one + 2.0 ** -23
+    triple = [torch.tensor([v], dtype=torch.float32) for v in (a, b, c)]
+    assert float((triple[0].double() * triple[1].double() + triple[2].double()).float()) == one + 2.0 ** -22
+    assert float(ref.fma_f32(*triple)) == one + 2.0 ** -23
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(20000, generator=gen) * torch.exp2(torch.randint(-30, 30, (20000,), generator=gen).float())
+    b = torch.randn(20000, generator=gen)
+    c = -(a * b) * (1 + torch.randn(20000, generator=gen) * 2.0 ** -20)  # near-cancellation: the low bits decide
+    c[::4] = torch.randn(5000, generator=gen)
+    a = torch.cat([a, -a, torch.tensor([one, 2.0 ** -24 * (one + 2.0 ** -23)])])
+    b = torch.cat([b, b, torch.tensor([0.0, one - 2.0 ** -23])])
+    c = torch.cat([c, -c, torch.tensor([-0.0, -(one + 2.0 ** -23)])])
+    got = ref.fma_f32(a, b, c)
+    triples = zip(a.tolist(), b.tolist(), c.tolist(), strict=True)
+    want = [_fp32_of(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in triples]
+    bad = [i for i, (g, w) in enumerate(zip(got.tolist(), want, strict=True)) if g != w]
+    assert not bad, f"{len(bad)} wrong, first {a[bad[0]].item()!r} * {b[bad[0]].item()!r} + {c[bad[0]].item()!r}"
+    assert math.copysign(1.0, got[-2].item()) == 1.0  # +0 * x + -0 is +0, as an fma gives it

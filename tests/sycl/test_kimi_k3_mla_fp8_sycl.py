@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import kimi_k3_fp8_reference as fp8
+import kimi_k3_reference as ref
 import pytest
 import torch
 from kimi_k3_harness import (
@@ -129,27 +130,54 @@ def test_quantisers_match_reference_on_every_16bit_value(dtype: torch.dtype, tmp
                                                         launcher.buf(inv), launcher.buf(tile),
                                                         launcher.buf(tile_scale), n])
     run(launcher, run_kernel, sycl_env)
-    check("e4m3_satfinite", sat, fp8.e4m3_satfinite(x), None)
-    check("e4m3_scaled", scaled, fp8.e4m3_scaled(x, inv), None)
+    check("e4m3_satfinite", sat, fp8.e4m3_satfinite(x))
+    check("e4m3_scaled", scaled, fp8.e4m3_scaled(x, inv))
     # ds_tile_scale takes |x| as a tile's absmax: one value per tile, so the reference tile is x and 127 zeros.
     finite = ~(x.float().isnan())
     want_scale = fp8.ds_tile_scales(torch.nn.functional.pad(x[:, None].float().abs(), (0, fp8.LORA - 1)))[:, 0]
     assert torch.equal(tile_scale[finite].view(torch.float32), want_scale[finite])
     want_tile = fp8.e4m3_satfinite(torch.ones(n) / want_scale)
-    check("e4m3_tile(1)", tile[finite], want_tile[finite], None)
+    check("e4m3_tile(1)", tile[finite], want_tile[finite])
 
 
-@pytest.mark.sycl
-@DTYPES
-def test_rotation_is_not_contracted_into_fmas(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
-                                             sycl_env: dict[str, str]) -> None:
-    """2M rotated values: the fp32 rotation, its E4M3 bytes and its rounded 16-bit values all bit-exact. Contracting
-    x * c - y * s into an FMA changes about a quarter of the fp32 values (1.5e-6 of the E4M3 bytes, measured)."""
+def rotation_inputs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x [rows, 64], positions [rows], table): 2M random rotated values, no identity rotation."""
     rows = 1 << 15
     gen = torch.Generator().manual_seed(64)
     x = rand((rows, 64), dtype, gen)
     positions = torch.randint(1, MAX_POSITION, (rows,), generator=gen)
-    table, _ = cos_sin(False)
+    return x, positions, cos_sin(False)[0]
+
+
+def form_differences(dtype: torch.dtype) -> dict[str, dict[str, int]]:
+    """On rotation_inputs: how many fp32 values, rounded 16-bit values and E4M3 bytes of the unfused rotation and
+    of the other contraction differ from CUDA's FMA form."""
+    x, positions, table = rotation_inputs(dtype)
+    rows = table[positions]
+    forms = {form: ref.rope_f32(x, rows, form) for form in ("cuda", "unfused", "other")}
+    result = {}
+    for form in ("unfused", "other"):
+        got, want = forms[form], forms["cuda"]
+        result[form] = {
+            "fp32": int((got.view(torch.int32) != want.view(torch.int32)).sum()),
+            SUFFIX[dtype]: int((got.to(dtype).view(torch.int16) != want.to(dtype).view(torch.int16)).sum()),
+            "e4m3": int((fp8.e4m3_scaled(got, scalar(1.0)) != fp8.e4m3_scaled(want, scalar(1.0))).sum()),
+        }
+    return result
+
+
+@pytest.mark.sycl
+@DTYPES
+def test_rotation_is_cudas_fma_order_bit_for_bit(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
+                                                 sycl_env: dict[str, str]) -> None:
+    """2M rotated values: the fp32 rotation, its E4M3 bytes and its rounded 16-bit values equal CUDA's FMA form
+    fma(x, c, -(y * s)), fma(x, s, y * c) bit for bit. On these inputs the unfused form and the other contraction
+    differ from it in fp32 and in the rounded 16-bit values, so a kernel computing either fails here."""
+    differences = form_differences(dtype)
+    for form, counts in differences.items():
+        assert counts["fp32"] > 0 and counts[SUFFIX[dtype]] > 0, f"the inputs do not tell {form} apart: {counts}"
+    x, positions, table = rotation_inputs(dtype)
+    rows = x.shape[0]
     f32 = torch.full((rows, 64), float("nan"))
     e4m3, rounded = poisoned((rows, 64), torch.uint8), poisoned((rows, 64), dtype)
     launcher = Launcher(tmp_path)
@@ -159,9 +187,9 @@ def test_rotation_is_not_contracted_into_fmas(dtype: torch.dtype, tmp_path: Path
     run(launcher, run_kernel, sycl_env)
     rotated = fp8.rope_f32(x, table[positions])
     assert torch.equal(f32.view(torch.int32), rotated.view(torch.int32)), \
-        f"{int((f32 != rotated).sum())} fp32 rotations differ from the unfused x * c - y * s"
-    check("E4M3 of rotated values", e4m3, fp8.e4m3_scaled(rotated, scalar(1.0)), None)
-    check("rounded rotated values", rounded, rotated.to(dtype), None)
+        f"{int((f32 != rotated).sum())} fp32 rotations differ from fma(x, c, -(y * s)), fma(x, s, y * c)"
+    check("E4M3 of rotated values", e4m3, fp8.e4m3_scaled(rotated, scalar(1.0)))
+    check("rounded rotated values", rounded, rotated.to(dtype))
 
 
 @pytest.mark.sycl
@@ -208,8 +236,8 @@ def test_fp8_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path
     for case, outs, want, cache_owner, want_owner, slots, inputs, before in checks:
         for name, got, expected in zip(("q_fp8", "k_fp8", "v_fp8"), outs, want[:3], strict=True):
             assert not is_poison(got).any(), f"{case.id}: {name} not fully written"
-            check(f"{case.id} {name}", got, expected, None)
-        check(f"{case.id} cache", cache_owner, want_owner, None)
+            check(f"{case.id} {name}", got, expected)
+        check(f"{case.id} cache", cache_owner, want_owner)
         check_untouched_rows(case, cache_owner, 576, slots)
         for got, was in zip(inputs, before, strict=True):
             assert torch.equal(got.view(torch.int16), was.view(torch.int16)), f"{case.id}: an input was written"
@@ -258,8 +286,8 @@ def test_fp8_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path,
     run(launcher, run_kernel, sycl_env)
     for case, mqa_q, want_q, cache_owner, want_owner, slots, inputs, before in checks:
         assert not is_poison(mqa_q).any(), f"{case.id}: mqa_q not fully written"
-        check(f"{case.id} mqa_q", mqa_q, want_q, None)
-        check(f"{case.id} cache", cache_owner, want_owner, None)
+        check(f"{case.id} mqa_q", mqa_q, want_q)
+        check(f"{case.id} cache", cache_owner, want_owner)
         check_untouched_rows(case, cache_owner, 576, slots)
         for got, was in zip(inputs, before, strict=True):
             assert torch.equal(got.view(torch.int16), was.view(torch.int16)), f"{case.id}: an input was written"
