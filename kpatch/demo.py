@@ -45,6 +45,7 @@ class Backend(Enum):
 
 log = logging.getLogger("kpatch")
 
+
 @dataclass(frozen=True)
 class BackendChoice:
     backend: Backend
