@@ -40,6 +40,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
     """No test reads or writes the real home, cache or network (tests marked `registry` may reach the package
     index, as CI can; so does the local backend's pip, once per run, for its seed venv)."""
     monkeypatch.setenv("KPATCH_PYTHON_ENVS", str(_python_envs))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(_python_envs / "pip-cache"))  # local builds' and test runs' downloads
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
