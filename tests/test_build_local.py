@@ -192,3 +192,18 @@ def test_the_readme_main_command_builds_where_the_interpreter_has_no_wheel_packa
         assert done.returncode == 0, done.stderr[-3000:]
     assert [w["upstream"] for w in json.loads(done.stdout)["wheels"]] == ["kernels", "app"]
     assert hidden.stdout.strip() == "True", "kpatch's interpreter here must lack `wheel`, as a fresh machine's does"
+
+
+def test_a_long_quiet_build_off_a_terminal_prints_a_heartbeat_with_the_step_and_its_last_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KPATCH_HEARTBEAT", "1")
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    toml = root / "kpatch.toml"
+    toml.write_text(with_build_command(toml.read_text(), "kernels", "echo compiling unit 7 && sleep 4 && exit 3"))
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == ExitCode.BUILD, result.output
+    beats = [line for line in result.stderr.splitlines() if "still running after" in line]
+    assert beats and all(line.startswith("building kernels ") for line in beats), result.stderr
+    assert beats[-1].endswith("last line: compiling unit 7"), beats
