@@ -18,8 +18,11 @@ from kpatch.errors import ExitCode, UsageError
               help="BASE_IMAGE for the Dockerfile (default: $KPATCH_BASE_IMAGE, else Intel oneAPI's).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a wheel's build after S seconds (default: its [upstream.build] timeout).")
 @kpatch_command
-def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str | None, out: Path | None) -> int:
+def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str | None, out: Path | None,
+                  timeout: float | None) -> int:
     """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
     from kpatch.commands import build_wheels as cmd
 
@@ -28,7 +31,7 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     ws = ctx.workspace()
     with ws.writer("build-wheels", ctx.ui):
         result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
-                                  out=out.resolve() if out else ws.stack.root / "dist")
+                                  out=out.resolve() if out else ws.stack.root / "dist", timeout=timeout)
     if ctx.ui.json_mode:
         ctx.ui.json(result)
     else:

@@ -16,3 +16,10 @@ def with_build_command(text: str, upstream: str, command: str) -> str:
     at = text.index(old, build)
     value = json.dumps(command)
     return text[:at] + f"command = {value}" + text[at + len(old):]
+
+
+def with_build_key(text: str, upstream: str, line: str) -> str:
+    """`text` with `line` (`key = value`) added at the top of `upstream`'s `[upstream.build]` table."""
+    start = text.index(f'name = "{upstream}"')
+    header = text.index("[upstream.build]\n", start) + len("[upstream.build]\n")
+    return text[:header] + line + "\n" + text[header:]

@@ -8,12 +8,15 @@ import site
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
-from example_toml import with_build_command
+from example_toml import with_build_command, with_build_key
 from gitrepos import run_kpatch
+from upstream_env import SECRETS, SEEN
+from upstream_env import seen as read_seen
 
 from kpatch.errors import ExitCode
 from kpatch.examples import PEP517_BUILD, make_example_project
@@ -134,21 +137,11 @@ def test_a_broken_op_contract_stops_the_build_before_any_wheel_and_writes_no_loc
     assert not (root / "dist").exists() and not (tmp_path / "cache" / "wheels").exists()
 
 
-SEEN = ("python3 -c 'import json, os, sys, sysconfig, wheel, setuptools; print(\"seen:\", json.dumps("
-        "{\"prefix\": sys.prefix, \"base\": sys.base_prefix, \"path\": sys.path, \"env\": dict(os.environ)}))'")
-
-
-def _seen(log: Path) -> dict[str, object]:
-    line = next(line for line in log.read_text().splitlines() if "seen: {" in line)
-    return dict(json.loads(line.split("seen: ", 1)[1]))
-
-
 def test_a_local_build_runs_in_a_venv_of_its_own_with_wheel_and_no_credential(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The build's python3 is a fresh venv (setuptools and wheel importable, whatever kpatch's own Python has),
     kpatch's site-packages are not on its path, and no secret-named variable reaches it or any output."""
-    secrets = {"GITHUB_TOKEN": "ghp_0123456789abcdefABCDEF", "PYPI_TOKEN": "pypi-AgEIcHlwaS5vcmcsecret",
-               "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCY", "MY_PASSWORD": "hunter2hunter2"}
+    secrets = SECRETS
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
     root = make_example_project(tmp_path).root
@@ -159,7 +152,7 @@ def test_a_local_build_runs_in_a_venv_of_its_own_with_wheel_and_no_credential(
     result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
     assert result.exit_code == ExitCode.BUILD, result.output
     log = next((tmp_path / "cache" / "logs").glob("kpatch-*-build*wheels.log"))
-    seen = _seen(log)
+    seen = read_seen(log)
     assert seen["prefix"] != seen["base"] and not Path(str(seen["prefix"])).is_relative_to(Path(sys.prefix))
     ours = Path(sysconfig.get_path("purelib")).resolve()
     assert not any(Path(p).resolve() == ours for p in seen["path"] if p), "kpatch's site-packages reached the build"
@@ -207,3 +200,60 @@ def test_a_long_quiet_build_off_a_terminal_prints_a_heartbeat_with_the_step_and_
     beats = [line for line in result.stderr.splitlines() if "still running after" in line]
     assert beats and all(line.startswith("building kernels ") for line in beats), result.stderr
     assert beats[-1].endswith("last line: compiling unit 7"), beats
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a killed process that nobody has reaped yet does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _left_running(pids: list[int]) -> list[int]:
+    """Those of `pids` still running after a while for SIGKILL to land (no timing is asserted)."""
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if _alive(p)]
+
+
+def test_a_build_that_hangs_is_killed_with_its_process_group_at_the_timeout_and_nothing_is_kept(
+        tmp_path: Path) -> None:
+    """[upstream.build] timeout: a build step that sleeps (with a child of its own in the background) is killed
+    with its whole process group; the error is one line naming the step's last words (an unfinished line), then
+    the last lines; exit 6; dist/ (lock and wheels), the wheel cache and the worktree are as they were."""
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    assert run_kpatch(root, "build-wheels", "--backend", "local", *cache).exit_code == 0
+    dist_before = {p.name: p.read_bytes() for p in (root / "dist").iterdir()}
+    cached_before = sorted((tmp_path / "cache" / "wheels").rglob("*"))
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    hang = (f"echo $$ > {pids}/step && (sleep 600; echo woke) & echo $! > {pids}/child && "
+            "echo 'running build_ext' && printf 'compiling csrc/cache.cpp' && sleep 600")
+    toml = root / "kpatch.toml"
+    toml.write_text(with_build_key(with_build_command(toml.read_text(), "kernels", hang), "kernels", "timeout = 3"))
+    result = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert result.exit_code == ExitCode.BUILD, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: upstream kernels: build timed out after 3 s while running: compiling csrc/cache.cpp"]
+    after = result.stderr.split(errors[0], 1)[1]
+    assert "running build_ext" in after and "compiling csrc/cache.cpp" in after  # the last lines follow it
+    assert _left_running([int((pids / name).read_text()) for name in ("step", "child")]) == []
+    assert {p.name: p.read_bytes() for p in (root / "dist").iterdir()} == dist_before
+    assert sorted((tmp_path / "cache" / "wheels").rglob("*")) == cached_before
+
+
+@pytest.mark.parametrize("value", ["0", "-5", '"4h"', "true", "inf", "nan"])
+def test_a_build_timeout_that_is_no_positive_number_of_seconds_names_its_line(tmp_path: Path, value: str) -> None:
+    root = make_example_project(tmp_path).root
+    toml = root / "kpatch.toml"
+    toml.write_text(with_build_key(toml.read_text(), "kernels", f"timeout = {value}"))
+    before = toml.read_bytes()
+    result = run_kpatch(root, "build-wheels", "--backend", "local", "--cache-dir", str(tmp_path / "cache"))
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    line = toml.read_text().splitlines().index(f"timeout = {value}") + 1
+    assert f"kpatch.toml:{line}: [upstream.build] 'timeout' must be a positive number of seconds" in result.stderr
+    assert toml.read_bytes() == before and not (root / "dist").exists() and not (tmp_path / "cache").exists()

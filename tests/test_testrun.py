@@ -3,17 +3,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
 import pytest
-from gitrepos import Project
+from gitrepos import Project, run_kpatch
+from upstream_env import SECRETS, SEEN
+from upstream_env import seen as read_seen
 
 from kpatch.errors import ExitCode, UsageError
+from kpatch.examples import make_example_project
 from kpatch.testing import junit
 from kpatch.testing.run import LiveLog, find_devices
 
@@ -172,3 +177,38 @@ def test_options_that_cannot_work(project: Project) -> None:
     zero = project.run("test", "--timeout", "0")
     assert zero.exit_code == ExitCode.BAD_INPUT and "--timeout" in zero.stderr
     assert not (project.root / "reports").exists()
+
+
+def test_a_local_test_run_gives_the_suite_a_venv_of_its_own_and_no_credential(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kpatch test --backend local: the suite's python3 is a fresh venv (not kpatch's interpreter, kpatch's
+    site-packages not on its path), no secret-named variable of kpatch's environment reaches it, and no secret's
+    value is in kpatch's output, the reports folder or the log."""
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    toml = root / "kpatch.toml"
+    text = toml.read_text()
+    suite = 'command = "python3 -m pytest -v tests --junitxml=$KPATCH_JUNIT"'
+    at = text.index(suite, text.index('name = "kernels"'))
+    toml.write_text(text[:at] + f"command = {json.dumps(SEEN + ' && env')}" + text[at + len(suite):])
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    built = run_kpatch(root, "build-wheels", "--backend", "local", *cache)
+    assert built.exit_code == 0, built.output
+    result = run_kpatch(root, "test", "--backend", "local", "--upstream", "kernels", *cache)
+    assert result.exit_code == ExitCode.CONFLICT, result.output  # the suite wrote no JUnit report
+    seen = read_seen(root / "reports" / "kernels.log")
+    prefix = Path(str(seen["prefix"]))
+    assert prefix != Path(str(seen["base"])), "the suite did not run in a venv"
+    assert prefix.resolve() != Path(sys.prefix).resolve() and not prefix.is_relative_to(Path(sys.prefix))
+    ours = Path(sysconfig.get_path("purelib")).resolve()
+    assert not any(Path(p).resolve() == ours for p in seen["path"] if p), "kpatch's site-packages reached the suite"
+    env = seen["env"]
+    assert isinstance(env, dict) and not set(SECRETS) & set(env), sorted(env)
+    assert Path(env["PATH"].split(os.pathsep)[0]) == prefix / "bin"
+    logs = sorted((tmp_path / "cache" / "logs").glob("kpatch-*.log"))  # the build's and the test run's
+    assert any(p.name.endswith("-test.log") for p in logs), logs
+    shown = result.output + "".join(p.read_text(errors="replace") for p in
+                                    [*logs, *(root / "reports").rglob("*")] if p.is_file())
+    assert not [name for name, value in SECRETS.items() if value in shown]

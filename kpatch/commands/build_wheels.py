@@ -39,15 +39,18 @@ class BuildResult:
 
 
 def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base_image: str | None,
-                 out: Path, check_contract: bool = True) -> BuildResult:
+                 out: Path, check_contract: bool = True, timeout: float | None = None) -> BuildResult:
     """Build the set and write its lock. The op contract between the halves is checked first: a pair that breaks
-    it is never built and no lock is written (the nightly runs `verify` as a stage of its own instead)."""
+    it is never built and no lock is written (the nightly runs `verify` as a stage of its own instead). A build
+    running longer than `timeout` seconds (default: its [upstream.build] timeout) is killed: nothing is cached
+    or written."""
     started = time.time()
     inputs = _check_inputs(ws)
     if check_contract:
         verify.gate(ws)
     runner = pipeline.make_backend(backend, ui, ws.stack.root, ws.cache_dir, image=image, base_image=base_image)
-    members = pipeline.build_set(inputs, runner, ui, ws.cache_dir / "wheels", ws.stack.root, ws.stack.torch)
+    members = pipeline.build_set(inputs, runner, ui, ws.cache_dir / "wheels", ws.stack.root, ws.stack.torch,
+                                 timeout)
     tool = runner.toolchain
     content = lock.Lock(
         wheels=tuple(lock.LockedWheel(upstream=m.input.upstream.name, package=m.wheel.wheel.package,

@@ -18,6 +18,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 DEVICE_KINDS = ("xpu",)  # what a test suite can say it needs ([upstream.test] devices)
 DEFAULT_TEST_TIMEOUT = 1800.0
+DEFAULT_BUILD_TIMEOUT = 14400.0  # 4 h: a cold vLLM XPU build on a small runner takes 1-2 h; a hang is stopped
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +28,7 @@ class Build:
     command: str  # run in the source copy; the wheel must land in $KPATCH_OUT
     env: tuple[tuple[str, str], ...] = ()
     pin_files: tuple[str, ...] = ()  # requirement files whose pins on required upstreams' wheels are rewritten
+    timeout: float = DEFAULT_BUILD_TIMEOUT  # seconds for one wheel's build
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,15 +3,16 @@ and where a key sits (every error names its line)."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
-from kpatch.config.model import DEFAULT_TEST_TIMEOUT, DEVICE_KINDS, Build, CudaOnly, TestSuite
+from kpatch.config.model import DEFAULT_BUILD_TIMEOUT, DEFAULT_TEST_TIMEOUT, DEVICE_KINDS, Build, CudaOnly, TestSuite
 from kpatch.errors import ConfigError
 from kpatch.github.names import Repository, parse_repository
 
-_BUILD_KEYS = {"command", "env", "pin-files"}
+_BUILD_KEYS = {"command", "env", "pin-files", "timeout"}
 _TEST_KEYS = {"command", "junit", "paths", "requires", "devices", "env", "timeout"}
 
 
@@ -34,7 +35,17 @@ def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[
     pins = build.get("pin-files", [])
     if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
         raise ConfigError(f"{where}: [upstream.build] 'pin-files' must be a list of paths")
-    return Build(command=build["command"], env=tuple(sorted(env.items())), pin_files=tuple(pins))
+    timeout = build.get("timeout", DEFAULT_BUILD_TIMEOUT)
+    if not _seconds(timeout):
+        raise ConfigError(f"{path}:{key_line(lines, line, end, 'timeout')}: [upstream.build] 'timeout' must be a "
+                          "positive number of seconds")
+    return Build(command=build["command"], env=tuple(sorted(env.items())), pin_files=tuple(pins),
+                 timeout=float(timeout))
+
+
+def _seconds(value: Any) -> bool:
+    """A timeout as kpatch.toml may give it: a positive, finite number (a boolean is no number here)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value < math.inf
 
 
 def table_span(lines: list[str], header: str) -> tuple[int, int]:
@@ -123,7 +134,7 @@ def test_table(path: Path, lines: list[str], start: int, end: int, table: dict[s
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise fail("env", "'env' must be a table of strings")
     timeout = suite.get("timeout", DEFAULT_TEST_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+    if not _seconds(timeout):
         raise fail("timeout", "'timeout' must be a positive number of seconds")
     return TestSuite(command=suite["command"], junit=junit, paths=lists["paths"], requires=lists["requires"],
                      devices=lists["devices"], env=tuple(sorted(env.items())), timeout=float(timeout), line=line)

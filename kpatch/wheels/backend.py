@@ -36,6 +36,7 @@ class BuildJob:
     source_tar: bytes
     deps: tuple[Path, ...]
     script: bytes
+    timeout: float  # seconds: then the build is killed ([upstream.build] timeout, or build-wheels --timeout)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,38 @@ class Backend(Protocol):
     def started_since(self, since: float) -> int:
         """How many isolated build environments (containers) this backend started since `since`."""
         ...
+
+
+class Output:
+    """A build's output as it comes (text, in pieces): each line to `on_line`; the last lines kept for its error.
+
+    A hung step often printed what it runs and no newline yet: that unfinished line counts as its last."""
+
+    def __init__(self, on_line: Callable[[str], None]) -> None:
+        self.on_line = on_line
+        self.lines: list[str] = []
+        self.partial = ""
+
+    def __call__(self, text: str) -> None:
+        *complete, self.partial = (self.partial + text).split("\n")
+        for line in complete:
+            line = line.rstrip("\r")
+            self.lines = [*self.lines[-(TAIL - 1):], line]
+            self.on_line(line)
+
+    def tail(self) -> list[str]:
+        partial = self.partial.rstrip("\r")
+        return [*self.lines[-(TAIL - 1):], partial] if partial.strip() else self.lines
+
+    def failed(self, name: str, status: int) -> BuildError:
+        return BuildError(f"{name}: build step failed (exit {status}); last lines:\n" + "\n".join(self.tail()))
+
+    def timed_out(self, name: str, timeout: float) -> BuildError:
+        """The one error line of a build killed at its timeout, naming its last line of output; the tail after it."""
+        tail = self.tail()
+        last = next((line.strip() for line in reversed(tail) if line.strip()), "(no output)")
+        return BuildError(f"upstream {name}: build timed out after {timeout:g} s while running: {last}\n"
+                          + "\n".join(tail))
 
 
 def collect(name: str, files: Mapping[str, bytes]) -> BuildOutput:

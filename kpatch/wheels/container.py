@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.errors import BuildError
-from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Toolchain, collect
+from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Output, Toolchain, collect
 from kpatch.wheels.compiler_cache import MOUNT, OFF, CacheConfig
 
 log = logging.getLogger("kpatch.docker")
@@ -54,12 +54,6 @@ def owner_alive(label: str) -> bool:
     except PermissionError:
         return True  # alive, owned by another user
     return True
-
-
-@dataclass(frozen=True)
-class RunResult:
-    status: int
-    log_tail: str
 
 
 @dataclass(frozen=True)
@@ -275,21 +269,11 @@ class Container:
         if not self.handle.put_archive(folder, tar):
             raise BuildError(f"could not copy files into the build container at {folder}")
 
-    def run(self, on_line: Callable[[str], None]) -> RunResult:
-        self.handle.start()
-        tail: list[str] = []
-        for raw in self.handle.logs(stream=True, follow=True):
-            for line in raw.decode("utf-8", "replace").splitlines():
-                tail = [*tail[-(TAIL - 1):], line]
-                on_line(line)
-        status = int(self.handle.wait().get("StatusCode", -1))
-        return RunResult(status=status, log_tail="\n".join(tail))
-
     def run_until(self, on_text: Callable[[str], None], timeout: float) -> TimedRun:
         """Start, stream the output as it comes and kill the container at `timeout` seconds.
 
         Attached, not through `logs`: the log driver holds a line back until its newline, and a hung test's id
-        is exactly such a line (pytest -v prints it, then runs the test)."""
+        (pytest -v prints it, then runs the test) or a hung build step's last words are exactly such a line."""
         stream = self.handle.attach(stdout=True, stderr=True, stream=True, logs=True)
         self.handle.start()
         finished = threading.Event()
@@ -304,7 +288,7 @@ class Container:
             finally:
                 finished.set()
 
-        reader = threading.Thread(target=pump, name="kpatch-test-log", daemon=True)
+        reader = threading.Thread(target=pump, name="kpatch-container-output", daemon=True)
         reader.start()
         timed_out = not finished.wait(timeout)
         if timed_out:
@@ -389,7 +373,10 @@ class DockerBackend:
             box.put_tar("/kpatch", job.source_tar)  # root-owned: read-only for the build user
             if job.deps:
                 box.put("/kpatch/deps", [(d.name, d.read_bytes(), 0o444) for d in job.deps])
-            run = box.run(on_line)
+            output = Output(on_line)
+            run = box.run_until(output, job.timeout)
+            if run.timed_out:  # killed: the container goes away with nothing taken out of it
+                raise output.timed_out(job.name, job.timeout)
             if run.status != 0:
-                raise BuildError(f"{job.name}: build step failed (exit {run.status}); last lines:\n{run.log_tail}")
+                raise output.failed(job.name, run.status)
             return collect(job.name, box.get("/kpatch/out"))

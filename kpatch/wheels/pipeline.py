@@ -119,8 +119,9 @@ def planned_image(root: Path, base_image: str) -> PlannedImage:
 
 
 def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, root: Path,
-              set_torch: str | None) -> list[SetMember]:
-    """Every upstream's wheel, each after the wheels it requires and built against exactly them."""
+              set_torch: str | None, timeout: float | None = None) -> list[SetMember]:
+    """Every upstream's wheel, each after the wheels it requires and built against exactly them; each build is
+    killed after `timeout` seconds (default: its [upstream.build] timeout)."""
     script = resources.load(root, resources.BUILD_SCRIPT)
     if script.overridden:
         ui.note(f"using the project's {script.origin}")
@@ -151,7 +152,7 @@ def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, r
         if wheel is None:
             try:
                 wheel, stats = _build_one(backend, ui, item, str(version), pins, deps, script.data, cache, key,
-                                          set_torch)
+                                          set_torch, build.timeout if timeout is None else timeout)
             except BuildError as err:
                 raise _with_torch_hint(err, [built[d] for d in upstream.requires], set_torch) from None
         built[upstream.name] = SetMember(input=item, key=key, cached=hit is not None, wheel=wheel,
@@ -169,8 +170,8 @@ def _with_torch_hint(err: BuildError, deps: list[SetMember], set_torch: str | No
 
 
 def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: tuple[Pin, ...],
-               deps: list[Wheel], script: bytes, cache: Path, key: str,
-               set_torch: str | None) -> tuple[wheel_cache.CachedWheel, compiler_cache.CacheStats | None]:
+               deps: list[Wheel], script: bytes, cache: Path, key: str, set_torch: str | None,
+               timeout: float) -> tuple[wheel_cache.CachedWheel, compiler_cache.CacheStats | None]:
     upstream, build = item.upstream, item.upstream.build
     assert build is not None
     tree = Repository(item.worktree)
@@ -180,7 +181,8 @@ def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: t
     epoch = tree.out(["log", "-1", "--format=%ct", "--end-of-options", item.commit])
     env = {"SOURCE_DATE_EPOCH": epoch, **dict(build.env), "KPATCH_VERSION": version,
            "KPATCH_BUILD_COMMAND": build.command}
-    job = BuildJob(name=upstream.name, env=env, source_tar=source, deps=tuple(d.path for d in deps), script=script)
+    job = BuildJob(name=upstream.name, env=env, source_tar=source, deps=tuple(d.path for d in deps), script=script,
+                   timeout=timeout)
     with activity(ui, f"building {upstream.name} {version}") as on:
         made = backend.build(job, on)
     if made.compiler_cache is not None:

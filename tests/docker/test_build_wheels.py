@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,6 +51,13 @@ def pair(tmp_path: Path, base_image: str) -> Pair:
 def metadata(wheel: Path) -> str:
     with zipfile.ZipFile(wheel) as archive:
         return archive.read(next(n for n in archive.namelist() if n.endswith("METADATA"))).decode()
+
+
+def _our_build_containers() -> str:
+    """The build containers this test process started (kpatch runs in-process) and left: not another run's."""
+    return subprocess.run(["docker", "ps", "-aq", "--filter", "label=kpatch.build", "--filter",
+                           f"label=kpatch.owner={socket.gethostname()}:{os.getpid()}"], capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def test_pair_is_built_in_order_pinned_and_locked(pair: Pair) -> None:
@@ -113,8 +122,23 @@ def test_a_failing_build_step_leaves_no_lock(pair: Pair) -> None:
     assert result.exit_code == ExitCode.BUILD
     assert "app: build step failed (exit 3); last lines:" in result.stderr and "compiling" in result.stderr
     assert pair.dist() == {}
-    assert not subprocess.run(["docker", "ps", "-aq", "--filter", "label=kpatch.build"], capture_output=True,
-                              text=True).stdout.strip()
+    assert not _our_build_containers()
+
+
+def test_a_build_that_hangs_is_killed_with_its_container_at_the_timeout_and_nothing_is_kept(pair: Pair) -> None:
+    """build-wheels --timeout S: the kernels build sleeps in its container; at S seconds the container is killed and
+    removed, the error is one line naming the step's last words (an unfinished line), then the last lines; exit 6;
+    nothing is cached and no dist/ or lock is written."""
+    toml = pair.root / "kpatch.toml"
+    hang = "echo 'running build_ext' && printf 'compiling csrc/cache.cpp' && sleep 600"
+    toml.write_text(with_build_command(toml.read_text(), "kernels", hang))
+    result = pair.build("--timeout", "3")
+    assert result.exit_code == ExitCode.BUILD, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: upstream kernels: build timed out after 3 s while running: compiling csrc/cache.cpp"]
+    assert "running build_ext" in result.stderr.split(errors[0], 1)[1]  # the last lines follow it
+    assert not _our_build_containers()
+    assert pair.dist() == {} and not list((pair.cache / "wheels").glob("*/*"))
 
 
 def test_missing_worktree_unknown_image_and_no_engine(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
