@@ -39,8 +39,8 @@ def test_doctor_local_backend_does_not_need_the_engine(project: Project, monkeyp
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     result = project.run("doctor", "--backend", "local", "--json")
     found = _findings(result.stdout)
-    assert found["docker"][0]["level"] == "warn" and found["python3"][0]["level"] in ("ok", "fail")
-    assert result.exit_code == (0 if found["python3"][0]["level"] == "ok" else ExitCode.CONFLICT)
+    assert found["docker"][0]["level"] == "warn" and found["python"][0]["level"] in ("ok", "fail")
+    assert result.exit_code == (0 if found["python"][0]["level"] == "ok" else ExitCode.CONFLICT)
     assert found["git"][0]["level"] == "ok" and "patch-id --verbatim" in found["git"][0]["detail"]
 
 

@@ -143,9 +143,10 @@ def test_halves_built_against_different_torch_or_pinned_to_another_kernels(built
     content = lockfile.read(lock)
     kernels = next(u for u in content.upstreams if u.name == "kernels")
     app_wheel = next(w.filename for w in content.wheels if w.upstream == "app")
-    app_torch = "2.14.0"
-    upstreams = tuple(dataclasses.replace(u, torch=app_torch if u.name == "app" else u.torch)
+    app_torch = "2.14.0"  # the lock says the halves saw two torches (the example's hermetic builds saw none)
+    upstreams = tuple(dataclasses.replace(u, torch=app_torch if u.name == "app" else "2.13.0")
                       for u in content.upstreams)
+    kernels = next(u for u in upstreams if u.name == "kernels")
     old = next(w for w in content.wheels if w.upstream == "kernels")
     other = dataclasses.replace(old, version=old.version + "9", filename=old.filename.replace(old.version,
                                                                                               old.version + "9"))
@@ -336,8 +337,8 @@ def test_an_environment_torch_other_than_the_sets_fails(built: Built, site: Path
     environment = checks(result)[("torch", "environment")]
     assert environment["detail"] == f"torch {torch.__version__} is installed; the set was built against 2.14.0"
     assert environment["fix"] == "pip install torch==2.14.0"
-    kernels = checks(result)[("torch", "kernels")]  # its wheel still requires the torch it was really built with
-    assert kernels["status"] == "fail" and f"requires 'torch=={torch.__version__}'" in kernels["detail"]
+    # the example's kernels were built in a venv of their own, with no torch: their wheel requires none
+    assert ("torch", "kernels") not in checks(result)
 
 
 def test_kpatch_itself_never_imports_torch(built: Built, site: Path) -> None:
