@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kpatch.errors import GitError, StorageError, UpstreamError
-from kpatch.gitx.repo import Repository
+from kpatch.gitx.repo import UPSTREAM_REFS, Repository
 from kpatch.gitx.runner import popen, run
 from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text, redact_url
@@ -22,6 +22,7 @@ FETCH_TRIES = 3
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _ALLOWED_SCHEMES = {"https", "ssh", "git", "file"}
 _RECEIVING = re.compile(r"Receiving objects:\s+(\d+)%")
+_LAYOUT = "kpatch.upstreamrefs"  # set once the mirror fetches into UPSTREAM_REFS (older mirrors used refs/heads)
 
 
 def retry_delay() -> float:
@@ -58,7 +59,8 @@ def url_problem(url: str) -> str | None:
 
 
 class Mirror(Repository):
-    """The bare mirror of one upstream in the cache: every branch and tag, fetched incrementally."""
+    """The bare mirror of one upstream in the cache: every branch (under UPSTREAM_REFS) and tag, fetched
+    incrementally. Its refs/heads is the people's: every worktree shares the mirror's refs, and no fetch touches it."""
 
     def __init__(self, path: Path, name: str) -> None:
         super().__init__(path)
@@ -81,6 +83,7 @@ class Mirror(Repository):
         for attempt in range(1, FETCH_TRIES + 1):
             status, stderr = self._fetch_once(url, on_progress)
             if status == 0:
+                self._migrate_layout()
                 on_progress(100)
                 # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
                 self.run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"])
@@ -99,7 +102,7 @@ class Mirror(Repository):
     def _fetch_once(self, url: str, on_progress: Callable[[int], None]) -> tuple[int, str]:
         """One `git fetch --progress`, turning "Receiving objects:  45% (...)" into on_progress(45)."""
         args = ["fetch", "--progress", "--prune", "--no-write-fetch-head", "--", url,
-                "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
+                f"+refs/heads/*:{UPSTREAM_REFS}*", "+refs/tags/*:refs/tags/*"]
         proc = popen(args, self.path, user_config=True, with_stdout=False)
         assert proc.stderr is not None
         lines: list[str] = []
@@ -113,6 +116,21 @@ class Mirror(Repository):
                     lines.append(piece)
         proc.stderr.close()
         return proc.wait(), "\n".join(lines)
+
+    def _migrate_layout(self) -> None:
+        """A mirror an older kpatch made kept the upstream's branches in refs/heads, mixed with a person's: once
+        the upstream's are in UPSTREAM_REFS, drop each refs/heads copy that is exactly the upstream branch of its
+        name and checked out nowhere. Every other branch there is (or may be) a person's, and stays."""
+        if self.run(["config", "--get", _LAYOUT], check=False).text.strip() == UPSTREAM_REFS:
+            return
+        upstream = dict(self.refs(UPSTREAM_REFS))
+        checked_out = {line.split(" ", 1)[1] for line in self.out(["worktree", "list", "--porcelain"]).splitlines()
+                       if line.startswith("branch ")}
+        drop = [(ref, sha) for ref, sha in self.refs("refs/heads/")
+                if upstream.get(UPSTREAM_REFS + ref[len("refs/heads/"):]) == sha and ref not in checked_out]
+        if drop:  # each only if it still holds that commit
+            self.run(["update-ref", "--stdin"], stdin="".join(f"delete {ref} {sha}\n" for ref, sha in drop).encode())
+        self.set_config(_LAYOUT, UPSTREAM_REFS)
 
     def owns(self, path: Path) -> bool:
         """True when `path` is a worktree whose objects live in this mirror (read from git's files, no process)."""
