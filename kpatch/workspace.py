@@ -105,7 +105,7 @@ class Workspace:
     def encode_state(self, run: RunState) -> bytes:
         """The run state file's bytes, naming this work folder: relative when inside the project (a copy of the
         project then names its own)."""
-        run.workdir = _relative_to(self.workdir, self.stack.root)
+        run.workdir = _relative_to(self.workdir, self.stack.root.resolve())
         return state.encode(run)
 
     def state_bytes(self) -> bytes | None:

@@ -341,3 +341,26 @@ def test_a_kill_once_a_rebase_recorded_its_end_leaves_no_scratch_worktree(projec
     assert status["operation"] is None and not status.get("journal")
     assert (project.root / "kpatch.toml").read_bytes() != toml
     assert kpatch(project.root, "export", "--check").exit_code == 0
+
+
+def test_a_worktree_a_kill_left_locked_before_its_head_is_forgotten_and_made_again(tmp_path: Path) -> None:
+    """Killed between writing `locked` ("initializing") and HEAD, `git worktree add` leaves a record `git worktree
+    prune` skips: removing the folder and adding it again failed on git's "use 'add -f -f' to override"."""
+    from kpatch.gitx import Mirror
+
+    upstream = tmp_path / "upstream"
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(upstream)], check=True)
+    sha = commit(upstream, {"a.txt": "a\n"}, "first", 0)
+    mirror = Mirror(tmp_path / "mirror.git", "x")
+    mirror.fetch(str(upstream))
+    path = tmp_path / "work" / "x"
+    mirror.run(["worktree", "add", "--quiet", "--no-checkout", "--lock", "--reason", "initializing", "--detach",
+                "--", str(path), sha])
+    [record] = (mirror.path / "worktrees").iterdir()
+    (record / "HEAD").unlink()
+    (path / ".git").unlink()
+    assert mirror.half_made(path) and not mirror.owns(path)
+    mirror.remove_worktree(path)
+    assert not path.exists() and not list((mirror.path / "worktrees").glob("*"))
+    mirror.add_worktree(path, sha)
+    assert mirror.owns(path) and (path / "a.txt").read_text() == "a\n"
