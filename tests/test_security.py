@@ -1,5 +1,6 @@
 """Hostile input (issue 8, items 1, 2, 4-7): URLs that would run commands, credentials in URLs, file modes,
-symlinked recorded resolutions, unexported work, export from a worktree on another branch.
+symlinked recorded resolutions, unexported work, export from a worktree on another branch; paths in the run
+state and the journal (a copied project, edited files).
 
 kpatch runs as its own process here (tests/cliproc.py): the marker files, modes and environment are the
 real ones a user gets.
