@@ -79,3 +79,21 @@ def test_a_persons_main_is_kept_and_rebase_moves_onto_the_upstreams_main(project
     assert ran.exit_code == 0, ran.output
     assert branches(mirror_of(project, "kernels")) == {"refs/heads/main": mine}
     assert f'base = "{git(project.kernels, "rev-parse", "main")}"' in (project.root / "kpatch.toml").read_text()
+
+
+def test_a_tag_made_in_a_worktree_survives_the_next_fetch_and_a_moved_upstream_tag_moves(project: Project) -> None:
+    """The tags were fetched with `--prune +refs/tags/*:refs/tags/*`, which deleted a person's tag too."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    tree = project.workdir / "app"
+    git(tree, "tag", "my-work")
+    mine = git(tree, "rev-parse", "my-work")
+    moved = commit(project.app, {"moved.txt": "moved\n"}, "a commit the tag moves to", 60)
+    git(project.app, "tag", "-f", "v2.0-rc", moved)
+    ran = kpatch(project.root, "rebase")
+    assert ran.exit_code == 0, ran.output
+    mirror = mirror_of(project, "app")
+    assert git(mirror, "rev-parse", "refs/tags/my-work") == mine
+    assert git(mirror, "rev-parse", "refs/tags/v2.0-rc") == moved
+    git(project.app, "tag", "-f", "v2.0-rc", f"{moved}~1")
+    assert kpatch(project.root, "rebase").exit_code == 0
+    assert git(mirror, "rev-parse", "refs/tags/v2.0-rc") == git(project.app, "rev-parse", f"{moved}~1")

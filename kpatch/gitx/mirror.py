@@ -119,8 +119,9 @@ class Mirror(Repository):
 
     def _fetch_once(self, url: str, on_progress: Callable[[int], None]) -> tuple[int, str]:
         """One `git fetch --progress`, turning "Receiving objects:  45% (...)" into on_progress(45)."""
-        args = ["fetch", "--progress", "--prune", "--no-write-fetch-head", "--", url,
-                f"+refs/heads/*:{UPSTREAM_REFS}*", "+refs/tags/*:refs/tags/*"]
+        # Tags fetched with --tags (and --force: a moved tag moves) are not pruned, so a person's tag stays too.
+        args = ["fetch", "--progress", "--prune", "--tags", "--force", "--no-write-fetch-head", "--", url,
+                f"+refs/heads/*:{UPSTREAM_REFS}*"]
         proc = popen(args, self.path, user_config=True, with_stdout=False)
         assert proc.stderr is not None
         lines: list[str] = []
