@@ -149,6 +149,9 @@ class Mirror(Repository):
                 if upstream.get(UPSTREAM_REFS + ref[len("refs/heads/"):]) == sha and ref not in checked_out]
         if drop:  # each only if it still holds that commit
             self.run(["update-ref", "--stdin"], stdin="".join(f"delete {ref} {sha}\n" for ref, sha in drop).encode())
+        # A remote (no URL: kpatch fetches) that names the namespace: `git checkout main` in a worktree makes a
+        # branch of the person's that tracks upstream/main, as in a clone.
+        self.set_config("remote.upstream.fetch", f"+refs/heads/*:{UPSTREAM_REFS}*")
         self.set_config(_LAYOUT, UPSTREAM_REFS)
 
     def owns(self, path: Path) -> bool:
