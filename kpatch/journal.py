@@ -7,6 +7,11 @@
 4. Close: the command finishes what depends on the files (e.g. moving worktrees), then drops the journal.
 Going back puts every target as it was from the copies. Without `journal.json` nothing was touched yet: both
 ways only drop the staging folder. `--continue` goes forward and `--abort` goes back, for every command.
+
+The journal is `<project>/.kpatch/journal`, and nothing in it is trusted: a step's target must be a file of
+the project (kpatch.toml, patches/, the run state; resolved, so no symlink leads out of it), its staged and
+kept copies names this module gives. A journal that cannot be read (or breaks those rules) cannot go forward;
+going back sets it aside (`.kpatch/journal-unreadable-<time>`), leaving the files as they are.
 """
 
 from __future__ import annotations
@@ -14,18 +19,20 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
-import signal
 import stat
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kpatch import killseam
 from kpatch.errors import WorktreeError
 from kpatch.files import new_file_mode, sync_files, write_atomic
 
 JOURNAL = "journal.json"
-KILL_HOOK = "KPATCH_TEST_KILL_AT"  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
+KILL_HOOK = killseam.KILL_AT  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
 # "journal:close" once the command is finished, just before the journal is dropped
 
 
@@ -36,15 +43,34 @@ class Step:
     old: str | None  # copy of the target as it was (None: it did not exist)
 
 
+OPERATIONS = ("rebase", "export")  # the commands that write through a journal
+_STAGED = re.compile(r"^[0-9]+$")  # the names `write` gives: new/<n>, old/w<n> and old/d<n>
+_KEPT = re.compile(r"^[wd][0-9]+$")
+
+
 def pending(folder: Path) -> str | None:
-    """The operation whose journaled write was interrupted ("rebase", "export"...), or None."""
+    """The operation whose journaled write was interrupted ("rebase" or "export"), or None. One whose journal
+    cannot be read is "export" unless its `operation` marker names another: `--abort` of either sets it aside."""
     if not folder.is_dir():
         return None
     try:
-        return str(json.loads((folder / JOURNAL).read_text(encoding="utf-8"))["operation"])
-    except (OSError, ValueError, KeyError, TypeError):
+        named = json.loads((folder / JOURNAL).read_text(encoding="utf-8"))["operation"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         marker = folder / "operation"
-        return marker.read_text(encoding="utf-8").strip() if marker.is_file() else "unknown"
+        try:
+            named = marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+        except (OSError, ValueError):
+            named = None
+    return named if named in OPERATIONS else "export"
+
+
+def problem(folder: Path) -> str | None:
+    """Why the committed journal in `folder` cannot be carried out or undone (None: it can, or there is none)."""
+    try:
+        _steps(folder)
+    except WorktreeError as err:
+        return str(err)
+    return None
 
 
 def committed(folder: Path) -> bool:
@@ -87,10 +113,7 @@ def forward(folder: Path) -> None:
     for number, step in enumerate(_steps(folder), start=1):
         target = Path(step.target)
         if step.new is None:
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            else:
-                target.unlink(missing_ok=True)
+            target.unlink(missing_ok=True)
         else:
             staged = folder / "new" / step.new
             if staged.exists():
@@ -104,8 +127,13 @@ def close(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def back(folder: Path) -> None:
-    """Undo a committed journal (every target as it was), then drop it; without one, only drop the staging."""
+def back(folder: Path) -> Path | None:
+    """Undo a committed journal (every target as it was), then drop it; without one, only drop the staging. One
+    that cannot be read is set aside instead, the files left as they are: return where it went (else None)."""
+    if problem(folder):
+        aside = folder.with_name(f"journal-unreadable-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+        os.replace(folder, aside)
+        return aside
     for step in _steps(folder):
         target = Path(step.target)
         if step.old is None:
@@ -114,13 +142,49 @@ def back(folder: Path) -> None:
             kept = folder / "old" / step.old
             write_atomic(target, kept.read_bytes(), mode=stat.S_IMODE(kept.stat().st_mode))
     shutil.rmtree(folder)
+    return None
 
 
 def _steps(folder: Path) -> list[Step]:
-    if not (folder / JOURNAL).is_file():
+    """The journal's steps, each checked (see the module's docstring); a one-line WorktreeError when any is not."""
+    path = folder / JOURNAL
+    if not path.is_file():
         return []
-    raw = json.loads((folder / JOURNAL).read_text(encoding="utf-8"))
-    return [Step(**item) for item in raw["steps"]]
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict) or raw.get("operation") not in OPERATIONS or \
+                not isinstance(raw.get("steps"), list):
+            raise ValueError("not a journal kpatch wrote")
+        steps = [_step(folder, item) for item in raw["steps"]]
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else \
+            err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:200]
+        raise WorktreeError(f"{path}: unreadable journal of an interrupted write ({why}): run 'kpatch "
+                            f"{pending(folder)} --abort' to set it aside (kpatch.toml and patches/ stay as they "
+                            "are: check them with 'git status')") from None
+    return steps
+
+
+def _step(folder: Path, item: object) -> Step:
+    """One step, checked: its target a file of the project (folder is <project>/.kpatch/journal)."""
+    if not isinstance(item, dict) or set(item) != {"target", "new", "old"}:
+        raise ValueError("a step is not {target, new, old}")
+    target, new, old = item["target"], item["new"], item["old"]
+    if not isinstance(target, str) or not target or "\0" in target:
+        raise ValueError(f"step target {target!r} is not a path")
+    if not (new is None or isinstance(new, str) and _STAGED.match(new)) or \
+            not (old is None or isinstance(old, str) and _KEPT.match(old)):
+        raise ValueError(f"step of {target!r} names copies the journal does not make")
+    root = Path(os.path.realpath(folder.parent.parent))
+    path = Path(target)
+    where = Path(os.path.realpath(path.parent)) / path.name  # the last part may be a symlink: it is replaced
+    inside = where.relative_to(root).as_posix() if path.is_absolute() and where.is_relative_to(root) else None
+    if inside is None or inside in ("", ".") or inside.startswith(".kpatch/") and inside != ".kpatch/state.json" \
+            or ".git" in Path(inside).parts:
+        raise ValueError(f"step target {target!r} is not a file of the project {root}")
+    if where.is_dir() and not where.is_symlink():
+        raise ValueError(f"step target {target!r} is a folder")
+    return Step(target=str(where), new=new, old=old)
 
 
 def _keep(folder: Path, path: Path, name: str) -> str | None:
@@ -143,5 +207,4 @@ def _move(staged: Path, target: Path) -> None:
 
 
 def _hook(step: int | str) -> None:
-    if os.environ.get(KILL_HOOK) == f"journal:{step}":
-        os.kill(os.getpid(), signal.SIGKILL)
+    killseam.reached(f"journal:{step}")

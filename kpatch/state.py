@@ -169,8 +169,9 @@ def decode(data: bytes, where: Path) -> RunState:
     """Parse a state file; anything unexpected is a one-line WorktreeError naming it."""
     try:
         raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise WorktreeError(f"{where}: unreadable run state ({err}); remove it and run 'kpatch apply'") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise WorktreeError(f"{where}: unreadable run state ({why}); remove it and run 'kpatch apply'") from None
     version = raw.get("version") if isinstance(raw, dict) else None
     if version != STATE_VERSION:
         raise WorktreeError(f"{where}: run state version {version!r} is not {STATE_VERSION} (written by another "
@@ -178,7 +179,7 @@ def decode(data: bytes, where: Path) -> RunState:
     try:
         built: RunState = _build(RunState, raw)
         return built
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
         raise WorktreeError(f"{where}: unreadable run state ({err!r}); remove it and run 'kpatch apply'") from None
 
 

@@ -38,8 +38,9 @@ class Workspace:
     def create(cls, stack: Stack, cache_dir: Path | None, workdir: Path | None) -> Workspace:
         """The workspace for `stack`; without `workdir`, the one the last apply used (else ./work)."""
         if workdir is None:
-            recorded = state.read(stack.root / KPATCH_DIR / "state.json")
-            workdir = Path(recorded.workdir) if recorded else stack.root / "work"
+            where = stack.root / KPATCH_DIR / "state.json"
+            recorded = state.read(where)
+            workdir = _recorded_workdir(stack.root, recorded.workdir, where) if recorded else stack.root / "work"
         ws = cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(), workdir=workdir.resolve())
         ws._refuse_legacy()
         return ws
@@ -75,13 +76,37 @@ class Workspace:
 
     # --- the run state --------------------------------------------------------------------------------------
 
+    def stack_tree(self, kind: state.Kind, name: str) -> Path:
+        """The folder an operation of `kind` writes for stack `name`: its worktree (apply) or a scratch one
+        (rebase). Always this, whatever the run state file says: a copied project's file names the original's."""
+        return self.worktree(name) if kind is state.Kind.APPLY else self.scratch_dir / name
+
     def read_state(self) -> RunState:
-        return state.read(self.state_file) or RunState(workdir=str(self.workdir))
+        """The run state, its paths the workspace's own: each stack of the operation in progress is one of
+        kpatch.toml's upstreams, and works in the folder `stack_tree` names (what the file says is not used)."""
+        run = state.read(self.state_file)
+        if run is None:
+            return RunState(workdir=str(self.workdir))
+        if run.operation is not None:
+            known = {u.name for u in self.stack.upstreams}
+            for name, stack in run.operation.stacks.items():
+                if name not in known or stack.name != name:
+                    raise WorktreeError(f"{self.state_file}: the {run.operation.kind.value} in progress names "
+                                        f"upstream {name!r}, which {self.stack.path.name} does not have; put the "
+                                        f"upstream back, or remove {self.state_file} (its worktrees stay as they are)")
+                stack.tree = str(self.stack_tree(run.operation.kind, name))
+        run.workdir = str(self.workdir)
+        return run
 
     def write_state(self, run: RunState) -> None:
-        run.workdir = str(self.workdir)
         self._ensure_kpatch_dir()
-        state.write(self.state_file, run)
+        write_atomic(self.state_file, self.encode_state(run), durable=False)
+
+    def encode_state(self, run: RunState) -> bytes:
+        """The run state file's bytes, naming this work folder: relative when inside the project (a copy of the
+        project then names its own)."""
+        run.workdir = _relative_to(self.workdir, self.stack.root.resolve())
+        return state.encode(run)
 
     def state_bytes(self) -> bytes | None:
         """The run state file as it is on disk (None: there is none), to put back with `put_state_bytes`."""
@@ -105,12 +130,18 @@ class Workspace:
             return None
         return pending
 
-    def refuse_if_busy(self, *, allow: state.Kind | None = None) -> RunState:
-        """The run state, unless an operation (other than `allow`) or a half-written journal is in progress."""
+    def refuse_pending_journal(self) -> None:
+        """Refuse while a journaled write is interrupted, saying how to finish or undo it (or, when its journal
+        cannot be read, how to set it aside)."""
         interrupted = self.pending_journal()
         if interrupted:
-            raise WorktreeError(f"an interrupted 'kpatch {interrupted}' left kpatch.toml or patches/ half-written: "
+            raise WorktreeError(journal.problem(self.journal_dir) or
+                                f"an interrupted 'kpatch {interrupted}' left kpatch.toml or patches/ half-written: "
                                 f"run 'kpatch {interrupted} --continue' or 'kpatch {interrupted} --abort'")
+
+    def refuse_if_busy(self, *, allow: state.Kind | None = None) -> RunState:
+        """The run state, unless an operation (other than `allow`) or a half-written journal is in progress."""
+        self.refuse_pending_journal()
         run = self.read_state()
         op = run.operation
         if op is not None and op.kind is not allow:
@@ -160,11 +191,9 @@ class Workspace:
     def check_worktree(self, name: str) -> Repository | None:
         """The worktree of `name` if it exists, checked: made by kpatch from its mirror, not mid-operation, clean."""
         path = self.worktree(name)
-        if not path.exists():
+        if not self.check_owned(name):
             return None
         tree = Repository(path)
-        if not self.mirror(name).owns(path):
-            raise WorktreeError(f"{path} exists but is not a kpatch worktree of {name}; move it away")
         busy = tree.operation()
         if busy:
             raise WorktreeError(f"worktree {path} is in the middle of a git {busy}; finish or abort it first")
@@ -174,6 +203,18 @@ class Workspace:
             raise WorktreeError(f"worktree {path} has uncommitted changes ({dirty[0].strip()}{more}); "
                                 "commit, stash or discard them first")
         return tree
+
+    def check_owned(self, name: str) -> bool:
+        """True when the worktree of `name` exists and is kpatch's; False when there is none (what a killed
+        `git worktree add` left there is removed first); refused when the folder is something else."""
+        path, mirror = self.worktree(name), self.mirror(name)
+        if mirror.half_made(path):
+            mirror.remove_worktree(path)
+        if not path.exists():
+            return False
+        if not mirror.owns(path):
+            raise WorktreeError(f"{path} exists but is not a kpatch worktree of {name}; move it away")
+        return True
 
     def check_writable(self, *paths: Path) -> None:
         """Refuse before changing anything when a place kpatch must write is read-only (or not a folder)."""
@@ -198,6 +239,30 @@ class Workspace:
             if old.exists():
                 raise WorktreeError(f"{old}: run state of an older kpatch; finish or abort its operation with "
                                     "that version, or remove the file and run 'kpatch apply' again")
+
+
+def _relative_to(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
+def _recorded_workdir(root: Path, recorded: str, where: Path) -> Path:
+    """The work folder the run state remembers (relative: to the project), checked: a folder (or none yet), and
+    not one inside another kpatch project (a copied project's file names the original's)."""
+    if not recorded.strip() or "\0" in recorded:
+        raise WorktreeError(f"{where}: the recorded work folder {recorded!r} is not a path; pass --workdir "
+                            "(e.g. --workdir work)")
+    workdir = (root / recorded).resolve()
+    if workdir.exists() and not workdir.is_dir():
+        raise WorktreeError(f"{where}: the recorded work folder {workdir} is not a folder; pass --workdir "
+                            "(e.g. --workdir work)")
+    project = root.resolve()
+    for folder in workdir.parents:
+        if folder == project:
+            break
+        if (folder / "kpatch.toml").is_file() and (folder / KPATCH_DIR).is_dir():
+            raise WorktreeError(f"{where}: the recorded work folder {workdir} belongs to the project in {folder}, "
+                                "not this one (was the project copied?); pass --workdir (e.g. --workdir work)")
+    return workdir
 
 
 def default_cache_dir() -> Path:

@@ -2,11 +2,11 @@
 """Figures: how many hostile inputs (issue 8) kpatch refuses or survives, from the tests that try each one.
 
 Every case of tests/test_security.py (URLs that would run commands, credentials, file modes, symlinked
-resolutions, unexported work, export from a moved worktree) and tests/test_roundtrip.py (messages git am
-reads differently, CRLF files, header-like diff lines) is one vector: kpatch runs as its own process and
-the test checks that nothing ran, leaked, changed or was lost. `--tree` runs another kpatch source tree
-under the same tests (e.g. an old commit: `git archive 5240a9e | tar -x -C /tmp/old`), to show what it let
-through.
+resolutions, unexported work, export from a moved worktree, paths in the run state and the journal) and
+tests/test_roundtrip.py (messages git am reads differently, CRLF files, header-like diff lines) is one
+vector: kpatch runs as its own process and the test checks that nothing ran, leaked, changed or was lost.
+`--tree` runs another kpatch source tree under the same tests (e.g. an old commit: `git archive 5240a9e |
+tar -x -C /tmp/old`), to show what it let through.
 
     python3 scripts/hostile_vectors.py [--tree DIR] [--with-real-world] [--basetemp DIR]
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cliproc import kpatch
 from gitrepos import Project, git, kill_inside_git_am, make_project
 from killing import ApplyKills, Runner, isolated_env, processes_under
 from many_patches import make_long_project
@@ -247,3 +249,118 @@ def test_kill_during_rebase_continue_after_a_resolved_conflict(tmp_path: Path, m
         moved = str(reference.root.parent).encode(), str(rp.root.parent).encode()  # URLs in kpatch.toml
         assert now[0] == {k: v.replace(*moved) for k, v in reference.tracked().items()}
     assert not (rp.root / "work" / ".rebase").exists()
+
+
+# --- kills at named points (KPATCH_TEST_KILL_AT, kpatch/killseam.py): no timing, the state a kill there leaves ---
+
+
+def _cache(project: Project) -> Path:
+    return project.root.parent / "home" / ".cache" / "kpatch"
+
+
+def _locked_records(project: Project) -> list[Path]:
+    return list((_cache(project) / "mirrors").glob("*.git/worktrees/*/locked"))
+
+
+def _heads(project: Project) -> dict[str, str | None]:
+    return {n: Runner.head(project.workdir / n) for n in ("kernels", "app")}
+
+
+def test_a_kill_while_the_first_mirror_is_made_leaves_nothing_half_made(project: Project) -> None:
+    """Killed right after `git init --bare` of the first mirror (3 of 30 random kills hit it): the mirror is made
+    in a folder of its own and renamed into place, so the next apply starts from no mirror, not half of one."""
+    killed = kpatch(project.root, "apply", env={"KPATCH_TEST_KILL_AT": "mirror:init"})
+    assert killed.exit_code == -signal.SIGKILL
+    assert not (_cache(project) / "mirrors" / "kernels.git").exists()
+    for command in (["status"], ["apply"], ["status"]):
+        ran = kpatch(project.root, *command)
+        assert ran.exit_code == 0, ran.output
+    assert not list((_cache(project) / "mirrors").glob("*.new-*"))
+
+
+def test_a_mirror_an_interrupted_git_init_left_half_made_is_made_again(project: Project) -> None:
+    """`git init` writes HEAD before the objects folder and the config: `Mirror.exists` looked only at HEAD, and
+    apply and status failed (exit 5) every time after."""
+    mirror = _cache(project) / "mirrors" / "kernels.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(mirror)], check=True)
+    shutil.rmtree(mirror / "objects")
+    (mirror / "config").unlink()
+    assert kpatch(project.root, "status").exit_code == 0
+    ran = kpatch(project.root, "apply")
+    assert ran.exit_code == 0, ran.output
+    assert (mirror / "objects").is_dir() and "bare = true" in (mirror / "config").read_text()
+    assert kpatch(project.root, "status").exit_code == 0
+
+
+@pytest.mark.parametrize("recovery", ["continue", "abort"])
+def test_a_kill_inside_git_worktree_add_of_an_apply_recovers(project: Project, tmp_path: Path, example_template: Path,
+                                                             recovery: str) -> None:
+    """Killed while `git worktree add` made a worktree (locked "initializing", nothing checked out): --continue,
+    --abort and a new apply used to fail on git's "use 'add -f -f' to override, or 'unlock' and 'prune'"."""
+    killed = kpatch(project.root, "apply", env={"KPATCH_TEST_KILL_AT": "worktree:add"})
+    assert killed.exit_code == -signal.SIGKILL
+    assert [p.read_text().strip() for p in _locked_records(project)] == ["initializing"]
+    ran = kpatch(project.root, "apply", f"--{recovery}")
+    assert ran.exit_code == 0, ran.output
+    assert _locked_records(project) == []
+    if recovery == "abort":
+        assert _heads(project) == {"kernels": None, "app": None}
+    fresh = kpatch(project.root, "apply")
+    assert fresh.exit_code == 0, fresh.output
+    reference = make_project(tmp_path / "reference", example_template)
+    assert kpatch(reference.root, "apply", env={"KPATCH_CACHE_DIR": str(tmp_path / "reference-cache")}).exit_code == 0
+    assert _heads(project) == _heads(reference)
+    assert git(project.workdir / "kernels", "status", "--porcelain", "--untracked-files=all") == ""
+
+
+@pytest.mark.parametrize("recovery", ["continue", "abort"])
+def test_a_kill_inside_git_worktree_add_of_a_rebase_recovers(project: Project, recovery: str) -> None:
+    """The same in a rebase, whose scratch worktree was being made."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    before = _heads(project), (project.root / "kpatch.toml").read_bytes()
+    killed = kpatch(project.root, "rebase", env={"KPATCH_TEST_KILL_AT": "worktree:add"})
+    assert killed.exit_code == -signal.SIGKILL
+    assert [p.read_text().strip() for p in _locked_records(project)] == ["initializing"]
+    ran = kpatch(project.root, "rebase", f"--{recovery}")
+    assert ran.exit_code == 0, ran.output
+    assert _locked_records(project) == [] and not (project.workdir / ".rebase").exists()
+    after = _heads(project), (project.root / "kpatch.toml").read_bytes()
+    assert (after == before) == (recovery == "abort")
+    assert json.loads(kpatch(project.root, "status", "--json").stdout)["operation"] is None
+
+
+def test_a_kill_once_a_rebase_recorded_its_end_leaves_no_scratch_worktree(project: Project) -> None:
+    """Killed between recording the end and dropping work/.rebase, a rebase left scratch worktrees behind with
+    nothing in progress to clean them (test_kills_of_a_rebase_end_fully_old_or_fully_new failed once on that)."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    toml = (project.root / "kpatch.toml").read_bytes()
+    killed = kpatch(project.root, "rebase", env={"KPATCH_TEST_KILL_AT": "rebase:finished"})
+    assert killed.exit_code == -signal.SIGKILL
+    assert not (project.workdir / ".rebase").exists()
+    status = json.loads(kpatch(project.root, "status", "--json").stdout)
+    assert status["operation"] is None and not status.get("journal")
+    assert (project.root / "kpatch.toml").read_bytes() != toml
+    assert kpatch(project.root, "export", "--check").exit_code == 0
+
+
+def test_a_worktree_a_kill_left_locked_before_its_head_is_forgotten_and_made_again(tmp_path: Path) -> None:
+    """Killed between writing `locked` ("initializing") and HEAD, `git worktree add` leaves a record `git worktree
+    prune` skips: removing the folder and adding it again failed on git's "use 'add -f -f' to override"."""
+    from kpatch.gitx import Mirror
+
+    upstream = tmp_path / "upstream"
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(upstream)], check=True)
+    sha = commit(upstream, {"a.txt": "a\n"}, "first", 0)
+    mirror = Mirror(tmp_path / "mirror.git", "x")
+    mirror.fetch(str(upstream))
+    path = tmp_path / "work" / "x"
+    mirror.run(["worktree", "add", "--quiet", "--no-checkout", "--lock", "--reason", "initializing", "--detach",
+                "--", str(path), sha])
+    [record] = (mirror.path / "worktrees").iterdir()
+    (record / "HEAD").unlink()
+    (path / ".git").unlink()
+    assert mirror.half_made(path) and not mirror.owns(path)
+    mirror.remove_worktree(path)
+    assert not path.exists() and not list((mirror.path / "worktrees").glob("*"))
+    mirror.add_worktree(path, sha)
+    assert mirror.owns(path) and (path / "a.txt").read_text() == "a\n"

@@ -1,5 +1,6 @@
 """Hostile input (issue 8, items 1, 2, 4-7): URLs that would run commands, credentials in URLs, file modes,
-symlinked recorded resolutions, unexported work, export from a worktree on another branch.
+symlinked recorded resolutions, unexported work, export from a worktree on another branch; paths in the run
+state and the journal (a copied project, edited files).
 
 kpatch runs as its own process here (tests/cliproc.py): the marker files, modes and environment are the
 real ones a user gets.
@@ -418,3 +419,164 @@ def test_inherited_git_dir_does_not_reach_gitpython(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("GIT_DIR", str(victim / ".git"))
     monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(victim / ".git" / "objects"))
     assert Repository(ours).commit_info(sha).subject == "our commit"
+
+
+# --- 10. paths in the run state and the journal are not trusted ---------------------------------------------------
+
+
+def _stopped_rebase(rp: RebaseProject) -> Path:
+    """A rebase stopped at its conflict, the person half-way through resolving it: the scratch worktree."""
+    assert kpatch(rp.root, "apply").exit_code == 0
+    assert kpatch(rp.root, "rebase").exit_code == ExitCode.CONFLICT
+    scratch = rp.root / "work" / ".rebase" / "kernels"
+    (scratch / "c.txt").write_text("a person's half-done resolution\n")
+    return scratch
+
+
+def test_abort_in_a_copied_project_leaves_the_originals_rebase_alone(rp: RebaseProject, tmp_path: Path) -> None:
+    """`cp -a project copy; cd copy; kpatch rebase --abort` used to delete the original's work/.rebase (state.json
+    named its absolute paths), with the person's half-done resolution in it."""
+    scratch = _stopped_rebase(rp)
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(rp.root), str(copy)], check=True)
+    ran = kpatch(copy, "rebase", "--abort")
+    assert ran.exit_code == 0, ran.output
+    assert (scratch / "c.txt").read_text() == "a person's half-done resolution\n"
+    assert json.loads((rp.root / ".kpatch" / "state.json").read_text())["operation"]["kind"] == "rebase"
+    assert not (copy / "work" / ".rebase").exists()
+    assert kpatch(rp.root, "status").exit_code == 0
+
+
+def test_a_rebase_state_whose_tree_names_another_folder_removes_only_the_scratch(rp: RebaseProject,
+                                                                                 tmp_path: Path) -> None:
+    """A stack's `tree` in state.json used to be handed to the abort's rmtree: any folder could go."""
+    _stopped_rebase(rp)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me\n")
+    path = rp.root / ".kpatch" / "state.json"
+    raw = json.loads(path.read_text())
+    raw["operation"]["stacks"]["kernels"]["tree"] = str(victim)
+    path.write_text(json.dumps(raw))
+    ran = kpatch(rp.root, "rebase", "--abort")
+    assert ran.exit_code == 0, ran.output
+    assert (victim / "precious.txt").read_text() == "keep me\n"
+    assert not (rp.root / "work" / ".rebase").exists()
+
+
+def test_a_run_state_naming_an_unknown_upstream_is_refused_in_one_line(rp: RebaseProject, tmp_path: Path) -> None:
+    """An upstream name in state.json becomes a path (work/<name>, mirrors/<name>.git): only kpatch.toml's count."""
+    _stopped_rebase(rp)
+    path = rp.root / ".kpatch" / "state.json"
+    raw = json.loads(path.read_text())
+    stacks = raw["operation"]["stacks"]
+    stacks["../../victim"] = {**stacks.pop("kernels"), "name": "../../victim"}
+    path.write_text(json.dumps(raw))
+    for command in (["rebase", "--abort"], ["status"]):
+        ran = kpatch(rp.root, *command)
+        assert ran.exit_code == ExitCode.WORKTREE, ran.output
+        [error] = ran.errors()
+        assert "names upstream '../../victim', which kpatch.toml does not have" in error
+
+
+def test_a_run_state_nested_too_deeply_is_one_line_exit_3(project: Project) -> None:
+    (project.root / ".kpatch").mkdir()
+    (project.root / ".kpatch" / "state.json").write_text("[" * 100_000 + "]" * 100_000)
+    ran = kpatch(project.root, "status")
+    assert ran.exit_code == ExitCode.WORKTREE, ran.output
+    [error] = ran.errors()
+    assert "unreadable run state (nested too deeply)" in error
+
+
+@pytest.mark.parametrize("where", ["a file", "another project", "empty"])
+def test_a_recorded_workdir_that_is_not_this_projects_is_one_line_exit_3(project: Project, tmp_path: Path,
+                                                                        where: str) -> None:
+    assert kpatch(project.root, "apply").exit_code == 0
+    other = tmp_path / "other"
+    (other / ".kpatch").mkdir(parents=True)
+    (other / "kpatch.toml").write_text("")
+    (tmp_path / "a-file").write_text("")
+    recorded = {"a file": str(tmp_path / "a-file"), "another project": str(other / "work"), "empty": ""}[where]
+    path = project.root / ".kpatch" / "state.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "workdir": recorded}))
+    before = project.snapshot()
+    for command in (["apply"], ["rebase"], ["status"]):
+        ran = kpatch(project.root, *command)
+        assert ran.exit_code == ExitCode.WORKTREE, ran.output
+        [error] = ran.errors()
+        assert "the recorded work folder" in error and "pass --workdir" in error
+    assert project.snapshot() == before
+
+
+def test_rebase_refuses_to_move_a_folder_that_is_not_a_kpatch_worktree(project: Project) -> None:
+    """A recorded work folder where `<name>` is someone's own repository: rebase used to check it out there (a raw
+    git error, exit 5, or worse); it refuses before changing anything."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    path = project.root / ".kpatch" / "state.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "workdir": str(project.kernels.parent)}))
+    before = git(project.kernels, "rev-parse", "HEAD"), project.snapshot()
+    ran = kpatch(project.root, "rebase")
+    assert ran.exit_code == ExitCode.WORKTREE, ran.output
+    [error] = ran.errors()
+    assert f"{project.kernels} exists but is not a kpatch worktree of kernels" in error
+    assert (git(project.kernels, "rev-parse", "HEAD"), project.snapshot()) == before
+
+
+def _but_the_journal(snapshot: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in snapshot.items() if not k.startswith(".kpatch/journal")}
+
+
+def _journal(project: Project, steps: list[dict[str, object]] | None, text: str | None = None) -> Path:
+    folder = project.root / ".kpatch" / "journal"
+    (folder / "new").mkdir(parents=True)
+    (folder / "old").mkdir()
+    (folder / "operation").write_text("export")
+    (folder / "journal.json").write_text(text if text is not None else
+                                         json.dumps({"operation": "export", "steps": steps}))
+    return folder
+
+
+@pytest.mark.parametrize("target", ["outside", "symlink", "folder in the project", "git"])
+def test_journal_targets_outside_the_projects_files_are_refused(project: Project, tmp_path: Path,
+                                                                 target: str) -> None:
+    """A journal step `{"target": "/some/dir", "new": null}` made `export --continue` delete that folder, and
+    `--abort` wrote the kept copy over any file: targets must be files of the project (no symlink out)."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me\n")
+    (project.root / "link").symlink_to(victim)
+    paths = {"outside": victim, "symlink": project.root / "link" / "precious.txt",
+             "folder in the project": project.root / "patches", "git": project.workdir / "kernels" / ".git"}
+    folder = _journal(project, [{"target": str(paths[target]), "new": None, "old": None},
+                                {"target": str(victim / "precious.txt"), "new": None, "old": "w0"}])
+    (folder / "old" / "w0").write_text("overwritten\n")
+    before = _but_the_journal(project.snapshot())
+    ran = kpatch(project.root, "export", "--continue")
+    assert ran.exit_code == ExitCode.WORKTREE, ran.output
+    [error] = ran.errors()
+    assert "unreadable journal" in error and "is not a file of the project" in error or "is a folder" in error
+    assert "run 'kpatch export --abort' to set it aside" in error
+    aborted = kpatch(project.root, "export", "--abort")
+    assert aborted.exit_code == 0, aborted.output
+    assert (victim / "precious.txt").read_text() == "keep me\n"
+    assert _but_the_journal(project.snapshot()) == before
+    assert kpatch(project.root, "status").exit_code == 0
+
+
+@pytest.mark.parametrize("text", ["not json", "[" * 100_000, '{"operation": "export", "steps": [{"target": 1}]}'])
+def test_an_unreadable_journal_names_its_way_out_and_abort_sets_it_aside(project: Project, text: str) -> None:
+    """A journal.json that is not JSON made `export --continue`/`--abort` crash (exit 70) and stay stuck."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    folder = _journal(project, None, text)
+    for command in (["export", "--continue"], ["apply"], ["export"]):
+        ran = kpatch(project.root, *command)
+        assert ran.exit_code == ExitCode.WORKTREE, ran.output
+        [error] = ran.errors()
+        assert f"{folder / 'journal.json'}: unreadable journal" in error
+        assert "run 'kpatch export --abort' to set it aside" in error
+    aborted = kpatch(project.root, "export", "--abort")
+    assert aborted.exit_code == 0, aborted.output
+    assert "set aside as" in aborted.stderr
+    assert not folder.exists() and list((project.root / ".kpatch").glob("journal-unreadable-*"))
+    assert kpatch(project.root, "apply").exit_code == 0

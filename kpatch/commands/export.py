@@ -24,4 +24,4 @@ def continue_export(ws: Workspace, ui: UI) -> ExportResult:
 
 def abort_export(ws: Workspace, ui: UI) -> None:
     with ws.writer("export --abort", ui):
-        engine.abort_export(ws)
+        engine.abort_export(ws, ui)

@@ -237,10 +237,7 @@ def _blocked(ws: Workspace, op: Operation, name: str) -> bool:
 
 
 def _require(ws: Workspace, verb: str) -> RunState:
-    pending = ws.pending_journal()
-    if pending:
-        raise WorktreeError(f"an interrupted 'kpatch {pending}' left files half-written: run 'kpatch {pending} "
-                            "--continue' or '--abort' first")
+    ws.refuse_pending_journal()
     run = ws.read_state()
     if run.operation is None or run.operation.kind is not Kind.APPLY:
         raise WorktreeError(f"nothing to {verb}: no apply is stopped at a conflict in {ws.workdir}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from kpatch import journal, state
+from kpatch import journal
 from kpatch.engine.plan import Item, resolve_items
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Repository
@@ -47,10 +47,8 @@ def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expor
     """Compare (and unless `check`, write) every chosen stack's files with what its worktree commits give."""
     for name in names:
         ws.stack.get(name)
-    pending = ws.pending_journal()
-    if pending and not check:
-        raise WorktreeError(f"an interrupted 'kpatch {pending}' left files half-written: run 'kpatch {pending} "
-                            "--continue' or '--abort' first")
+    if not check:
+        ws.refuse_pending_journal()
     run = ws.read_state()
     planned: list[tuple[Item, Repository, Rendered]] = []
     changes: list[FileChange] = []
@@ -89,11 +87,14 @@ def continue_export(ws: Workspace, ui: UI) -> ExportResult:
     return export(ws, ui, (), check=True)
 
 
-def abort_export(ws: Workspace) -> None:
-    """Put every file an interrupted export touched back as it was."""
+def abort_export(ws: Workspace, ui: UI) -> None:
+    """Put every file an interrupted export touched back as it was (or set an unreadable journal aside)."""
     if ws.pending_journal() != "export":
         raise WorktreeError("nothing to abort: no interrupted export")
-    journal.back(ws.journal_dir)
+    aside = journal.back(ws.journal_dir)
+    if aside is not None:
+        ui.warn(f"the journal could not be read: set aside as {aside}; kpatch.toml and patches/ are as the "
+                "interrupted write left them (check them with 'git status')")
 
 
 def _tree_on_stack(ws: Workspace, item: Item, run: RunState) -> tuple[Repository, str]:
@@ -133,8 +134,7 @@ def _exported_state(ws: Workspace, run: RunState, trees: list[tuple[str, Reposit
             files = [(path.name, data) for path, data in rendered.files.items()]
             run.settled[name] = Settled(base=settled.base, head=tree.head(), tag=settled.tag,
                                         tag_commit=settled.tag_commit, stack_hash=hash_files(files))
-    run.workdir = str(ws.workdir)
-    return state.encode(run)
+    return ws.encode_state(run)
 
 
 def _compare(item: Item, rendered: Rendered) -> list[FileChange]:

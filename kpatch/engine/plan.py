@@ -10,6 +10,7 @@ from pathlib import Path
 from kpatch.config import SHA_RE, Stack, Upstream
 from kpatch.errors import ConfigError, SeriesError, UpstreamError, WorktreeError
 from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of
+from kpatch.gitx.repo import UPSTREAM_HELD
 from kpatch.stack import Series, load_series
 from kpatch.state import RunState, Settled
 from kpatch.ui import UI
@@ -95,7 +96,8 @@ def check_symlinks(item: Item) -> None:
 
 
 def unexported(tree: Repository, series: Series, settled: Settled | None, base: str | None) -> list[str]:
-    """Commits in `tree` that no patch file holds and no upstream has: what moving it would lose.
+    """Commits in `tree` that no patch file, upstream or branch (a person's, in refs/heads) holds: what moving it
+    would lose.
 
     Nothing when HEAD is what kpatch last left or exported there. Each is described as 'sha subject'.
     """
@@ -103,7 +105,7 @@ def unexported(tree: Repository, series: Series, settled: Settled | None, base: 
     if settled is not None and head == settled.head:
         return []
     since = settled.head if settled is not None and tree.has_commit(settled.head) else base
-    args = ["rev-list", "--reverse", head, "--not", "--branches", "--tags"] + ([since] if since else [])
+    args = ["rev-list", "--reverse", head, "--not", "--branches", *UPSTREAM_HELD] + ([since] if since else [])
     candidates = tree.out(args).split()
     if not candidates:
         return []
@@ -130,12 +132,12 @@ def refuse_unexported(ws: Workspace, items: list[Item], run: RunState, *, discar
 def backup(tree: Repository, name: str, stamp: str) -> str | None:
     """Keep the worktree's HEAD reachable under refs/kpatch/backup/<name>/ before kpatch moves it.
 
-    Only a HEAD that no upstream branch or tag, and no earlier backup, holds needs it (one `git rev-list` tells);
-    the newest BACKUPS_KEPT per upstream stay.
+    Only a HEAD that no upstream branch or tag, no branch of a person, and no earlier backup, holds needs it (one
+    `git rev-list` tells); the newest BACKUPS_KEPT per upstream stay.
     """
     head = tree.head()
     prefix = f"refs/kpatch/backup/{name}/"
-    if not tree.out(["rev-list", "-1", head, "--not", "--branches", "--tags", f"--glob={prefix}*"]):
+    if not tree.out(["rev-list", "-1", head, "--not", "--branches", *UPSTREAM_HELD, f"--glob={prefix}*"]):
         return None
     kept = tree.refs(prefix)
     ref = prefix + stamp

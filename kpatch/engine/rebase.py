@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from kpatch import config, github, journal
+from kpatch import config, github, journal, killseam
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
@@ -105,6 +105,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         stacks[upstream.name] = StackRun(name=upstream.name, base=new, old_base=old,
                                          tree=str(ws.scratch_dir / upstream.name),
                                          patches=[PatchRun(name=p.name) for p in series[upstream.name].patches])
+        ws.check_owned(upstream.name)  # moved at the end: only a worktree kpatch made
         items.append(Item(upstream=upstream, series=series[upstream.name], base=old, mirror=mirror,
                           worktree=ws.worktree(upstream.name)))
         rerere.check(ws.stack.root, upstream.name)
@@ -147,9 +148,13 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
 
 def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
     """Drop the scratch worktrees and the rebase; a half-written kpatch.toml and patches/ go back as they were."""
-    restored_files = ws.pending_journal() == "rebase"
-    if restored_files:
-        journal.back(ws.journal_dir)
+    restored_files, aside = False, None
+    if ws.pending_journal() == "rebase":
+        aside = journal.back(ws.journal_dir)
+        restored_files = aside is None
+        if aside is not None:
+            ui.warn(f"the journal could not be read: set aside as {aside}; kpatch.toml and patches/ are as the "
+                    "interrupted write left them (check them with 'git status')")
     run = _require(ws)
     op = run.operation
     assert op is not None
@@ -165,7 +170,7 @@ def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
     shutil.rmtree(ws.scratch_dir, ignore_errors=True)
     run.operation = None
     ws.write_state(run)
-    ui.note("rebase aborted; kpatch.toml and patches/ are as they were" +
+    ui.note("rebase aborted" + ("" if aside else "; kpatch.toml and patches/ are as they were") +
             (" (restored from the journal)" if restored_files else ""))
     return tuple(op.stacks)
 
@@ -324,6 +329,8 @@ def _finish(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
         assert stack.final_head is not None
         path, mirror = ws.worktree(name), ws.mirror(name)
         tree = Repository(path)
+        if mirror.half_made(path):  # killed while adding it: made again below
+            mirror.remove_worktree(path)
         if path.exists() and tree.head() != stack.final_head:
             # --discard lets go of the commits the worktree held when the rebase started, not of later ones.
             let_go = op.discard.get(name) == tree.head()
@@ -342,9 +349,10 @@ def _finish(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
     for name, stack in op.stacks.items():
         assert stack.final_head is not None
         run.settled[name] = Settled(base=stack.base, head=stack.final_head, stack_hash=series[name].stack_hash())
+    shutil.rmtree(ws.scratch_dir, ignore_errors=True)  # before the end is recorded: a kill leaves none behind
     run.operation = None
     ws.write_state(run)
-    shutil.rmtree(ws.scratch_dir, ignore_errors=True)
+    killseam.reached("rebase:finished")
     journal.close(ws.journal_dir)
     return result
 

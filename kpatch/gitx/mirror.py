@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kpatch import killseam
 from kpatch.errors import GitError, StorageError, UpstreamError
-from kpatch.gitx.repo import Repository
+from kpatch.gitx.repo import UPSTREAM_REFS, Repository
 from kpatch.gitx.runner import popen, run
 from kpatch.gitx.storage import storage_problem
 from kpatch.redact import redact_text, redact_url
@@ -22,6 +23,8 @@ FETCH_TRIES = 3
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _ALLOWED_SCHEMES = {"https", "ssh", "git", "file"}
 _RECEIVING = re.compile(r"Receiving objects:\s+(\d+)%")
+_BARE = re.compile(r"^\s*bare\s*=", re.MULTILINE | re.IGNORECASE)
+_LAYOUT = "kpatch.upstreamrefs"  # set once the mirror fetches into UPSTREAM_REFS (older mirrors used refs/heads)
 
 
 def retry_delay() -> float:
@@ -58,7 +61,8 @@ def url_problem(url: str) -> str | None:
 
 
 class Mirror(Repository):
-    """The bare mirror of one upstream in the cache: every branch and tag, fetched incrementally."""
+    """The bare mirror of one upstream in the cache: every branch (under UPSTREAM_REFS) and tag, fetched
+    incrementally. Its refs/heads is the people's: every worktree shares the mirror's refs, and no fetch touches it."""
 
     def __init__(self, path: Path, name: str) -> None:
         super().__init__(path)
@@ -66,7 +70,24 @@ class Mirror(Repository):
 
     @property
     def exists(self) -> bool:
-        return (self.path / "HEAD").exists()
+        """A whole mirror: everything `git init --bare` makes (one a kill interrupted lacks part of it)."""
+        if not ((self.path / "HEAD").is_file() and (self.path / "objects").is_dir() and (self.path / "refs").is_dir()):
+            return False
+        configs = (self.path / "config", self.path / "config.worktree")  # core.bare may move to the second
+        return any(_BARE.search(c.read_text(errors="replace")) for c in configs if c.is_file())
+
+    def _create(self) -> None:
+        """Make the bare repository in a folder of its own, then rename it into place: a kill leaves no mirror or
+        a whole one. A half-made one (an older kpatch's, killed in `git init`) and leftovers go first."""
+        parent = self.path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        for left in [*parent.glob(f"{self.path.name}.new-*"), *([self.path] if self.path.exists() else [])]:
+            log.warning("removing %s: a mirror a killed kpatch left half-made", left)
+            shutil.rmtree(left)
+        fresh = parent / f"{self.path.name}.new-{os.getpid()}"
+        run(["init", "--quiet", "--bare", "--", str(fresh)])
+        killseam.reached("mirror:init")
+        os.rename(fresh, self.path)
 
     def fetch(self, url: str, on_progress: Callable[[int], None] = lambda percent: None, *,
               sleep: Callable[[float], None] = time.sleep) -> None:
@@ -75,12 +96,12 @@ class Mirror(Repository):
         if problem:
             raise UpstreamError(f"upstream {self.name}: {problem}")
         if not self.exists:
-            self.path.mkdir(parents=True, exist_ok=True)
-            run(["init", "--quiet", "--bare", "--", str(self.path)])
+            self._create()
         last = ""
         for attempt in range(1, FETCH_TRIES + 1):
             status, stderr = self._fetch_once(url, on_progress)
             if status == 0:
+                self._migrate_layout()
                 on_progress(100)
                 # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
                 self.run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"])
@@ -98,8 +119,9 @@ class Mirror(Repository):
 
     def _fetch_once(self, url: str, on_progress: Callable[[int], None]) -> tuple[int, str]:
         """One `git fetch --progress`, turning "Receiving objects:  45% (...)" into on_progress(45)."""
-        args = ["fetch", "--progress", "--prune", "--no-write-fetch-head", "--", url,
-                "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"]
+        # Tags fetched with --tags (and --force: a moved tag moves) are not pruned, so a person's tag stays too.
+        args = ["fetch", "--progress", "--prune", "--tags", "--force", "--no-write-fetch-head", "--", url,
+                f"+refs/heads/*:{UPSTREAM_REFS}*"]
         proc = popen(args, self.path, user_config=True, with_stdout=False)
         assert proc.stderr is not None
         lines: list[str] = []
@@ -114,19 +136,69 @@ class Mirror(Repository):
         proc.stderr.close()
         return proc.wait(), "\n".join(lines)
 
+    def _migrate_layout(self) -> None:
+        """A mirror an older kpatch made kept the upstream's branches in refs/heads, mixed with a person's: once
+        the upstream's are in UPSTREAM_REFS, drop each refs/heads copy that is exactly the upstream branch of its
+        name and checked out nowhere. Every other branch there is (or may be) a person's, and stays."""
+        if self.run(["config", "--get", _LAYOUT], check=False).text.strip() == UPSTREAM_REFS:
+            return
+        upstream = dict(self.refs(UPSTREAM_REFS))
+        checked_out = {line.split(" ", 1)[1] for line in self.out(["worktree", "list", "--porcelain"]).splitlines()
+                       if line.startswith("branch ")}
+        drop = [(ref, sha) for ref, sha in self.refs("refs/heads/")
+                if upstream.get(UPSTREAM_REFS + ref[len("refs/heads/"):]) == sha and ref not in checked_out]
+        if drop:  # each only if it still holds that commit
+            self.run(["update-ref", "--stdin"], stdin="".join(f"delete {ref} {sha}\n" for ref, sha in drop).encode())
+        # A remote (no URL: kpatch fetches) that names the namespace: `git checkout main` in a worktree makes a
+        # branch of the person's that tracks upstream/main, as in a clone.
+        self.set_config("remote.upstream.fetch", f"+refs/heads/*:{UPSTREAM_REFS}*")
+        self.set_config(_LAYOUT, UPSTREAM_REFS)
+
     def owns(self, path: Path) -> bool:
-        """True when `path` is a worktree whose objects live in this mirror (read from git's files, no process)."""
+        """True when `path` is a whole worktree of this mirror: its objects live here, and the mirror's record of
+        it names this very folder (not a copy of it elsewhere). Read from git's files, no process."""
         if not (path / ".git").is_file():
             return False
         tree = Repository(path)
         try:
-            return (tree.git_dir / "HEAD").is_file() and tree.common_dir == self.path.resolve()
+            record = tree.git_dir
+            return (record / "HEAD").is_file() and tree.common_dir == self.path.resolve() and \
+                record.parent == (self.path / "worktrees").resolve() and _names(record, path) and \
+                not _initializing(record)
         except (OSError, GitError):
             return False
 
-    def add_worktree(self, path: Path, commit: str) -> None:
+    def half_made(self, path: Path) -> bool:
+        """True when `path` is what a `git worktree add` of this mirror left when it was killed: registered here,
+        but still locked "initializing", without its HEAD, or without its `.git` file."""
+        records = self._records(path)
+        return bool(records) and (not (path / ".git").is_file() or
+                                  any(_initializing(r) or not (r / "HEAD").is_file() for r in records))
+
+    def _records(self, path: Path) -> list[Path]:
+        """The mirror's worktree records (`worktrees/<id>`) that name `path`."""
+        folder = self.path / "worktrees"
+        return [r for r in folder.iterdir() if r.is_dir() and _names(r, path)] if folder.is_dir() else []
+
+    def _forget(self, path: Path) -> None:
+        """Drop the records of a worktree at `path` that is gone, even one a killed `git worktree add` left
+        locked ("initializing"): `git worktree prune` skips locked ones, and `add` then refuses the path."""
+        for record in self._records(path):
+            if _initializing(record):
+                (record / "locked").unlink(missing_ok=True)
         self.run(["worktree", "prune"])
-        self.run(["worktree", "add", "--quiet", "--force", "--detach", "--", str(path), commit])
+
+    def _add(self, path: Path, commit: str, *options: str) -> None:
+        self._forget(path)
+        if killseam.armed("worktree:add"):
+            # What a kill in the middle of `git worktree add` leaves: HEAD written, locked, nothing checked out.
+            self.run(["worktree", "add", "--quiet", "--force", "--no-checkout", "--lock", "--reason", "initializing",
+                      "--detach", "--", str(path), commit])
+            killseam.reached("worktree:add")
+        self.run(["worktree", "add", "--quiet", "--force", *options, "--detach", "--", str(path), commit])
+
+    def add_worktree(self, path: Path, commit: str) -> None:
+        self._add(path, commit)
 
     def add_scratch(self, path: Path, commit: str, paths: Sequence[str]) -> None:
         """A worktree at `commit` that holds only `paths` on disk (a sparse checkout), with a split index.
@@ -141,8 +213,7 @@ class Mirror(Repository):
         if not patterns or any(p is None for p in patterns):
             self.add_worktree(path, commit)
             return
-        self.run(["worktree", "prune"])
-        self.run(["worktree", "add", "--quiet", "--force", "--no-checkout", "--detach", "--", str(path), commit])
+        self._add(path, commit, "--no-checkout")
         tree = Repository(path)
         info = tree.git_dir / "info"
         info.mkdir(exist_ok=True)
@@ -152,18 +223,36 @@ class Mirror(Repository):
                   "--end-of-options", "HEAD"])
 
     def remove_worktree(self, path: Path) -> None:
-        """Remove a worktree; one left half-made by an interrupted `worktree add` is deleted and pruned."""
+        """Remove a worktree; one left half-made by an interrupted `worktree add` is deleted and forgotten (the
+        caller names a folder of the workspace: its worktree or scratch folder, never one read from a file)."""
         if self.owns(path):
             self.run(["worktree", "remove", "--force", "--force", "--", str(path)])
         else:
             shutil.rmtree(path, ignore_errors=True)
-            self.run(["worktree", "prune"])
+            self._forget(path)
 
     def enable_rerere(self) -> Path:
         """Turn on rerere (with autoupdate) for the mirror and its worktrees; return its rr-cache folder."""
         self.set_config("rerere.enabled", "true")
         self.set_config("rerere.autoupdate", "true")
         return self.path / "rr-cache"
+
+
+def _names(record: Path, path: Path) -> bool:
+    """True when the worktree record `record` (`<mirror>/worktrees/<id>`) is the one of the folder `path`."""
+    try:
+        return Path(os.path.realpath((record / "gitdir").read_text(errors="replace").strip())) == \
+            Path(os.path.realpath(path / ".git"))
+    except OSError:
+        return False
+
+
+def _initializing(record: Path) -> bool:
+    """`git worktree add` locks the worktree "initializing" until it is whole (kpatch itself never locks one)."""
+    try:
+        return (record / "locked").read_text(errors="replace").strip() == "initializing"
+    except OSError:
+        return False
 
 
 def _sparse_pattern(path: str) -> str | None:

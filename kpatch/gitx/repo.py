@@ -25,6 +25,8 @@ def literal(paths: Sequence[str]) -> list[str]:
 
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+UPSTREAM_REFS = "refs/remotes/upstream/"  # where a mirror keeps the upstream's branches (refs/heads: a person's)
+UPSTREAM_HELD = (f"--glob={UPSTREAM_REFS}*", "--tags")  # rev-list arguments: every upstream branch and tag
 _OPERATIONS = (("rebase-apply", "am"), ("rebase-merge", "rebase"), ("MERGE_HEAD", "merge"),
                ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"), ("BISECT_LOG", "bisect"))
 
@@ -106,10 +108,11 @@ class Repository:
         return self.resolve_all([ref])[ref]
 
     def resolve_all(self, refs: Sequence[str]) -> dict[str, str | None]:
-        """`resolve` for several refs in one `git cat-file --batch-check` (a tag wins over a branch of one name)."""
+        """`resolve` for several refs in one `git cat-file --batch-check`: a tag, else the upstream's branch of that
+        name (UPSTREAM_REFS in a mirror), else whatever git makes of it (a SHA prefix, `main~2`, a local branch)."""
         # A name git cannot read on one line of input names no commit.
         wanted = {ref: () if "\n" in ref or not ref.strip() else (ref,) if SHA_RE.match(ref) else
-                  (f"refs/tags/{ref}", f"refs/heads/{ref}", ref) for ref in dict.fromkeys(refs)}
+                  (f"refs/tags/{ref}", f"{UPSTREAM_REFS}{ref}", ref) for ref in dict.fromkeys(refs)}
         lines = [candidate for candidates in wanted.values() for candidate in candidates]
         if not lines:
             return {ref: None for ref in wanted}
@@ -143,7 +146,7 @@ class Repository:
 
     def not_upstream(self, base: str, tip: str = "HEAD") -> list[str]:
         """Commits of base..tip that no upstream branch or tag of the mirror contains (oldest first)."""
-        return self.out(["rev-list", "--reverse", tip, "--not", base, "--branches", "--tags"]).split()
+        return self.out(["rev-list", "--reverse", tip, "--not", base, *UPSTREAM_HELD]).split()
 
     def first_parent_range(self, since: str, until: str) -> list[str]:
         """Commits of since..until along the first-parent line, oldest first: the order bisection walks."""

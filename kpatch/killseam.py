@@ -1,0 +1,29 @@
+"""Test seam: `KPATCH_TEST_KILL_AT=<point>` SIGKILLs kpatch when it reaches that named point, so that a test
+kills it exactly there (no timing). The points:
+
+- `journal:N`: after N steps of a journaled write (0: once staged, before the commit point); `journal:close`:
+  the command is finished, just before the journal is dropped (kpatch/journal.py);
+- `mirror:init`: a new mirror's `git init --bare` has run, before the mirror is moved into place;
+- `worktree:add`: `git worktree add` has written the new worktree's HEAD and its `locked` file ("initializing")
+  but not checked anything out yet: what a kill in the middle of it leaves (kpatch/gitx/mirror.py);
+- `rebase:finished`: a rebase has recorded its end (run state and files new), before its scratch worktrees
+  are removed (kpatch/engine/rebase.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+KILL_AT = "KPATCH_TEST_KILL_AT"
+
+
+def armed(point: str) -> bool:
+    """True when the test seam asks for a kill at `point`."""
+    return os.environ.get(KILL_AT) == point
+
+
+def reached(point: str) -> None:
+    """SIGKILL this kpatch when the test seam asks for a kill at `point`."""
+    if armed(point):
+        os.kill(os.getpid(), signal.SIGKILL)
