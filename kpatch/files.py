@@ -27,7 +27,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True, mode: int | N
             mode = stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             mode = new_file_mode()
-    fd, tmp = _temp_beside(path)
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -48,7 +48,7 @@ def create_exclusive(path: Path, data: bytes) -> None:
         handle.write(data)
 
 
-def _temp_beside(path: Path) -> tuple[int, str]:
+def temp_beside(path: Path) -> tuple[int, str]:
     """A new private file next to `path` (what tempfile.mkstemp makes, without importing tempfile and random)."""
     for _ in range(100):
         name = str(path.parent / f".{path.name}.{os.urandom(6).hex()}")

@@ -418,3 +418,32 @@ def test_inherited_git_dir_does_not_reach_gitpython(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("GIT_DIR", str(victim / ".git"))
     monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(victim / ".git" / "objects"))
     assert Repository(ours).commit_info(sha).subject == "our commit"
+
+
+# --- reports, locks and probes: files kpatch writes or runs next to the user's ----------------------------------
+
+
+@pytest.mark.parametrize("planted", ["symlink", "hard link"])
+def test_the_test_log_replaces_a_planted_link_and_never_writes_through_it(tmp_path: Path, planted: str) -> None:
+    """`ln -s ~/victim reports/kernels.log; kpatch test` must leave ~/victim as it was."""
+    from kpatch.testing.run import LiveLog
+
+    victim, reports = tmp_path / "victim", tmp_path / "reports"
+    victim.write_text("the person's file\n")
+    reports.mkdir()
+    log = reports / "kernels.log"
+    if planted == "symlink":
+        log.symlink_to(victim)
+    else:
+        os.link(victim, log)
+    with LiveLog(log, lambda line: None) as live:
+        live("suite output\n")
+    assert victim.read_text() == "the person's file\n"
+    assert not log.is_symlink() and log.read_text() == "suite output\n"
+    assert mode(log) == 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

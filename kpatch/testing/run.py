@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
 from kpatch.config import Stack, TestSuite, Upstream
 from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
-from kpatch.files import write_atomic
+from kpatch.files import new_file_mode, temp_beside, write_atomic
 from kpatch.testing import env as testenv
 from kpatch.testing import junit
 from kpatch.ui import UI, activity
@@ -214,6 +215,22 @@ def _not_run(name: str, commit: str, message: str) -> SuiteResult:
                        log=None)
 
 
+def open_fresh(path: Path) -> TextIO:
+    """A new file put at `path` at once: a symlink or hard link planted there is replaced, never written through."""
+    try:
+        fd, tmp = temp_beside(path)
+    except OSError as err:
+        raise BuildError(f"cannot write {path}: {err.strerror}") from None
+    try:
+        os.fchmod(fd, new_file_mode())
+        os.replace(tmp, path)
+    except OSError as err:
+        os.close(fd)
+        Path(tmp).unlink(missing_ok=True)
+        raise BuildError(f"cannot write {path}: {err.strerror}") from None
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
 class LiveLog:
     """The suite's output as it comes: into its log file and the run's log, the latest line to the spinner,
     and the pytest -v test id last started (a hung test prints its id, then nothing, with no newline)."""
@@ -225,10 +242,7 @@ class LiveLog:
         self.running: str | None = None
         self.lines: list[str] = []
         self.partial = ""
-        try:
-            self.file = path.open("w", encoding="utf-8")
-        except OSError as err:
-            raise BuildError(f"cannot write {path}: {err.strerror}") from None
+        self.file = open_fresh(path)
 
     def __call__(self, text: str) -> None:
         self.file.write(text)
