@@ -447,3 +447,19 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.parametrize("how", ["first on the import path", "a relative path entry"])
+def test_the_dispatcher_probe_imports_nothing_from_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      how: str) -> None:
+    """`kpatch verify --installed` started (as `python -m kpatch`) in a project or worktree holding a `torch.py`:
+    the probe child must not run it (it was started with `python -m` there, with this process's path)."""
+    from kpatch.verify.diagnose import run_probe
+
+    folder, marker = tmp_path / "project", tmp_path / "RAN"
+    folder.mkdir()
+    (folder / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder) if how == "first on the import path" else ".")
+    run_probe([], [])
+    assert not marker.exists()
