@@ -160,11 +160,10 @@ def find_devices(requested: tuple[str, ...], dri: Path) -> Devices:
             host, _, inside = value.partition(":")
             if not host.startswith("/") or (inside and not inside.startswith("/")):
                 raise UsageError(f"--device takes an absolute PATH or HOST:CONTAINER, got {value!r}")
-            if not os.environ.get("DOCKER_HOST", "unix://").startswith("unix://") or Path(host).exists():
-                specs.append(f"{host}:{inside or host}:rwm")
-                paths.append(inside or host)
-            else:
-                raise UsageError(f"--device {host}: no such device on this host")
+            if os.environ.get("DOCKER_HOST", "unix://").startswith("unix://"):
+                _check_device(host)
+            specs.append(f"{host}:{inside or host}:rwm")
+            paths.append(inside or host)
         return Devices(specs=tuple(specs), paths=tuple(paths), groups=_groups([Path(v.split(":")[0])
                                                                                  for v in requested]),
                        none_because="")
@@ -176,6 +175,20 @@ def find_devices(requested: tuple[str, ...], dri: Path) -> Devices:
         return Devices(specs=(), paths=(), groups=(), none_because=f"no Intel GPU (vendor {INTEL_VENDOR}) in {dri}")
     return Devices(specs=(f"{dri}:/dev/dri:rwm",), paths=("/dev/dri",),
                    groups=_groups([p for p in dri.iterdir()]), none_because="")
+
+
+def _check_device(host: str) -> None:
+    """A local engine is given only a device file (or a folder of them, like /dev/dri): anything else is refused
+    here in one line, not by the engine as an API error."""
+    try:
+        mode = os.stat(host).st_mode
+    except FileNotFoundError:
+        raise UsageError(f"--device {host}: no such device on this host") from None
+    except OSError as err:
+        raise UsageError(f"--device {host}: {err.strerror}") from None
+    if not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISDIR(mode)):
+        raise UsageError(f"--device {host}: not a device file (give a GPU node such as /dev/dri/renderD128, or "
+                         "/dev/dri)")
 
 
 def _vendor(node: Path) -> str | None:
