@@ -39,7 +39,7 @@ def test_a_conflict_opens_one_issue_naming_the_patch_the_culprit_and_its_author(
     (conflict,) = [p for p in report["patches"] if p["klass"] == "conflict"]
     assert (conflict["upstream"], conflict["patch"], conflict["culprit"]["sha"]) == ("kernels", K1, culprit)
     (issue,) = world.fake.items(REPO, pull=False)
-    author = f"{AUTHOR[0]} <{AUTHOR[1]}>"
+    author = f"{AUTHOR[0]} &lt;{AUTHOR[1]}&gt;"  # HTML-escaped in the body
     assert issue.labels == ["nightly-failure"] and issue.title == "kpatch nightly failed at rebase"
     assert K1 in issue.body and culprit in issue.body and author in issue.body and CULPRIT_SUBJECT in issue.body
     assert "kpatch rebase --continue" in issue.body and "## Failure" in issue.body and "Log tail:" in issue.body
