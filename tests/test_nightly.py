@@ -1,5 +1,6 @@
-"""kpatch nightly nights that end before any build (no Docker engine needed): a conflict and what GitHub hears
-of it, GitHub failing in its ways, bad input, GitHub Actions output. Real git repos, the fake GitHub server."""
+"""kpatch nightly nights that need no Docker engine (they end before any build, or build and test with
+--backend local): a conflict and what GitHub hears of it, GitHub failing in its ways, bad input, GitHub Actions
+output. Real git repos, the fake GitHub server."""
 
 from __future__ import annotations
 
@@ -157,3 +158,14 @@ def test_under_github_actions_the_log_is_folded_and_the_summary_appended(world: 
     assert text.startswith("earlier step\n") and "# kpatch nightly: FAILED at rebase" in text
     assert text.split("earlier step\n", 1)[1].strip() == \
         (world.root / "reports" / "nightly" / "report.md").read_text().strip()
+
+
+def test_a_local_backend_night_builds_verifies_and_tests_on_this_host(world: World) -> None:
+    """`nightly --backend local` ran the test stage on the docker backend, which refuses a locally built pair:
+    every such night ended at test with exit 6."""
+    world.churn("kernels", 2)
+    result, report = world.night("--backend", "local", "--dry-run")
+    stages = {s["stage"]: s["status"] for s in report.get("stages", [])}
+    assert result.exit_code == 0, result.output
+    assert stages == {"rebase": "passed", "build": "passed", "verify": "passed", "test": "passed"}, report
+    assert {s["upstream"]: s["outcome"] for s in report["suites"]} == {"kernels": "passed", "app": "passed"}
