@@ -169,3 +169,21 @@ def test_a_local_backend_night_builds_verifies_and_tests_on_this_host(world: Wor
     assert result.exit_code == 0, result.output
     assert stages == {"rebase": "passed", "build": "passed", "verify": "passed", "test": "passed"}, report
     assert {s["upstream"]: s["outcome"] for s in report["suites"]} == {"kernels": "passed", "app": "passed"}
+
+
+def test_a_night_split_in_two_runs_without_the_token_and_publishes_with_it(world: World) -> None:
+    """ci/nightly.yml: the job that builds and tests upstream heads holds no token (--no-publish); the small job
+    that holds it reports the saved night (--publish-saved), once."""
+    culprit = _break(world)
+    token = world.env["GITHUB_TOKEN"]
+    ran, report = world.night("--no-publish", env={"GITHUB_TOKEN": None})
+    assert ran.exit_code == 1 and report["failure"]["stage"] == "rebase", ran.output
+    assert report["github"] == [] and world.fake.writes() == [] and world.fake.items(REPO, pull=False) == []
+    published, report = world.night("--publish-saved", env={"GITHUB_TOKEN": token})
+    assert published.exit_code == 1, published.output  # the night's exit code
+    (issue,) = world.fake.items(REPO, pull=False)
+    assert issue.title == "kpatch nightly failed at rebase" and culprit in issue.body
+    saved = json.loads((world.root / "reports" / "nightly" / "report.json").read_text())
+    assert saved["github"][0]["action"] == "open" and saved["dry_run"] is None
+    again, _ = world.night("--publish-saved", env={"GITHUB_TOKEN": token})
+    assert again.exit_code == 2 and "was published already" in again.output

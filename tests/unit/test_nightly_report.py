@@ -136,3 +136,11 @@ def test_upstream_text_reaches_github_as_text(text: str) -> None:
     prose = code.sub("", body[:fence.start()] + body[fence.end():])
     assert text.splitlines()[0][:12] in body or "&lt;" in prose  # the text is there, as text
     assert [raw for raw in HOSTILE[text] if raw in prose] == [], prose
+
+
+def test_a_report_reads_back_from_its_json_as_it_was() -> None:
+    """The publishing job reads the night's report.json (nightly --publish-saved): every fact comes back."""
+    from kpatch.nightly.model import report_from_json
+
+    report = replace(_failed_night(), dry_run="no GITHUB_TOKEN")
+    assert report_from_json(json.loads(render.to_json(report))) == report
