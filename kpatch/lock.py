@@ -204,9 +204,10 @@ def write(folder: Path, lock: Lock) -> Path:
 def _mode(path: Path) -> int:
     """The lock keeps the mode it has; a new one gets what the umask gives any new file."""
     try:
-        return stat.S_IMODE(path.lstat().st_mode)
+        info = path.lstat()
     except FileNotFoundError:
         return new_file_mode()
+    return stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else new_file_mode()  # a symlink is 0777
 
 
 def _normalized(lock: Lock) -> Lock:
