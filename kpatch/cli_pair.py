@@ -106,9 +106,14 @@ def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeou
 @click.option("--device", "devices", multiple=True, metavar="PATH", help="Pass this device to the tests (as test).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Stop a test suite after S seconds (as test).")
+@click.option("--no-publish", is_flag=True, help="Write the report and the refreshed files only; ask GitHub nothing "
+              "(a later 'nightly --publish-saved', with the token, reports it).")
+@click.option("--publish-saved", is_flag=True, help="Run no stage: report to GitHub the night in --report (run "
+              "with --no-publish elsewhere; its refreshed files in this checkout).")
 @kpatch_command
 def nightly_(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
-             base_image: str | None, devices: tuple[str, ...], timeout: float | None) -> int:
+             base_image: str | None, devices: tuple[str, ...], timeout: float | None, no_publish: bool,
+             publish_saved: bool) -> int:
     """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
     from kpatch.commands import nightly as cmd
     from kpatch.nightly.run import Options
@@ -118,12 +123,17 @@ def nightly_(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str,
 
     if image and base_image or backend == "local" and (image or base_image):
         raise UsageError("--image and --base-image go alone, and only with --backend docker")
+    if no_publish and publish_saved:
+        raise UsageError("--no-publish and --publish-saved are the two halves of a night: give one")
     ws = ctx.workspace()
     folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
     settings = Settings(backend=backend, image=image, base_image=base_image, devices=devices, timeout=timeout)
-    night = cmd.nightly(ws, ctx.ui, Options(report_dir=folder, dry_run=dry_run, settings=settings),
-                        lambda stage, result: None if ctx.ui.json_mode else
-                        print_nightly_stage(ctx.ui, ws.scratch_dir, stage, result))
+    options = Options(report_dir=folder, dry_run=dry_run, settings=settings, publish=not no_publish)
+    if publish_saved:
+        night = cmd.publish_saved(ws, ctx.ui, options)
+    else:
+        night = cmd.nightly(ws, ctx.ui, options, lambda stage, result: None if ctx.ui.json_mode else
+                            print_nightly_stage(ctx.ui, ws.scratch_dir, stage, result))
     report = night.report
     if ctx.ui.json_mode:
         ctx.ui.json({"ok": report.ok, **to_jsonable(report)})

@@ -2,10 +2,40 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tarfile
+from io import BufferedReader
 from pathlib import Path
+
+
+class NotAFile(Exception):
+    """The path is not a regular file kpatch may read (a symlink, FIFO, device or folder): says which."""
+
+
+def open_regular(path: Path) -> BufferedReader:
+    """`path` opened for reading when it is a regular file; a symlink, FIFO, device or folder is NotAFile.
+
+    Opening never blocks (a FIFO planted where a wheel should be would wait for a writer forever).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise NotAFile(f"{path} is a symlink, not a regular file") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+            raise NotAFile(f"{path} is {kind}, not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def new_file_mode() -> int:
@@ -28,7 +58,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True, mode: int | N
             mode = stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             mode = new_file_mode()
-    fd, tmp = _temp_beside(path)
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -49,7 +79,7 @@ def create_exclusive(path: Path, data: bytes) -> None:
         handle.write(data)
 
 
-def _temp_beside(path: Path) -> tuple[int, str]:
+def temp_beside(path: Path) -> tuple[int, str]:
     """A new private file next to `path` (what tempfile.mkstemp makes, without importing tempfile and random)."""
     for _ in range(100):
         name = str(path.parent / f".{path.name}.{os.urandom(6).hex()}")

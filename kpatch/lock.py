@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 import tomllib
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kpatch.errors import BuildError, LockError
+from kpatch.files import NotAFile, new_file_mode, open_regular
 
 LOCK_NAME = "pylock.toml"
 FORMAT = 1  # [tool.kpatch] format: bump when its meaning changes
@@ -109,9 +111,15 @@ def parse(text: str, where: str) -> Lock:
     except PylockValidationError as err:
         raise LockError(f"{where}: not a valid PEP 751 lock: {err}{REBUILD}") from None
     try:
-        return _from_dict(data)
+        lock = _from_dict(data)
     except (KeyError, TypeError, ValueError, InvalidVersion) as err:
         raise LockError(f"{where}: bad [tool.kpatch] table ({type(err).__name__}: {err}){REBUILD}") from None
+    for wheel in lock.wheels:
+        name = wheel.filename
+        if name in ("", ".", "..") or any(c in name for c in "/\\\0") or name.startswith("."):
+            raise LockError(f"{where}: wheel path {name!r} is not a file name beside the lock (kpatch reads "
+                            f"only wheels in the lock's folder){REBUILD}")
+    return lock
 
 
 def _from_dict(data: dict[str, Any]) -> Lock:
@@ -148,10 +156,19 @@ def _str(value: object) -> str:
     return value
 
 
+LOCK_LIMIT = 16 << 20  # bytes: a lock of two wheels is a few kB
+
+
 def read(path: Path) -> Lock:
-    """The lock at `path` as typed data (for `verify`)."""
+    """The lock at `path` as typed data (for `verify`): only a regular file, of a lock's size, is read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > LOCK_LIMIT:
+                raise LockError(f"cannot read lock {path}: {size} bytes (kpatch reads at most {LOCK_LIMIT})")
+            text = handle.read(LOCK_LIMIT + 1).decode("utf-8")
+    except NotAFile as err:
+        raise LockError(f"cannot read lock {err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise LockError(f"cannot read lock {path}: {getattr(err, 'strerror', None) or err}") from None
     return parse(text, str(path))
@@ -169,6 +186,7 @@ def write(folder: Path, lock: Lock) -> Path:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), _mode(path))  # mkstemp's 0600 is not what a user's umask gives
             os.fsync(handle.fileno())
         back = parse(Path(staged).read_text(encoding="utf-8"), str(path))
         if back != _normalized(lock):  # the writer must not change what the lock says
@@ -181,6 +199,15 @@ def write(folder: Path, lock: Lock) -> Path:
         Path(staged).unlink(missing_ok=True)
         raise
     return path
+
+
+def _mode(path: Path) -> int:
+    """The lock keeps the mode it has; a new one gets what the umask gives any new file."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return new_file_mode()
+    return stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else new_file_mode()  # a symlink is 0777
 
 
 def _normalized(lock: Lock) -> Lock:

@@ -27,6 +27,8 @@ VECTORS = ("tests/test_security.py", "tests/test_roundtrip.py")
 REAL_WORLD = "tests/test_real_world.py"
 # These drive kpatch's modules in pytest's own process, so they always test this checkout: left out with --tree.
 IN_PROCESS = ("tests/test_security.py::test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config",
+              "tests/test_security.py::test_the_test_log_replaces_a_planted_link_and_never_writes_through_it",
+              "tests/test_security.py::test_the_dispatcher_probe_imports_nothing_from_the_working_folder",
               "tests/test_roundtrip.py::test_apply_of_export_gives_the_same_commit_or_a_clear_refusal")
 
 

@@ -19,6 +19,13 @@ def _toml(project: Project, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+def _toml_bytes(project: Project, old: bytes, new: bytes) -> None:
+    path = project.root / "kpatch.toml"
+    data = path.read_bytes()
+    assert old in data
+    path.write_bytes(data.replace(old, new, 1))
+
+
 def _series(project: Project, stack: str, text: str) -> None:
     (project.root / "patches" / stack / "series").write_text(text)
 
@@ -37,7 +44,11 @@ CASES: dict[str, tuple[Callable[[Project], None], ExitCode, str]] = {
     "missing field": (lambda p: _toml(p, 'branch = "main"\n', ""), ExitCode.BAD_INPUT,
                       r"kpatch\.toml:3: \[\[upstream\]\] is missing 'branch'"),
     "cycle": (lambda p: _toml(p, "requires = []", 'requires = ["app"]'), ExitCode.BAD_INPUT,
-              r"kpatch\.toml:\d+: cycle in 'requires' among: app -> kernels"),
+              r"kpatch\.toml:3: cycle in 'requires': app -> kernels -> app$"),
+    "self cycle": (lambda p: _toml(p, "requires = []", 'requires = ["kernels"]'), ExitCode.BAD_INPUT,
+                   r"kpatch\.toml:\d+: cycle in 'requires': kernels -> kernels$"),
+    "a byte that is not UTF-8": (lambda p: _toml_bytes(p, b'branch = "main"', b'branch = "main" # caf\xe9'),
+                                 ExitCode.BAD_INPUT, r"kpatch\.toml:6: not UTF-8 \(byte 0xe9 at column 22\)"),
     "unknown requires": (lambda p: _toml(p, 'requires = ["kernels"]', 'requires = ["kernelz"]'),
                          ExitCode.BAD_INPUT, r"kpatch\.toml:9: upstream 'app' requires unknown upstream 'kernelz'"),
     "bad toml": (lambda p: _toml(p, "version = 1", "version = = 1"), ExitCode.BAD_INPUT, r"kpatch\.toml: Invalid"),

@@ -52,27 +52,79 @@ def test_the_nightly_runs_on_schedule_and_by_hand_never_two_at_once() -> None:
     assert nightly["concurrency"] == {"group": "kpatch-nightly", "cancel-in-progress": False}
 
 
-def test_the_gpu_job_builds_tests_reports_and_uploads_everything() -> None:
+def _run(job: dict[str, Any]) -> str:
+    return "\n".join(step.get("run", "") for step in job.get("steps", []))
+
+
+def _uses(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [step for step in job.get("steps", []) if step.get("uses", "").startswith(f"{action}@")]
+
+
+def test_the_gpu_job_builds_tests_and_uploads_everything_with_no_secret_and_a_read_only_token() -> None:
+    """It builds and tests unreviewed upstream heads on a persistent runner: no secret, no environment, no write
+    permission, and it asks GitHub nothing (--no-publish)."""
     job = _load(NIGHTLY)["jobs"]["nightly"]
     assert job["runs-on"] == ["self-hosted", "linux", "x64", "intel-gpu"]
-    assert job["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
-    steps = _steps({"jobs": {"nightly": job}})
-    run = "\n".join(step.get("run", "") for step in steps)
-    assert "kpatch nightly --report reports/nightly\n" in run and "--dry-run" in run
-    cached = [step["with"]["path"] for step in steps if step.get("uses", "").startswith("actions/cache@")]
+    assert job["permissions"] == {"contents": "read"} and "environment" not in job
+    assert "secrets." not in yaml.safe_dump(job) and "github.token" not in yaml.safe_dump(job)
+    assert "kpatch nightly --report reports/nightly --no-publish" in _run(job) and "--publish-saved" not in _run(job)
+    cached = [step["with"]["path"] for step in _uses(job, "actions/cache")]
     assert cached == [".kpatch-cache/mirrors", ".kpatch-cache/wheels"]
-    upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@"))
+    upload, stacks = _uses(job, "actions/upload-artifact")
     assert upload["if"] == "always()"
     assert upload["with"]["path"].split() == ["reports/nightly/", ".kpatch-cache/logs/", "dist/*.whl",
                                               "dist/pylock.toml"]
-    assert all(step["with"].get("persist-credentials") is False for step in steps
-               if step.get("uses", "").startswith("actions/checkout@"))
+    assert stacks["with"]["path"].split() == ["reports/nightly/report.json", "kpatch.toml", "pylock.toml",
+                                              "patches/"]
+    assert all(step["with"].get("persist-credentials") is False for step in _uses(job, "actions/checkout"))
+
+
+def test_only_the_small_publish_job_holds_the_token_and_it_runs_no_build() -> None:
+    jobs = _load(NIGHTLY)["jobs"]
+    job = jobs["publish"]
+    assert job["needs"] == "nightly" and "needs.nightly.outputs.reported == 'true'" in job["if"]
+    assert job["environment"] == "nightly"
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
+    assert str(job["runs-on"]).startswith("ubuntu-")
+    run = _run(job)
+    assert "kpatch nightly --report reports/nightly --publish-saved\n" in run and "--dry-run" in run
+    for word in ("--no-publish", "build-wheels", "kpatch test", "kpatch verify"):
+        assert word not in run
+    assert not _uses(job, "actions/cache")  # nothing the GPU job could have written reaches it but the artifact
+    (download,) = _uses(job, "actions/download-artifact")
+    assert download["with"]["name"] == "kpatch-nightly-stacks-${{ github.run_id }}"
+    assert all(step["with"].get("persist-credentials") is False for step in _uses(job, "actions/checkout"))
+    holders = [name for name, other in jobs.items() if "secrets." in yaml.safe_dump(other)
+               or "write" in str(other.get("permissions", {})) and name != "unreported"]
+    assert holders == ["publish"]
+
+
+def test_kpatch_is_installed_from_a_lock_with_hashes() -> None:
+    """Not `pip install .` with whatever versions PyPI has that night."""
+    lock = ROOT / "ci" / "nightly-requirements.txt"
+    pins = [line for line in lock.read_text().splitlines() if line and not line[0].isspace()
+            and not line.startswith("#")]
+    assert pins and all(re.match(r"^[a-z0-9._-]+==[^ ]+ \\$", pin) for pin in pins), pins
+    assert {pin.split("==")[0] for pin in pins} >= {"click", "rich", "gitpython", "docker", "pygithub",
+                                                    "packaging", "tomli-w", "tomlkit", "setuptools"}
+    for name in ("nightly", "publish"):
+        run = _run(_load(NIGHTLY)["jobs"][name])
+        assert "pip install --quiet --require-hashes --no-deps -r ci/nightly-requirements.txt" in run
+        assert "pip install --quiet --no-deps --no-build-isolation ." in run
+
+
+def test_the_caches_are_keyed_on_what_they_hold_not_on_the_run() -> None:
+    steps = _uses(_load(NIGHTLY)["jobs"]["nightly"], "actions/cache")
+    keys = [step["with"]["key"] for step in steps]
+    assert keys == ["kpatch-mirrors-${{ hashFiles('kpatch.toml') }}",
+                    "kpatch-wheels-${{ hashFiles('kpatch.toml', 'pylock.toml', 'patches/**') }}"]
+    assert not any("run_id" in key or "kpatch/wheels/data" in key for key in keys)
 
 
 def test_everything_but_the_gpu_job_runs_on_hosted_runners() -> None:
     for path in WORKFLOWS:
         for name, job in _load(path)["jobs"].items():
-            if (path.name, name) != ("nightly.yml", "nightly"):
+            if (path.name, name) != ("nightly.yml", "nightly"):  # the GPU job
                 assert str(job["runs-on"]).startswith("ubuntu-"), (path, name)
 
 

@@ -114,3 +114,23 @@ def test_a_sparse_scratch_holds_only_the_stacks_files_and_am_works_in_it(upstrea
     assert not run.stopped and len(run.methods) == 3 and tree.dirty() == []
     assert tree.out(["diff", "--stat", "main~1", "HEAD"]) == ""  # the same trees as upstream's commits
     assert not (scratch / "d.txt").exists()
+
+
+def test_format_patches_keeps_commit_order_past_9999_commits(tmp_path: Path) -> None:
+    """format-patch names the 10,000th file `10000-...`: sorted as strings it came between `1000-` and `1001-`,
+    and export --check said patch 1000 read back as another commit. 10,001 one-line commits, by fast-import."""
+    count = 10_001
+    tree = tmp_path / "tree"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(tree)], check=True)
+    stream = []
+    for index in range(count + 1):
+        message, data = f"fix {index}".encode(), f"{index}\n".encode()
+        stream.append(f"commit refs/heads/main\nauthor A <a@example.invalid> {1_700_000_000 + index} +0000\n"
+                      f"committer A <a@example.invalid> {1_700_000_000 + index} +0000\ndata {len(message)}\n"
+                      .encode() + message + f"\nM 644 inline f\ndata {len(data)}\n".encode() + data + b"\n")
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=tree, input=b"".join(stream), check=True)
+    subprocess.run(["git", "checkout", "-q", "main"], cwd=tree, check=True)
+    repo = Repository(tree)
+    texts = format_patches(repo, repo.run(["rev-parse", "HEAD~10001"]).text.strip())
+    subjects = [text.split(b"\nSubject: ", 1)[1].split(b"\n", 1)[0].decode() for text in texts]
+    assert subjects == [f"[PATCH] fix {i}" for i in range(1, count + 1)]

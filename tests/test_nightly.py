@@ -1,5 +1,6 @@
-"""kpatch nightly nights that end before any build (no Docker engine needed): a conflict and what GitHub hears
-of it, GitHub failing in its ways, bad input, GitHub Actions output. Real git repos, the fake GitHub server."""
+"""kpatch nightly nights that need no Docker engine (they end before any build, or build and test with
+--backend local): a conflict and what GitHub hears of it, GitHub failing in its ways, bad input, GitHub Actions
+output. Real git repos, the fake GitHub server."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_a_conflict_opens_one_issue_naming_the_patch_the_culprit_and_its_author(
     (conflict,) = [p for p in report["patches"] if p["klass"] == "conflict"]
     assert (conflict["upstream"], conflict["patch"], conflict["culprit"]["sha"]) == ("kernels", K1, culprit)
     (issue,) = world.fake.items(REPO, pull=False)
-    author = f"{AUTHOR[0]} <{AUTHOR[1]}>"
+    author = f"{AUTHOR[0]} &lt;{AUTHOR[1]}&gt;"  # HTML-escaped in the body
     assert issue.labels == ["nightly-failure"] and issue.title == "kpatch nightly failed at rebase"
     assert K1 in issue.body and culprit in issue.body and author in issue.body and CULPRIT_SUBJECT in issue.body
     assert "kpatch rebase --continue" in issue.body and "## Failure" in issue.body and "Log tail:" in issue.body
@@ -158,3 +159,32 @@ def test_under_github_actions_the_log_is_folded_and_the_summary_appended(world: 
     assert text.startswith("earlier step\n") and "# kpatch nightly: FAILED at rebase" in text
     assert text.split("earlier step\n", 1)[1].strip() == \
         (world.root / "reports" / "nightly" / "report.md").read_text().strip()
+
+
+def test_a_local_backend_night_builds_verifies_and_tests_on_this_host(world: World) -> None:
+    """`nightly --backend local` ran the test stage on the docker backend, which refuses a locally built pair:
+    every such night ended at test with exit 6."""
+    world.churn("kernels", 2)
+    result, report = world.night("--backend", "local", "--dry-run")
+    stages = {s["stage"]: s["status"] for s in report.get("stages", [])}
+    assert result.exit_code == 0, result.output
+    assert stages == {"rebase": "passed", "build": "passed", "verify": "passed", "test": "passed"}, report
+    assert {s["upstream"]: s["outcome"] for s in report["suites"]} == {"kernels": "passed", "app": "passed"}
+
+
+def test_a_night_split_in_two_runs_without_the_token_and_publishes_with_it(world: World) -> None:
+    """ci/nightly.yml: the job that builds and tests upstream heads holds no token (--no-publish); the small job
+    that holds it reports the saved night (--publish-saved), once."""
+    culprit = _break(world)
+    token = world.env["GITHUB_TOKEN"]
+    ran, report = world.night("--no-publish", env={"GITHUB_TOKEN": None})
+    assert ran.exit_code == 1 and report["failure"]["stage"] == "rebase", ran.output
+    assert report["github"] == [] and world.fake.writes() == [] and world.fake.items(REPO, pull=False) == []
+    published, report = world.night("--publish-saved", env={"GITHUB_TOKEN": token})
+    assert published.exit_code == 1, published.output  # the night's exit code
+    (issue,) = world.fake.items(REPO, pull=False)
+    assert issue.title == "kpatch nightly failed at rebase" and culprit in issue.body
+    saved = json.loads((world.root / "reports" / "nightly" / "report.json").read_text())
+    assert saved["github"][0]["action"] == "open" and saved["dry_run"] is None
+    again, _ = world.night("--publish-saved", env={"GITHUB_TOKEN": token})
+    assert again.exit_code == 2 and "was published already" in again.output

@@ -261,3 +261,39 @@ def test_a_patch_deleting_sql_comments_applies_and_round_trips(project: Project)
     assert ran.exit_code == 0, ran.output
     assert (fresh / "kernels" / "sql" / "schema.sql").read_text() == edited + "++ w\n"
     assert kpatch(project.root, "export", "--check").exit_code == 0
+
+
+# --- what kpatch itself would refuse to read back: export refuses it, names the commit, writes nothing ----------
+
+UNREADABLE = {  # case -> (stack, files, message, what the refusal says)
+    "an Upstream-Status kpatch rejects": ("kernels", {"csrc/extra.cpp": "// extra\n"},
+                                          "Fix x\n\nUpstream-Status: bogus\n", "Upstream-Status must be"),
+    "a malformed Upstream-PR": ("kernels", {"csrc/extra.cpp": "// extra\n"},
+                                "Fix x\n\nUpstream-PR: see the forum\n", "Upstream-PR must look like"),
+    "a malformed Requires": ("app", {"app/extra.py": "x = 1\n"}, "Fix x\n\nRequires: the kernels fix\n",
+                             "Requires must look like"),
+    "a Requires of a patch no stack has": ("app", {"app/extra.py": "x = 1\n"},
+                                           "Fix x\n\nRequires: kernels/0099-Gone.patch\n", "not in kernels's series"),
+    "a file name that is not UTF-8": ("kernels", {}, "Add a latin-1 name\n", "is not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_export_refuses_a_patch_kpatch_would_not_read_back_and_writes_nothing(project: Project, case: str) -> None:
+    """A stack kpatch cannot read stops status, export and apply (exit 2) until fixed by hand: never write one."""
+    stack, files, message, says = UNREADABLE[case]
+    assert kpatch(project.root, "apply").exit_code == 0
+    tree = project.workdir / stack
+    if not files:
+        with open(os.fsencode(tree) + b"/caf\xe9", "w") as handle:
+            handle.write("latin-1 name\n")
+    sha = commit(tree, files, message, 9000)
+    before = project.snapshot()
+    check, ran = kpatch(project.root, "export", "--check"), kpatch(project.root, "export")
+    assert ran.exit_code == check.exit_code == ExitCode.WORKTREE, ran.output
+    [error] = ran.errors()
+    assert check.errors() == [error]
+    assert f"commit {sha[:12]} " in error and says in error and "nothing was written" in error, error
+    assert project.snapshot() == before
+    status = kpatch(project.root, "status")
+    assert status.exit_code not in (ExitCode.BAD_INPUT, ExitCode.INTERNAL), status.output

@@ -580,3 +580,161 @@ def test_an_unreadable_journal_names_its_way_out_and_abort_sets_it_aside(project
     assert "set aside as" in aborted.stderr
     assert not folder.exists() and list((project.root / ".kpatch").glob("journal-unreadable-*"))
     assert kpatch(project.root, "apply").exit_code == 0
+
+
+# --- reports, locks and probes: files kpatch writes or runs next to the user's ----------------------------------
+
+
+@pytest.mark.parametrize("planted", ["symlink", "hard link"])
+def test_the_test_log_replaces_a_planted_link_and_never_writes_through_it(tmp_path: Path, planted: str) -> None:
+    """`ln -s ~/victim reports/kernels.log; kpatch test` must leave ~/victim as it was."""
+    from kpatch.testing.run import LiveLog
+
+    victim, reports = tmp_path / "victim", tmp_path / "reports"
+    victim.write_text("the person's file\n")
+    reports.mkdir()
+    log = reports / "kernels.log"
+    if planted == "symlink":
+        log.symlink_to(victim)
+    else:
+        os.link(victim, log)
+    with LiveLog(log, lambda line: None) as live:
+        live("suite output\n")
+    assert victim.read_text() == "the person's file\n"
+    assert not log.is_symlink() and log.read_text() == "suite output\n"
+    assert mode(log) == 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize("how", ["first on the import path", "a relative path entry"])
+def test_the_dispatcher_probe_imports_nothing_from_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      how: str) -> None:
+    """`kpatch verify --installed` started (as `python -m kpatch`) in a project or worktree holding a `torch.py`:
+    the probe child must not run it (it was started with `python -m` there, with this process's path)."""
+    from kpatch.verify.diagnose import run_probe
+
+    folder, marker = tmp_path / "project", tmp_path / "RAN"
+    folder.mkdir()
+    (folder / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder) if how == "first on the import path" else ".")
+    run_probe([], [])
+    assert not marker.exists()
+
+
+def write_lock(project: Project, wheels: dict[str, tuple[str, bytes]]) -> Path:
+    """dist/pylock.toml of the project locking `wheels` ({upstream: (file name, bytes)}), written beside it as
+    they are (a value of None bytes leaves the file for the test to make)."""
+    import hashlib
+
+    from kpatch import lock as lockfile
+
+    dist = project.root / "dist"
+    dist.mkdir(exist_ok=True)
+    locked, upstreams = [], []
+    for upstream, (name, data) in wheels.items():
+        if not (dist / name).exists() and not (dist / name).is_symlink():
+            (dist / name).write_bytes(data)
+        locked.append(lockfile.LockedWheel(upstream=upstream, package=upstream, version="1.0", filename=name,
+                                           sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
+        upstreams.append(lockfile.LockedUpstream(name=upstream, url="file:///up", base="0" * 40, commit="1" * 40,
+                                                 stack_hash="s" * 64, build_key="k" * 64, command="true", env={},
+                                                 torch=None))
+    return lockfile.write(dist, lockfile.Lock(wheels=tuple(locked), upstreams=tuple(upstreams), image="i",
+                                              image_digest="local:x", base_image="b", base_image_digest="",
+                                              kpatch_version="0"))
+
+
+def zip_methods_set_to(data: bytes, method: int) -> bytes:
+    """A zip's bytes with every member's compression method (local and central headers) set to `method`."""
+    out = bytearray(data)
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        at = out.find(signature)
+        while at >= 0:
+            out[at + offset:at + offset + 2] = method.to_bytes(2, "little")
+            at = out.find(signature, at + 4)
+    return bytes(out)
+
+
+def big_metadata_wheel() -> tuple[str, bytes]:
+    """A small wheel whose METADATA inflates to more than kpatch reads."""
+    import io
+    import zipfile
+
+    from kpatch.wheels.metadata import METADATA_LIMIT
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("kernels-1.0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: kernels\nVersion: 1.0\n\n"
+                         + b"x" * METADATA_LIMIT)
+    return "kernels-1.0-py3-none-any.whl", buffer.getvalue()
+
+
+def hostile_wheels() -> dict[str, tuple[str, bytes]]:
+    from wheelfiles import make_wheel
+
+    plain = make_wheel("kernels", "1.0")
+    return {
+        "not a zip": ("kernels-1.0-py3-none-any.whl", b"not a zip at all\n"),
+        "a METADATA that is not UTF-8": make_wheel("kernels", "1.0", metadata=b"Name: k\xff\n\n"),
+        "a METADATA compressed with method 99": (plain[0], zip_methods_set_to(plain[1], 99)),
+        "a METADATA larger than kpatch reads": big_metadata_wheel(),
+    }
+
+
+HOSTILE_WHEELS = ("not a zip", "a METADATA that is not UTF-8", "a METADATA compressed with method 99",
+                  "a METADATA larger than kpatch reads")
+
+
+@pytest.mark.parametrize("case", HOSTILE_WHEELS)
+def test_verify_fails_a_locked_wheel_it_cannot_read_in_one_line(project: Project, case: str) -> None:
+    """The lock's hash matches, but the wheel is not one kpatch can read: a failed check, never a pass (it was
+    left out of the pin checks), a crash (exit 70) or gigabytes of memory."""
+    from wheelfiles import make_wheel
+
+    name, data = hostile_wheels()[case]
+    lock = write_lock(project, {"kernels": (name, data), "app": make_wheel("app", "1.0")})
+    ran = kpatch(project.root, "verify", "--lock", str(lock), timeout=120)
+    assert ran.exit_code == ExitCode.CONFLICT, ran.output
+    failing = [line for line in ran.output.splitlines() if name in line and "unreadable" in line]
+    assert len(failing) == 1, ran.output
+
+
+def test_a_fifo_where_a_wheel_should_be_is_refused_without_blocking(project: Project) -> None:
+    """`verify` and `test` open only regular files: a FIFO planted at a locked wheel's path used to block them
+    forever (and SIGTERM with them)."""
+    from wheelfiles import make_wheel
+
+    name, data = make_wheel("kernels", "1.0")
+    (project.root / "dist").mkdir(exist_ok=True)
+    if not (project.root / "dist" / name).exists():
+        os.mkfifo(project.root / "dist" / name)
+    lock = write_lock(project, {"kernels": (name, data), "app": make_wheel("app", "1.0")})
+    verified = kpatch(project.root, "verify", "--lock", str(lock), timeout=120)
+    assert verified.exit_code == ExitCode.CONFLICT, verified.output
+    assert f"{name} is a FIFO, not a regular file" in verified.output
+    tested = kpatch(project.root, "test", "--lock", str(lock), timeout=120)
+    assert tested.exit_code == ExitCode.BAD_INPUT, tested.output
+    [error] = tested.errors()
+    assert f"{name} is a FIFO, not a regular file" in error
+
+
+def test_a_lock_naming_a_wheel_outside_its_folder_is_refused(project: Project) -> None:
+    """A lock whose wheel path climbs out (`../../../../etc/hostname`) names no file of the lock's folder."""
+    from wheelfiles import make_wheel
+
+    name, data = make_wheel("kernels", "1.0")
+    lock = write_lock(project, {"kernels": (name, data), "app": make_wheel("app", "1.0")})
+    text = lock.read_text()
+    assert f'path = "{name}"' in text
+    lock.write_text(text.replace(f'path = "{name}"', 'path = "../../../../etc/hostname"'))
+    for command in ("verify", "test"):
+        ran = kpatch(project.root, command, "--lock", str(lock), timeout=120)
+        assert ran.exit_code == ExitCode.BAD_INPUT, ran.output
+        [error] = ran.errors()
+        assert "'../../../../etc/hostname' is not a file name beside the lock" in error

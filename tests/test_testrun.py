@@ -126,6 +126,13 @@ def test_devices_from_the_dri_folder_or_the_command_line(tmp_path: Path) -> None
         find_devices(("dri",), tmp_path)
 
 
+@pytest.mark.parametrize("path", ["/etc/passwd", "/etc/passwd:/dev/dri/renderD128"])
+def test_a_device_that_is_a_plain_file_is_a_usage_error_not_an_engine_crash(path: str) -> None:
+    """`kpatch test --device /etc/passwd` reached the engine, whose API error was exit 70."""
+    with pytest.raises(UsageError, match=r"^--device /etc/passwd: not a device file"):
+        find_devices((path,), Path("/nonexistent"))
+
+
 def _add_test_table(project: Project, body: str) -> None:
     path = project.root / "kpatch.toml"
     path.write_text(path.read_text().replace('requires = ["pytest==9.0.3"]\ntimeout = 300\n', body, 1))

@@ -102,12 +102,25 @@ def test_a_wheel_whose_hash_differs_names_the_file_and_both_hashes(built: Built,
     lock = copy_dist(built, tmp_path)
     locked = lockfile.read(lock).wheels[0]
     wheel = lock.parent / locked.filename
-    wheel.write_bytes(wheel.read_bytes() + b"x")
+    data = wheel.read_bytes()
+    wheel.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # the same size: only the hash can tell
     actual = hashlib.sha256(wheel.read_bytes()).hexdigest()
     result = built.verify("--lock", str(lock), "--json")
     assert result.exit_code == ExitCode.CONFLICT
-    assert failures(result) == [f"wheel {locked.filename}: sha256 {actual} differs from the lock's "
-                                f"{locked.sha256} (size {locked.size + 1}, locked {locked.size})"]
+    assert failures(result)[0] == (f"wheel {locked.filename}: sha256 {actual} differs from the lock's "
+                                   f"{locked.sha256} (size {locked.size}, locked {locked.size})")
+
+
+def test_a_wheel_of_another_size_is_not_read(built: Built, tmp_path: Path) -> None:
+    """The size is checked first: a wheel of another size is never hashed (or read)."""
+    lock = copy_dist(built, tmp_path)
+    locked = lockfile.read(lock).wheels[0]
+    wheel = lock.parent / locked.filename
+    wheel.write_bytes(wheel.read_bytes() + b"x")
+    result = built.verify("--lock", str(lock), "--json")
+    assert result.exit_code == ExitCode.CONFLICT
+    assert failures(result)[0] == (f"wheel {locked.filename}: size {locked.size + 1} differs from the lock's "
+                                   f"{locked.size}")
 
 
 def test_a_missing_wheel_is_a_failed_check(built: Built, tmp_path: Path) -> None:

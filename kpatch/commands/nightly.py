@@ -16,3 +16,11 @@ def nightly(ws: Workspace, ui: UI, options: run.Options, show: Show) -> run.Nigh
     with ws.writer("nightly") as notes:
         ui.notes(notes)
         return run.night(ws, ui, options, tgt, os.environ, show)
+
+
+def publish_saved(ws: Workspace, ui: UI, options: run.Options) -> run.Night:
+    """`kpatch nightly --publish-saved`: GitHub hears of a night another job ran (see run.publish_saved)."""
+    tgt = run.target(ws, os.environ, options.dry_run)
+    with ws.writer("nightly") as notes:
+        ui.notes(notes)
+        return run.publish_saved(ws, ui, options, tgt, os.environ)

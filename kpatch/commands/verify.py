@@ -61,7 +61,8 @@ def verify(ws: Workspace, ui: UI, *, lock_path: Path | None, installed: bool) ->
 
 def _lock_checks(ws: Workspace, lock: Lock, path: Path) -> list[Check]:
     checks = pair.check_files(lock, path.parent)
-    wheels = pair.read_locked(lock, path.parent)
+    wheels, unreadable = pair.read_locked(lock, path.parent)
+    checks += unreadable
     checks += pair.check_pins(lock, ws.stack, wheels)
     checks += pair.check_torch(lock, wheels)
     series = load_all_series(ws.stack)
@@ -117,7 +118,7 @@ def _installed(ws: Workspace, ui: UI, lock: Lock | None, path: Path, declared: d
         provenance = inst.provenance(lock, path, found)
         checks.append(Check("provenance", str(path), Status.PASS if provenance.lock else Status.WARN,
                             provenance.detail, "" if provenance.lock else f"pip install the wheels beside {path}"))
-        checks.append(pair.check_environment_torch(lock, pair.read_locked(lock, path.parent),
+        checks.append(pair.check_environment_torch(lock, pair.read_locked(lock, path.parent)[0],
                                                    inst.installed_version("torch")))
     else:
         for up in ws.stack.upstreams:  # no lock: the distributions are named like their upstreams

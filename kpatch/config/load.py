@@ -32,9 +32,16 @@ def find_config(start: Path) -> Path:
 def load(path: Path) -> Stack:
     """Read and validate a stack file; every error names the file and line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {column}); "
+                          "TOML files are UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -108,11 +115,23 @@ def _ordered(path: Path, upstreams: list[Upstream]) -> tuple[Upstream, ...]:
     while pending:
         ready = [u for u in pending if all(dep in {d.name for d in done} for dep in u.requires)]
         if not ready:
-            cycle = " -> ".join(u.name for u in pending)
-            raise ConfigError(f"{path}:{pending[0].line}: cycle in 'requires' among: {cycle}")
+            cycle = _cycle(pending)
+            raise ConfigError(f"{path}:{cycle[0].line}: cycle in 'requires': {' -> '.join(u.name for u in cycle)}")
         done.append(ready[0])
         pending.remove(ready[0])
     return tuple(done)
+
+
+def _cycle(pending: list[Upstream]) -> list[Upstream]:
+    """One real cycle among upstreams none of which can go first, as a path back to its start (`a -> a` for an
+    upstream that requires itself): follow each one's first requirement that is still pending until one repeats."""
+    by_name = {u.name: u for u in pending}
+    walk = [pending[0]]
+    while True:
+        nxt = by_name[next(dep for dep in walk[-1].requires if dep in by_name)]
+        if nxt in walk:
+            return [*walk[walk.index(nxt):], nxt]
+        walk.append(nxt)
 
 
 def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapping[str, str]) -> Stack:

@@ -8,12 +8,12 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch import journal
-from kpatch.engine.plan import Item, resolve_items
+from kpatch.engine.plan import Item, requires_problem, resolve_items
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Repository
-from kpatch.stack import SERIES
+from kpatch.stack import SERIES, Series
 from kpatch.stack.series import hash_files
-from kpatch.stack.writer import Rendered, render
+from kpatch.stack.writer import Rendered, describe, render
 from kpatch.state import Kind, RunState, Settled
 from kpatch.ui import UI
 from kpatch.workspace import Workspace
@@ -52,13 +52,16 @@ def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expor
     run = ws.read_state()
     planned: list[tuple[Item, Repository, Rendered]] = []
     changes: list[FileChange] = []
+    after: dict[str, Series] = {}  # every stack as it reads once the files are written
     for item in resolve_items(ws, ui, {}, fetch_missing=False):
+        after[item.upstream.name] = item.series
         if names and item.upstream.name not in names:
             continue
         tree, base = _tree_on_stack(ws, item, run)
         rendered = render(tree, base, item.series, item.series.dropped)
         planned.append((item, tree, rendered))
         changes.extend(_compare(item, rendered))
+    _check_requires(ws, planned, after)
     if check:
         return ExportResult(files=tuple(changes), written=False)
     ws.check_writable(ws.kpatch_dir, *(item.upstream.patches for item, _, _ in planned))
@@ -123,6 +126,21 @@ def _tree_on_stack(ws: Workspace, item: Item, run: RunState) -> tuple[Repository
                             f"upstream's (e.g. {sample[:12]} \"{tree.commit_info(sample).subject}\"), not patches; "
                             "was a branch checked out there? nothing was exported")
     return tree, base
+
+
+def _check_requires(ws: Workspace, planned: list[tuple[Item, Repository, Rendered]],
+                    after: dict[str, Series]) -> None:
+    """Every `Requires:` still names a patch once the files are written (status and apply would refuse them)."""
+    for item, _, rendered in planned:
+        after[item.upstream.name] = rendered.as_series(item.series, item.series.dropped)
+    wrong = requires_problem(ws.stack, after)
+    if wrong is None:
+        return
+    patch, ref, why = wrong
+    made = next(((tree, rendered.commits[patch.path]) for _, tree, rendered in planned
+                 if patch.path in rendered.commits), None)
+    where = f"{patch.path}:{ref.line}" if made is None else f"{describe(*made)} (line {ref.line} of its patch)"
+    raise WorktreeError(f"{where}: {why}; fix it and export again: nothing was written")
 
 
 def _exported_state(ws: Workspace, run: RunState, trees: list[tuple[str, Repository, Rendered]]) -> bytes:

@@ -11,7 +11,7 @@ from kpatch.config import SHA_RE, Stack, Upstream
 from kpatch.errors import ConfigError, SeriesError, UpstreamError, WorktreeError
 from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of
 from kpatch.gitx.repo import UPSTREAM_HELD
-from kpatch.stack import Series, load_series
+from kpatch.stack import Patch, PatchRef, Series, load_series
 from kpatch.state import RunState, Settled
 from kpatch.ui import UI
 from kpatch.workspace import Workspace
@@ -33,20 +33,28 @@ class Item:
 def load_all_series(stack: Stack) -> dict[str, Series]:
     """Every stack's series, with each `Requires:` checked against the stacks it may name."""
     all_series = {u.name: load_series(u.name, u.patches) for u in stack.upstreams}
+    wrong = requires_problem(stack, all_series)
+    if wrong is not None:
+        patch, ref, why = wrong
+        raise SeriesError(f"{patch.path}:{ref.line}: {why}")
+    return all_series
+
+
+def requires_problem(stack: Stack, all_series: Mapping[str, Series]) -> tuple[Patch, PatchRef, str] | None:
+    """The first `Requires:` that names no patch the stacks it may name hold: (its patch, the trailer, why)."""
     for upstream in stack.upstreams:
         allowed = stack.closure(upstream.name)
         for patch in all_series[upstream.name].patches:
             for ref in patch.requires:
-                where = f"{patch.path}:{ref.line}"
                 if ref.upstream not in all_series:
-                    raise SeriesError(f"{where}: Requires names unknown upstream {ref.upstream!r}")
+                    return patch, ref, f"Requires names unknown upstream {ref.upstream!r}"
                 if ref.upstream not in allowed:
-                    raise SeriesError(f"{where}: Requires {ref} but {upstream.name!r} does not require "
-                                      f"{ref.upstream!r} in {stack.path.name}")
+                    return patch, ref, (f"Requires {ref} but {upstream.name!r} does not require {ref.upstream!r} "
+                                        f"in {stack.path.name}")
                 target = all_series[ref.upstream]
                 if ref.patch not in target.names() and ref.patch not in target.dropped:
-                    raise SeriesError(f"{where}: Requires {ref}, which is not in {ref.upstream}'s series")
-    return all_series
+                    return patch, ref, f"Requires {ref}, which is not in {ref.upstream}'s series"
+    return None
 
 
 def fetch(ws: Workspace, ui: UI, upstream: Upstream) -> Mirror:

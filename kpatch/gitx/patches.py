@@ -72,7 +72,12 @@ def format_patches(tree: Repository, base: str, tip: str = "HEAD") -> list[bytes
 def _format_patches(tree: Repository, base: str, tip: str) -> list[bytes]:
     with tempfile.TemporaryDirectory(prefix="kpatch-export-") as folder:
         tree.run([*FORMAT_PATCH, "--output-directory", folder, "--end-of-options", f"{base}..{tip}"])
-        return [p.read_bytes() for p in sorted(Path(folder).iterdir())]
+        return [p.read_bytes() for p in sorted(Path(folder).iterdir(), key=_number)]
+
+
+def _number(path: Path) -> int:
+    """format-patch's number of a file it wrote: by number, not by name (`10000-` sorts before `1001-`)."""
+    return int(path.name.partition("-")[0])
 
 
 def patch_ids(repo: Repository, diff: bytes, *, verbatim: bool = False) -> list[tuple[str, str]]:

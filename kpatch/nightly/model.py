@@ -173,3 +173,43 @@ class Report:
 
     def stage(self, stage: Stage) -> StageRun | None:
         return next((s for s in self.stages if s.stage is stage), None)
+
+
+def report_from_json(data: object) -> Report:
+    """A Report back from its JSON (`render.to_json`): what the publishing job reads from the night's job."""
+    value = _decode(Report, data)
+    assert isinstance(value, Report)
+    return value
+
+
+def _decode(kind: object, data: object) -> object:
+    """JSON data as `kind` (a dataclass, enum, tuple[X, ...], X | None or a plain type); ValueError if it is not."""
+    import dataclasses
+    import types
+    import typing
+
+    if kind is type(None) or data is None:
+        if data is not None or kind is not type(None) and type(None) not in typing.get_args(kind):
+            raise ValueError(f"expected {kind}, got {data!r}")
+        return None
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        options = [k for k in typing.get_args(kind) if k is not type(None)]
+        return _decode(options[0], data)
+    if origin is tuple:
+        if not isinstance(data, list):
+            raise ValueError(f"expected a list, got {data!r}")
+        return tuple(_decode(typing.get_args(kind)[0], item) for item in data)
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return kind(data)
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        if not isinstance(data, dict):
+            raise ValueError(f"expected an object for {kind.__name__}, got {data!r}")
+        hints = typing.get_type_hints(kind)
+        return kind(**{f.name: _decode(hints[f.name], data[f.name]) for f in dataclasses.fields(kind)
+                       if f.name in data})
+    if kind is float and isinstance(data, int) and not isinstance(data, bool):
+        return float(data)
+    if not isinstance(kind, type) or not isinstance(data, kind):
+        raise ValueError(f"expected {kind}, got {data!r}")
+    return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -43,11 +44,11 @@ def headline(report: Report) -> str:
 
 
 def markdown(report: Report) -> str:
-    lines = [f"# {headline(report)}", "", _cell(report.summary, table=False), "",
+    lines = [f"# {headline(report)}", "", _text(report.summary), "",
              f"kpatch {report.kpatch_version}, started {report.started}, exit code {report.exit_code}", ""]
     lines += _table(["stage", "result", "time", "summary"],
                     [[s.stage.value, s.status.value.upper() if s.status is StageStatus.FAILED else s.status.value,
-                      f"{s.seconds:.1f} s", s.summary] for s in report.stages])
+                      f"{s.seconds:.1f} s", _text(s.summary)] for s in report.stages])
     for section in (_moves, _patches, _wheels, _checks, _suites, _failure, _github):
         lines += section(report)
     return redact_text("\n".join(lines).rstrip() + "\n")
@@ -58,40 +59,45 @@ def _moves(report: Report) -> list[str]:
         return []
     return ["", "## Upstreams", ""] + _table(
         ["upstream", "branch", "old base", "new base", "commits"],
-        [[m.upstream, m.branch, f"`{m.old_base[:12]}`", f"`{m.new_base[:12]}`", str(m.commits)] for m in report.moves])
+        [[_text(m.upstream), _text(m.branch), _code(m.old_base[:12]), _code(m.new_base[:12]), str(m.commits)]
+         for m in report.moves])
 
 
 def _patches(report: Report) -> list[str]:
     if not report.patches:
         return []
     lines = ["", "## Patches", ""] + _table(["upstream", "patch", "class", "why"],
-                                            [[p.upstream, p.patch, p.klass, _why(p)] for p in report.patches])
+                                            [[_text(p.upstream), _text(p.patch), _text(p.klass), _why(p)]
+                                             for p in report.patches])
     conflicts = [p for p in report.patches if p.klass == "conflict"]
     if conflicts:
         lines += ["", "### Conflicts", ""]
         for p in conflicts:
             c = p.culprit
-            what = (f"broken by upstream commit `{c.sha}` \"{c.subject}\" by {c.author} ({c.date}); found in "
-                    f"{c.trials} trial applies over {c.commits} commits" if c else "culprit not found")
-            where = f"; hunks: {', '.join(p.hunks)}" if p.hunks else ""
-            lines.append(f"- `{p.upstream}/{p.patch}`{' (trial apply)' if p.why.startswith('trial') else ''}: "
-                         f"{_cell(what + where, table=False)}")
+            what = (f"broken by upstream commit {_code(c.sha)} \"{_text(c.subject)}\" by {_text(c.author)} "
+                    f"({_text(c.date)}); found in {c.trials} trial applies over {c.commits} commits" if c
+                    else "culprit not found")
+            where = f"; hunks: {_text(', '.join(p.hunks))}" if p.hunks else ""
+            lines.append(f"- {_code(f'{p.upstream}/{p.patch}')}"
+                         f"{' (trial apply)' if p.why.startswith('trial') else ''}: {what}{where}")
     dropped = [p for p in report.patches if p.klass == "upstream"]
     if dropped:
         lines += ["", "### Dropped as already upstream", ""]
-        lines += [f"- `{p.upstream}/{p.patch}`: {_cell(p.why, table=False)}"
-                  + (f" (upstream commit `{p.commit}`)" if p.commit else "") for p in dropped]
+        lines += [f"- {_code(f'{p.upstream}/{p.patch}')}: {_text(p.why)}"
+                  + (f" (upstream commit {_code(p.commit)})" if p.commit else "") for p in dropped]
     if report.flags:
         lines += ["", "### Merged upstream, not yet in the base", ""]
-        lines += [f"- `{f.upstream}/{f.patch}`: {f.pr}" + (f" merged as `{f.merge_commit[:12]}`" if f.merge_commit
-                                                           else " merged") + f": **{f.note}**" for f in report.flags]
+        lines += [f"- {_code(f'{f.upstream}/{f.patch}')}: {_text(f.pr, references=True)}"
+                  + (f" merged as {_code(f.merge_commit[:12])}" if f.merge_commit else " merged")
+                  + f": **{_text(f.note)}**" for f in report.flags]
     return lines
 
 
 def _why(p: PatchLine) -> str:
     if p.culprit:
-        return f"{p.why + '; ' if p.why else ''}broken by `{p.culprit.sha[:12]}` ({p.culprit.author})"
-    return p.why
+        why = f"{_text(p.why)}; " if p.why else ""
+        return f"{why}broken by {_code(p.culprit.sha[:12])} ({_text(p.culprit.author)})"
+    return _text(p.why)
 
 
 def _wheels(report: Report) -> list[str]:
@@ -99,10 +105,11 @@ def _wheels(report: Report) -> list[str]:
         return []
     lines = ["", "## Wheels and lock", ""] + _table(
         ["upstream", "wheel", "version", "sha256", "", "torch"],
-        [[w.upstream, f"`{w.filename}`", w.version, f"`{w.sha256[:16]}…`", "cached" if w.cached else "built",
-          w.torch or "none"] for w in report.wheels])
-    lines += ["", f"Lock: `{report.lock}`" + (f", kept for the branch as `{report.kept_lock}`" if report.kept_lock
-                                              else "") + f"; {report.containers} build container(s) started."]
+        [[_text(w.upstream), _code(w.filename), _text(w.version), _code(f"{w.sha256[:16]}…"),
+          "cached" if w.cached else "built", _text(w.torch or "none")] for w in report.wheels])
+    lines += ["", f"Lock: {_code(str(report.lock))}" + (f", kept for the branch as {_code(report.kept_lock)}"
+                                                       if report.kept_lock else "")
+              + f"; {report.containers} build container(s) started."]
     return lines
 
 
@@ -111,10 +118,11 @@ def _checks(report: Report) -> list[str]:
         return []
     lines = ["", "## Verify: the pair and the op contract", ""] + _table(
         ["status", "check", "subject", "detail"],
-        [[c.status.value, c.area, c.subject, c.detail + (f" (next: {c.fix})" if c.fix and c.status.value != "pass"
-                                                          else "")] for c in report.checks])
+        [[c.status.value, _text(c.area), _text(c.subject),
+          _text(c.detail + (f" (next: {c.fix})" if c.fix and c.status.value != "pass" else ""))]
+         for c in report.checks])
     if report.contract:
-        lines += ["", "Op contract:", "", *(f"- {_cell(line, table=False)}" for line in report.contract)]
+        lines += ["", "Op contract:", "", *(f"- {_text(line)}" for line in report.contract)]
     return lines
 
 
@@ -123,19 +131,20 @@ def _suites(report: Report) -> list[str]:
         return []
     lines = ["", "## Tests", ""] + _table(
         ["upstream", "outcome", "passed", "failed", "errors", "skipped", "time"],
-        [[s.upstream, s.outcome, str(s.passed), str(s.failed), str(s.errors), str(s.skipped), f"{s.seconds:.1f} s"]
-         for s in report.suites])
+        [[_text(s.upstream), _text(s.outcome), str(s.passed), str(s.failed), str(s.errors), str(s.skipped),
+          f"{s.seconds:.1f} s"] for s in report.suites])
     for s in report.suites:
+        name = _text(s.upstream)
         if s.newly_failing:
-            lines.append(f"\n**{s.upstream} newly failing:** " + ", ".join(f"`{t}`" for t in s.newly_failing))
+            lines.append(f"\n**{name} newly failing:** " + ", ".join(_code(t) for t in s.newly_failing))
         if s.newly_passing:
-            lines.append(f"\n{s.upstream} newly passing: " + ", ".join(f"`{t}`" for t in s.newly_passing))
+            lines.append(f"\n{name} newly passing: " + ", ".join(_code(t) for t in s.newly_passing))
         if s.failing:
-            lines += ["", f"{s.upstream} failing:", *(f"- `{_cell(t, table=False)}`" for t in s.failing)]
+            lines += ["", f"{name} failing:", *(f"- {_code(t)}" for t in s.failing)]
         if s.message:
-            lines.append(f"\n{s.upstream}: {s.message}" + (f" (running: `{s.running}`)" if s.running else ""))
+            lines.append(f"\n{name}: {_text(s.message)}" + (f" (running: {_code(s.running)})" if s.running else ""))
         if not s.compared and s.outcome != "no-device":
-            lines.append(f"\n{s.upstream}: no previous report to compare with.")
+            lines.append(f"\n{name}: no previous report to compare with.")
     return lines
 
 
@@ -144,11 +153,11 @@ def _failure(report: Report) -> list[str]:
     if f is None:
         return []
     lines = ["", "## Failure", "",
-             f"Stage **{f.stage.value}**, exit code {f.exit_code}: {_cell(f.message, table=False)}"]
+             f"Stage **{f.stage.value}**, exit code {f.exit_code}: {_text(f.message)}"]
     if f.resolve:
-        lines += ["", "What to do:", "", *(f"{n}. {_cell(step, table=False)}" for n, step in enumerate(f.resolve, 1))]
+        lines += ["", "What to do:", "", *(f"{n}. {_text(step)}" for n, step in enumerate(f.resolve, 1))]
     if f.log_tail:
-        fence = "````" if any("```" in line for line in f.log_tail) else "```"
+        fence = "`" * max(3, 1 + max(_longest_run(line, "`") for line in f.log_tail))
         lines += ["", "Log tail:", "", f"{fence}text", *f.log_tail, fence]
     if f.log:
         lines += ["", f"The whole log: `{f.log}` (on the machine that ran the night)"]
@@ -158,20 +167,46 @@ def _failure(report: Report) -> list[str]:
 def _github(report: Report) -> list[str]:
     lines = []
     if report.dry_run:
-        lines.append(f"- dry run ({report.dry_run}): nothing is pushed, opened, commented on or closed")
+        lines.append(f"- dry run ({_text(report.dry_run)}): nothing is pushed, opened, commented on or closed")
     if report.push:
-        lines.append(f"- branch `{report.push.branch}`: {report.push.message}")
-    lines += [f"- {r.message}" for r in report.github]
-    lines += [f"- note: {note}" for note in report.notes]
+        lines.append(f"- branch {_code(report.push.branch)}: {_text(report.push.message, references=True)}")
+    lines += [f"- {_text(r.message, references=True)}" for r in report.github]
+    lines += [f"- note: {_text(note)}" for note in report.notes]
     return ["", "## GitHub and notes", "", *lines] if lines else []
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows of cells that are markdown already (made by `_text` and `_code`: one line, no bare pipe)."""
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
-            *("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)]
+            *("| " + " | ".join(row) + " |" for row in rows)]
 
 
-def _cell(text: str, *, table: bool = True) -> str:
-    """One line of text safe in a markdown table cell (or list item): no newlines, no bare pipes."""
-    flat = " ".join(text.split("\n"))
-    return flat.replace("|", "\\|") if table else flat
+# Text from upstreams (commit subjects, author names, test ids, messages) goes into GitHub issue and pull request
+# bodies: it must stay text. No @mention (it would ping), no #123 reference (it would link, and a "Fixes #12"
+# close, an issue of this repository), no HTML (`<img>`, `<!--` that hides the rest), no links or emphasis.
+_MENTION = re.compile(r"(?<![\w.+-])@(?=\w)")  # an e-mail address's @ is no mention
+_REFERENCE = re.compile(r"(?<![\w/])(#|GH-)(?=\d)", re.IGNORECASE)
+_MARKUP = re.compile(r"([\\`*_\[\]|~])")
+_ZERO_WIDTH = "\u200b"  # between @ and a name: GitHub sees no mention, a person reads the same text
+
+
+def _text(text: str, *, references: bool = False) -> str:
+    """Upstream text as one line of markdown that renders as that text and nothing else; `references`: the
+    text is kpatch's own (an issue or pull request it opened, owner/repo#N from a patch) and may link."""
+    flat = " ".join(text.splitlines())
+    escaped = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    escaped = _MARKUP.sub(r"\\\1", escaped)
+    escaped = _MENTION.sub("@" + _ZERO_WIDTH, escaped)
+    return escaped if references else _REFERENCE.sub(lambda m: m.group(1) + _ZERO_WIDTH, escaped)
+
+
+def _code(text: str) -> str:
+    """Text as an inline code span (nothing in it is markdown, mention or HTML), whatever backticks it holds."""
+    flat = " ".join(text.splitlines()).replace("|", "\\|")  # a pipe ends a table cell even in a code span
+    ticks = "`" * (1 + _longest_run(flat, "`"))
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
+def _longest_run(text: str, char: str) -> int:
+    return max((len(run) for run in re.findall(f"{re.escape(char)}+", text)), default=0)

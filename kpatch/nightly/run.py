@@ -6,6 +6,7 @@ down never costs the report; the exit code is the run's (the failing stage's), n
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -18,7 +19,7 @@ from kpatch import lock as lockfile
 from kpatch.errors import KpatchError, UsageError
 from kpatch.files import write_atomic
 from kpatch.nightly import noop, render, stages
-from kpatch.nightly.model import Failure, Outcome, Report, Stage, StageRun, StageStatus
+from kpatch.nightly.model import Failure, Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import publish
 from kpatch.nightly.stages import Findings, Settings, Show
 from kpatch.redact import add_secret
@@ -35,6 +36,7 @@ class Options:
     report_dir: Path
     dry_run: bool
     settings: Settings
+    publish: bool = True  # False (--no-publish): the report and refreshed files only; GitHub is not asked
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def check_report_dir(folder: Path) -> None:
 def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: Mapping[str, str],
           show: Show) -> Night:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    if tgt.dry_run and not options.dry_run:
+    if tgt.dry_run and not options.dry_run and options.publish:
         ui.warn(f"{tgt.dry_run}: running as --dry-run (nothing is pushed, opened, commented on or closed)")
     kept = ws.stack.root / lockfile.LOCK_NAME
     found = Findings()
@@ -77,12 +79,41 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
         assert found.lock is not None
         write_atomic(kept, found.lock.read_bytes())
         report = replace(report, kept_lock=str(kept))
-    md, js = render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing
+    render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing
+    if options.publish:
+        return _published(ws, ui, options, report, tgt, environ)
+    return _written(ui, options, report)
+
+
+def publish_saved(ws: Workspace, ui: UI, options: Options, tgt: github.Target,
+                  environ: Mapping[str, str]) -> Night:
+    """Report to GitHub a night another job ran (`nightly --no-publish`): its report.json in the report folder,
+    its refreshed files (kpatch.toml, patches/, pylock.toml) in this checkout. Only this half needs the token."""
+    path = options.report_dir / render.JSON
+    try:
+        report = report_from_json(json.loads(path.read_text(encoding="utf-8")))
+    except OSError as err:
+        raise UsageError(f"--publish-saved: cannot read {path}: {err.strerror}") from None
+    except (ValueError, KeyError, TypeError, AssertionError) as err:
+        raise UsageError(f"--publish-saved: {path} is not a nightly report ({err})") from None
+    if report.push is not None or report.github:
+        raise UsageError(f"--publish-saved: {path} was published already (it has GitHub results)")
+    if tgt.dry_run and not options.dry_run:
+        ui.warn(f"{tgt.dry_run}: publishing as --dry-run (nothing is pushed, opened, commented on or closed)")
+    return _published(ws, ui, options, replace(report, dry_run=tgt.dry_run), tgt, environ)
+
+
+def _published(ws: Workspace, ui: UI, options: Options, report: Report, tgt: github.Target,
+               environ: Mapping[str, str]) -> Night:
     with ui.group("kpatch nightly: GitHub"):
+        kept = ws.stack.root / lockfile.LOCK_NAME
         paths = [ws.stack.path, *(u.patches for u in ws.stack.upstreams), ws.stack.root / "patches" / ".rerere",
                  kept]
         done = publish(ws, ui, report, tgt, environ, _retry(environ), paths)
-    report = replace(report, push=done.push, github=done.results)
+    return _written(ui, options, replace(report, push=done.push, github=done.results))
+
+
+def _written(ui: UI, options: Options, report: Report) -> Night:
     md, js = render.write(options.report_dir, report)
     ui.step_summary(render.markdown(report))
     return Night(report=report, markdown=md, json=js)

@@ -185,13 +185,13 @@ def contract_lines(kernels: str, app: str, report: ContractReport) -> list[str]:
 
 def test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[int, str] | None:
     """The suites against the new lock; None when no upstream declares [upstream.test] (nothing to run)."""
-    from kpatch.testing.run import run as run_tests
+    from kpatch.commands.test import test as run_tests
 
     if not any(u.test for u in ws.stack.upstreams):
         return None
     assert found.lock is not None
     result = run_tests(ws, ui, names=(), devices=settings.devices, timeout=settings.timeout, lock=found.lock,
-                       reports=ws.stack.root / "reports")
+                       reports=ws.stack.root / "reports", backend=settings.backend)
     show(Stage.TEST, result)
     found.suites = [_suite(s) for s in result.suites]
     code = int(result.exit_code)

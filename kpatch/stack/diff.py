@@ -127,10 +127,14 @@ def _unquote(raw: str, path: Path, index: int) -> str:
     if len(raw) < 2 or not raw.endswith('"'):
         raise SeriesError(f"{path}:{index + 1}: badly quoted path {raw[:60]!r}")
     try:
-        escaped = raw[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-        return escaped.encode("latin-1").decode("utf-8")
+        escaped = raw[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1")
     except (UnicodeDecodeError, UnicodeEncodeError):
         raise SeriesError(f"{path}:{index + 1}: badly quoted path {raw[:60]!r}") from None
+    try:
+        return escaped.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SeriesError(f"{path}:{index + 1}: path {raw[:60]} is not UTF-8: kpatch reads UTF-8 file names only; "
+                          "rename the file") from None
 
 
 def _check_path(name: str, path: Path, index: int) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kpatch.errors import WorktreeError
+from kpatch.errors import SeriesError, WorktreeError
 from kpatch.gitx import CommitFacts, MailReading, Repository, format_patches, read_mails
+from kpatch.stack.mbox import Patch, parse_patch_text
 from kpatch.stack.series import SERIES, Series, header_comments, read_text, render_series
 
 # What `git mailinfo` takes for a mail header when it opens the body (an "in-body header").
@@ -25,6 +26,12 @@ class Rendered:
 
     files: dict[Path, bytes]
     series: bytes
+    patches: tuple[Patch, ...] = ()  # each file as kpatch reads it back, in series order
+    commits: dict[Path, str] = field(default_factory=dict)  # the commit each file was made from
+
+    def as_series(self, series: Series, dropped: Mapping[str, str]) -> Series:
+        """The stack as it reads once these files are written."""
+        return Series(upstream=series.upstream, folder=series.folder, patches=self.patches, dropped=dict(dropped))
 
 
 def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str]) -> Rendered:
@@ -36,6 +43,7 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
                             "a patch stack is a straight line of commits")
     old = list(series.patches)
     files: dict[Path, bytes] = {}
+    commits: dict[Path, str] = {}
     changed: list[tuple[str, bytes]] = []
     for index, ((commit, subject), data) in enumerate(zip(listed, texts, strict=True)):
         same = next((p for p in old if p.subject == subject and series.folder / p.name not in files), None)
@@ -48,11 +56,42 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
         target = series.folder / name
         if not (target.is_file() and _same_mail(target.read_bytes(), data)):
             changed.append((commit, data))
-        files[target] = data
+        files[target], commits[target] = data, commit
     check_round_trips(tree, changed)
+    patches = read_back(tree, files, commits, {p.path: p for p in old})
     series_file = series.folder / SERIES
     header = header_comments(read_text(series_file)) if series_file.is_file() else ""
-    return Rendered(files=files, series=render_series(header, dict(dropped), [p.name for p in files]))
+    return Rendered(files=files, series=render_series(header, dict(dropped), [p.name for p in files]),
+                    patches=patches, commits=commits)
+
+
+def read_back(tree: Repository, files: dict[Path, bytes], commits: dict[Path, str],
+              old: dict[Path, Patch]) -> tuple[Patch, ...]:
+    """Each file as kpatch will read it (a file the same as the one on disk was read already): a patch kpatch
+    would refuse to read (a trailer it rejects, a path that is not UTF-8) is refused now, naming its commit."""
+    out = []
+    for path, data in files.items():
+        same = old.get(path)
+        if same is not None and path.is_file() and path.read_bytes() == data:
+            out.append(same)
+            continue
+        try:
+            out.append(parse_patch_text(data.decode("utf-8"), path))
+        except UnicodeDecodeError as err:
+            raise WorktreeError(f"{describe(tree, commits[path])}: its patch is not UTF-8 text (byte {err.start}); "
+                                "kpatch reads UTF-8 patches only: nothing was written") from None
+        except SeriesError as err:
+            reason = str(err).removeprefix(f"{path}")
+            line, _, rest = reason.removeprefix(":").partition(": ")
+            why = f"line {line} of its patch: {rest}" if line.isdigit() else reason.removeprefix(": ")
+            raise WorktreeError(f"{describe(tree, commits[path])}: kpatch would not read its patch back ({why}); "
+                                "fix the commit: nothing was written") from None
+    return tuple(out)
+
+
+def describe(tree: Repository, commit: str) -> str:
+    """`commit <sha> "<subject>"`, as the writer's refusals name a commit."""
+    return f"commit {commit[:12]} \"{tree.commit_info(commit).subject}\""
 
 
 def _same_mail(old: bytes, new: bytes) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kpatch.config import Stack, TestSuite
 from kpatch.errors import BuildError, ConfigError
+from kpatch.files import NotAFile, open_regular
 from kpatch.lock import read as read_lock
 from kpatch.wheels.backend import Toolchain
 from kpatch.wheels.container import BUILD_UID, Engine, host_ca_bundle
@@ -83,20 +84,31 @@ def read_pair(path: Path) -> LockedPair:
     wheels = []
     for wheel in lock.wheels:
         file = path.parent / wheel.filename
-        try:
-            data = file.read_bytes()
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: wheel {file.name} is missing from {file.parent}") from None
+        data = _locked_bytes(file, wheel.size, path)
         actual = hashlib.sha256(data).hexdigest()
         if actual != wheel.sha256:
             raise ConfigError(f"{file}: sha256 {actual} differs from {wheel.sha256} in {path}")
-        if len(data) != wheel.size:
-            raise ConfigError(f"{file}: {len(data)} bytes, the lock says {wheel.size} ({path})")
         requires = tuple(str(r) for r in read_wheel(file).requires)
         wheels.append(PairWheel(upstream=wheel.upstream, package=wheel.package, version=wheel.version,
                                 filename=file.name, sha256=actual, requires=requires, data=data))
     return LockedPair(path=path, image=lock.image, image_digest=lock.image_digest, wheels=tuple(wheels),
                       commits=tuple(commits.items()))
+
+
+def _locked_bytes(file: Path, size: int, lock: Path) -> bytes:
+    """A locked wheel's bytes: only a regular file, and only read when its size is the locked one."""
+    try:
+        with open_regular(file) as handle:
+            actual = os.fstat(handle.fileno()).st_size
+            if actual != size:
+                raise ConfigError(f"{file}: {actual} bytes, the lock says {size} ({lock})")
+            return handle.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{lock}: wheel {file.name} is missing from {file.parent}") from None
+    except NotAFile as err:
+        raise ConfigError(f"{lock}: wheel {err}") from None
+    except OSError as err:
+        raise ConfigError(f"{lock}: cannot read wheel {file}: {err.strerror}") from None
 
 
 def closure(stack: Stack, pair: LockedPair, upstream: str) -> tuple[PairWheel, ...]:

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
 from kpatch.config import Stack, TestSuite, Upstream
 from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
-from kpatch.files import write_atomic
+from kpatch.files import new_file_mode, temp_beside, write_atomic
 from kpatch.testing import env as testenv
 from kpatch.testing import junit
 from kpatch.ui import UI, activity
@@ -159,11 +160,10 @@ def find_devices(requested: tuple[str, ...], dri: Path) -> Devices:
             host, _, inside = value.partition(":")
             if not host.startswith("/") or (inside and not inside.startswith("/")):
                 raise UsageError(f"--device takes an absolute PATH or HOST:CONTAINER, got {value!r}")
-            if not os.environ.get("DOCKER_HOST", "unix://").startswith("unix://") or Path(host).exists():
-                specs.append(f"{host}:{inside or host}:rwm")
-                paths.append(inside or host)
-            else:
-                raise UsageError(f"--device {host}: no such device on this host")
+            if os.environ.get("DOCKER_HOST", "unix://").startswith("unix://"):
+                _check_device(host)
+            specs.append(f"{host}:{inside or host}:rwm")
+            paths.append(inside or host)
         return Devices(specs=tuple(specs), paths=tuple(paths), groups=_groups([Path(v.split(":")[0])
                                                                                  for v in requested]),
                        none_because="")
@@ -175,6 +175,20 @@ def find_devices(requested: tuple[str, ...], dri: Path) -> Devices:
         return Devices(specs=(), paths=(), groups=(), none_because=f"no Intel GPU (vendor {INTEL_VENDOR}) in {dri}")
     return Devices(specs=(f"{dri}:/dev/dri:rwm",), paths=("/dev/dri",),
                    groups=_groups([p for p in dri.iterdir()]), none_because="")
+
+
+def _check_device(host: str) -> None:
+    """A local engine is given only a device file (or a folder of them, like /dev/dri): anything else is refused
+    here in one line, not by the engine as an API error."""
+    try:
+        mode = os.stat(host).st_mode
+    except FileNotFoundError:
+        raise UsageError(f"--device {host}: no such device on this host") from None
+    except OSError as err:
+        raise UsageError(f"--device {host}: {err.strerror}") from None
+    if not (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISDIR(mode)):
+        raise UsageError(f"--device {host}: not a device file (give a GPU node such as /dev/dri/renderD128, or "
+                         "/dev/dri)")
 
 
 def _vendor(node: Path) -> str | None:
@@ -214,6 +228,22 @@ def _not_run(name: str, commit: str, message: str) -> SuiteResult:
                        log=None)
 
 
+def open_fresh(path: Path) -> TextIO:
+    """A new file put at `path` at once: a symlink or hard link planted there is replaced, never written through."""
+    try:
+        fd, tmp = temp_beside(path)
+    except OSError as err:
+        raise BuildError(f"cannot write {path}: {err.strerror}") from None
+    try:
+        os.fchmod(fd, new_file_mode())
+        os.replace(tmp, path)
+    except OSError as err:
+        os.close(fd)
+        Path(tmp).unlink(missing_ok=True)
+        raise BuildError(f"cannot write {path}: {err.strerror}") from None
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
 class LiveLog:
     """The suite's output as it comes: into its log file and the run's log, the latest line to the spinner,
     and the pytest -v test id last started (a hung test prints its id, then nothing, with no newline)."""
@@ -225,10 +255,7 @@ class LiveLog:
         self.running: str | None = None
         self.lines: list[str] = []
         self.partial = ""
-        try:
-            self.file = path.open("w", encoding="utf-8")
-        except OSError as err:
-            raise BuildError(f"cannot write {path}: {err.strerror}") from None
+        self.file = open_fresh(path)
 
     def __call__(self, text: str) -> None:
         self.file.write(text)

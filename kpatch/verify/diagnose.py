@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from kpatch.config import CudaOnly
 from kpatch.contract import Side, pycalls, schema
 from kpatch.contract.pycalls import CallSite
+from kpatch.verify import probe
 from kpatch.verify.installed import packages_of
 from kpatch.verify.model import Check, failed, passed
 
@@ -60,13 +62,18 @@ def extension_modules(dist: metadata.Distribution) -> list[str]:
 
 def run_probe(modules: list[str], ops: list[str], python: str = sys.executable) -> Answer:
     """Run the probe in a child with this process's import path; a crash (say, an ABI-mismatched extension
-    that segfaults on import) becomes a KpatchError-free Answer with the error as the import result."""
+    that segfaults on import) becomes a KpatchError-free Answer with the error as the import result.
+
+    Nothing of the working folder is importable there (a `torch.py` in the project or a worktree must not run):
+    the probe is started as a file with -P, in an empty folder of its own, without the working folder on its path.
+    """
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the same environment as this process
+    env["PYTHONPATH"] = os.pathsep.join(import_path(sys.path, os.getcwd()))
     request = json.dumps({"modules": modules, "ops": ops, "key": "XPU"})
     try:
-        done = subprocess.run([python, "-m", "kpatch.verify.probe"], input=request, capture_output=True, text=True,
-                              env=env, timeout=TIMEOUT, check=False)
+        with tempfile.TemporaryDirectory(prefix="kpatch-probe-") as empty:
+            done = subprocess.run([python, "-P", str(Path(probe.__file__).resolve())], input=request,
+                                  capture_output=True, text=True, cwd=empty, env=env, timeout=TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
         return Answer("?", {m: f"the probe did not finish in {TIMEOUT} s" for m in modules}, {}, ())
     if done.returncode != 0:
@@ -77,6 +84,12 @@ def run_probe(modules: list[str], ops: list[str], python: str = sys.executable) 
     states = {name: OpState(defined=v["defined"], keys=tuple(v["keys"]), xpu=v["xpu"], computed=v["computed"],
                             schema=v["schema"]) for name, v in data["ops"].items()}
     return Answer(data["torch"], data["imports"], states, tuple(data["namespaces"]))
+
+
+def import_path(path: list[str], cwd: str) -> list[str]:
+    """This process's import path for the child, less the working folder and anything relative to it."""
+    here = os.path.realpath(cwd)
+    return [p for p in path if os.path.isabs(p) and os.path.realpath(p) != here]
 
 
 def installed_calls(app: metadata.Distribution) -> list[CallSite]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -12,6 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from kpatch.config import Stack
 from kpatch.errors import BuildError
+from kpatch.files import NotAFile, open_regular
 from kpatch.lock import Lock, LockedWheel
 from kpatch.verify.model import Check, Status, failed, passed
 from kpatch.wheels.metadata import Wheel, read_wheel
@@ -21,33 +23,43 @@ REBUILD = "run 'kpatch build-wheels' to rebuild the set and its lock"
 
 def check_files(lock: Lock, folder: Path) -> list[Check]:
     """Every locked wheel is beside the lock with its locked size and sha256."""
-    out = []
+    return [_check_file(wheel, folder) for wheel in lock.wheels]
+
+
+def _check_file(wheel: LockedWheel, folder: Path) -> Check:
+    """One wheel: only a regular file is opened, and only read (hashed) when its size is the locked one."""
+    path = folder / wheel.filename
+    try:
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size != wheel.size:
+                return failed("wheel", wheel.filename, f"size {size} differs from the lock's {wheel.size}", REBUILD)
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    except FileNotFoundError:
+        return failed("wheel", wheel.filename, f"missing from {folder}", REBUILD)
+    except NotAFile as err:
+        return failed("wheel", wheel.filename, str(err), REBUILD)
+    except OSError as err:
+        return failed("wheel", wheel.filename, f"cannot read {path}: {err.strerror}", REBUILD)
+    if digest != wheel.sha256:
+        return failed("wheel", wheel.filename, f"sha256 {digest} differs from the lock's {wheel.sha256} "
+                      f"(size {size}, locked {wheel.size})", REBUILD)
+    return passed("wheel", wheel.filename, f"{size} bytes, sha256 {digest[:16]}… as locked")
+
+
+def read_locked(lock: Lock, folder: Path) -> tuple[dict[str, Wheel], list[Check]]:
+    """METADATA of each locked wheel that is on disk, by upstream; a wheel that is there but unreadable (not a
+    zip, no or a bad METADATA) is a failed check. A missing one is left to check_files."""
+    out, problems = {}, []
     for wheel in lock.wheels:
         path = folder / wheel.filename
-        if not path.is_file():
-            out.append(failed("wheel", wheel.filename, f"missing from {folder}", REBUILD))
+        if not os.path.lexists(path):
             continue
-        size = path.stat().st_size
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        if digest != wheel.sha256:
-            out.append(failed("wheel", wheel.filename, f"sha256 {digest} differs from the lock's {wheel.sha256}"
-                              f" (size {size}, locked {wheel.size})", REBUILD))
-        elif size != wheel.size:
-            out.append(failed("wheel", wheel.filename, f"size {size} differs from the lock's {wheel.size}", REBUILD))
-        else:
-            out.append(passed("wheel", wheel.filename, f"{size} bytes, sha256 {digest[:16]}… as locked"))
-    return out
-
-
-def read_locked(lock: Lock, folder: Path) -> dict[str, Wheel]:
-    """METADATA of each locked wheel that is on disk, by upstream (unreadable ones are left out)."""
-    out = {}
-    for wheel in lock.wheels:
         try:
-            out[wheel.upstream] = read_wheel(folder / wheel.filename)
-        except BuildError:
-            continue
-    return out
+            out[wheel.upstream] = read_wheel(path)
+        except BuildError as err:
+            problems.append(failed("wheel", wheel.filename, f"unreadable: {err}", REBUILD))
+    return out, problems
 
 
 def check_pins(lock: Lock, stack: Stack, wheels: dict[str, Wheel]) -> list[Check]:

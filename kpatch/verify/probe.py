@@ -1,5 +1,5 @@
-"""Runs in a child Python (`python -m kpatch.verify.probe`): import torch and the kernels' extensions, then ask
-the dispatcher about each op. Reads a JSON request on stdin, writes a JSON answer on stdout.
+"""Runs in a child Python (`python -P <this file>`, in an empty folder): import torch and the kernels'
+extensions, then ask the dispatcher about each op. Reads a JSON request on stdin, writes a JSON answer on stdout.
 
 kpatch's own process never imports torch: this module is the only place that does, and only in the child.
 """

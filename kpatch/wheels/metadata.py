@@ -8,6 +8,7 @@ import io
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from packaging.metadata import InvalidMetadata, Metadata
 from packaging.requirements import InvalidRequirement, Requirement
@@ -16,6 +17,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from kpatch.errors import BuildError
+from kpatch.files import NotAFile, open_regular
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,20 @@ class Wheel:
         return next((r for r in self.requires if canonicalize_name(r.name) == key), None)
 
 
+METADATA_LIMIT = 8 << 20  # bytes of METADATA kpatch reads; a larger one is refused before it is read
+
+
 def read_wheel(path: Path) -> Wheel:
-    """Name, version, Requires-Dist and purity of a wheel; a broken wheel is one BuildError line."""
-    data = _read(path)
-    name, text = _metadata_member(path.name, data)
+    """Name, version, Requires-Dist and purity of a wheel; a broken wheel is one BuildError line.
+
+    Only a regular file is opened, and only its METADATA member is read (after its size is checked)."""
+    try:
+        with open_regular(path) as handle:
+            name, text = _metadata_member(path.name, handle)
+    except NotAFile as err:
+        raise BuildError(f"cannot read wheel {err}") from None
+    except OSError as err:
+        raise BuildError(f"cannot read wheel {path}: {err.strerror}") from None
     meta = _parse(path.name, name, text)
     return Wheel(path=path, package=meta.name, version=meta.version, requires=tuple(meta.requires_dist or ()),
                  pure=is_pure(path.name))
@@ -97,13 +109,6 @@ def _record(content: bytes, member: str, new_meta: bytes) -> bytes:
     return ("\n".join(out) + "\n").encode("utf-8")
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise BuildError(f"cannot read wheel {path}: {err.strerror}") from None
-
-
 def _tags(filename: str) -> frozenset[Tag]:
     try:
         return parse_wheel_filename(filename)[3]
@@ -111,16 +116,23 @@ def _tags(filename: str) -> frozenset[Tag]:
         raise BuildError(f"{filename}: not a wheel file name ({err})") from None
 
 
-def _metadata_member(filename: str, data: bytes) -> tuple[str, str]:
-    """The one top-level `*.dist-info/METADATA` of a wheel, as text."""
+def _metadata_member(filename: str, source: bytes | BinaryIO) -> tuple[str, str]:
+    """The one top-level `*.dist-info/METADATA` of a wheel (its bytes or an open file), as text."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        with zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source) as archive:
             names = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
             if len(names) != 1:
                 found = "no" if not names else f"{len(names)}"
                 raise BuildError(f"{filename}: {found} .dist-info/METADATA in the wheel (expected one)")
-            raw = archive.read(names[0])
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as err:
+            size = archive.getinfo(names[0]).file_size
+            if size > METADATA_LIMIT:
+                raise BuildError(f"{filename}: {names[0]} is {size} bytes (kpatch reads at most {METADATA_LIMIT})")
+            with archive.open(names[0]) as member:
+                raw = member.read(METADATA_LIMIT + 1)
+            if len(raw) > METADATA_LIMIT:
+                raise BuildError(f"{filename}: {names[0]} is over {METADATA_LIMIT} bytes")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, NotImplementedError,
+            RuntimeError) as err:  # NotImplementedError: a compression method zipfile lacks; RuntimeError: encrypted
         raise BuildError(f"{filename}: not a readable wheel ({err})") from None
     try:
         return names[0], raw.decode("utf-8")

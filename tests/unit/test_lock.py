@@ -91,3 +91,19 @@ def test_check_finds_a_missing_or_changed_wheel(tmp_path: Path) -> None:
     assert check(path) == [f"{wheel.name}: sha256 differs"]
     wheel.unlink()
     assert check(path) == [f"{wheel.name}: missing"]
+
+
+def test_a_new_lock_gets_the_umask_mode_and_a_rewritten_one_keeps_its_own(tmp_path: Path) -> None:
+    """mkstemp stages the lock 0600: the lock itself is made like any file (dist/pylock.toml was 0600)."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = write(tmp_path, _lock(tmp_path))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        path.chmod(0o640)
+        write(tmp_path, _lock(tmp_path))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)

@@ -59,10 +59,11 @@ def test_markdown_and_json_carry_the_same_facts(tmp_path: Path) -> None:
              "2.14.0+xpu", "/p/dist/pylock.toml", "every op served", "look at reports/", "E   assert 1 == 2",
              "opened issue #4", "7.8 s", "d" * 40]
     text = json.dumps(data)
-    assert [f for f in facts if f not in md] == []
+    in_markdown = {CULPRIT.author: "Up Stream &lt;up@example.invalid&gt;"}  # HTML escaped there, not in JSON
+    assert [f for f in facts if in_markdown.get(f, f) not in md] == []
     assert [f for f in facts if f.replace("7.8 s", "7.75") not in text] == []
     assert md.startswith("# kpatch nightly: FAILED at test\n")
-    assert '"Rework the silu | registration" by Up Stream' in md  # a list item: the text as it is
+    assert '"Rework the silu \\| registration" by Up Stream' in md  # a list item: the text, its pipe escaped
 
 
 def test_a_table_cell_keeps_its_row(tmp_path: Path) -> None:
@@ -96,3 +97,50 @@ def test_a_file_with_a_credential_is_never_pushed(tmp_path: Path) -> None:
     lock.write_text('url = "https://x-access-token:ghs_secret@github.com/vllm-project/vllm.git"\n')
     assert carries_credential([clean, tmp_path / "patches"]) is None
     assert carries_credential([clean, lock]) == lock
+
+
+HOSTILE = {  # upstream text -> what must not reach GitHub's prose as it is (GitHub would act on it)
+    "Ping @octocat and @acme/team": ("@octocat", "@acme"),
+    "Fixes #12, see GH-7": ("#12", "GH-7"),
+    '<img src="https://evil.example/x.png">': ("<img",),
+    "<!-- everything after this is hidden": ("<!--",),
+    "[click](https://evil.example)": ("[click](",),
+    "**loud** _emphasis_ `code` ~~gone~~": ("**loud**", "_emphasis_", "`code`", "~~gone~~"),
+}
+
+
+def _hostile_night(text: str) -> Report:
+    """Upstream text in every place the report shows it: a culprit's subject and author, a test id, messages."""
+    culprit = replace(CULPRIT, subject=text, author=f"{text} <x@example.invalid>")
+    night = _failed_night()
+    return replace(night, summary=text,
+                   patches=(PatchLine("app", "0001-use.patch", "conflict", False, text, None, culprit, (text,)),
+                            PatchLine("kernels", "0002-gone.patch", "upstream", True, text, "d" * 40, None)),
+                   suites=(replace(night.suites[0], message=text, failing=(f"t.py::test[{text}]",),
+                                   newly_failing=(text,), running=text),),
+                   checks=(Check("contract", text, Status.FAIL, text, text),), contract=(text,),
+                   failure=Failure(Stage.TEST, 1, text, (text,), (text, "```", text)),
+                   notes=(text,), github=())
+
+
+@pytest.mark.parametrize("text", sorted(HOSTILE))
+def test_upstream_text_reaches_github_as_text(text: str) -> None:
+    """Subjects and author names land in the issue and pull request bodies: no pings, HTML, links or markup
+    outside code spans and the log's fenced block (which nothing in the text can end)."""
+    import re
+
+    body = render.for_github(_hostile_night(text))
+    fence = re.search(r"^(`{3,})text\n.*?^\1$", body, re.MULTILINE | re.DOTALL)
+    assert fence is not None and fence.group(1) == "````", body  # longer than the log's ``` line
+    code = re.compile(r"(?<![`\\])(`+)(?!`).*?(?<!`)\1(?!`)", re.DOTALL)
+    prose = code.sub("", body[:fence.start()] + body[fence.end():])
+    assert text.splitlines()[0][:12] in body or "&lt;" in prose  # the text is there, as text
+    assert [raw for raw in HOSTILE[text] if raw in prose] == [], prose
+
+
+def test_a_report_reads_back_from_its_json_as_it_was() -> None:
+    """The publishing job reads the night's report.json (nightly --publish-saved): every fact comes back."""
+    from kpatch.nightly.model import report_from_json
+
+    report = replace(_failed_night(), dry_run="no GITHUB_TOKEN")
+    assert report_from_json(json.loads(render.to_json(report))) == report
