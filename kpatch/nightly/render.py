@@ -9,7 +9,7 @@ from pathlib import Path
 from kpatch.files import write_atomic
 from kpatch.nightly.model import Outcome, PatchLine, Report, StageStatus
 from kpatch.redact import redact_text
-from kpatch.ui import to_jsonable
+from kpatch.ui import count, to_jsonable
 
 MARKDOWN, JSON = "report.md", "report.json"
 GITHUB_LIMIT = 60_000  # GitHub refuses bodies and comments over 65,536 characters
@@ -72,7 +72,8 @@ def _patches(report: Report) -> list[str]:
         for p in conflicts:
             c = p.culprit
             what = (f"broken by upstream commit `{c.sha}` \"{c.subject}\" by {c.author} ({c.date}); found in "
-                    f"{c.trials} trial applies over {c.commits} commits" if c else "culprit not found")
+                    f"{count(c.trials, 'trial apply', 'trial applies')} over {count(c.commits, 'commit')}"
+                    if c else "culprit not found")
             where = f"; hunks: {', '.join(p.hunks)}" if p.hunks else ""
             lines.append(f"- `{p.upstream}/{p.patch}`{' (trial apply)' if p.why.startswith('trial') else ''}: "
                          f"{_cell(what + where, table=False)}")
