@@ -154,3 +154,13 @@ def test_version_names_the_commit_of_the_checkout_it_runs_from(tmp_path: Path) -
                           check=True).stdout.strip()
     result = kpatch(tmp_path, "--version")
     assert result.exit_code == 0 and result.stdout == f"kpatch {__version__} (commit {head[:12]})\n"
+
+
+def test_an_engine_that_refuses_the_connection_is_one_line_naming_it(project: Project,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    assert project.run("apply").exit_code == 0
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    result = kpatch(project.root, "build-wheels")
+    assert result.exit_code == ExitCode.BUILD
+    assert result.errors() == ["error: no Docker engine at tcp://127.0.0.1:1 (Connection refused): start one (as "
+                               "root: 'dockerd &'), or point DOCKER_HOST at one (e.g. ssh://xpu-build-host)"]
