@@ -40,7 +40,7 @@ def print_status(ui: UI, result: StatusResult) -> None:
         for line in columns(rows, indent="  "):
             ui.plain(line)
         if report.unexported:
-            ui.plain(f"  {report.unexported} worktree commit(s) not in the patch files: run 'kpatch export'")
+            ui.plain(f"  {count(report.unexported, 'worktree commit')} not in the patch files: run 'kpatch export'")
     if result.journal:
         ui.plain(f"an interrupted 'kpatch {result.journal}' is pending: run 'kpatch {result.journal} --continue' "
                  "or '--abort'")
@@ -181,7 +181,7 @@ def print_build(ui: UI, result: BuildResult) -> None:
         ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
                 f"  (torch {wheel.torch or 'none'}{cache})")
     ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
-            f"{result.containers} build container(s) started)")
+            f"{count(result.containers, 'build container')} started)")
 
 
 def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:

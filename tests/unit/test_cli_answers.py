@@ -44,7 +44,7 @@ def test_counts_and_articles_read_as_english() -> None:
 
 def _status(behind: int, operation: str | None) -> StatusResult:
     report = UpstreamReport(name="k", url="/u", branch="main", base=SHA, base_commit=SHA, mirror_head=SHA,
-                            behind=behind, worktree=Path("/w"), head=SHA, unexported=0, patches=())
+                            behind=behind, worktree=Path("/w"), head=SHA, unexported=1, patches=())
     return StatusResult(upstreams=(report,), operation=operation, journal=None)
 
 
@@ -52,7 +52,8 @@ def test_status_says_one_commit_behind_and_an_apply_in_progress(capsys: pytest.C
     print_status(UI(), _status(1, "apply"))
     out = capsys.readouterr().out
     assert "; 1 commit behind" in out and "an apply is in progress" in out
-    assert "commits behind" not in out and "a apply" not in out
+    assert "1 worktree commit not in the patch files" in out
+    assert "commits behind" not in out and "a apply" not in out and "(s)" not in out
 
 
 def test_a_culprit_found_in_one_trial_over_one_commit_is_said_in_the_singular(
