@@ -16,7 +16,7 @@ import click
 
 from kpatch import __version__
 from kpatch.errors import STORAGE_ERRNOS, ExitCode, KpatchError, StorageError, UsageError
-from kpatch.ui import UI, columns, setup_logging
+from kpatch.ui import UI, columns, count, keep_log, setup_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,6 +30,7 @@ class CommonOptions:
     workdir: Path | None
     urls: tuple[str, ...]
     command: str
+    reads_only: bool = False  # its log file is written only if it fails
 
 
 class Context:
@@ -48,9 +49,12 @@ class Context:
         overrides = config.parse_assignments(self.options.urls, "--url")
         stack = config.with_url_overrides(stack, overrides, os.environ)
         ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir)
-        self.ui.log_file = setup_logging(ws.log_dir, self.options.command)
+        self.ui.log_file = setup_logging(ws.log_dir, self.options.command, deferred=self.options.reads_only)
         return ws
 
+
+# Commands that only read: a run that succeeds leaves no log file (export --check is one too).
+READERS = frozenset({"status", "verify", "doctor"})
 
 # Commands registered by other modules, imported only when one of them runs or all are listed (`--help`).
 _ELSEWHERE = {"build-wheels": "kpatch.cli_pair", "verify": "kpatch.cli_pair", "test": "kpatch.cli_pair",
@@ -87,7 +91,7 @@ class KpatchGroup(click.Group):
         try:
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.UsageError as err:
-            hint = f" (see 'kpatch {err.ctx.command.name} --help')" if err.ctx and err.ctx.command.name else ""
+            hint = f" (see '{_help_command(err.ctx)}')"
             UI(json_mode="--json" in argv).error(err.format_message() + hint, ExitCode.BAD_INPUT)
             sys.exit(int(ExitCode.BAD_INPUT))
         except click.exceptions.ClickException as err:
@@ -97,6 +101,13 @@ class KpatchGroup(click.Group):
             UI().error("interrupted", ExitCode.INTERRUPTED)
             sys.exit(int(ExitCode.INTERRUPTED))
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _help_command(ctx: click.Context | None) -> str:
+    """The --help that explains a usage error: the command's own, or kpatch's when no command was recognised."""
+    if ctx is None or ctx.parent is None or not ctx.command.name:
+        return "kpatch --help"
+    return f"kpatch {ctx.command.name} --help"
 
 
 def output_options(func: F) -> F:
@@ -122,8 +133,9 @@ def kpatch_command(func: F) -> F:
     def wrapper(config_path: Path | None, cache_dir: Path | None, workdir: Path | None, urls: tuple[str, ...],
                 json_mode: bool, quiet: bool, verbose: bool, **kwargs: Any) -> None:
         ui = UI(json_mode=json_mode, quiet=quiet, verbose=verbose)
+        command = func.__name__.rstrip("_").replace("_", "-")
         options = CommonOptions(config_path=config_path, cache_dir=cache_dir, workdir=workdir, urls=urls,
-                                command=func.__name__.rstrip("_").replace("_", "-"))
+                                command=command, reads_only=command in READERS or bool(kwargs.get("check")))
         sys.exit(guarded(ui, lambda: func(Context(ui, options), **kwargs)))
 
     return wrapper  # type: ignore[return-value]
@@ -136,8 +148,12 @@ def guarded(ui: UI, body: Callable[[], int | None]) -> int:
     register_secrets(os.environ)  # a secret-named variable's value never shows in output, logs or reports
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return int(body() or ExitCode.OK)
+        code = int(body() or ExitCode.OK)
+        if code:
+            _keep_log(ui)
+        return code
     except KpatchError as err:
+        _keep_log(ui)
         ui.error(str(err), err.exit_code)
         tail = str(err).split("\n", 1)[1:] if "\n" in str(err) else []
         if tail:
@@ -146,9 +162,11 @@ def guarded(ui: UI, body: Callable[[], int | None]) -> int:
             ui.detail(f"log: {ui.log_file}")
         return int(err.exit_code)
     except KeyboardInterrupt:
+        _keep_log(ui)
         ui.error("interrupted", ExitCode.INTERRUPTED)
         return int(ExitCode.INTERRUPTED)
     except OSError as err:
+        _keep_log(ui)
         if err.errno not in STORAGE_ERRNOS:
             return _crash(ui)
         where = err.filename or "a file"
@@ -161,6 +179,12 @@ def guarded(ui: UI, body: Callable[[], int | None]) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _keep_log(ui: UI) -> None:
+    """A command that failed keeps its log, a reader's too (written now from memory)."""
+    if ui.log_file:
+        ui.log_file = keep_log()
+
+
 def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -171,7 +195,8 @@ def _crash(ui: UI) -> int:
     import tempfile
     import traceback
 
-    text = (f"kpatch {__version__}, Python {platform.python_version()}, {platform.platform()}\n"
+    _keep_log(ui)
+    text = (f"{version_line()}, Python {platform.python_version()}, {platform.platform()}\n"
             f"argv: {sys.argv}\n\n{traceback.format_exc()}")
     folder = ui.log_file.parent if ui.log_file else Path(tempfile.gettempdir())
     try:
@@ -190,9 +215,24 @@ def _crash(ui: UI) -> int:
                     "  $ kpatch demo\n  $ kpatch doctor\n"
                     "Shell completion (bash; zsh_source and fish_source too):\n"
                     "  $ eval \"$(_KPATCH_COMPLETE=bash_source kpatch)\"")
-@click.version_option(__version__, prog_name="kpatch")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda ctx, _, value:
+              _print_version(ctx, value), help="Show the version (and the commit, in a git checkout) and exit.")
 def main() -> None:
     """Keep fixes as ordered patch stacks on their upstreams, kernels first."""
+
+
+def version_line() -> str:
+    """`kpatch 0.1.0`, and the commit when kpatch runs from a git checkout (read from .git, no git process)."""
+    from kpatch.checkout import source_commit
+
+    commit = source_commit()
+    return f"kpatch {__version__}" + (f" (commit {commit[:12]})" if commit else "")
+
+
+def _print_version(ctx: click.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_line())
+        ctx.exit()
 
 
 def _assignments(values: tuple[str, ...], option: str) -> dict[str, str]:
@@ -257,7 +297,7 @@ def rebase_(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
     if ctx.ui.json_mode:
         ctx.ui.json(result)
     else:
-        print_rebase(ctx.ui, result, ws.scratch_dir)
+        print_rebase(ctx.ui, result, ws.scratch_dir, ws.stack.root)
     return int(ExitCode.CONFLICT) if result.conflict else 0
 
 
@@ -280,11 +320,11 @@ def export_(ctx: Context, names: tuple[str, ...], check: bool, continue_: bool, 
         return 0
     result = cmd.continue_export(ws, ctx.ui) if continue_ else cmd.export(ws, ctx.ui, names, check=check)
     if ctx.ui.json_mode:
-        ctx.ui.json({"written": result.written, "files": result.files})
+        ctx.ui.json({"written": result.written and bool(result.stale), "files": result.files})  # a file changed
     else:
         for line in columns([[change.change.value, str(change.path)] for change in result.stale]):
             ctx.ui.plain(line)
-        ctx.ui.note(f"{len(result.stale)} file(s) {'stale' if check else 'written'}")
+        ctx.ui.note(f"{count(len(result.stale), 'file')} {'stale' if check else 'written'}")
     return int(ExitCode.CONFLICT) if check and result.stale else 0
 
 

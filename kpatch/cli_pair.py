@@ -10,6 +10,16 @@ from kpatch.cli import Context, kpatch_command, main
 from kpatch.errors import ExitCode, UsageError
 
 
+def _base_image(backend: str, image: str | None, base_image: str | None) -> str | None:
+    """--base-image, checked against --image and --backend; $KPATCH_BASE_IMAGE gives way to either of them."""
+    source = click.get_current_context().get_parameter_source("base_image")
+    if source is click.core.ParameterSource.ENVIRONMENT and (image or backend == "local"):
+        return None
+    if image and base_image or backend == "local" and (image or base_image):
+        raise UsageError("--image and --base-image go alone, and only with --backend docker")
+    return base_image
+
+
 @main.command("build-wheels")
 @click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
               help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
@@ -26,8 +36,7 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
     """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
     from kpatch.commands import build_wheels as cmd
 
-    if image and base_image or backend == "local" and (image or base_image):
-        raise UsageError("--image and --base-image go alone, and only with --backend docker")
+    base_image = _base_image(backend, image, base_image)
     ws = ctx.workspace()
     with ws.writer("build-wheels", ctx.ui):
         result = cmd.build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base_image,
@@ -102,7 +111,8 @@ def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeou
 @click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
               help="Where the pair is built (as build-wheels).")
 @click.option("--image", metavar="REF", help="Build in this existing image (as build-wheels).")
-@click.option("--base-image", metavar="REF", help="BASE_IMAGE for the Dockerfile (as build-wheels).")
+@click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
+              help="BASE_IMAGE for the Dockerfile (as build-wheels; default: $KPATCH_BASE_IMAGE).")
 @click.option("--device", "devices", multiple=True, metavar="PATH", help="Pass this device to the tests (as test).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Stop a test suite after S seconds (as test).")
@@ -121,8 +131,7 @@ def nightly_(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str,
     from kpatch.printers import print_nightly, print_nightly_stage
     from kpatch.ui import to_jsonable
 
-    if image and base_image or backend == "local" and (image or base_image):
-        raise UsageError("--image and --base-image go alone, and only with --backend docker")
+    base_image = _base_image(backend, image, base_image)
     if no_publish and publish_saved:
         raise UsageError("--no-publish and --publish-saved are the two halves of a night: give one")
     ws = ctx.workspace()

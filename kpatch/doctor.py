@@ -1,10 +1,11 @@
 """`kpatch doctor`: is this machine ready for the configured stacks? Each line OK, or what to do about it.
 
-A check FAILs only when something the configured stacks need is missing (git and its features always; the Docker
-engine when a stack builds or tests and the backend is docker; kpatch's build environment with --backend local; a
-mirror `git fsck` finds broken; too little disk for the wheels). Everything else that could bite later (no GPU, no
-token, a base image not pulled yet) is a WARN with the next step. Nothing is changed, pulled or built, except
-that with --backend local the build environment is made as the first build would make it (so "ok" means a build starts).
+A check FAILs only when something the configured stacks need is missing (a readable kpatch.toml and git with its
+features always; the Docker engine when a stack builds or tests and the backend is docker; kpatch's build
+environment with --backend local; a mirror `git fsck` finds broken; too little disk for the wheels). Everything else
+that could bite later (no GPU, no token, a base image not pulled yet) is a WARN with the next step. Nothing is
+changed, pulled or built, except that with --backend local the build environment is made as the first build would
+make it (so "ok" means a build starts).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _config(stack: Stack | None, error: ConfigError | None) -> Finding:
         names = ", ".join(u.name for u in stack.upstreams)
         return Finding("config", Level.OK, f"{stack.path}: {len(stack.upstreams)} upstreams ({names})")
     if error is not None and str(error).startswith(f"no {CONFIG_NAME} in"):
-        return Finding("config", Level.WARN, f"{error}: the project's needs were not checked",
+        return Finding("config", Level.FAIL, f"{error}: every command needs one; the project's needs were not checked",
                        "run kpatch doctor in a project, or give --config FILE (try 'kpatch demo --keep')")
     return Finding("config", Level.FAIL, str(error or "no stack"), "fix kpatch.toml at the line named")
 

@@ -64,5 +64,6 @@ class PlainConsole:
 
     def print(self, text: str, *, markup: bool = True) -> None:
         stream = sys.stderr if self.stderr else sys.stdout  # looked up per line: test runners swap them
-        stream.write((strip_markup(text) if markup else text) + "\n")
+        text = strip_markup(text) if markup else text
+        stream.write("\n".join(line.rstrip() for line in text.split("\n")) + "\n")  # no trailing spaces
         stream.flush()

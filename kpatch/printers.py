@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpatch.ui import UI, columns, escape
+from kpatch.checkout import in_git_checkout
+from kpatch.ui import UI, article, columns, count, escape, styled_columns
 
 if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test, rebase or the nightly
     from kpatch.commands.build_wheels import BuildResult
@@ -24,11 +25,11 @@ if TYPE_CHECKING:  # the result types only: printing a status must not import ve
 
 def print_status(ui: UI, result: StatusResult) -> None:
     for report in result.upstreams:
-        behind = "?" if report.behind is None else str(report.behind)
+        behind = "? commits" if report.behind is None else count(report.behind, "commit")
         ui.line(f"[bold]{escape(report.name)}[/]  {escape(report.url)} ({escape(report.branch)})")
         resolved = report.base_commit or "unresolved (no mirror yet)"
         pin = report.base if report.base == report.base_commit else f"{report.base} = {resolved}"
-        ui.plain(f"  base {pin}; mirror head {report.mirror_head or '-'}; {behind} commits behind")
+        ui.plain(f"  base {pin}; mirror head {report.mirror_head or '-'}; {behind} behind")
         if result.journal:  # patches/ is half-written until the interrupted write is resumed or undone
             ui.plain(f"  worktree head {report.head or '-'}; patches not read")
             continue
@@ -39,12 +40,12 @@ def print_status(ui: UI, result: StatusResult) -> None:
         for line in columns(rows, indent="  "):
             ui.plain(line)
         if report.unexported:
-            ui.plain(f"  {report.unexported} worktree commit(s) not in the patch files: run 'kpatch export'")
+            ui.plain(f"  {count(report.unexported, 'worktree commit')} not in the patch files: run 'kpatch export'")
     if result.journal:
         ui.plain(f"an interrupted 'kpatch {result.journal}' is pending: run 'kpatch {result.journal} --continue' "
                  "or '--abort'")
     elif result.operation:
-        ui.plain(f"a {result.operation} is in progress: 'kpatch {result.operation} --continue' or '--abort'")
+        ui.plain(f"{article(result.operation)} is in progress: 'kpatch {result.operation} --continue' or '--abort'")
 
 
 def print_apply(ui: UI, result: ApplyResult) -> None:
@@ -63,7 +64,7 @@ def print_apply(ui: UI, result: ApplyResult) -> None:
         ui.detail("  fix the files, 'git add' them, then 'kpatch apply --continue' (or 'kpatch apply --abort')")
 
 
-def print_rebase(ui: UI, result: RebaseResult, scratch: Path) -> None:
+def print_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | None = None) -> None:
     for stack in result.stacks:
         ui.line(f"[bold]{escape(stack.name)}[/]  {stack.old_base[:12]} -> {stack.new_base[:12]}  "
                 f"({stack.outcome.value})")
@@ -73,34 +74,45 @@ def print_rebase(ui: UI, result: RebaseResult, scratch: Path) -> None:
             if patch.culprit:
                 c = patch.culprit
                 why = (f"broken by {c.sha[:12]} \"{c.subject}\" ({c.author}, {c.date}); "
-                       f"found in {c.trials} trial applies over {c.commits} commits")
+                       f"found in {count(c.trials, 'trial apply', 'trial applies')} over {count(c.commits, 'commit')}")
             if patch.hunks:
                 why += " [" + ", ".join(p + (f":{line}" if line else "") for p, line in patch.hunks) + "]"
             rows.append([patch.name, patch.klass, why])
         for line in columns(rows, indent="  "):
             ui.plain(line)
-    if result.github:
-        ui.plain(f"note: {result.github}")
     if result.conflict:
+        where = next(s.name for s in result.stacks if result.conflict in s.patches)
         ui.error(f"patch {result.conflict.name} conflicts: nothing was written to kpatch.toml or patches/", 1,
                  final=False)
-        ui.detail(f"  resolve it in {scratch}/<name>, 'git add', then 'kpatch rebase --continue' "
+        ui.detail(f"  resolve it in {scratch / where}, 'git add', then 'kpatch rebase --continue' "
                   "(or 'kpatch rebase --abort')")
     elif result.committed:
-        ui.plain("kpatch.toml and patches/ updated; review with 'git diff'")
+        ui.plain(_written(result.changed, project))
+
+
+def _written(changed: int | None, project: Path | None) -> str:
+    """What a committed rebase did to kpatch.toml and patches/, and how to review it when git can show it."""
+    if changed == 0:
+        return "kpatch.toml and patches/ unchanged: the rebase gave the same files"
+    what = "kpatch.toml and patches/ updated" + (f" ({count(changed, 'file')})" if changed else "")
+    if project is not None and in_git_checkout(project):
+        return f"{what}; review with 'git diff'"
+    return what
 
 
 def print_verify(ui: UI, result: VerifyResult) -> None:
-    from rich.table import Table
-
     styles = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
-    table = Table("", "check", "subject", "detail", box=None, pad_edge=False)
+    rows: list[list[str]] = [["", "check", "subject", "detail"]]
+    row_styles: list[str | None] = [None]
     for check in result.checks:
         status = check.status.value
-        detail = escape(check.detail) + (f"\n[dim]next: {escape(check.fix)}[/]" if check.fix and status != "pass"
-                                         else "")
-        table.add_row(f"[{styles[status]}]{status}[/]", check.area, escape(check.subject), detail)
-    ui.table(table)
+        rows.append([status, check.area, check.subject, check.detail])
+        row_styles.append(styles[status])
+        if check.fix and status != "pass":
+            rows.append(["", "", "", f"next: {check.fix}"])
+            row_styles.append(None)
+    for line in styled_columns(rows, row_styles):
+        ui.line(line)
     for contract in result.contracts:
         if contract.report is not None and not contract.report.ok:
             print_contract(ui, contract.kernels, contract.app, contract.report)
@@ -131,15 +143,15 @@ def print_contract(ui: UI, kernels: str, app: str, report: ContractReport) -> No
 
 
 def print_test(ui: UI, result: TestRun) -> None:
-    from rich.table import Table
-
-    table = Table("upstream", "outcome", "passed", "failed", "errors", "skipped", "time", box=None, pad_edge=False)
+    rows: list[list[str]] = [["upstream", "outcome", "passed", "failed", "errors", "skipped", "time"]]
+    row_styles: list[str | None] = [None]
     for suite in result.suites:
         c = suite.counts
         numbers = [str(n) for n in (c.passed, c.failed, c.errors, c.skipped)] if c else ["-"] * 4
-        style = {"passed": "green", "no-device": "yellow"}.get(suite.outcome.value, "red")
-        table.add_row(escape(suite.upstream), f"[{style}]{suite.outcome.value}[/]", *numbers, f"{suite.seconds:.1f} s")
-    ui.table(table)
+        rows.append([suite.upstream, suite.outcome.value, *numbers, f"{suite.seconds:.1f} s"])
+        row_styles.append({"passed": "green", "no-device": "yellow"}.get(suite.outcome.value, "red"))
+    for line in styled_columns(rows, row_styles, column=1):
+        ui.line(line)
     for suite in result.suites:
         new = set(suite.changes.newly_failing) if suite.changes else set()
         for case in suite.failing:
@@ -169,7 +181,7 @@ def print_build(ui: UI, result: BuildResult) -> None:
         ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
                 f"  (torch {wheel.torch or 'none'}{cache})")
     ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
-            f"{result.containers} build container(s) started)")
+            f"{count(result.containers, 'build container')} started)")
 
 
 def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:
@@ -275,4 +287,5 @@ def print_doctor(ui: UI, report: DoctorReport) -> None:
         if finding.fix and finding.level.value != "ok":
             ui.line(f"              [dim]->[/] {escape(finding.fix)}")
     failed = sum(f.level.value == "fail" for f in report.findings)
-    ui.line("doctor: " + ("[green]ready[/]" if report.ok else f"[bold red]{failed} thing(s) needed are missing[/]"))
+    missing = f"{count(failed, 'thing')} needed {'is' if failed == 1 else 'are'} missing"
+    ui.line("doctor: " + ("[green]ready[/]" if report.ok else f"[bold red]{missing}[/]"))

@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from functools import cached_property
@@ -97,9 +97,6 @@ class UI:
         """Lines that follow an error (a log tail, a hint): stderr, verbatim."""
         self.err.print(redact_text(text), markup=False)
 
-    def table(self, table: Any) -> None:
-        self._rich_out.print(table)  # a rich Table: rich renders it, on a terminal or not
-
     def line(self, text: str) -> None:
         self.out.print(redact_text(text))
 
@@ -158,9 +155,14 @@ class UI:
 
 
 def _colour(stream: Any) -> dict[str, Any]:
-    """No escape codes at all (colour, bold, links) when NO_COLOR is set (no-color.org) or `stream` is no terminal;
-    rich alone keeps bold under NO_COLOR and honours FORCE_COLOR on pipes."""
-    if os.environ.get("NO_COLOR") or not _is_tty(stream):
+    """No escape codes at all (colour, bold, links) when NO_COLOR is set (no-color.org) or `stream` is no terminal,
+    unless FORCE_COLOR is (force-color.org: colour on pipes too); NO_COLOR wins over FORCE_COLOR. rich alone would
+    keep bold under NO_COLOR."""
+    if os.environ.get("NO_COLOR"):
+        return {"color_system": None, "force_terminal": False}
+    if os.environ.get("FORCE_COLOR"):
+        return {"force_terminal": True, "color_system": "standard"}
+    if not _is_tty(stream):
         return {"color_system": None, "force_terminal": False}
     return {}
 
@@ -202,6 +204,32 @@ def columns(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))).rstrip()
             for row in rows]
+
+
+def count(number: int, noun: str, plural: str | None = None) -> str:
+    """`1 commit`, `2 commits`: a number and its noun, singular or plural as the number says."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def article(word: str) -> str:
+    """`a rebase`, `an apply`."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def styled_columns(rows: Sequence[Sequence[str]], styles: Sequence[str | None], column: int = 0,
+                   indent: str = "") -> list[str]:
+    """Rows as `columns` lays them out (no trailing spaces), as markup: each row's cell `column` in its style
+    (None: plain), every other cell escaped."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))] if rows else []
+    lines = []
+    for row, style in zip(rows, styles, strict=True):
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+        text = "  ".join(cells).rstrip()
+        start = sum(len(c) + 2 for c in cells[:column])
+        cell = text[start:start + len(row[column])]
+        styled = f"[{style}]{escape(cell)}[/]" if style and cell else escape(cell)
+        lines.append(indent + escape(text[:start]) + styled + escape(text[start + len(cell):]))
+    return lines
 
 
 class _Activity:
@@ -262,28 +290,112 @@ class _Redacting(logging.Formatter):
         return redact_text(super().format(record))
 
 
-def setup_logging(log_dir: Path, command: str) -> Path | None:
+LOG_KEEP = "KPATCH_LOG_KEEP"  # how many run logs <cache>/logs keeps (the newest); 0: none is written
+LOG_KEEP_DEFAULT = 20
+_BUFFERED_MAX = 50_000  # records a reader keeps in memory until it knows whether its log is wanted
+
+
+def log_keep(environ: Mapping[str, str] = os.environ) -> int:
+    """$KPATCH_LOG_KEEP, else 20: a whole number, 0 or more."""
+    from kpatch.errors import UsageError
+
+    value = environ.get(LOG_KEEP, "").strip()
+    if not value:
+        return LOG_KEEP_DEFAULT
+    if not value.isdigit():
+        raise UsageError(f"{LOG_KEEP}={value!r}: give how many run logs to keep, a whole number (0: none)")
+    return int(value)
+
+
+class _RunLog(logging.Handler):
+    """The run's log file. A reader's (deferred) records wait in memory and are written only if `keep` is called
+    (the command failed); a writer's go to the file at once. Opening the file prunes the folder to the newest
+    $KPATCH_LOG_KEEP run logs."""
+
+    def __init__(self, path: Path, keep: int, *, deferred: bool) -> None:
+        super().__init__()
+        self.path, self.keep_count = path, keep
+        self.records: list[logging.LogRecord] | None = [] if deferred else None
+        self.file: logging.FileHandler | None = None
+        self._kpatch = True  # marks the run's log file among other handlers
+
+    def open(self) -> bool:
+        """Create the file (pruning older logs); False when the folder cannot be written."""
+        if self.file is not None:
+            return True
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file = logging.FileHandler(self.path, encoding="utf-8")
+        except OSError:
+            return False
+        self.file.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        prune_logs(self.path.parent, self.keep_count)
+        for record in self.records or []:
+            self.file.handle(record)
+        self.records = None
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.records is not None:
+            if len(self.records) < _BUFFERED_MAX:
+                self.records.append(record)
+        elif self.file is not None:
+            self.file.handle(record)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+        super().close()
+
+
+_RUN_LOG: _RunLog | None = None
+
+
+def prune_logs(folder: Path, keep: int) -> None:
+    """Delete all but the newest `keep` run logs (`kpatch-<stamp>-...log`; crash logs stay) in `folder`."""
+    try:
+        logs = sorted(folder.glob("kpatch-[0-9]*.log"), key=lambda p: (p.stat().st_mtime, p.name))
+    except OSError:
+        return
+    for old in logs[:max(len(logs) - keep, 0)]:
+        try:
+            old.unlink()
+        except OSError:
+            pass  # another kpatch pruned it first, or the folder is read-only: the log costs nothing else
+
+
+def setup_logging(log_dir: Path, command: str, *, deferred: bool = False) -> Path | None:
     """Log everything of this run at debug level to a new file under `log_dir`; return its path.
 
-    A log folder that cannot be written (full or read-only disk) costs the log, never the command.
+    deferred (a command that only reads): the file is written only if `keep_log` is called, when the command
+    fails. At most $KPATCH_LOG_KEEP run logs (default 20) are kept; 0 writes none. A log folder that cannot be
+    written (full or read-only disk) costs the log, never the command.
     """
-    path = log_dir / f"kpatch-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{command}.log"
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
-    except OSError:
+    global _RUN_LOG
+    keep = log_keep()
+    if keep == 0:
         return None
-    handler.setFormatter(_Redacting("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler._kpatch = True  # type: ignore[attr-defined]  # marks the run's log file among other handlers
+    path = log_dir / f"kpatch-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{command}.log"
+    handler = _RunLog(path, keep, deferred=deferred)
+    if not deferred and not handler.open():
+        return None
     for name in ("kpatch", "git", "github", "urllib3"):  # kpatch's own, GitPython's, PyGithub's and its HTTP's
         logger = logging.getLogger(name)
         for old in [h for h in logger.handlers if getattr(h, "_kpatch", False)]:
             logger.removeHandler(old)
             old.close()
         logger.addHandler(handler)
+    _RUN_LOG = handler
     log.setLevel(logging.DEBUG)
     log.propagate = False
     return path
+
+
+def keep_log() -> Path | None:
+    """Write the run's log now if it was deferred (the command failed); its path, or None if there is none."""
+    if _RUN_LOG is None or not _RUN_LOG.open():
+        return None
+    return _RUN_LOG.path
 
 
 def to_jsonable(value: Any) -> Any:

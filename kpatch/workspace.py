@@ -20,6 +20,7 @@ from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
 from kpatch.gitx.storage import place_problem
 from kpatch.state import RunState
+from kpatch.ui import article
 
 if TYPE_CHECKING:
     from kpatch.ui import UI
@@ -146,8 +147,9 @@ class Workspace:
         op = run.operation
         if op is not None and op.kind is not allow:
             where = f" (stopped in {op.stopped.tree})" if op.stopped else ""
-            raise WorktreeError(f"a {op.kind.value} is in progress{where}: run 'kpatch {op.kind.value} --continue' "
-                                f"or 'kpatch {op.kind.value} --abort' first")
+            kind = op.kind.value
+            raise WorktreeError(f"{article(kind)} is in progress{where}: run 'kpatch {kind} --continue' "
+                                f"or 'kpatch {kind} --abort' first")
         return run
 
     @contextmanager

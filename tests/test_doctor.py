@@ -32,7 +32,7 @@ def test_doctor_without_an_engine_says_how_to_start_one_and_fails(project: Proje
     assert failing == [f"fail docker   no Docker engine at {NO_ENGINE} (build-wheels and test need it)"]
     hint = lines[lines.index(failing[0]) + 1]
     assert "as root 'dockerd &'" in hint and "DOCKER_HOST=ssh://xpu-build-host" in hint
-    assert lines[-1] == "doctor: 1 thing(s) needed are missing"
+    assert lines[-1] == "doctor: 1 thing needed is missing"
 
 
 def test_doctor_local_backend_does_not_need_the_engine(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,12 +44,13 @@ def test_doctor_local_backend_does_not_need_the_engine(project: Project, monkeyp
     assert found["git"][0]["level"] == "ok" and "patch-id --verbatim" in found["git"][0]["detail"]
 
 
-def test_doctor_outside_a_project_checks_the_machine_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctor_outside_a_project_checks_the_machine_and_is_not_ready(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     result = run_kpatch(tmp_path, "doctor", "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == ExitCode.CONFLICT, result.output  # every command needs a kpatch.toml
     found = _findings(result.stdout)
-    assert found["config"][0]["level"] == "warn" and "kpatch demo --keep" in found["config"][0]["fix"]
+    assert found["config"][0]["level"] == "fail" and "kpatch demo --keep" in found["config"][0]["fix"]
     assert found["docker"][0]["level"] == "warn"  # nothing configured needs it
 
 

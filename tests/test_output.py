@@ -44,10 +44,17 @@ def test_no_color_output_has_no_escape_codes_on_a_terminal(project: Project) -> 
     assert ESC not in plain and b"kernels" in plain and b"applied" in plain
 
 
-def test_piped_output_has_no_escape_codes_even_with_force_color(project: Project) -> None:
-    done = subprocess.run([sys.executable, "-m", "kpatch", "status"], cwd=project.root, capture_output=True,
-                          env={**os.environ, "FORCE_COLOR": "1", "TERM": "xterm-256color"})
-    assert done.returncode == 0 and ESC not in done.stdout + done.stderr and b"kernels" in done.stdout
+def test_piped_output_is_coloured_only_with_force_color_and_never_with_no_color(project: Project) -> None:
+    def status(**env: str) -> bytes:
+        base = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE")}
+        done = subprocess.run([sys.executable, "-m", "kpatch", "status"], cwd=project.root, capture_output=True,
+                              env={**base, "TERM": "xterm-256color", **env})
+        assert done.returncode == 0 and b"kernels" in done.stdout
+        return done.stdout
+
+    assert ESC not in status()
+    assert ESC in status(FORCE_COLOR="1")  # force-color.org: colour on a pipe too
+    assert ESC not in status(FORCE_COLOR="1", NO_COLOR="1")  # NO_COLOR wins
 
 
 def test_quiet_prints_results_only_and_verbose_adds_the_debug_log(project: Project) -> None:

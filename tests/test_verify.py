@@ -184,8 +184,9 @@ def test_verify_without_a_lock_still_checks_the_contract(tmp_path: Path) -> None
     with pytest.raises(WorktreeError):  # build-wheels' gate needs the applied worktrees
         gate(Workspace.create(load(root / "kpatch.toml"), tmp_path / "cache", None))
     before = run_kpatch(root, "verify", *cache, "--json")
-    assert before.exit_code == 0
+    assert before.exit_code == ExitCode.CONFLICT  # nothing applied and no lock: nothing checked is no pass
     assert checks(before)[("contract", "kernels -> app")]["status"] == "skip"  # nothing applied yet
+    assert checks(before)[("verify", "nothing checked")]["status"] == "fail"
     assert run_kpatch(root, "apply", *cache).exit_code == 0
     result = run_kpatch(root, "verify", *cache, "--json")
     assert result.exit_code == 0 and checks(result)[("lock", str(root / "dist" / "pylock.toml"))]["status"] == "skip"

@@ -55,6 +55,9 @@ def verify(ws: Workspace, ui: UI, *, lock_path: Path | None, installed: bool) ->
     provenance = None
     if installed:
         provenance = _installed(ws, ui, lock, path, declared, checks)
+    if all(c.status is Status.SKIP for c in checks):  # a verify that checked nothing has not passed
+        checks.append(failed("verify", "nothing checked", "no lock and no applied worktrees: nothing was verified",
+                             "kpatch apply, then kpatch build-wheels"))
     return VerifyResult(lock=path if lock else None, checks=tuple(checks), contracts=tuple(contracts),
                         provenance=provenance)
 

@@ -37,7 +37,7 @@ from kpatch.state import (
     StackPhase,
     StackRun,
 )
-from kpatch.ui import UI
+from kpatch.ui import UI, count
 from kpatch.workspace import Workspace
 
 
@@ -72,6 +72,7 @@ class RebaseResult:
     stacks: tuple[StackReport, ...]
     github: str | None
     committed: bool  # kpatch.toml and patches/ were rewritten
+    changed: int | None = None  # how many of their files changed (None: a rebase finished from its journal)
 
     @property
     def conflict(self) -> PatchReport | None:
@@ -113,7 +114,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
     ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
                       *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
     pulls = github.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
-    if pulls.unavailable:
+    if pulls.unavailable:  # said once, here (stderr); the result carries it for --json and the nightly report
         ui.warn(pulls.unavailable)
     for upstream in ws.stack.upstreams:
         classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
@@ -315,11 +316,11 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
         writes.update(rerere.recorded(ws.stack.root, upstream.name, ws.mirror(upstream.name).path / "rr-cache"))
     writes[ws.stack.path] = config.with_new_bases(ws.stack.path, {n: s.base for n, s in op.stacks.items()})
     changed = journal.write(ws.journal_dir, "rebase", writes, deletes)
-    ui.note(f"rebase committed: {changed} file(s) in kpatch.toml and patches/")
-    return _finish(ws, ui, run)
+    ui.note(f"rebase committed: {count(changed, 'file')} changed in kpatch.toml and patches/")
+    return _finish(ws, ui, run, changed)
 
 
-def _finish(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
+def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None) -> RebaseResult:
     """Move the user's worktrees to the rebased commits (keeping what they held), drop the scratch ones."""
     op = run.operation
     assert op is not None
@@ -345,7 +346,7 @@ def _finish(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
             mirror.add_worktree(path, stack.final_head)
         if Path(stack.tree).exists():
             mirror.remove_worktree(Path(stack.tree))
-    result = _result(ws, op, committed=True)
+    result = _result(ws, op, committed=True, changed=changed)
     for name, stack in op.stacks.items():
         assert stack.final_head is not None
         run.settled[name] = Settled(base=stack.base, head=stack.final_head, stack_hash=series[name].stack_hash())
@@ -376,7 +377,7 @@ def _require(ws: Workspace) -> RunState:
     return run
 
 
-def _result(ws: Workspace, op: Operation, *, committed: bool) -> RebaseResult:
+def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | None = None) -> RebaseResult:
     outcome = {StackPhase.DONE: Outcome.APPLIED, StackPhase.STOPPED: Outcome.CONFLICT}
     reports = []
     for name, stack in op.stacks.items():
@@ -392,7 +393,7 @@ def _result(ws: Workspace, op: Operation, *, committed: bool) -> RebaseResult:
                                        hunks=tuple((h.path, h.line) for h in patch.hunks), culprit=patch.culprit))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
                                    outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches)))
-    return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed)
+    return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed, changed=changed)
 
 
 def _requires(ws: Workspace, stack: str, name: str, op: Operation) -> list[str]:

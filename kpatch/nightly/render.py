@@ -10,7 +10,7 @@ from pathlib import Path
 from kpatch.files import write_atomic
 from kpatch.nightly.model import Outcome, PatchLine, Report, StageStatus
 from kpatch.redact import redact_text
-from kpatch.ui import to_jsonable
+from kpatch.ui import count, to_jsonable
 
 MARKDOWN, JSON = "report.md", "report.json"
 GITHUB_LIMIT = 60_000  # GitHub refuses bodies and comments over 65,536 characters
@@ -75,8 +75,8 @@ def _patches(report: Report) -> list[str]:
         for p in conflicts:
             c = p.culprit
             what = (f"broken by upstream commit {_code(c.sha)} \"{_text(c.subject)}\" by {_text(c.author)} "
-                    f"({_text(c.date)}); found in {c.trials} trial applies over {c.commits} commits" if c
-                    else "culprit not found")
+                    f"({_text(c.date)}); found in {count(c.trials, 'trial apply', 'trial applies')} over "
+                    f"{count(c.commits, 'commit')}" if c else "culprit not found")
             where = f"; hunks: {_text(', '.join(p.hunks))}" if p.hunks else ""
             lines.append(f"- {_code(f'{p.upstream}/{p.patch}')}"
                          f"{' (trial apply)' if p.why.startswith('trial') else ''}: {what}{where}")

@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from kpatch.lock import Lock, LockedWheel
 from kpatch.stack import Series
+from kpatch.ui import count
 from kpatch.verify.model import Check, Status, failed, passed
 
 
@@ -151,7 +152,7 @@ def check_patches(series: Series, dist: metadata.Distribution) -> list[Check]:
                               f"{', '.join(missing)}", "install the set built from this stack: kpatch "
                               "build-wheels, then pip install --force-reinstall --no-deps dist/*.whl"))
         elif checked:
-            out.append(passed("patches", subject, f"carried ({len(checked)} installed file(s) checked)"))
+            out.append(passed("patches", subject, f"carried ({count(len(checked), 'installed file')} checked)"))
         else:
             out.append(Check("patches", subject, Status.SKIP, "touches no installed Python file (compiled or not "
                              "shipped): the dispatcher check covers compiled code"))

@@ -11,6 +11,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import socket
 import tarfile
 import threading
@@ -84,7 +85,39 @@ def probe_engine(images: tuple[str, ...] = ()) -> EngineProbe:
     except BuildError as err:
         return EngineProbe(where=where, version=None, problem=str(err))
     except Exception as err:  # the engine answered the ping, then failed: still no usable engine
-        return EngineProbe(where=where, version=None, problem=f"the Docker engine at {where} failed: {err}")
+        return EngineProbe(where=where, version=None, problem=f"the Docker engine at {where} failed: "
+                           f"{engine_cause(err)}")
+
+
+def engine_cause(err: BaseException) -> str:
+    """Why the engine could not be reached, in the operating system's words (`Connection refused`, `No such file
+    or directory`) when the error carries them, else the error's first clause: never a library's repr."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return str(seen.strerror)
+        seen = seen.__cause__ or seen.__context__
+    text = str(err)
+    words = re.findall(r"\[Errno -?\d+\] ([^'\"()\[\]]+)", text) or re.findall(r"Error\(\d+, '([^']+)'\)", text)
+    if words:
+        return str(words[-1]).strip()
+    first = (text.strip().splitlines() or [type(err).__name__])[0]
+    first = first.split(": HTTPConnectionPool", 1)[0].split(": (", 1)[0].strip()
+    return first if len(first) <= 120 else first[:first.rfind(" ", 0, 117)] + " ..."
+
+
+def _build_failure(message: str, base_image: str) -> str:
+    """The one line for a failed image build: a registry that cannot be reached names the base image and the way
+    round it (a local base image), as `kpatch doctor` does."""
+    last = message.strip().splitlines()[-1] if message.strip() else "no message"
+    registry = re.search(r'(?:Get|Head) "https?://([^/"]+)', last)
+    if registry or "pull access denied" in last or "manifest unknown" in last:
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        why = f"{registry.group(1)}: {last.rsplit(': ', 1)[-1]}" if registry else last
+        image = base_image or "BASE_IMAGE"
+        return (f"the Docker engine at {where} cannot pull base image {image} ({why}): 'docker pull {image}' "
+                "where a registry answers, or 'kpatch build-wheels --base-image REF' with an image the engine has")
+    return f"image build failed: {last}"
 
 
 class Engine:
@@ -97,8 +130,7 @@ class Engine:
             self.client = docker.from_env(timeout=600)
             self.client.ping()
         except DockerException as err:
-            reason = str(err).splitlines()[0][:160]
-            raise BuildError(f"no Docker engine at {where} ({reason}): start one (as root: 'dockerd &'), "
+            raise BuildError(f"no Docker engine at {where} ({engine_cause(err)}): start one (as root: 'dockerd &'), "
                              "or point DOCKER_HOST at one (e.g. ssh://xpu-build-host)") from None
 
     def image(self, reference: str) -> Toolchain:
@@ -136,7 +168,7 @@ class Engine:
             if "error" in chunk or "errorDetail" in chunk:
                 message = str(chunk.get("error") or chunk.get("errorDetail"))
                 tail = "\n".join([*lines[-TAIL:], message])
-                raise BuildError(f"image build failed: {message.strip().splitlines()[-1]}\n{tail}")
+                raise BuildError(f"{_build_failure(message, buildargs.get('BASE_IMAGE', ''))}\n{tail}")
         return self.image(tag)
 
     def remove_leftovers(self) -> int:
