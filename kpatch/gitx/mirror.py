@@ -109,7 +109,7 @@ class Mirror(Repository):
             problem = storage_problem(["fetch"], stderr, self.path)
             if problem:  # a full or read-only cache: trying again cannot help, and it is not the upstream's fault
                 raise StorageError(problem)
-            last = redact_text((stderr.strip().splitlines() or ["no output"])[-1])
+            last = redact_text(fetch_failure(stderr))
             log.warning("fetch %s from %s failed (try %d/%d): %s", self.name, redact_url(url), attempt, FETCH_TRIES,
                         last)
             if attempt < FETCH_TRIES:
@@ -263,3 +263,14 @@ def _sparse_pattern(path: str) -> str | None:
     if escaped.endswith(" "):
         escaped = escaped[:-1] + "\\ "
     return f"/{escaped}"
+
+
+_BOILERPLATE = ("please make sure you have the correct access rights", "and the repository exists")
+
+
+def fetch_failure(stderr: str) -> str:
+    """The lines of a failed fetch that say why (an ssh refusal is two: "Permission denied (publickey)." and
+    "fatal: Could not read from remote repository."), without progress and git's access-rights boilerplate."""
+    said = [line.strip() for line in stderr.splitlines() if line.strip() and "%" not in line
+            and not line.strip().lower().startswith(_BOILERPLATE)]
+    return "; ".join(dict.fromkeys(said[-3:])) or "no output"

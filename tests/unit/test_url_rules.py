@@ -78,3 +78,14 @@ def test_the_offline_hint_names_the_variable_the_override_reads(tmp_path: Path, 
     assert url_variable(name) == replace(stack.upstreams[0], name=name).env_var == variable
     moved = with_url_overrides(stack, {}, {url_variable("vllm-xpu-kernels"): "/srv/k.git"})
     assert moved.upstreams[0].url == "/srv/k.git"
+
+
+def test_a_failed_ssh_fetch_says_both_why_lines_without_gits_boilerplate() -> None:
+    from kpatch.gitx.mirror import fetch_failure
+
+    stderr = ("git@github.com: Permission denied (publickey).\r\nfatal: Could not read from remote repository.\n\n"
+              "Please make sure you have the correct access rights\nand the repository exists.\n")
+    assert fetch_failure(stderr) == ("git@github.com: Permission denied (publickey).; "
+                                     "fatal: Could not read from remote repository.")
+    assert fetch_failure("Receiving objects:  45% (9/20)\rfatal: early EOF\n") == "fatal: early EOF"
+    assert fetch_failure("") == "no output"
