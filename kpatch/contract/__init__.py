@@ -35,6 +35,7 @@ class Site:
 
     file: str
     line: int
+    function: str = ""  # the enclosing definitions in the application's Python ("Class.method"), if known
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -123,6 +124,34 @@ class ContractReport:
         return not (self.missing or self.unbound or self.problems or any(m.breaking for m in self.mismatches))
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One error of the report at one call site, with a fingerprint that survives moved lines."""
+
+    op: str  # "ns.op"
+    kind: str  # "undefined", "no-xpu-kernel" or "unbound"
+    function: str  # "file::Class.method", the calling function
+    site: Site
+    detail: str
+
+    @property
+    def fingerprint(self) -> tuple[str, str, str]:
+        return self.op, self.kind, self.function
+
+
+def findings(report: ContractReport) -> list[Finding]:
+    """The missing ops and unbound calls of a report, one per call site."""
+    out = []
+    for module in report.missing:
+        for op in module.ops:
+            kind = "undefined" if op.gap is Gap.UNDEFINED else "no-xpu-kernel"
+            out += [Finding(f"{op.namespace}.{op.op}", kind, f"{s.file}::{s.function}", s, op.gap.value)
+                    for s in op.sites]
+    out += [Finding(f"{u.namespace}.{u.op}", "unbound", f"{u.call.file}::{u.call.function}", u.call, u.reason)
+            for u in report.unbound]
+    return out
+
+
 def read_kernels(root: Path) -> Side:
     """The schemas the kernels define and the dispatch keys they register, from every C++ file under root."""
     return _read_side(root, cmake.extension_targets(root), skip=())
@@ -204,7 +233,8 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
         elif (s.namespace, s.op) in app.other_backends:
             other.add(f"{s.namespace}.{s.op}")
         else:
-            by_module.setdefault(s.module, {}).setdefault((s.namespace, s.op), []).append(Site(s.file, s.line))
+            by_module.setdefault(s.module, {}).setdefault((s.namespace, s.op), []).append(
+                Site(s.file, s.line, s.function))
     missing = tuple(ModuleGaps(module, tuple(
         MissingOp(ns, op, Gap.NO_XPU_KERNEL if (ns, op) in kernels.keys or (ns, op) in kernels.defined
                   else Gap.UNDEFINED, kernels.keys.get((ns, op), ()), tuple(where))
@@ -225,7 +255,7 @@ def _unbound(kernels: Side, calls: list[CallSite]) -> tuple[UnboundCall, ...]:
             continue
         reason = schema.binds(registered.schema, s.positional, s.keywords)
         if reason:
-            out.append(UnboundCall(s.namespace, s.op, Site(s.file, s.line), registered.site, reason))
+            out.append(UnboundCall(s.namespace, s.op, Site(s.file, s.line, s.function), registered.site, reason))
     return tuple(out)
 
 
