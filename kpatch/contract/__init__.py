@@ -8,14 +8,15 @@ kernels do not serve on XPU (grouped by calling module), and schema differences 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from kpatch.config import CudaOnly
 from kpatch.contract import cmake, cpp, pycalls, schema
 from kpatch.contract.pycalls import CallSite
+from kpatch.contract.reach import Reach, Verdict
 from kpatch.contract.schema import Schema, SchemaDiff
 
 # Keys whose kernel serves the application on XPU: the device key itself, a composite registered for every
@@ -36,6 +37,7 @@ class Site:
     file: str
     line: int
     function: str = ""  # the enclosing definitions in the application's Python ("Class.method"), if known
+    why: str = field(default="", compare=False)  # a call's evidence: how XPU reaches it, or why it does not
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -107,6 +109,16 @@ class UnboundCall:
 
 
 @dataclass(frozen=True)
+class NotReached:
+    """A call that would be an error, dismissed: the application never runs it on XPU (site.why says why)."""
+
+    namespace: str
+    op: str
+    kind: str  # "undefined", "no-xpu-kernel" or "unbound"
+    site: Site
+
+
+@dataclass(frozen=True)
 class ContractReport:
     namespaces: tuple[str, ...]  # the libraries the kernels serve: only calls into these are checked
     missing: tuple[ModuleGaps, ...]  # errors: called, not served on XPU, not listed cuda-only
@@ -118,6 +130,7 @@ class ContractReport:
     off_xpu_calls: int  # call sites inside a branch a platform check keeps off XPU (not counted as calls)
     probes: int  # hasattr/getattr(..., default) sites: the caller handles absence
     problems: tuple[str, ...]  # errors: unreadable schemas
+    not_reached: tuple[NotReached, ...] = ()  # calls of unserved ops (or unbound calls) XPU never runs, and why
 
     @property
     def ok(self) -> bool:
@@ -209,8 +222,11 @@ def check_sides(kernels: Side, app: Side, app_root: Path, cuda_only: tuple[CudaO
     """The contract from both sides' C++ (already read) and the application's Python under `app_root`."""
     namespaces = frozenset(ns for ns, _ in (*kernels.defined, *kernels.keys))
     sites, broken = pycalls.call_sites(app_root, namespaces)
+    model = Reach(app_root, pycalls.package_files(app_root),
+                  lambda ns, op: (ns, op) in kernels.defined or (ns, op) in kernels.keys)
     return compare(kernels, app, sites, cuda_only, namespaces,
-                   problems=tuple(f"{b} (cannot be read: its op calls are unknown)" for b in broken))
+                   problems=tuple(f"{b} (cannot be read: its op calls are unknown)" for b in broken),
+                   reach=lambda s: model.site(s.file, s.line, s.op))
 
 
 def serves_xpu(kernels: Side, namespace: str, op: str) -> bool:
@@ -218,13 +234,23 @@ def serves_xpu(kernels: Side, namespace: str, op: str) -> bool:
 
 
 def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[CudaOnly, ...],
-            namespaces: frozenset[str], problems: tuple[str, ...] = ()) -> ContractReport:
-    """The report from both sides' registrations and the application's call sites."""
+            namespaces: frozenset[str], problems: tuple[str, ...] = (),
+            reach: Callable[[CallSite], Verdict] | None = None) -> ContractReport:
+    """The report from both sides' registrations and the application's call sites; `reach` tells whether a
+    call that would be an error is run on XPU at all (see kpatch.contract.reach)."""
     calls = [s for s in sites if not s.probe and not s.off_xpu]
     called = {(s.namespace, s.op, s.module) for s in calls}
     listed: set[str] = set()
     other: set[str] = set()
     by_module: dict[str, dict[tuple[str, str], list[Site]]] = {}
+    dismissed: list[NotReached] = []
+    verdicts: dict[CallSite, Verdict] = {}
+
+    def verdict(s: CallSite) -> Verdict:
+        if s not in verdicts:
+            verdicts[s] = reach(s) if reach else Verdict(True, "")
+        return verdicts[s]
+
     for s in calls:
         if serves_xpu(kernels, s.namespace, s.op):
             continue
@@ -233,21 +259,39 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
         elif (s.namespace, s.op) in app.other_backends:
             other.add(f"{s.namespace}.{s.op}")
         else:
-            by_module.setdefault(s.module, {}).setdefault((s.namespace, s.op), []).append(
-                Site(s.file, s.line, s.function))
+            gap = _gap(kernels, s.namespace, s.op)
+            v = verdict(s)
+            site = Site(s.file, s.line, s.function, v.why)
+            if v.reached:
+                by_module.setdefault(s.module, {}).setdefault((s.namespace, s.op), []).append(site)
+            else:
+                dismissed.append(NotReached(s.namespace, s.op, gap, site))
     missing = tuple(ModuleGaps(module, tuple(
-        MissingOp(ns, op, Gap.NO_XPU_KERNEL if (ns, op) in kernels.keys or (ns, op) in kernels.defined
-                  else Gap.UNDEFINED, kernels.keys.get((ns, op), ()), tuple(where))
+        MissingOp(ns, op, Gap.NO_XPU_KERNEL if _gap(kernels, ns, op) == "no-xpu-kernel" else Gap.UNDEFINED,
+                  kernels.keys.get((ns, op), ()), tuple(where))
         for (ns, op), where in sorted(ops.items()))) for module, ops in sorted(by_module.items()))
     reachable = [s for s in calls if not any(c.module and c.matches(s.namespace, s.op, s.module) for c in cuda_only)]
+    unbound: list[UnboundCall] = []
+    for u, s in _unbound(kernels, reachable):
+        v = verdict(s)
+        call = Site(s.file, s.line, s.function, v.why)
+        if v.reached:
+            unbound.append(UnboundCall(u.namespace, u.op, call, u.registered, u.reason))
+        else:
+            dismissed.append(NotReached(s.namespace, s.op, "unbound", call))
     return ContractReport(
         namespaces=tuple(sorted(namespaces)), missing=missing, mismatches=_mismatches(kernels, app),
-        unbound=_unbound(kernels, reachable), cuda_only=tuple(sorted(listed)), other_backends=tuple(sorted(other)),
+        unbound=tuple(unbound), cuda_only=tuple(sorted(listed)), other_backends=tuple(sorted(other)),
         stale=_stale(kernels, called, cuda_only), off_xpu_calls=sum(s.off_xpu for s in sites),
-        probes=sum(s.probe for s in sites), problems=(*kernels.problems, *app.problems, *problems))
+        probes=sum(s.probe for s in sites), problems=(*kernels.problems, *app.problems, *problems),
+        not_reached=tuple(dismissed))
 
 
-def _unbound(kernels: Side, calls: list[CallSite]) -> tuple[UnboundCall, ...]:
+def _gap(kernels: Side, ns: str, op: str) -> str:
+    return "no-xpu-kernel" if (ns, op) in kernels.keys or (ns, op) in kernels.defined else "undefined"
+
+
+def _unbound(kernels: Side, calls: list[CallSite]) -> list[tuple[UnboundCall, CallSite]]:
     out = []
     for s in calls:
         registered = kernels.defined.get((s.namespace, s.op))
@@ -255,8 +299,9 @@ def _unbound(kernels: Side, calls: list[CallSite]) -> tuple[UnboundCall, ...]:
             continue
         reason = schema.binds(registered.schema, s.positional, s.keywords)
         if reason:
-            out.append(UnboundCall(s.namespace, s.op, Site(s.file, s.line, s.function), registered.site, reason))
-    return tuple(out)
+            out.append((UnboundCall(s.namespace, s.op, Site(s.file, s.line, s.function), registered.site, reason),
+                        s))
+    return out
 
 
 def _stale(kernels: Side, called: set[tuple[str, str, str]], cuda_only: tuple[CudaOnly, ...]) -> tuple[str, ...]:
