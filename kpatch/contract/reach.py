@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,8 @@ class Verdict:
 
 
 REACHED_UNKNOWN = Verdict(True, "")
+_QUOTED_MODULE = re.compile(rb"[\"']([A-Za-z_]\w*(?:\.\w+)+)(?=[\"':])")
+_WORD = re.compile(rb"[A-Za-z_]\w*")
 _CYCLE = Verdict(False, "(a cycle of callers)")  # a call from itself does not reach it
 _IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)|import[ \t]+([^\n]+))",
                      re.MULTILINE)
@@ -102,6 +104,13 @@ class _Module:
         package = package[:len(package) - node.level + 1]
         return ".".join(package + ([node.module] if node.module else []))
 
+    def function(self, node: ast.AST) -> Scope | None:
+        """The function around node (through classes), or None at module level."""
+        scope = self.enclosing(node)
+        while isinstance(scope, ast.ClassDef):
+            scope = self.enclosing(scope)
+        return scope
+
     def enclosing(self, node: ast.AST) -> Scope | ast.ClassDef | None:
         parent = self.parents.get(node)
         while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -148,20 +157,6 @@ def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
             stack.extend(ast.iter_child_nodes(node))
 
 
-def _bound_otherwise(node: ast.AST) -> set[str]:
-    """Names a statement binds other than by a plain assignment."""
-    targets: list[ast.expr] = []
-    if isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
-        targets = [node.target]
-    elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-        targets = [node.optional_vars]
-    elif isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    elif isinstance(node, ast.Assign) and len(node.targets) == 1 and not isinstance(node.targets[0], ast.Name):
-        targets = node.targets
-    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-
-
 def _is_torch_ops_vllm(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "vllm" and isinstance(node.value, ast.Attribute) \
         and node.value.attr == "ops"
@@ -186,7 +181,8 @@ class Reach:
         self._tainted: set[object] = set()
         self._importers: dict[str, set[tuple[str, bool]]] | None = None
         self._values: dict[int, Value] = {}
-        self._mentions: dict[bytes, list[str]] = {}
+        self._words: dict[bytes, list[str]] | None = None
+        self._quoted: set[str] | None = None  # dotted names in quotes anywhere: modules imported by name
         self.unbound_on_xpu: dict[int, str] = {}  # id(a use) -> why the name it uses is not bound on XPU
 
     # ---- files ----------------------------------------------------------------------------------------------
@@ -202,11 +198,18 @@ class Reach:
         return self._modules[rel]
 
     def mentions(self, word: str) -> list[str]:
-        """The files whose text contains word."""
-        key = word.encode()
-        if key not in self._mentions:
-            self._mentions[key] = [rel for rel, data in self.data.items() if key in data]
-        return self._mentions[key]
+        """The files whose text has word as a whole word (an identifier, or a part of a dotted name)."""
+        if self._words is None:
+            self._words = {}
+            for rel, data in self.data.items():
+                for token in set(_WORD.findall(data)):
+                    self._words.setdefault(token, []).append(rel)
+        return self._words.get(word.encode(), []) if word.isidentifier() else \
+            [rel for rel, data in self.data.items() if word.encode() in data]
+
+    def uses_attribute(self, rel: str, name: str) -> bool:
+        """Whether the text of rel has `.name` (without parsing it)."""
+        return re.search(rb"\.\s*" + re.escape(name.encode()) + rb"\b", self.data[rel]) is not None
 
     def _memoized(self, key: object, compute: Callable[[], Verdict]) -> Verdict:
         """compute() once per key. A key asked for again while it is being computed (a cycle of callers or
@@ -228,6 +231,11 @@ class Reach:
         else:
             self._memo[key] = verdict
         return verdict
+
+    def _too_deep(self) -> Verdict:
+        """Reached, as far as the model can tell; what is being computed now depends on where it started from."""
+        self._tainted.update(self._stack)
+        return REACHED_UNKNOWN
 
     # ---- the entry point ------------------------------------------------------------------------------------
 
@@ -402,21 +410,22 @@ class Reach:
         scope = mod.enclosing(name)
         while isinstance(scope, ast.ClassDef):
             scope = mod.enclosing(scope)
-        for where in ([scope] if scope is not None else []) + [mod.tree]:
-            if isinstance(where, (ast.FunctionDef, ast.AsyncFunctionDef)) and name.id in {
+        if name.id in {n.split(".")[0] for n in mod.imports}:
+            return []
+        for where in ([scope] if scope is not None else []) + [None]:
+            if where is not None and name.id in {
                     a.arg for a in (*where.args.args, *where.args.kwonlyargs, *where.args.posonlyargs)}:
                 return []
             found = []
-            for node in _own_nodes(where):
-                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    if any(isinstance(t, ast.Name) and t.id == name.id for t in targets):
-                        if len(targets) != 1:
-                            return []
-                        if not self.guard(mod, node, where if where is not mod.tree else None, depth + 1):
-                            found.append((mod, node.value))
-                elif name.id in _bound_otherwise(node):
-                    return []
+            for target in mod.names.get(name.id, []):
+                if not isinstance(target.ctx, ast.Store) or mod.function(target) is not where:
+                    continue
+                node = mod.parents.get(target)
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None \
+                        or (isinstance(node, ast.Assign) and node.targets != [target]):
+                    return []  # a loop, a with, a tuple, +=, a walrus
+                if not self.guard(mod, node, where, depth + 1):
+                    found.append((mod, node.value))
             if found:
                 return found
         return []
@@ -522,12 +531,12 @@ class Reach:
     def unit(self, mod: _Module, cls: ast.ClassDef | None, func: Scope | None, depth: int) -> Verdict:
         if cls is None and func is None:
             return self.module_reached(mod, depth)
-        key = (mod.rel, cls.name if cls else "", func.name if func else "")
+        key = (mod.rel, cls.name if cls else "", func.name if func else "", depth == 0)  # see _function
         return self._memoized(key, lambda: self._unit(mod, cls, func, depth))
 
     def _unit(self, mod: _Module, cls: ast.ClassDef | None, func: Scope | None, depth: int) -> Verdict:
         if depth > MAX_DEPTH:
-            return REACHED_UNKNOWN
+            return self._too_deep()
         top = cls if cls is not None else func
         assert top is not None
         guard = self.guard(mod, top)  # a definition under `if current_platform.is_rocm():`
@@ -557,13 +566,14 @@ class Reach:
         used = self.class_reached(mod, cls, depth)
         if not used.reached:
             return used
-        if func is not None and not func.name.startswith("__") and func.name != "forward":
+        if func is not None and not func.name.startswith("__") and func.name != "forward" \
+                and not any(self.uses_attribute(rel, func.name) for rel in self.mentions(func.name) if rel != mod.rel):
             refs: list[tuple[_Module, ast.AST]] = [
                 (m, n) for rel in self.mentions(func.name) if (m := self.module(rel)) is not None
                 for n in m.attributes.get(func.name, []) if not self._inside(m, n, func)]
             if refs and all(m is mod and isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
                             and n.value.id in ("self", "cls") for m, n in refs):
-                return self._all_refs(f"{cls.name}.{func.name}", refs, depth)  # called only by its own class
+                return self._all_refs(f"{cls.name}.{func.name}", refs, depth) or REACHED_UNKNOWN  # only self calls it
         return REACHED_UNKNOWN
 
     def _custom_op(self, mod: _Module, cls: ast.ClassDef, name: str) -> Verdict | None:
@@ -586,11 +596,15 @@ class Reach:
 
     def _xpu_override(self, mod: _Module, cls: ast.ClassDef, name: str) -> str:
         """An XPU subclass (in an xpu module, or XPU in its name) that overrides `name` without calling it."""
+        subclass = re.compile(rb"^\s*class\s+(\w+)\s*\([^)]*\b" + cls.name.encode() + rb"\b", re.MULTILINE)
         for rel in self.mentions(cls.name):
+            xpu_module = "xpu" in rel.lower().replace(".py", "").replace("/", "_").split("_")
+            found = [m.group(1) for m in subclass.finditer(self.data[rel])]
+            if not any(xpu_module or b"XPU" in n or b"Xpu" in n for n in found):
+                continue
             other = self.module(rel)
             if other is None:
                 continue
-            xpu_module = "xpu" in rel.lower().replace(".py", "").replace("/", "_").split("_")
             for sub in other.defs.values():
                 if not isinstance(sub, ast.ClassDef) or not (xpu_module or "XPU" in sub.name or "Xpu" in sub.name):
                     continue
@@ -606,27 +620,24 @@ class Reach:
         return self._memoized(("class", mod.rel, cls.name), lambda: self._class(mod, cls, depth))
 
     def _class(self, mod: _Module, cls: ast.ClassDef, depth: int) -> Verdict:
-        refs = list(self.references(mod, cls.name, skip=cls))
-        if not refs:
+        verdict = self._all_refs(f"class {cls.name}", self.references(mod, cls.name, skip=cls), depth)
+        if verdict is None:
             return REACHED_UNKNOWN  # named only by a string (a registry), or not at all: not derived
-        return self._all_refs(f"class {cls.name}", refs, depth)
+        return verdict
 
     def _function(self, mod: _Module, func: Scope, depth: int) -> Verdict:
-        refs = list(self.references(mod, func.name, skip=func))
-        if not refs:
-            if self._unresolved_uses(mod, func.name):
-                return REACHED_UNKNOWN  # `x.name` where the model cannot tell what x is
+        verdict = self._all_refs(func.name, self.references(mod, func.name, skip=func), depth)
+        if verdict is None:
+            if depth > 0 or self._unresolved_uses(mod, func.name):
+                return REACHED_UNKNOWN  # an entry point, or `x.name` where the model cannot tell what x is
             return Verdict(False, f"{mod.where(func)}: nothing in the application calls {func.name}")
-        return self._all_refs(func.name, refs, depth)
+        return verdict
 
     def _unresolved_uses(self, mod: _Module, name: str) -> bool:
-        for rel in self.mentions(name):
-            other = self.module(rel)
-            if other is not None and rel != mod.rel and other.attributes.get(name):
-                return True
-        return False
+        return any(self.uses_attribute(rel, name) for rel in self.mentions(name) if rel != mod.rel)
 
-    def _all_refs(self, what: str, refs: list[tuple[_Module, ast.AST]], depth: int) -> Verdict:
+    def _all_refs(self, what: str, refs: Iterable[tuple[_Module, ast.AST]], depth: int) -> Verdict | None:
+        """Not reached when no use is (None: there are none), reached at the first use that is."""
         reasons = []
         for other, ref in refs:
             verdict = self._reference(other, ref, depth + 1)
@@ -634,6 +645,8 @@ class Reach:
                 path = f"{other.where(ref)}: {what} used here" + (f"; {verdict.why}" if verdict.why else "")
                 return Verdict(True, path)
             reasons.append(f"{other.where(ref)} ({verdict.why})")
+        if not reasons:
+            return None
         more = f"; +{len(reasons) - 1} more, none reached" if len(reasons) > 1 else ""
         return Verdict(False, f"{what} is used only where XPU does not run: {reasons[0]}{more}")
 
@@ -651,19 +664,24 @@ class Reach:
                 return Verdict(False, guard)
             if name:
                 uses: list[tuple[_Module, ast.AST]] = [
-                    (m, n) for rel in self.mentions(name) if (m := self.module(rel)) is not None
+                    (m, n) for rel in self.mentions(name) if b"vllm" in self.data[rel]
+                    and self.uses_attribute(rel, name) and (m := self.module(rel)) is not None
                     for n in m.attributes.get(name, []) if _is_torch_ops_vllm(n.value)]
                 if not uses:
                     return Verdict(False, f"{mod.where(ref)}: registered as torch.ops.vllm.{name}, which nothing "
                                           "calls")
-                return self._all_refs(f"torch.ops.vllm.{name}", uses, depth)
+                return self._all_refs(f"torch.ops.vllm.{name}", uses, depth) or REACHED_UNKNOWN
         return self.node(mod, ref, depth)
 
     def references(self, mod: _Module, name: str, skip: ast.AST) -> Iterator[tuple[_Module, ast.AST]]:
         """Uses of the top-level `name` defined in mod, anywhere: the name where it is bound to that definition,
         `x.name` where x is that module; not inside the definition itself, annotations or isinstance checks.
         A use whose binding (the import) never runs on XPU is noted in self.unbound_on_xpu."""
+        parts = mod.name.split(".")
+        importers = {rel for i in range(2, len(parts) + 1) for rel, _ in self.importers(".".join(parts[:i]))}
         for rel in self.mentions(name):
+            if rel != mod.rel and rel not in importers:
+                continue  # a file that does not import mod (or its package) cannot use its `name`
             other = self.module(rel)
             if other is None:
                 continue
@@ -763,10 +781,13 @@ class Reach:
 
     def _module(self, mod: _Module, depth: int) -> Verdict:
         """A module is not reached when every import of it is not (a package's __init__ is left alone)."""
-        if depth > MAX_DEPTH or mod.rel.endswith("__init__.py"):
+        if depth > MAX_DEPTH:
+            return self._too_deep()
+        if mod.rel.endswith("__init__.py"):
             return REACHED_UNKNOWN
-        quoted = re.compile(rb"[\"']" + re.escape(mod.name.encode()) + rb"[\"':]")
-        if any(quoted.search(self.data[rel]) for rel in self.mentions(mod.name)):
+        if self._quoted is None:
+            self._quoted = {m.decode() for data in self.data.values() for m in _QUOTED_MODULE.findall(data)}
+        if mod.name in self._quoted:
             return REACHED_UNKNOWN  # imported by name (a registry, importlib)
         reasons = []
         for rel, indented in self.importers(mod.name):
