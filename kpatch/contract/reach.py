@@ -182,6 +182,8 @@ class Reach:
         self._importers: dict[str, set[tuple[str, bool]]] | None = None
         self._values: dict[int, Value] = {}
         self._words: dict[bytes, list[str]] | None = None
+        self._guards: dict[tuple[int, int], str] = {}
+        self._known: dict[int, Value] = {}  # id(expression) -> its value on XPU
         self._quoted: set[str] | None = None  # dotted names in quotes anywhere: modules imported by name
         self.unbound_on_xpu: dict[int, str] = {}  # id(a use) -> why the name it uses is not bound on XPU
 
@@ -260,6 +262,13 @@ class Reach:
 
     def guard(self, mod: _Module, node: ast.AST, stop: ast.AST | None = None, depth: int = 0) -> str:
         """Why node never runs on XPU, from the branches and early returns around it (up to `stop`), or ""."""
+        key = (id(node), id(stop))
+        if key not in self._guards:
+            self._guards[key] = ""  # while it is being worked out (a flag that guards its own assignment)
+            self._guards[key] = self._guard(mod, node, stop, depth)
+        return self._guards[key]
+
+    def _guard(self, mod: _Module, node: ast.AST, stop: ast.AST | None, depth: int) -> str:
         child = node
         parent = mod.parents.get(child)
         while parent is not None:
@@ -302,6 +311,14 @@ class Reach:
         """The truth of expr on XPU, when the platform alone decides it."""
         if depth > MAX_DEPTH:
             return None
+        if isinstance(expr, (ast.Name, ast.Attribute, ast.Call)):
+            if id(expr) not in self._known:
+                self._known[id(expr)] = None  # not known while it is being worked out
+                self._known[id(expr)] = self._value(mod, expr, depth)
+            return self._known[id(expr)]
+        return self._value(mod, expr, depth)
+
+    def _value(self, mod: _Module, expr: ast.expr, depth: int) -> Value:
         if isinstance(expr, ast.Constant):
             return bool(expr.value) if isinstance(expr.value, (bool, type(None))) else None
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
@@ -410,7 +427,7 @@ class Reach:
         scope = mod.enclosing(name)
         while isinstance(scope, ast.ClassDef):
             scope = mod.enclosing(scope)
-        if name.id in {n.split(".")[0] for n in mod.imports}:
+        if name.id in mod.imports:
             return []
         for where in ([scope] if scope is not None else []) + [None]:
             if where is not None and name.id in {
