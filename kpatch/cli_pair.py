@@ -43,8 +43,10 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
               help="The lock to check (default: dist/pylock.toml next to kpatch.toml).")
 @click.option("--installed", is_flag=True, help="Also check this environment: versions, RECORD hashes, where it came "
               "from, the stack's patches, and the live dispatcher (in a child Python).")
+@click.option("--explain", is_flag=True, help="Also say why each op call the contract leaves out is never reached "
+              "on XPU (the platform check, caller or import that keeps it off).")
 @kpatch_command
-def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
+def verify_(ctx: Context, lock_path: str | None, installed: bool, explain: bool) -> int:
     """Check the built pair against its lock and the op contract between the two patched worktrees."""
     from kpatch.commands import verify as cmd
     from kpatch.printers import print_verify
@@ -55,7 +57,7 @@ def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
     if ctx.ui.json_mode:
         ctx.ui.json({"ok": result.ok, **to_jsonable(result)})
     else:
-        print_verify(ctx.ui, result)
+        print_verify(ctx.ui, result, explain)
     return 0 if result.ok else int(ExitCode.CONFLICT)
 
 

@@ -36,11 +36,17 @@ class Site:
 
     file: str
     line: int
-    function: str = ""  # the enclosing definitions in the application's Python ("Class.method"), if known
-    why: str = field(default="", compare=False)  # a call's evidence: how XPU reaches it, or why it does not
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Call(Site):
+    """A call site in the application's Python, with its evidence."""
+
+    function: str = ""  # the enclosing definitions ("Class.method"); "" at module level
+    why: str = field(default="", compare=False)  # how XPU reaches it (a path of uses), or why it never does
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ class MissingOp:
     op: str
     gap: Gap
     keys: tuple[str, ...]  # the keys the kernels do register it for (NO_XPU_KERNEL)
-    sites: tuple[Site, ...]  # the application's call sites in one module
+    sites: tuple[Call, ...]  # the application's call sites in one module
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,7 @@ class UnboundCall:
 
     namespace: str
     op: str
-    call: Site
+    call: Call
     registered: Site
     reason: str
 
@@ -115,7 +121,7 @@ class NotReached:
     namespace: str
     op: str
     kind: str  # "undefined", "no-xpu-kernel" or "unbound"
-    site: Site
+    site: Call
 
 
 @dataclass(frozen=True)
@@ -144,7 +150,7 @@ class Finding:
     op: str  # "ns.op"
     kind: str  # "undefined", "no-xpu-kernel" or "unbound"
     function: str  # "file::Class.method", the calling function
-    site: Site
+    site: Call
     detail: str
 
     @property
@@ -242,7 +248,7 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
     called = {(s.namespace, s.op, s.module) for s in calls}
     listed: set[str] = set()
     other: set[str] = set()
-    by_module: dict[str, dict[tuple[str, str], list[Site]]] = {}
+    by_module: dict[str, dict[tuple[str, str], list[Call]]] = {}
     dismissed: list[NotReached] = []
     verdicts: dict[CallSite, Verdict] = {}
 
@@ -261,7 +267,7 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
         else:
             gap = _gap(kernels, s.namespace, s.op)
             v = verdict(s)
-            site = Site(s.file, s.line, s.function, v.why)
+            site = Call(s.file, s.line, s.function, v.why)
             if v.reached:
                 by_module.setdefault(s.module, {}).setdefault((s.namespace, s.op), []).append(site)
             else:
@@ -274,7 +280,7 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
     unbound: list[UnboundCall] = []
     for u, s in _unbound(kernels, reachable):
         v = verdict(s)
-        call = Site(s.file, s.line, s.function, v.why)
+        call = Call(s.file, s.line, s.function, v.why)
         if v.reached:
             unbound.append(UnboundCall(u.namespace, u.op, call, u.registered, u.reason))
         else:
@@ -299,7 +305,7 @@ def _unbound(kernels: Side, calls: list[CallSite]) -> list[tuple[UnboundCall, Ca
             continue
         reason = schema.binds(registered.schema, s.positional, s.keywords)
         if reason:
-            out.append((UnboundCall(s.namespace, s.op, Site(s.file, s.line, s.function), registered.site, reason),
+            out.append((UnboundCall(s.namespace, s.op, Call(s.file, s.line, s.function), registered.site, reason),
                         s))
     return out
 

@@ -645,9 +645,13 @@ class Reach:
     def _function(self, mod: _Module, func: Scope, depth: int) -> Verdict:
         verdict = self._all_refs(func.name, self.references(mod, func.name, skip=func), depth)
         if verdict is None:
-            if depth > 0 or self._unresolved_uses(mod, func.name):
-                return REACHED_UNKNOWN  # an entry point, or `x.name` where the model cannot tell what x is
-            return Verdict(False, f"{mod.where(func)}: nothing in the application calls {func.name}")
+            # Dead code: the calling function itself is never used, though its module is imported. A function
+            # deeper up, or one in a module nothing imports, may be an entry point (a script, a plugin's API).
+            if depth > 0 or self._unresolved_uses(mod, func.name) \
+                    or not any(rel != mod.rel for rel, _ in self.importers(mod.name)):
+                return REACHED_UNKNOWN
+            return Verdict(False, f"{mod.where(func)}: nothing in the application uses {func.name} (its module "
+                                  "is imported for other names)")
         return verdict
 
     def _unresolved_uses(self, mod: _Module, name: str) -> bool:

@@ -217,7 +217,7 @@ def test_a_module_imported_only_under_is_rocm_is_not_reached_but_one_imported_on
     assert got["shared"].reached
 
 
-def test_a_function_nothing_calls_is_not_reached_and_one_called_anywhere_is(tmp_path: Path) -> None:
+def test_an_unused_function_of_an_imported_module_is_not_reached_and_one_called_anywhere_is(tmp_path: Path) -> None:
     got = reach_of(tmp_path, {"app/act.py": """
         import torch
 
@@ -227,8 +227,13 @@ def test_a_function_nothing_calls_is_not_reached_and_one_called_anywhere_is(tmp_
         def silu_clamp(x):
             torch.ops._C.silu_clamp(x)
         """, "app/moe.py": "from app.act import silu_clamp\n\ndef experts(x):\n    return silu_clamp(x)\n"})
-    assert not got["situ_quant"].reached and "nothing in the application calls situ_quant" in got["situ_quant"].why
+    assert not got["situ_quant"].reached and "nothing in the application uses situ_quant" in got["situ_quant"].why
     assert got["silu_clamp"].reached and "app/moe.py:4" in got["silu_clamp"].why
+
+
+def test_a_function_in_a_module_nothing_imports_may_be_an_entry_point_so_it_is_reached(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/api.py": "import torch\n\ndef rms_norm(x):\n    torch.ops._C.rms_norm(x)\n"})
+    assert got["rms_norm"].reached
 
 
 def test_a_custom_op_registration_is_followed_through_torch_ops_vllm_and_its_hasattr_guard(tmp_path: Path) -> None:
