@@ -135,7 +135,8 @@ def print_contract(ui: UI, kernels: str, app: str, report: ContractReport, expla
                     f"{escape(d.site.why)}")
     ui.line(f"  [dim]not counted: {len(report.cuda_only)} listed cuda-only, {len(report.other_backends)} only "
             f"declared by {app}'s CPU/ROCm builds, {report.off_xpu_calls} call sites in non-XPU branches, "
-            f"{report.probes} hasattr/getattr probes, {len(report.not_reached)} calls XPU never reaches"
+            f"{report.probes} hasattr/getattr probes, {len(report.not_reached)} calls XPU never reaches, "
+            f"{len(report.accepted)} accepted findings (the verify baseline)"
             f"{'' if explain else ' (--explain says why)'}[/]")
 
 

@@ -7,6 +7,7 @@ kernels do not serve on XPU (grouped by calling module), and schema differences 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -115,6 +116,21 @@ class UnboundCall:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """One error of the report at one call site, with a fingerprint that survives moved lines."""
+
+    op: str  # "ns.op"
+    kind: str  # "undefined", "no-xpu-kernel" or "unbound"
+    function: str  # "file::Class.method", the calling function
+    site: Call
+    detail: str
+
+    @property
+    def fingerprint(self) -> tuple[str, str, str]:
+        return self.op, self.kind, self.function
+
+
+@dataclass(frozen=True)
 class NotReached:
     """A call that would be an error, dismissed: the application never runs it on XPU (site.why says why)."""
 
@@ -137,25 +153,11 @@ class ContractReport:
     probes: int  # hasattr/getattr(..., default) sites: the caller handles absence
     problems: tuple[str, ...]  # errors: unreadable schemas
     not_reached: tuple[NotReached, ...] = ()  # calls of unserved ops (or unbound calls) XPU never runs, and why
+    accepted: tuple[Finding, ...] = ()  # findings a person accepted (the verify baseline): not errors
 
     @property
     def ok(self) -> bool:
         return not (self.missing or self.unbound or self.problems or any(m.breaking for m in self.mismatches))
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One error of the report at one call site, with a fingerprint that survives moved lines."""
-
-    op: str  # "ns.op"
-    kind: str  # "undefined", "no-xpu-kernel" or "unbound"
-    function: str  # "file::Class.method", the calling function
-    site: Call
-    detail: str
-
-    @property
-    def fingerprint(self) -> tuple[str, str, str]:
-        return self.op, self.kind, self.function
 
 
 def findings(report: ContractReport) -> list[Finding]:
@@ -169,6 +171,27 @@ def findings(report: ContractReport) -> list[Finding]:
     out += [Finding(f"{u.namespace}.{u.op}", "unbound", f"{u.call.file}::{u.call.function}", u.call, u.reason)
             for u in report.unbound]
     return out
+
+
+def accept(report: ContractReport, accepted: Callable[[Finding], bool]) -> ContractReport:
+    """The report with the findings `accepted` takes out of its errors (kept in report.accepted)."""
+    taken = [f for f in findings(report) if accepted(f)]
+    if not taken:
+        return report
+    sites = {(f.op, f.kind, f.site) for f in taken}
+    missing = []
+    for module in report.missing:
+        ops = []
+        for op in module.ops:
+            kind = "undefined" if op.gap is Gap.UNDEFINED else "no-xpu-kernel"
+            left = tuple(s for s in op.sites if (f"{op.namespace}.{op.op}", kind, s) not in sites)
+            if left:
+                ops.append(dataclasses.replace(op, sites=left))
+        if ops:
+            missing.append(ModuleGaps(module.module, tuple(ops)))
+    unbound = tuple(u for u in report.unbound if (f"{u.namespace}.{u.op}", "unbound", u.call) not in sites)
+    return dataclasses.replace(report, missing=tuple(missing), unbound=unbound,
+                               accepted=(*report.accepted, *taken))
 
 
 def read_kernels(root: Path) -> Side:
