@@ -46,7 +46,7 @@ class Verdict:
 
 
 REACHED_UNKNOWN = Verdict(True, "")
-_QUOTED_MODULE = re.compile(rb"[\"']([A-Za-z_]\w*(?:\.\w+)+)(?=[\"':])")
+_QUOTED_MODULE = re.compile(rb"[\"']([A-Za-z_]\w*(?:\.\w+)+)(?::(\w+))?[\"']")  # "a.b.c", "a.b:C"
 _WORD = re.compile(rb"[A-Za-z_]\w*")
 _CYCLE = Verdict(False, "(a cycle of callers)")  # a call from itself does not reach it
 _IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)|import[ \t]+([^\n]+))",
@@ -184,7 +184,7 @@ class Reach:
         self._words: dict[bytes, list[str]] | None = None
         self._guards: dict[tuple[int, int], str] = {}
         self._known: dict[int, Value] = {}  # id(expression) -> its value on XPU
-        self._quoted: set[str] | None = None  # dotted names in quotes anywhere: modules imported by name
+        self._quoted: set[str] | None = None  # every dotted prefix of a dotted name in quotes anywhere
         self.unbound_on_xpu: dict[int, str] = {}  # id(a use) -> why the name it uses is not bound on XPU
 
     # ---- files ----------------------------------------------------------------------------------------------
@@ -208,6 +208,17 @@ class Reach:
                     self._words.setdefault(token, []).append(rel)
         return self._words.get(word.encode(), []) if word.isidentifier() else \
             [rel for rel, data in self.data.items() if word.encode() in data]
+
+    def quoted(self) -> set[str]:
+        """Dotted names written in quotes (and each of their prefixes): modules or classes imported by name, as
+        a registry does ("pkg.mod.Class", "pkg.mod:Class")."""
+        if self._quoted is None:
+            self._quoted = set()
+            for data in self.data.values():
+                for dotted, attr in _QUOTED_MODULE.findall(data):
+                    parts = dotted.decode().split(".") + ([attr.decode()] if attr else [])
+                    self._quoted.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+        return self._quoted
 
     def uses_attribute(self, rel: str, name: str) -> bool:
         """Whether the text of rel has `.name` (without parsing it)."""
@@ -637,6 +648,8 @@ class Reach:
         return self._memoized(("class", mod.rel, cls.name), lambda: self._class(mod, cls, depth))
 
     def _class(self, mod: _Module, cls: ast.ClassDef, depth: int) -> Verdict:
+        if f"{mod.name}.{cls.name}" in self.quoted():
+            return REACHED_UNKNOWN  # named in a string (a registry): chosen by rules the model does not read
         verdict = self._all_refs(f"class {cls.name}", self.references(mod, cls.name, skip=cls), depth)
         if verdict is None:
             return REACHED_UNKNOWN  # named only by a string (a registry), or not at all: not derived
@@ -806,9 +819,7 @@ class Reach:
             return self._too_deep()
         if mod.rel.endswith("__init__.py"):
             return REACHED_UNKNOWN
-        if self._quoted is None:
-            self._quoted = {m.decode() for data in self.data.values() for m in _QUOTED_MODULE.findall(data)}
-        if mod.name in self._quoted:
+        if mod.name in self.quoted():
             return REACHED_UNKNOWN  # imported by name (a registry, importlib)
         reasons = []
         for rel, indented in self.importers(mod.name):

@@ -291,3 +291,38 @@ def test_an_import_bound_only_off_xpu_makes_its_uses_unreached(tmp_path: Path) -
             ops.reshape(x)
         """})
     assert not got["reshape"].reached and "is_cuda_alike()" in got["reshape"].why
+
+
+def test_a_class_named_in_a_registry_string_is_reached_though_the_code_naming_it_is_not(tmp_path: Path) -> None:
+    backend = """
+        import torch
+
+        class {name}Impl:
+            def forward(self, x):
+                torch.ops._C.{op}(x)
+
+        class {name}Backend:
+            @staticmethod
+            def get_impl_cls():
+                return {name}Impl
+        """
+    rocm = """
+        from app.backends.sparse import SparseBackend
+        from app.backends.dense import DenseBackend
+
+        class RocmSparse(SparseBackend):
+            pass
+
+        class RocmDense(DenseBackend):
+            pass
+        """
+    got = reach_of(tmp_path, {"app/backends/sparse.py": backend.format(name="Sparse", op="concat_q"),
+                              "app/backends/dense.py": backend.format(name="Dense", op="dense_q"),
+                              "app/backends/rocm.py": rocm,
+                              "app/registry.py": 'BACKENDS = {"SPARSE": "app.backends.sparse.SparseBackend"}\n',
+                              "app/platform_init.py": PLATFORM + """
+        if current_platform.is_rocm():
+            from app.backends import rocm
+        """})
+    assert got["concat_q"].reached  # the registry names SparseBackend
+    assert not got["dense_q"].reached and "is_rocm()" in got["dense_q"].why
