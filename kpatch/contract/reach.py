@@ -466,7 +466,7 @@ class Reach:
     def _attribute_flag(self, mod: _Module, expr: ast.Attribute, depth: int) -> Value:
         """`self.flag`: the value every assignment in the class gives it (`self.flag = ...` in its methods)."""
         cls, _ = mod.unit(expr)
-        if cls is None:
+        if cls is None or self._set_elsewhere(mod, cls, expr.attr):
             return None
         results: set[Value] = set()
         for node in ast.walk(cls):
@@ -482,6 +482,18 @@ class Reach:
                     and node.target.attr == expr.attr:
                 results.add(None)
         return results.pop() if len(results) == 1 else None
+
+    def _set_elsewhere(self, mod: _Module, cls: ast.ClassDef, attr: str) -> bool:
+        """Whether code outside cls may set `.attr` on its objects: `x.attr = ...` anywhere, or `self.attr = ...`
+        in a file that names cls (a subclass may set it)."""
+        other = re.compile(rb"(\w+)\s*\.\s*" + re.escape(attr.encode()) + rb"\s*(?::[^=\n]*)?=(?!=)")
+        for rel in self.mentions(attr):
+            for m in other.finditer(self.data[rel]):
+                if m.group(1) not in (b"self", b"cls"):
+                    return True
+                if rel != mod.rel and cls.name.encode() in self.data[rel]:
+                    return True
+        return False
 
     # ---- resolution -----------------------------------------------------------------------------------------
 

@@ -73,6 +73,21 @@ def test_a_platform_flag_stored_at_init_keeps_its_branch_off_xpu(tmp_path: Path)
     assert got["other_embedding"].reached
 
 
+def test_a_flag_other_code_may_set_on_the_object_is_not_trusted(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/embed.py": PLATFORM + """
+        import torch
+
+        class Embedding:
+            def __init__(self):
+                self.use_fused = current_platform.is_cuda()
+
+            def forward(self, x):
+                if self.use_fused:
+                    torch.ops._C.fused_embedding(x)
+        """, "app/tune.py": "def tune(layer):\n    layer.use_fused = True\n"})
+    assert got["fused_embedding"].reached
+
+
 def test_a_capability_check_is_false_on_xpu_where_get_device_capability_is_none(tmp_path: Path) -> None:
     got = reach_of(tmp_path, {"app/gemm.py": PLATFORM + """
         import torch
