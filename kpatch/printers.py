@@ -116,7 +116,7 @@ def print_contract(ui: UI, kernels: str, app: str, report: ContractReport, expla
             keys = f" (kernels: {', '.join(op.keys)})" if op.keys else ""
             ui.line(f"    {op.namespace}.{escape(op.op)}: {op.gap.value}{keys}  [dim]{escape(where)}[/]")
             if op.sites[0].why:
-                ui.line(f"      [dim]reached: {escape(op.sites[0].why)}[/]")
+                ui.line(f"      [dim]reached via: {escape(op.sites[0].why)}[/]")
     for m in report.mismatches:
         head = "[bold red]schema differs[/]" if m.breaking else "[yellow]schema differs (not an error by itself)[/]"
         ui.line(f"  {head} {m.namespace}.{escape(m.op)}: {app} {m.declared} vs {kernels} {m.registered}")
@@ -126,7 +126,7 @@ def print_contract(ui: UI, kernels: str, app: str, report: ContractReport, expla
         ui.line(f"  [bold red]call does not bind[/] {u.namespace}.{escape(u.op)} at {u.call}: {escape(u.reason)} "
                 f"(schema {u.registered})")
         if u.call.why:
-            ui.line(f"      [dim]reached: {escape(u.call.why)}[/]")
+            ui.line(f"      [dim]reached via: {escape(u.call.why)}[/]")
     for problem in report.problems:
         ui.line(f"  [bold red]unreadable[/] {escape(problem)}")
     if explain:
