@@ -55,19 +55,23 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
               help="The lock to check (default: dist/pylock.toml next to kpatch.toml).")
 @click.option("--installed", is_flag=True, help="Also check this environment: versions, RECORD hashes, where it came "
               "from, the stack's patches, and the live dispatcher (in a child Python).")
+@click.option("--explain", is_flag=True, help="Also say why each op call the contract leaves out is never reached "
+              "on XPU (the platform check, caller or import that keeps it off).")
+@click.option("--update-baseline", "reason", metavar="REASON", help="First record today's op-contract findings as "
+              "accepted, with REASON (verify-baseline.toml); verify then fails only on new ones.")
 @kpatch_command
-def verify_(ctx: Context, lock_path: str | None, installed: bool) -> int:
+def verify_(ctx: Context, lock_path: str | None, installed: bool, explain: bool, reason: str | None) -> int:
     """Check the built pair against its lock and the op contract between the two patched worktrees."""
     from kpatch.commands import verify as cmd
     from kpatch.printers import print_verify
     from kpatch.ui import to_jsonable
 
     result = cmd.verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
-                        installed=installed)
+                        installed=installed, update_baseline=reason)
     if ctx.ui.json_mode:
         ctx.ui.json({"ok": result.ok, **to_jsonable(result)})
     else:
-        print_verify(ctx.ui, result)
+        print_verify(ctx.ui, result, explain)
     return 0 if result.ok else int(ExitCode.CONFLICT)
 
 

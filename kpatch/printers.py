@@ -100,7 +100,7 @@ def _written(changed: int | None, project: Path | None) -> str:
     return what
 
 
-def print_verify(ui: UI, result: VerifyResult) -> None:
+def print_verify(ui: UI, result: VerifyResult, explain: bool = False) -> None:
     styles = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
     rows: list[list[str]] = [["", "check", "subject", "detail"]]
     row_styles: list[str | None] = [None]
@@ -114,12 +114,12 @@ def print_verify(ui: UI, result: VerifyResult) -> None:
     for line in styled_columns(rows, row_styles):
         ui.line(line)
     for contract in result.contracts:
-        if contract.report is not None and not contract.report.ok:
-            print_contract(ui, contract.kernels, contract.app, contract.report)
+        if contract.report is not None and (explain or not contract.report.ok):
+            print_contract(ui, contract.kernels, contract.app, contract.report, explain)
     ui.line("verify " + ("[green]passed[/]" if result.ok else "[bold red]FAILED[/]"))
 
 
-def print_contract(ui: UI, kernels: str, app: str, report: ContractReport) -> None:
+def print_contract(ui: UI, kernels: str, app: str, report: ContractReport, explain: bool = False) -> None:
     ui.line(f"\n[bold]op contract {escape(kernels)} -> {escape(app)}[/] (libraries {', '.join(report.namespaces)})")
     for module in report.missing:
         ui.line(f"  [bold]{escape(module.module)}[/] calls, not served on XPU:")
@@ -127,6 +127,8 @@ def print_contract(ui: UI, kernels: str, app: str, report: ContractReport) -> No
             where = ", ".join(str(s) for s in op.sites[:3]) + (" …" if len(op.sites) > 3 else "")
             keys = f" (kernels: {', '.join(op.keys)})" if op.keys else ""
             ui.line(f"    {op.namespace}.{escape(op.op)}: {op.gap.value}{keys}  [dim]{escape(where)}[/]")
+            if op.sites[0].why:
+                ui.line(f"      [dim]reached via: {escape(op.sites[0].why)}[/]")
     for m in report.mismatches:
         head = "[bold red]schema differs[/]" if m.breaking else "[yellow]schema differs (not an error by itself)[/]"
         ui.line(f"  {head} {m.namespace}.{escape(m.op)}: {app} {m.declared} vs {kernels} {m.registered}")
@@ -135,11 +137,19 @@ def print_contract(ui: UI, kernels: str, app: str, report: ContractReport) -> No
     for u in report.unbound:
         ui.line(f"  [bold red]call does not bind[/] {u.namespace}.{escape(u.op)} at {u.call}: {escape(u.reason)} "
                 f"(schema {u.registered})")
+        if u.call.why:
+            ui.line(f"      [dim]reached via: {escape(u.call.why)}[/]")
     for problem in report.problems:
         ui.line(f"  [bold red]unreadable[/] {escape(problem)}")
+    if explain:
+        for d in report.not_reached:
+            ui.line(f"  not reached on XPU: {d.namespace}.{escape(d.op)} at {d.site} ({escape(d.site.function)}): "
+                    f"{escape(d.site.why)}")
     ui.line(f"  [dim]not counted: {len(report.cuda_only)} listed cuda-only, {len(report.other_backends)} only "
             f"declared by {app}'s CPU/ROCm builds, {report.off_xpu_calls} call sites in non-XPU branches, "
-            f"{report.probes} hasattr/getattr probes[/]")
+            f"{report.probes} hasattr/getattr probes, {len(report.not_reached)} calls XPU never reaches, "
+            f"{len(report.accepted)} accepted findings (the verify baseline)"
+            f"{'' if explain else ' (--explain says why)'}[/]")
 
 
 def print_test(ui: UI, result: TestRun) -> None:

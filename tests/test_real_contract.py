@@ -6,6 +6,7 @@ the v0.33.0 tag). The test applies the real stacks onto them and reads the contr
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from gitrepos import run_kpatch
 
 from kpatch.config import load
-from kpatch.contract import check
+from kpatch.contract import ContractReport, check, findings
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS, VLLM = os.environ.get("KPATCH_REAL_KERNELS"), os.environ.get("KPATCH_REAL_VLLM")
@@ -25,19 +26,50 @@ PORTED = {  # the whole Kimi-K3 MLA family the stacks carry
     "fused_kimi_k3_mla_kv_concat", "fused_kimi_k3_mla_kv_concat_quant_fp8",
 }
 
+LABELS = ROOT / "tests" / "data" / "xpu_reach_labels.json"
+
 pytestmark = pytest.mark.skipif(not (KERNELS and VLLM), reason="set KPATCH_REAL_KERNELS and KPATCH_REAL_VLLM")
 
 
-def test_real_stacks_serve_the_kimi_k3_mla_family_with_vllms_schemas(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def real_report(tmp_path_factory: pytest.TempPathFactory) -> ContractReport:
+    """The contract of the real stacks, applied once for the module."""
+    tmp_path = tmp_path_factory.mktemp("real")
     project = tmp_path / "project"
     project.mkdir()
     shutil.copy(ROOT / "kpatch.toml", project / "kpatch.toml")
     shutil.copytree(ROOT / "patches", project / "patches")
     urls = ["--url", f"vllm-xpu-kernels={KERNELS}", "--url", f"vllm={VLLM}", "--cache-dir", str(tmp_path / "c")]
     assert run_kpatch(project, "apply", *urls).exit_code == 0
-    report = check(project / "work" / "vllm-xpu-kernels", project / "work" / "vllm",
-                   load(project / "kpatch.toml").cuda_only)
+    return check(project / "work" / "vllm-xpu-kernels", project / "work" / "vllm",
+                 load(project / "kpatch.toml").cuda_only)
+
+
+def test_real_stacks_serve_the_kimi_k3_mla_family_with_vllms_schemas(real_report: ContractReport) -> None:
+    report = real_report
     missing = {(m.module, op.op) for m in report.missing for op in m.ops}
     assert not {op for _, op in missing} & PORTED
     assert not [m for m in report.mismatches if m.op in PORTED]
     assert not [u for u in report.unbound if u.op in PORTED]
+
+
+def test_real_findings_keep_every_call_reached_on_xpu_and_at_most_one_in_ten_of_the_others(
+        real_report: ContractReport) -> None:
+    """Precision of the XPU reachability model against findings labelled by hand (tests/data/xpu_reach_labels.json:
+    op, calling function, reached on XPU or not, and the line of vLLM v0.33.0 that shows it)."""
+    labels = json.loads(LABELS.read_text(encoding="utf-8"))["findings"]
+    reported = {(f.op, f.kind == "unbound", f.function) for f in findings(real_report)}
+
+    def still_reported(label: dict[str, str]) -> bool:
+        return (label["op"], label.get("kind") == "unbound", label["function"]) in reported
+
+    reached = [x for x in labels if x["verdict"] == "reached"]
+    others = [x for x in labels if x["verdict"] == "not-reached"]
+    assert len(labels) >= 30 and len(reached) + len(others) == len(labels)
+    lost = [f"{x['op']} in {x['function']} ({x['evidence']})" for x in reached if not still_reported(x)]
+    false = [f"{x['op']} in {x['function']} ({x['evidence']})" for x in others if still_reported(x)]
+    print(f"labelled findings: {len(reached)} reached on XPU, {len(others)} not; still reported: "
+          f"{len(reached) - len(lost)}/{len(reached)} reached, {len(false)}/{len(others)} not reached")
+    assert not lost, "calls reached on XPU no longer reported:\n" + "\n".join(lost)
+    assert len(false) * 10 <= len(others), f"{len(false)} of {len(others)} unreached calls still reported:\n" \
+        + "\n".join(false)

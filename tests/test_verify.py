@@ -223,7 +223,8 @@ def test_a_pr592_registration_is_reported_with_both_files_and_lines(tmp_path: Pa
     assert [d["detail"] for d in mismatch["diffs"]] == ["arg 5 positions: default None vs none",
                                                          "arg 6 cos_sin_cache: default None vs none"]
     (unbound,) = report["unbound"]
-    assert unbound["call"] == {"file": "app/models/k3/xpu/ops.py", "line": 5}
+    assert {k: unbound["call"][k] for k in ("file", "line", "function")} == {
+        "file": "app/models/k3/xpu/ops.py", "line": 5, "function": "kimi_mla_insert"}
     human = run_kpatch(root, "verify", *cache)
     assert f"app csrc/torch_bindings.cpp:{app_line} vs kernels csrc/torch_bindings.cpp:{kernels_line}" in human.stdout
     assert untouched == {p: p.read_bytes() for p in untouched}
@@ -249,11 +250,12 @@ def test_ops_not_served_on_xpu_are_grouped_by_calling_module(tmp_path: Path) -> 
     result = run_kpatch(root, "verify", *cache, "--json")
     assert result.exit_code == ExitCode.CONFLICT
     missing = json.loads(result.stdout)["contracts"][0]["report"]["missing"]
-    assert [(m["module"], [(o["op"], o["gap"], o["keys"], o["sites"]) for o in m["ops"]]) for m in missing] == [
+    assert [(m["module"], [(o["op"], o["gap"], o["keys"], [(c["file"], c["line"], c["function"]) for c in o["sites"]])
+                           for o in m["ops"]]) for m in missing] == [
         ("app.models.k3.xpu.ops", [("gather_cache", "not defined by the kernels", [],
-                                    [{"file": "app/models/k3/xpu/ops.py", "line": 9}])]),
+                                    [("app/models/k3/xpu/ops.py", 9, "gather")])]),
         ("app.ops", [("silu_and_mul", "defined, but no kernel for XPU", ["CUDA"],
-                      [{"file": "app/ops.py", "line": 11}])])]
+                      [("app/ops.py", 11, "silu_and_mul")])])]
     human = run_kpatch(root, "verify", *cache)
     assert "app.models.k3.xpu.ops calls, not served on XPU:" in human.stdout
     # Listing them CUDA-only on purpose (one by op, one by module) makes the contract hold; a stale entry warns.

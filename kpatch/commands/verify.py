@@ -12,7 +12,7 @@ from kpatch.engine.plan import load_all_series
 from kpatch.errors import LockError
 from kpatch.lock import Lock
 from kpatch.ui import UI
-from kpatch.verify import applied, contract_pairs, first_problem, pair
+from kpatch.verify import applied, baseline, contract_pairs, first_problem, pair
 from kpatch.verify import diagnose as diag
 from kpatch.verify import installed as inst
 from kpatch.verify.model import Check, Status, failed, passed
@@ -38,7 +38,9 @@ class VerifyResult:
         return all(c.status is not Status.FAIL for c in self.checks)
 
 
-def verify(ws: Workspace, ui: UI, *, lock_path: Path | None, installed: bool) -> VerifyResult:
+def verify(ws: Workspace, ui: UI, *, lock_path: Path | None, installed: bool,
+           update_baseline: str | None = None) -> VerifyResult:
+    """`update_baseline`: a reason; record today's contract findings as accepted (verify-baseline.toml) first."""
     path = lock_path or ws.stack.root / "dist" / lockfile.LOCK_NAME
     if lock_path is not None and not path.is_file():
         raise LockError(f"no lock at {path}")
@@ -51,7 +53,7 @@ def verify(ws: Workspace, ui: UI, *, lock_path: Path | None, installed: bool) ->
     else:
         checks.append(Check("lock", str(path), Status.SKIP, "no lock: the built pair was not checked",
                             "kpatch build-wheels"))
-    contracts, declared = _contracts(ws, ui, checks)
+    contracts, declared = _contracts(ws, ui, checks, update_baseline)
     provenance = None
     if installed:
         provenance = _installed(ws, ui, lock, path, declared, checks)
@@ -77,9 +79,12 @@ def _lock_checks(ws: Workspace, lock: Lock, path: Path) -> list[Check]:
     return checks
 
 
-def _contracts(ws: Workspace, ui: UI, checks: list[Check]) -> tuple[list[ContractResult], dict[str, Side]]:
-    """The static contract of each (kernels, app) pair whose worktrees are applied; the apps' declarations."""
+def _contracts(ws: Workspace, ui: UI, checks: list[Check], update_baseline: str | None = None
+               ) -> tuple[list[ContractResult], dict[str, Side]]:
+    """The static contract of each (kernels, app) pair whose worktrees are applied; the apps' declarations.
+    Findings the baseline accepts are not errors (see kpatch.verify.baseline)."""
     results, declared = [], {}
+    raw: dict[str, ContractReport] = {}
     for kernels, app in contract_pairs(ws):
         subject = f"{kernels} -> {app}"
         if not (applied(ws, kernels) and applied(ws, app)):
@@ -89,19 +94,40 @@ def _contracts(ws: Workspace, ui: UI, checks: list[Check]) -> tuple[list[Contrac
             continue
         ui.note(f"reading the op contract {subject}")
         declared[app] = read_app(ws.worktree(app))
-        report = check_sides(read_kernels(ws.worktree(kernels)), declared[app], ws.worktree(app), ws.stack.cuda_only)
-        results.append(ContractResult(kernels, app, report))
+        raw[subject] = check_sides(read_kernels(ws.worktree(kernels)), declared[app], ws.worktree(app),
+                                   ws.stack.cuda_only)
+        results.append(ContractResult(kernels, app, raw[subject]))
+    path = baseline.path_of(ws.stack)
+    ops = baseline.stack_ops(ws.stack)
+    if update_baseline is not None:
+        recorded, left_out = baseline.update(path, raw, update_baseline, ops)
+        own = f"; left out {len(left_out)} of ops the stacks add or call (never accepted)" if left_out else ""
+        checks.append(passed("contract", str(path), f"recorded {len(recorded)} accepted finding(s){own}"))
+    accepted = baseline.read(path)
+    for i, result in enumerate(results):
+        if result.report is None:
+            continue
+        subject = f"{result.kernels} -> {result.app}"
+        report = baseline.apply(result.report, subject, accepted, ops)
+        results[i] = ContractResult(result.kernels, result.app, report)
         for warning in report.stale:
             checks.append(Check("contract", subject, Status.WARN, f"[verify] cuda-only {warning}",
                                 "remove the entry from kpatch.toml"))
+        known = f"; {len(report.accepted)} accepted finding(s) in {ws.stack.baseline}" if report.accepted else ""
         if report.ok:
             served = f"{len(report.cuda_only)} listed cuda-only" if report.cuda_only else "none listed cuda-only"
-            checks.append(passed("contract", subject, f"every op {app} calls on the XPU path is served with its "
-                                 f"declared schema ({served})"))
+            checks.append(passed("contract", subject, f"every op {result.app} calls on the XPU path is served with "
+                                 f"its declared schema ({served}{known})"))
         else:
-            checks.append(failed("contract", subject, first_problem(report), "fix the stacks (a kernels patch "
-                                 "that registers the op for XPU with vLLM's schema), or list an op CUDA-only on "
-                                 "purpose in kpatch.toml [verify] cuda-only"))
+            checks.append(failed("contract", subject, first_problem(report) + known, "fix the stacks (a kernels "
+                                 "patch that registers the op for XPU with vLLM's schema), list an op CUDA-only on "
+                                 "purpose in kpatch.toml [verify] cuda-only, or accept today's findings: kpatch "
+                                 "verify --update-baseline REASON"))
+    gone = baseline.stale(raw, accepted)
+    if gone:
+        checks.append(Check("contract", str(path), Status.WARN, f"{len(gone)} accepted finding(s) no longer "
+                            f"reported, e.g. {gone[0].op} in {gone[0].function}",
+                            "kpatch verify --update-baseline REASON (drops them)"))
     return results, declared
 
 

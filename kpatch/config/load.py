@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.config.model import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream
-from kpatch.config.tables import build_table, cuda_only, github_table, key_line, set_torch, test_table
+from kpatch.config.tables import baseline, build_table, cuda_only, github_table, key_line, set_torch, test_table
 from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx.mirror import url_problem
 
@@ -71,7 +71,8 @@ def load(path: Path) -> Stack:
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
                  github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
-                 cuda_only=cuda_only(path, lines, data.get("verify")))
+                 cuda_only=cuda_only(path, lines, data.get("verify")),
+                 baseline=baseline(path, lines, data.get("verify")))
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:

@@ -101,6 +101,7 @@ class Stack:
     github: Repository | None = None  # [github] repository: where kpatch nightly opens its PR and issue
     torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
     cuda_only: tuple[CudaOnly, ...] = ()  # [verify] cuda-only
+    baseline: str = "verify-baseline.toml"  # [verify] baseline: accepted contract findings, relative to root
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:

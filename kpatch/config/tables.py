@@ -140,6 +140,9 @@ def test_table(path: Path, lines: list[str], start: int, end: int, table: dict[s
                      devices=lists["devices"], env=tuple(sorted(env.items())), timeout=float(timeout), line=line)
 
 
+DEFAULT_BASELINE = "verify-baseline.toml"
+
+
 def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]:
     """`[verify] cuda-only = [{ op = "...", why = "..." } | { module = "...", why = "..." }]`, checked."""
     if verify is None:
@@ -148,7 +151,7 @@ def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]
     if not isinstance(verify, dict):
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'verify')}: 'verify' must be a table")
     for key in verify:
-        if key != "cuda-only":
+        if key not in ("cuda-only", "baseline"):
             raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]")
     entries = verify.get("cuda-only", [])
     where = f"{path}:{key_line(lines, start, len(lines) + 1, 'cuda-only')}"
@@ -175,6 +178,17 @@ def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]
             raise ConfigError(f"{path}:{line}: 'cuda-only' lists {named!r} twice")
         out.append(item)
     return tuple(out)
+
+
+def baseline(path: Path, lines: list[str], verify: Any) -> str:
+    """`[verify] baseline = "file.toml"`: where `kpatch verify --update-baseline` records accepted findings
+    (relative to kpatch.toml, inside its folder); verify-baseline.toml when not set."""
+    value = verify.get("baseline", DEFAULT_BASELINE) if isinstance(verify, dict) else DEFAULT_BASELINE
+    if not isinstance(value, str) or not value.endswith(".toml") or not relative(value):
+        start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[verify]"), 1)
+        raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'baseline')}: 'baseline' must be a "
+                          "relative path to a .toml file inside the project folder")
+    return value
 
 
 def relative(value: str) -> bool:

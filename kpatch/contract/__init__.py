@@ -7,15 +7,17 @@ kernels do not serve on XPU (grouped by calling module), and schema differences 
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from kpatch.config import CudaOnly
 from kpatch.contract import cmake, cpp, pycalls, schema
 from kpatch.contract.pycalls import CallSite
+from kpatch.contract.reach import Reach, Verdict
 from kpatch.contract.schema import Schema, SchemaDiff
 
 # Keys whose kernel serves the application on XPU: the device key itself, a composite registered for every
@@ -38,6 +40,14 @@ class Site:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Call(Site):
+    """A call site in the application's Python, with its evidence."""
+
+    function: str = ""  # the enclosing definitions ("Class.method"); "" at module level
+    why: str = field(default="", compare=False)  # how XPU reaches it (a path of uses), or why it never does
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,7 @@ class MissingOp:
     op: str
     gap: Gap
     keys: tuple[str, ...]  # the keys the kernels do register it for (NO_XPU_KERNEL)
-    sites: tuple[Site, ...]  # the application's call sites in one module
+    sites: tuple[Call, ...]  # the application's call sites in one module
 
 
 @dataclass(frozen=True)
@@ -100,9 +110,34 @@ class UnboundCall:
 
     namespace: str
     op: str
-    call: Site
+    call: Call
     registered: Site
     reason: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One error of the report at one call site, with a fingerprint that survives moved lines."""
+
+    op: str  # "ns.op"
+    kind: str  # "undefined", "no-xpu-kernel" or "unbound"
+    function: str  # "file::Class.method", the calling function
+    site: Call
+    detail: str
+
+    @property
+    def fingerprint(self) -> tuple[str, str, str]:
+        return self.op, self.kind, self.function
+
+
+@dataclass(frozen=True)
+class NotReached:
+    """A call that would be an error, dismissed: the application never runs it on XPU (site.why says why)."""
+
+    namespace: str
+    op: str
+    kind: str  # "undefined", "no-xpu-kernel" or "unbound"
+    site: Call
 
 
 @dataclass(frozen=True)
@@ -117,10 +152,46 @@ class ContractReport:
     off_xpu_calls: int  # call sites inside a branch a platform check keeps off XPU (not counted as calls)
     probes: int  # hasattr/getattr(..., default) sites: the caller handles absence
     problems: tuple[str, ...]  # errors: unreadable schemas
+    not_reached: tuple[NotReached, ...] = ()  # calls of unserved ops (or unbound calls) XPU never runs, and why
+    accepted: tuple[Finding, ...] = ()  # findings a person accepted (the verify baseline): not errors
 
     @property
     def ok(self) -> bool:
         return not (self.missing or self.unbound or self.problems or any(m.breaking for m in self.mismatches))
+
+
+def findings(report: ContractReport) -> list[Finding]:
+    """The missing ops and unbound calls of a report, one per call site."""
+    out = []
+    for module in report.missing:
+        for op in module.ops:
+            kind = "undefined" if op.gap is Gap.UNDEFINED else "no-xpu-kernel"
+            out += [Finding(f"{op.namespace}.{op.op}", kind, f"{s.file}::{s.function}", s, op.gap.value)
+                    for s in op.sites]
+    out += [Finding(f"{u.namespace}.{u.op}", "unbound", f"{u.call.file}::{u.call.function}", u.call, u.reason)
+            for u in report.unbound]
+    return out
+
+
+def accept(report: ContractReport, accepted: Callable[[Finding], bool]) -> ContractReport:
+    """The report with the findings `accepted` takes out of its errors (kept in report.accepted)."""
+    taken = [f for f in findings(report) if accepted(f)]
+    if not taken:
+        return report
+    sites = {(f.op, f.kind, f.site) for f in taken}
+    missing = []
+    for module in report.missing:
+        ops = []
+        for op in module.ops:
+            kind = "undefined" if op.gap is Gap.UNDEFINED else "no-xpu-kernel"
+            left = tuple(s for s in op.sites if (f"{op.namespace}.{op.op}", kind, s) not in sites)
+            if left:
+                ops.append(dataclasses.replace(op, sites=left))
+        if ops:
+            missing.append(ModuleGaps(module.module, tuple(ops)))
+    unbound = tuple(u for u in report.unbound if (f"{u.namespace}.{u.op}", "unbound", u.call) not in sites)
+    return dataclasses.replace(report, missing=tuple(missing), unbound=unbound,
+                               accepted=(*report.accepted, *taken))
 
 
 def read_kernels(root: Path) -> Side:
@@ -180,8 +251,11 @@ def check_sides(kernels: Side, app: Side, app_root: Path, cuda_only: tuple[CudaO
     """The contract from both sides' C++ (already read) and the application's Python under `app_root`."""
     namespaces = frozenset(ns for ns, _ in (*kernels.defined, *kernels.keys))
     sites, broken = pycalls.call_sites(app_root, namespaces)
+    model = Reach(app_root, pycalls.package_files(app_root),
+                  lambda ns, op: (ns, op) in kernels.defined or (ns, op) in kernels.keys)
     return compare(kernels, app, sites, cuda_only, namespaces,
-                   problems=tuple(f"{b} (cannot be read: its op calls are unknown)" for b in broken))
+                   problems=tuple(f"{b} (cannot be read: its op calls are unknown)" for b in broken),
+                   reach=lambda s: model.site(s.file, s.line, s.op))
 
 
 def serves_xpu(kernels: Side, namespace: str, op: str) -> bool:
@@ -189,13 +263,23 @@ def serves_xpu(kernels: Side, namespace: str, op: str) -> bool:
 
 
 def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[CudaOnly, ...],
-            namespaces: frozenset[str], problems: tuple[str, ...] = ()) -> ContractReport:
-    """The report from both sides' registrations and the application's call sites."""
+            namespaces: frozenset[str], problems: tuple[str, ...] = (),
+            reach: Callable[[CallSite], Verdict] | None = None) -> ContractReport:
+    """The report from both sides' registrations and the application's call sites; `reach` tells whether a
+    call that would be an error is run on XPU at all (see kpatch.contract.reach)."""
     calls = [s for s in sites if not s.probe and not s.off_xpu]
     called = {(s.namespace, s.op, s.module) for s in calls}
     listed: set[str] = set()
     other: set[str] = set()
-    by_module: dict[str, dict[tuple[str, str], list[Site]]] = {}
+    by_module: dict[str, dict[tuple[str, str], list[Call]]] = {}
+    dismissed: list[NotReached] = []
+    verdicts: dict[CallSite, Verdict] = {}
+
+    def verdict(s: CallSite) -> Verdict:
+        if s not in verdicts:
+            verdicts[s] = reach(s) if reach else Verdict(True, "")
+        return verdicts[s]
+
     for s in calls:
         if serves_xpu(kernels, s.namespace, s.op):
             continue
@@ -204,20 +288,39 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
         elif (s.namespace, s.op) in app.other_backends:
             other.add(f"{s.namespace}.{s.op}")
         else:
-            by_module.setdefault(s.module, {}).setdefault((s.namespace, s.op), []).append(Site(s.file, s.line))
+            gap = _gap(kernels, s.namespace, s.op)
+            v = verdict(s)
+            site = Call(s.file, s.line, s.function, v.why)
+            if v.reached:
+                by_module.setdefault(s.module, {}).setdefault((s.namespace, s.op), []).append(site)
+            else:
+                dismissed.append(NotReached(s.namespace, s.op, gap, site))
     missing = tuple(ModuleGaps(module, tuple(
-        MissingOp(ns, op, Gap.NO_XPU_KERNEL if (ns, op) in kernels.keys or (ns, op) in kernels.defined
-                  else Gap.UNDEFINED, kernels.keys.get((ns, op), ()), tuple(where))
+        MissingOp(ns, op, Gap.NO_XPU_KERNEL if _gap(kernels, ns, op) == "no-xpu-kernel" else Gap.UNDEFINED,
+                  kernels.keys.get((ns, op), ()), tuple(where))
         for (ns, op), where in sorted(ops.items()))) for module, ops in sorted(by_module.items()))
     reachable = [s for s in calls if not any(c.module and c.matches(s.namespace, s.op, s.module) for c in cuda_only)]
+    unbound: list[UnboundCall] = []
+    for u, s in _unbound(kernels, reachable):
+        v = verdict(s)
+        call = Call(s.file, s.line, s.function, v.why)
+        if v.reached:
+            unbound.append(UnboundCall(u.namespace, u.op, call, u.registered, u.reason))
+        else:
+            dismissed.append(NotReached(s.namespace, s.op, "unbound", call))
     return ContractReport(
         namespaces=tuple(sorted(namespaces)), missing=missing, mismatches=_mismatches(kernels, app),
-        unbound=_unbound(kernels, reachable), cuda_only=tuple(sorted(listed)), other_backends=tuple(sorted(other)),
+        unbound=tuple(unbound), cuda_only=tuple(sorted(listed)), other_backends=tuple(sorted(other)),
         stale=_stale(kernels, called, cuda_only), off_xpu_calls=sum(s.off_xpu for s in sites),
-        probes=sum(s.probe for s in sites), problems=(*kernels.problems, *app.problems, *problems))
+        probes=sum(s.probe for s in sites), problems=(*kernels.problems, *app.problems, *problems),
+        not_reached=tuple(dismissed))
 
 
-def _unbound(kernels: Side, calls: list[CallSite]) -> tuple[UnboundCall, ...]:
+def _gap(kernels: Side, ns: str, op: str) -> str:
+    return "no-xpu-kernel" if (ns, op) in kernels.keys or (ns, op) in kernels.defined else "undefined"
+
+
+def _unbound(kernels: Side, calls: list[CallSite]) -> list[tuple[UnboundCall, CallSite]]:
     out = []
     for s in calls:
         registered = kernels.defined.get((s.namespace, s.op))
@@ -225,8 +328,9 @@ def _unbound(kernels: Side, calls: list[CallSite]) -> tuple[UnboundCall, ...]:
             continue
         reason = schema.binds(registered.schema, s.positional, s.keywords)
         if reason:
-            out.append(UnboundCall(s.namespace, s.op, Site(s.file, s.line), registered.site, reason))
-    return tuple(out)
+            out.append((UnboundCall(s.namespace, s.op, Call(s.file, s.line, s.function), registered.site, reason),
+                        s))
+    return out
 
 
 def _stale(kernels: Side, called: set[tuple[str, str, str]], cuda_only: tuple[CudaOnly, ...]) -> tuple[str, ...]:

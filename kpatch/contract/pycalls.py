@@ -25,6 +25,7 @@ class CallSite:
     off_xpu: bool  # inside a branch that a platform check keeps off XPU (see _off_xpu)
     positional: int | None = None  # a direct call: how many positional arguments (None: not a call, or *args)
     keywords: tuple[str, ...] = ()  # a direct call's keyword argument names
+    function: str = ""  # the enclosing definitions, dotted ("Class.method"); "" at module level
 
 
 def package_files(root: Path, packages: tuple[str, ...] | None = None) -> list[Path]:
@@ -70,6 +71,7 @@ class _Scanner(ast.NodeVisitor):
         self.sites: list[CallSite] = []
         self.off_xpu = 0
         self.calls: dict[int, tuple[int | None, tuple[str, ...]]] = {}  # id(op attribute) -> its call's arguments
+        self.scope: list[str] = []  # the enclosing class and function names
 
     def scan(self, tree: ast.AST) -> list[CallSite]:
         for node in ast.walk(tree):  # aliases first, wherever they are bound
@@ -106,9 +108,18 @@ class _Scanner(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for child in (*node.decorator_list, node.args, *([node.returns] if node.returns else [])):
             self.visit(child)
+        self.scope.append(node.name)
         self._block(node.body)
+        self.scope.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for child in (*node.decorator_list, *node.bases, *node.keywords):
+            self.visit(child)
+        self.scope.append(node.name)
+        self._block(node.body)
+        self.scope.pop()
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
@@ -161,7 +172,7 @@ class _Scanner(ast.NodeVisitor):
     def _add(self, ns: str, op: str, line: int, probe: bool, positional: int | None = None,
              keywords: tuple[str, ...] = ()) -> None:
         self.sites.append(CallSite(ns, op, self.file, line, self.module, probe, self.off_xpu > 0, positional,
-                                   keywords))
+                                   keywords, ".".join(self.scope)))
 
 
 def _terminates(body: list[ast.stmt]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kpatch.contract import ContractReport, check
 from kpatch.errors import VerifyFailed, WorktreeError
+from kpatch.verify import baseline
 from kpatch.workspace import Workspace
 
 
@@ -28,7 +29,9 @@ def gate(ws: Workspace) -> list[ContractReport]:
         for name in (kernels, app):
             if not applied(ws, name):
                 raise WorktreeError(f"no applied worktree for {name} at {ws.worktree(name)}: run 'kpatch apply'")
-        report = check(ws.worktree(kernels), ws.worktree(app), ws.stack.cuda_only)
+        report = baseline.apply(check(ws.worktree(kernels), ws.worktree(app), ws.stack.cuda_only),
+                                f"{kernels} -> {app}", baseline.read(baseline.path_of(ws.stack)),
+                                baseline.stack_ops(ws.stack))
         if not report.ok:
             raise VerifyFailed(f"op contract {kernels} -> {app}: {first_problem(report)}; "
                                "'kpatch verify' shows the whole report")
