@@ -166,7 +166,7 @@ def test_the_rebase_hint_names_the_remembered_workdir(rp: RebaseProject, tmp_pat
     assert kpatch(rp.root, "apply", "--workdir", str(elsewhere)).exit_code == 0
     ran = kpatch(rp.root, "rebase")
     assert ran.exit_code == ExitCode.CONFLICT
-    assert f"resolve it in {elsewhere / '.rebase'}/<name>" in ran.stderr
+    assert f"resolve it in {elsewhere / '.rebase' / 'kernels'}, 'git add'" in ran.stderr
     assert (elsewhere / ".rebase" / "kernels" / "c.txt").exists() and not (rp.root / "work").exists()
 
 

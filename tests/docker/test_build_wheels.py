@@ -156,10 +156,11 @@ def test_missing_worktree_unknown_image_and_no_engine(pair: Pair, monkeypatch: p
     assert pair.dist() == {}
 
 
-def test_image_build_failure_shows_the_log_tail(pair: Pair) -> None:
+def test_a_base_image_no_registry_gives_is_one_line_naming_it_and_the_way_round(pair: Pair) -> None:
     result = pair.run("build-wheels", "--base-image", "kpatch-no-such-base:1")
     assert result.exit_code == ExitCode.BUILD
-    assert "image build failed" in result.stderr
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "cannot pull base image kpatch-no-such-base:1" in error and "--base-image REF" in error
     assert pair.dist() == {}
 
 
