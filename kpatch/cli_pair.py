@@ -86,7 +86,7 @@ def verify_(ctx: Context, lock_path: str | None, installed: bool, explain: bool,
 @click.option("--reports", type=click.Path(file_okay=False),
               help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
 @click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
-              help="docker: in the build image; local: on this host, in a private user site of its python3.")
+              help="docker: in the build image; local: on this host, in a fresh venv of kpatch's own.")
 @kpatch_command
 def test_(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
           lock_path: str | None, reports: str | None, backend: str) -> int:

@@ -33,7 +33,7 @@ KERNEL_FILES = {
     # must keep its CRs through apply and export.
     "csrc/kernels.ini": "; which kernels are built\r\n[kernels]\r\nkimi = off\r\nrms_norm = on\r\n",
     "tests/test_cache.py": "def test_cache():\n    assert True\n",
-    # Built like the real kernels (setup.py bdist_wheel, an abi3 platform wheel) but in a second.
+    # An abi3 platform wheel like the real kernels', built the PEP 517 way (see PEP517_BUILD).
     "setup.py": "import os\nfrom setuptools import Distribution, setup\n\n\n"
                 "class Binary(Distribution):\n    def has_ext_modules(self):\n        return True\n\n\n"
                 "setup(name='vllm-xpu-kernels', version=os.environ.get('SETUPTOOLS_SCM_PRETEND_VERSION', '0.0.0'),\n"

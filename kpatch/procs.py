@@ -35,8 +35,9 @@ def is_secret_name(name: str) -> bool:
 
 
 def _allowed(name: str) -> bool:
+    # KPATCH_URL_<NAME> may carry credentials in its URL, and an upstream's build never needs kpatch's fetch URLs
     return (name in _ALLOWED or name.startswith(_ALLOWED_PREFIXES) or name.endswith("ROOT")) and \
-        not is_secret_name(name)
+        not is_secret_name(name) and not name.startswith("KPATCH_URL_")
 
 
 def upstream_env(environ: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:

@@ -52,7 +52,7 @@ def run_local(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[s
 
 
 class _HostSuite(_Suite):
-    """One suite run by this host's python3 in a scratch folder, judged like a container run."""
+    """One suite run in a fresh venv of kpatch's own in a scratch folder, judged like a container run."""
 
     def run_here(self, devices: tuple[str, ...], timeout: float) -> SuiteResult:
         source = self._source()

@@ -65,3 +65,28 @@ def test_output_json_and_the_log_file_are_redacted(tmp_path: Path, capsys: pytes
     error = json.loads(out.splitlines()[-1])
     assert (error["error"], error["exit_code"], error["detail"]) == ("cannot fetch https://***@host/x.git", 4, [])
     assert log_file.read_text().count("https://***@host/x.git") == 5  # note, warning, error and two debug lines
+
+
+def test_upstream_code_gets_the_allowlisted_environment_and_no_credential() -> None:
+    from kpatch.procs import upstream_env
+
+    environ = {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "https_proxy": "http://proxy:3128",
+               "PIP_INDEX_URL": "https://index.example/simple", "CMPLR_ROOT": "/opt/intel/oneapi/compiler",
+               "MKLROOT": "/opt/intel/oneapi/mkl", "KPATCH_HEARTBEAT": "30", "HOME": "/root", "SHELL": "/bin/bash",
+               "GITHUB_TOKEN": "ghp_x", "KPATCH_GITHUB_TOKEN": "ghp_y", "PIP_PASSWORD": "p", "SSH_AUTH_SOCK": "/s",
+               "AWS_SECRET_ACCESS_KEY": "k", "KPATCH_URL_APP": "https://user:tok@host/app.git", "PYTHONPATH": "/x"}
+    got = upstream_env(environ, {"VLLM_TARGET_DEVICE": "xpu", "HOME": "/tmp/build-home"})
+    assert got == {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "https_proxy": "http://proxy:3128",
+                   "PIP_INDEX_URL": "https://index.example/simple", "CMPLR_ROOT": "/opt/intel/oneapi/compiler",
+                   "MKLROOT": "/opt/intel/oneapi/mkl", "KPATCH_HEARTBEAT": "30", "VLLM_TARGET_DEVICE": "xpu",
+                   "HOME": "/tmp/build-home"}
+
+
+def test_the_value_of_every_secret_named_variable_is_blanked_in_output() -> None:
+    from kpatch.procs import register_secrets
+    from kpatch.redact import redact_text
+
+    register_secrets({"PYPI_TOKEN": "pypi-AgEIcHlwaS5vcmc0123", "DEPLOY_KEY": "s3cr3t-deploy-key", "FLAG": "true",
+                      "SHORT_TOKEN": "abc"})
+    text = redact_text("token pypi-AgEIcHlwaS5vcmc0123 and s3cr3t-deploy-key; true abc")
+    assert text == "token *** and ***; true abc"
