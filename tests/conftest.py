@@ -26,8 +26,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = item.path.relative_to(HERE).parts[0] if item.path.is_relative_to(HERE) else ""
         if folder in _FOLDER_MARKS:
             item.add_marker(_FOLDER_MARKS[folder])
-        if folder == "docker":  # with pytest-xdist (scripts/test: -n 2 --dist loadgroup) the engine's tests share one
-            item.add_marker(pytest.mark.xdist_group("engine"))  # worker: image builds and sweeps stay in order
 
 
 @pytest.fixture(scope="session")
