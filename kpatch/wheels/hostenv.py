@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -143,10 +142,6 @@ def run_env(bin_dir: Path, environ: Mapping[str, str], given: Mapping[str, str])
     for name in ("PYTHONHOME", "PYTHONPATH", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSTARTUP"):
         env.pop(name, None)
     return env
-
-
-def remove(prefix: Path) -> None:
-    shutil.rmtree(prefix, ignore_errors=True)
 
 
 def _run(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
