@@ -16,7 +16,7 @@ import click
 
 from kpatch import __version__
 from kpatch.errors import STORAGE_ERRNOS, ExitCode, KpatchError, StorageError, UsageError
-from kpatch.ui import UI, columns, count, keep_log, setup_logging
+from kpatch.output.ui import UI, columns, count, keep_log, setup_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,7 +42,7 @@ class Context:
 
     def workspace(self) -> Any:
         from kpatch import config
-        from kpatch.workspace import Workspace
+        from kpatch.project.workspace import Workspace
 
         found = self.options.config_path or config.find_config(Path.cwd())
         stack = config.load(found)
@@ -62,11 +62,11 @@ _ELSEWHERE = {"build-wheels": "kpatch.cli_pair", "verify": "kpatch.cli_pair", "t
 
 
 class KpatchCommand(click.Command):
-    """Every command's --help ends with its example (kpatch/help.py, read only when help is shown)."""
+    """Every command's --help ends with its example (kpatch/output/help.py, read only when help is shown)."""
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         if self.epilog is None:
-            from kpatch.help import epilog
+            from kpatch.output.help import epilog
 
             self.epilog = epilog(self.name or "")
         super().format_epilog(ctx, formatter)
@@ -223,7 +223,7 @@ def main() -> None:
 
 def version_line() -> str:
     """`kpatch 0.1.0`, and the commit when kpatch runs from a git checkout (read from .git, no git process)."""
-    from kpatch.checkout import source_commit
+    from kpatch.gitx.checkout import source_commit
 
     commit = source_commit()
     return f"kpatch {__version__}" + (f" (commit {commit[:12]})" if commit else "")

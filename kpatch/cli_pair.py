@@ -63,8 +63,8 @@ def build_wheels_(ctx: Context, backend: str, image: str | None, base_image: str
 def verify_(ctx: Context, lock_path: str | None, installed: bool, explain: bool, reason: str | None) -> int:
     """Check the built pair against its lock and the op contract between the two patched worktrees."""
     from kpatch.commands import verify as cmd
+    from kpatch.output.ui import to_jsonable
     from kpatch.printers import print_verify
-    from kpatch.ui import to_jsonable
 
     result = cmd.verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
                         installed=installed, update_baseline=reason)
@@ -132,8 +132,8 @@ def nightly_(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str,
     from kpatch.commands import nightly as cmd
     from kpatch.nightly.run import Options
     from kpatch.nightly.stages import Settings
+    from kpatch.output.ui import to_jsonable
     from kpatch.printers import print_nightly, print_nightly_stage
-    from kpatch.ui import to_jsonable
 
     base_image = _base_image(backend, image, base_image)
     if no_publish and publish_saved:

@@ -10,7 +10,7 @@ import click
 
 from kpatch.cli import Context, guarded, kpatch_command, main, output_options
 from kpatch.errors import ConfigError, ExitCode
-from kpatch.ui import UI
+from kpatch.output.ui import UI
 
 
 @main.command("demo")
@@ -55,7 +55,7 @@ def demo_(folder: Path | None, keep: bool, backend: str, base_image: str | None,
 
 
 def _jsonable(value: Any) -> Any:
-    from kpatch.ui import to_jsonable
+    from kpatch.output.ui import to_jsonable
 
     return to_jsonable(value)
 
@@ -72,8 +72,8 @@ def doctor_(ctx: Context, fsck: bool, backend: str, base_image: str | None) -> i
     missing."""
     from kpatch.doctor import DoctorOptions, diagnose
     from kpatch.printers import print_doctor
+    from kpatch.project.workspace import default_cache_dir
     from kpatch.wheels.pipeline import DEFAULT_BASE_IMAGE
-    from kpatch.workspace import default_cache_dir
 
     stack, problem = None, None
     try:

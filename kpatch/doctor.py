@@ -94,7 +94,7 @@ def _git() -> Iterator[Finding]:
 
 
 def _engine(options: DoctorOptions, *, needed: bool) -> Iterator[Finding]:
-    from kpatch.wheels.container import probe_engine
+    from kpatch.container.docker import probe_engine
     from kpatch.wheels.pipeline import planned_image
 
     probe = probe_engine()
@@ -203,7 +203,7 @@ def _size(folder: Path) -> int:
 
 
 def _token() -> Finding:
-    from kpatch import github
+    from kpatch.forge import github
 
     check = github.check_token(os.environ)
     if not check.present:

@@ -73,7 +73,7 @@ class GitError(KpatchError):
     exit_code = ExitCode.GIT
 
     def __init__(self, command: list[str], status: int, stdout: str, stderr: str) -> None:
-        from kpatch.redact import redact_text
+        from kpatch.output.redact import redact_text
 
         words = [w for i, w in enumerate(command[1:], 1) if w != "-c" and command[i - 1] != "-c"]
         last = (stderr.strip() or stdout.strip() or "no output").splitlines()[-1]

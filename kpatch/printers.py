@@ -5,22 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpatch.checkout import in_git_checkout
-from kpatch.ui import UI, article, columns, count, escape, styled_columns
+from kpatch.gitx.checkout import in_git_checkout
+from kpatch.output.ui import UI, article, columns, count, escape, styled_columns
 
 if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test, rebase or the nightly
     from kpatch.commands.build_wheels import BuildResult
     from kpatch.commands.verify import VerifyResult
-    from kpatch.contract import ContractReport
-    from kpatch.demo import DemoResult
-    from kpatch.demo import Step as DemoStep
     from kpatch.doctor import DoctorReport
     from kpatch.engine.apply import ApplyResult
     from kpatch.engine.rebase import RebaseResult
     from kpatch.engine.status import StatusResult
+    from kpatch.examples.demo import DemoResult
+    from kpatch.examples.demo import Step as DemoStep
     from kpatch.nightly.model import Stage
     from kpatch.nightly.run import Night
     from kpatch.testing.run import TestRun
+    from kpatch.verify.contract import ContractReport
 
 
 def print_status(ui: UI, result: StatusResult) -> None:
@@ -217,7 +217,7 @@ def print_demo_step(ui: UI, step: DemoStep, result: object) -> None:
     from kpatch.commands.verify import VerifyResult
     from kpatch.engine.apply import ApplyResult
     from kpatch.engine.rebase import RebaseResult
-    from kpatch.examples_moves import UpstreamMove
+    from kpatch.examples.moves import UpstreamMove
     from kpatch.testing.run import TestRun
 
     mark = "[green]ok[/]" if step.ok else "[bold red]FAILED[/]"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from kpatch.redact import add_secret
+from kpatch.output.redact import add_secret
 
 # A name that marks a secret: never passed to upstream code, its value blanked in output.
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|KEY|AUTH_?HEADER|COOKIE", re.IGNORECASE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kpatch.examples import PEP517_BUILD
+from kpatch.examples.upstreams import PEP517_BUILD
 
 
 def with_build_command(text: str, upstream: str, command: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from kpatch.cli import main
-from kpatch.examples import make_example_project
+from kpatch.examples.upstreams import make_example_project
 from kpatch.gitx import Repository
 
 AUTHOR = {"GIT_AUTHOR_NAME": "Up Stream", "GIT_AUTHOR_EMAIL": "up@example.invalid",

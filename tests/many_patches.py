@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch.examples import write_patches
+from kpatch.examples.upstreams import write_patches
 from kpatch.gitx import Repository
 
 EPOCH = 1_700_000_000

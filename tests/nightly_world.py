@@ -16,7 +16,7 @@ from fake_github import FakeGitHub
 from gitrepos import Project, git
 
 from kpatch.cli import main
-from kpatch.examples import KERNEL_FILES, commit
+from kpatch.examples.upstreams import KERNEL_FILES, commit
 
 REPO = "acme/stack"
 TOKEN = "ghs_NIGHTLYfake0123456789abcdefTOKEN"  # not a real token: the fake server's write credential

@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import Result
 from gitrepos import run_kpatch
 
-from kpatch.examples import commit, init_repo, write_stack
+from kpatch.examples.upstreams import commit, init_repo, write_stack
 from kpatch.gitx import Repository
 
 

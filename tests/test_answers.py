@@ -14,7 +14,7 @@ from rebase_repos import RebaseProject
 
 from kpatch import __version__
 from kpatch.errors import ExitCode
-from kpatch.examples import commit
+from kpatch.examples.upstreams import commit
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 

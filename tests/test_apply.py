@@ -9,7 +9,7 @@ from pathlib import Path
 from gitrepos import Project, git, kill_inside_git_am
 
 from kpatch.errors import ExitCode
-from kpatch.examples import commit
+from kpatch.examples.upstreams import commit
 
 
 def test_applies_kernels_first_and_reproducibly(project: Project) -> None:

@@ -151,7 +151,7 @@ def test_crash_boundary_writes_a_log_and_exits_70(tmp_path: Path, monkeypatch: p
     import tempfile
 
     from kpatch.cli import guarded
-    from kpatch.ui import UI
+    from kpatch.output.ui import UI
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
@@ -175,7 +175,7 @@ def test_crash_log_never_writes_through_a_planted_symlink(tmp_path: Path, monkey
     import tempfile
 
     from kpatch.cli import guarded
-    from kpatch.ui import UI
+    from kpatch.output.ui import UI
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     victim = tmp_path / "victim"

@@ -19,8 +19,8 @@ from upstream_env import SECRETS, SEEN
 from upstream_env import seen as read_seen
 
 from kpatch.errors import ExitCode
-from kpatch.examples import PEP517_BUILD, make_example_project
-from kpatch.lock import read as read_lock
+from kpatch.examples.upstreams import PEP517_BUILD, make_example_project
+from kpatch.wheels.lock import read as read_lock
 
 
 def test_local_backend_builds_the_pair_and_caches(tmp_path: Path) -> None:

@@ -200,7 +200,7 @@ def test_a_holder_that_has_not_written_its_name_yet_is_still_named(tmp_path: Pat
     import threading
 
     from kpatch.errors import WorktreeError
-    from kpatch.exclusive import exclusive
+    from kpatch.project.exclusive import exclusive
 
     lock = tmp_path / "lock"
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)

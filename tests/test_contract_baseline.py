@@ -11,7 +11,7 @@ from gitrepos import run_kpatch
 
 from kpatch.config import load
 from kpatch.errors import ConfigError, ExitCode
-from kpatch.examples import make_example_project
+from kpatch.examples.upstreams import make_example_project
 
 
 def applied(tmp_path: Path) -> tuple[Path, list[str]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fakedist import install_dist
 
-from kpatch.contract import read_app
+from kpatch.verify.contract import read_app
 from kpatch.verify.diagnose import diagnose, extension_modules
 from kpatch.verify.model import Status
 

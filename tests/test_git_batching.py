@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kpatch.examples import commit, init_repo
+from kpatch.examples.upstreams import commit, init_repo
 from kpatch.gitx import Am, Mirror, Repository, commit_patch_ids, format_patches, read_mail, read_mails
 from kpatch.gitx.patches import _log_patch_ids
 

@@ -10,8 +10,9 @@ from fake_github import fake_github
 from gitrepos import git
 from rebase_repos import RebaseProject
 
-from kpatch import config, github
+from kpatch import config
 from kpatch.errors import ConfigError, ExitCode, SeriesError
+from kpatch.forge import github
 from kpatch.stack import parse_patch_text
 
 PATCH = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
@@ -90,7 +91,7 @@ def test_rebase_does_not_drop_a_patch_for_a_merge_commit_that_is_not_in_the_new_
     """The reply that dropped two patches and deleted their files: now the patch stays a conflict. So does a reply
     naming a real commit that the new base does not contain (a branch never merged)."""
     if sha == "a commit off the new base":
-        from kpatch.examples import commit
+        from kpatch.examples.upstreams import commit
 
         git(rp.kernels, "checkout", "-q", "-b", "side", "HEAD~5")
         sha = commit(rp.kernels, {"c.txt": "side\n"}, "Not merged", 900)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import pytest
 from fake_github import FakeGitHub, fake_github
 
-from kpatch import github
-from kpatch.github import Action, Outcome, Reporter, RetryPolicy
+from kpatch.forge import github
+from kpatch.forge.github import Action, Outcome, Reporter, RetryPolicy
 
 pytestmark = pytest.mark.unit  # no git repository, Docker engine or SYCL device
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fake_github import fake_github
 
-from kpatch import github
-from kpatch.github import Outcome, Reporter, RetryPolicy
-from kpatch.ui import setup_logging
+from kpatch.forge import github
+from kpatch.forge.github import Outcome, Reporter, RetryPolicy
+from kpatch.output.ui import setup_logging
 
 pytestmark = pytest.mark.unit  # no git repository, Docker engine or SYCL device
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 from gitrepos import Project
 
-from kpatch.examples import commit
-from kpatch.journal import KILL_HOOK
+from kpatch.examples.upstreams import commit
+from kpatch.project.journal import KILL_HOOK
 
 
 def patch_files(project: Project) -> dict[str, bytes]:

@@ -27,7 +27,7 @@ from rebase_kills import RebaseKills
 from rebase_repos import FILES, RebaseProject, make_rebase_project, replace_line
 
 from kpatch.errors import ExitCode
-from kpatch.examples import commit
+from kpatch.examples.upstreams import commit
 
 APPLY_KILLS = int(os.environ.get("KPATCH_TEST_APPLY_KILLS", "50"))
 REBASE_KILLS = int(os.environ.get("KPATCH_TEST_REBASE_KILLS", "4"))

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kpatch.contract import cpp
 from kpatch.stack import added_file, added_text, load_series
+from kpatch.verify.contract import cpp
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = "vllm/models/kimi_k3/nvidia/ops/xpu_support.py"

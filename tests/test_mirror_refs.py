@@ -13,7 +13,7 @@ import pytest
 from cliproc import kpatch
 from gitrepos import Project, git
 
-from kpatch.examples import commit
+from kpatch.examples.upstreams import commit
 
 
 def mirror_of(project: Project, name: str) -> Path:

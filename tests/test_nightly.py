@@ -13,7 +13,7 @@ from fake_github import fake_github
 from gitrepos import Project
 from nightly_world import BINDINGS, BROKEN, CULPRIT_SUBJECT, K1, REPO, World, make_world
 
-from kpatch.examples import AUTHOR
+from kpatch.examples.upstreams import AUTHOR
 
 
 @pytest.fixture

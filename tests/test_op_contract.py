@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kpatch.contract import cpp, schema
 from kpatch.stack import Patch, added_text, load_series
+from kpatch.verify.contract import cpp, schema
 
 pytestmark = pytest.mark.unit  # no git repository, Docker engine or SYCL device
 

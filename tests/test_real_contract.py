@@ -15,7 +15,7 @@ import pytest
 from gitrepos import run_kpatch
 
 from kpatch.config import load
-from kpatch.contract import ContractReport, check, findings
+from kpatch.verify.contract import ContractReport, check, findings
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS, VLLM = os.environ.get("KPATCH_REAL_KERNELS"), os.environ.get("KPATCH_REAL_VLLM")

@@ -183,7 +183,7 @@ def test_github_server_errors_degrade(rp: RebaseProject, monkeypatch: pytest.Mon
 
 def test_every_conflict_is_reported_in_one_run(rp: RebaseProject) -> None:
     """A second conflict behind the first is found by a trial apply, with its own culprit; both get resolved."""
-    from kpatch.examples import commit
+    from kpatch.examples.upstreams import commit
 
     second = commit(rp.kernels, {"d.txt": replace_line(FILES["d"], 20, "d line 20 rewritten upstream")},
                     "Rewrite d", 500)

@@ -17,7 +17,7 @@ from gitrepos import git, run_kpatch
 from rebase_repos import numbered, replace_line
 
 from kpatch.errors import ExitCode
-from kpatch.examples import commit, init_repo, write_stack
+from kpatch.examples.upstreams import commit, init_repo, write_stack
 from kpatch.gitx import Repository
 from kpatch.gitx.picks import pick
 

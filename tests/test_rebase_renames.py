@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gitrepos import git, run_kpatch
 
-from kpatch.examples import commit, init_repo, write_patches
+from kpatch.examples.upstreams import commit, init_repo, write_patches
 
 OLD = "".join(f"old line {i}\n" for i in range(1, 41))
 MOVED = OLD.replace("old line 20\n", "line 20 fixed\n")

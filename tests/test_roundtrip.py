@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from kpatch.errors import ExitCode, WorktreeError
-from kpatch.examples import commit
+from kpatch.examples.upstreams import commit
 
 KIMI = "0001-Add-the-kimi-op.patch"
 INI = b"; which kernels are built\r\n[kernels]\r\nkimi = on\r\nrms_norm = on\r\n"
@@ -100,7 +100,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str, 
 
     Built with kpatch's own git runner (no user config): module fixtures come before conftest's isolation.
     """
-    from kpatch.examples import init_repo
+    from kpatch.examples.upstreams import init_repo
     from kpatch.gitx import out, run
 
     repo = tmp_path_factory.mktemp("roundtrip") / "repo"

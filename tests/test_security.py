@@ -21,7 +21,7 @@ from https_git import https_git
 from rebase_repos import FILES, RebaseProject, replace_line
 
 from kpatch.errors import ExitCode, UpstreamError
-from kpatch.examples import commit
+from kpatch.examples.upstreams import commit
 
 SOURCES = ("kpatch.toml", "--url", "KPATCH_URL_KERNELS")
 COMMANDS = ("apply", "rebase")
@@ -632,7 +632,7 @@ def write_lock(project: Project, wheels: dict[str, tuple[str, bytes]]) -> Path:
     they are (a value of None bytes leaves the file for the test to make)."""
     import hashlib
 
-    from kpatch import lock as lockfile
+    from kpatch.wheels import lock as lockfile
 
     dist = project.root / "dist"
     dist.mkdir(exist_ok=True)

@@ -18,7 +18,7 @@ from upstream_env import SECRETS, SEEN
 from upstream_env import seen as read_seen
 
 from kpatch.errors import ExitCode, UsageError
-from kpatch.examples import make_example_project
+from kpatch.examples.upstreams import make_example_project
 from kpatch.testing import junit
 from kpatch.testing.run import LiveLog, find_devices
 

@@ -19,12 +19,12 @@ import pytest
 from click.testing import Result
 from gitrepos import run_kpatch
 
-from kpatch import lock as lockfile
 from kpatch.config import load
 from kpatch.errors import ExitCode, VerifyFailed, WorktreeError
-from kpatch.examples import ExampleProject, make_example_project
+from kpatch.examples.upstreams import ExampleProject, make_example_project
+from kpatch.project.workspace import Workspace
 from kpatch.verify import gate
-from kpatch.workspace import Workspace
+from kpatch.wheels import lock as lockfile
 
 
 @dataclass(frozen=True)

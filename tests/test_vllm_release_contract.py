@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kpatch.contract import cpp, pycalls, schema
 from kpatch.stack import added_text, load_series
+from kpatch.verify.contract import cpp, pycalls, schema
 
 ROOT = Path(__file__).resolve().parents[1]
 SDIST = ("https://files.pythonhosted.org/packages/f7/25/aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/"

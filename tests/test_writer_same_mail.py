@@ -16,7 +16,7 @@ from gitrepos import git
 from rebase_repos import numbered, replace_line
 
 from kpatch.errors import WorktreeError
-from kpatch.examples import commit, init_repo
+from kpatch.examples.upstreams import commit, init_repo
 from kpatch.gitx import Repository, format_patches
 from kpatch.stack import load_series
 from kpatch.stack.writer import render

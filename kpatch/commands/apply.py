@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from kpatch.engine import apply as engine
 from kpatch.engine.apply import ApplyResult
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 
 
 def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool) -> ApplyResult:

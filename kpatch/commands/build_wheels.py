@@ -6,15 +6,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import __version__, lock, verify
+from kpatch import __version__, verify
 from kpatch.engine.plan import load_all_series
 from kpatch.errors import ConfigError, WorktreeError
 from kpatch.gitx import Repository
-from kpatch.ui import UI
-from kpatch.wheels import pipeline
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
+from kpatch.wheels import lock, pipeline
 from kpatch.wheels.compiler_cache import CacheStats
 from kpatch.wheels.publish import publish
-from kpatch.workspace import Workspace
 
 
 @dataclass(frozen=True)

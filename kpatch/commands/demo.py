@@ -6,10 +6,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from kpatch.demo import BackendChoice, DemoResult, OnStep, choose_backend, run_demo
 from kpatch.errors import UsageError
-from kpatch.ui import UI, setup_logging
-from kpatch.workspace import default_cache_dir
+from kpatch.examples.demo import BackendChoice, DemoResult, OnStep, choose_backend, run_demo
+from kpatch.output.ui import UI, setup_logging
+from kpatch.project.workspace import default_cache_dir
 
 
 def choose(backend: str, base_image: str | None) -> BackendChoice:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from kpatch.engine import export as engine
 from kpatch.engine.export import ExportResult
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 
 
 def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> ExportResult:

@@ -6,8 +6,8 @@ import os
 
 from kpatch.nightly import run
 from kpatch.nightly.stages import Show
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 
 
 def nightly(ws: Workspace, ui: UI, options: run.Options, show: Show) -> run.Night:

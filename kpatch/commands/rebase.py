@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from kpatch.engine import rebase as engine
 from kpatch.engine.rebase import RebaseResult
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 
 
 def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, discard: bool) -> RebaseResult:

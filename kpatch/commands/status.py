@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kpatch.engine import status as engine
 from kpatch.engine.status import StatusResult
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 
 
 def status(ws: Workspace, ui: UI) -> StatusResult:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 from kpatch.testing import run as testrun
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
 
 
 def test(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,

@@ -6,17 +6,17 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from kpatch import lock as lockfile
-from kpatch.contract import ContractReport, Side, check_sides, read_app, read_kernels
 from kpatch.engine.plan import load_all_series
 from kpatch.errors import LockError
-from kpatch.lock import Lock
-from kpatch.ui import UI
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 from kpatch.verify import applied, baseline, contract_pairs, first_problem, pair
 from kpatch.verify import diagnose as diag
 from kpatch.verify import installed as inst
+from kpatch.verify.contract import ContractReport, Side, check_sides, read_app, read_kernels
 from kpatch.verify.model import Check, Status, failed, passed
-from kpatch.workspace import Workspace
+from kpatch.wheels import lock as lockfile
+from kpatch.wheels.lock import Lock
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.errors import UsageError
-from kpatch.github.names import Repository
+from kpatch.forge.github.names import Repository
 from kpatch.gitx.mirror import url_variable
-from kpatch.redact import redact_url
+from kpatch.output.redact import redact_url
 
 CONFIG_NAME = "kpatch.toml"
 CONFIG_VERSION = 1

@@ -10,7 +10,7 @@ from typing import Any
 
 from kpatch.config.model import DEFAULT_BUILD_TIMEOUT, DEFAULT_TEST_TIMEOUT, DEVICE_KINDS, Build, CudaOnly, TestSuite
 from kpatch.errors import ConfigError
-from kpatch.github.names import Repository, parse_repository
+from kpatch.forge.github.names import Repository, parse_repository
 
 _BUILD_KEYS = {"command", "env", "pin-files", "timeout"}
 _TEST_KEYS = {"command", "junit", "paths", "requires", "devices", "env", "timeout"}

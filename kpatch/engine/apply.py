@@ -16,10 +16,10 @@ from kpatch.engine.plan import Item, backup, check_symlinks, refuse_unexported, 
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Repository
+from kpatch.output.ui import UI
+from kpatch.project.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
+from kpatch.project.workspace import Workspace
 from kpatch.stack import Series
-from kpatch.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
 
 
 class Outcome(Enum):

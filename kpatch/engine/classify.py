@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kpatch.github import PullCheck
+from kpatch.forge.github import PullCheck
 from kpatch.gitx import SHA_RE, Mirror, Trial, commit_patch_ids, file_patch_ids, trial
+from kpatch.project.state import Culprit, Evidence, PatchRun, Phase, Prediction, StackRun
 from kpatch.stack import Patch
-from kpatch.state import Culprit, Evidence, PatchRun, Phase, Prediction, StackRun
 
 _PREDICTION = {Trial.CLEAN: Prediction.CLEAN, Trial.THREE_WAY: Prediction.THREE_WAY,
                Trial.EMPTY: Prediction.UPSTREAM, Trial.CONFLICT: Prediction.CONFLICT}

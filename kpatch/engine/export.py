@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from kpatch import journal
 from kpatch.engine.plan import Item, requires_problem, resolve_items
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Repository
+from kpatch.output.ui import UI
+from kpatch.project import journal
+from kpatch.project.state import Kind, RunState, Settled
+from kpatch.project.workspace import Workspace
 from kpatch.stack import SERIES, Series
 from kpatch.stack.series import hash_files
 from kpatch.stack.writer import Rendered, describe, render
-from kpatch.state import Kind, RunState, Settled
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
 
 
 class Change(Enum):

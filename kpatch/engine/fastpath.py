@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from kpatch.gitx import SHA_RE, Mirror, Repository, file_patch_ids, patch_ids_of
 from kpatch.gitx.patches import prefetch_patches
 from kpatch.gitx.picks import applies_each, pick
+from kpatch.project.state import Evidence, How, PatchRun, Phase, Settled, StackRun
 from kpatch.stack import Patch, Series
-from kpatch.state import Evidence, How, PatchRun, Phase, Settled, StackRun
 
 log = logging.getLogger("kpatch.rebase")
 

@@ -11,10 +11,10 @@ from kpatch.config import SHA_RE, Stack, Upstream
 from kpatch.errors import ConfigError, SeriesError, UpstreamError, WorktreeError
 from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of
 from kpatch.gitx.repo import UPSTREAM_HELD
+from kpatch.output.ui import UI
+from kpatch.project.state import RunState, Settled
+from kpatch.project.workspace import Workspace
 from kpatch.stack import Patch, PatchRef, Series, load_series
-from kpatch.state import RunState, Settled
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
 
 BACKUPS_KEPT = 20
 

@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from kpatch import config, github, journal, killseam
+from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import UpstreamError, UsageError, WorktreeError
+from kpatch.forge import github
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
-from kpatch.stack import SERIES, Patch, Series, parse_patch
-from kpatch.stack.writer import render
-from kpatch.state import (
+from kpatch.output.ui import UI, count
+from kpatch.project import journal
+from kpatch.project.state import (
     Culprit,
     Evidence,
     How,
@@ -37,8 +38,9 @@ from kpatch.state import (
     StackPhase,
     StackRun,
 )
-from kpatch.ui import UI, count
-from kpatch.workspace import Workspace
+from kpatch.project.workspace import Workspace
+from kpatch.stack import SERIES, Patch, Series, parse_patch
+from kpatch.stack.writer import render
 
 
 class Outcome(Enum):

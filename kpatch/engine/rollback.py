@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kpatch.errors import STORAGE_ERRNOS, KpatchError, StorageError
-from kpatch.workspace import Workspace
+from kpatch.project.workspace import Workspace
 
 log = logging.getLogger("kpatch")
 

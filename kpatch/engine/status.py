@@ -13,9 +13,9 @@ from pathlib import Path
 from kpatch.config import Upstream
 from kpatch.engine.plan import Item, resolve_items
 from kpatch.gitx import Repository, commit_patch_ids, file_patch_ids
-from kpatch.state import Kind, Phase, RunState, StackPhase, StackRun
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.ui import UI
+from kpatch.project.state import Kind, Phase, RunState, StackPhase, StackRun
+from kpatch.project.workspace import Workspace
 
 
 class PatchState(Enum):

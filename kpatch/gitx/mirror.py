@@ -15,7 +15,7 @@ from kpatch.errors import GitError, StorageError, UpstreamError
 from kpatch.gitx.repo import UPSTREAM_REFS, Repository
 from kpatch.gitx.runner import popen, run
 from kpatch.gitx.storage import storage_problem
-from kpatch.redact import redact_text, redact_url
+from kpatch.output.redact import redact_text, redact_url
 
 log = logging.getLogger("kpatch.git")
 

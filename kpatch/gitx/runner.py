@@ -27,7 +27,7 @@ from typing import Any
 
 from kpatch.errors import GitError, StorageError
 from kpatch.gitx.storage import storage_problem
-from kpatch.redact import redact_text
+from kpatch.output.redact import redact_text
 
 log = logging.getLogger("kpatch.git")
 

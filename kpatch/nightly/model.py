@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from kpatch.github import Result
-from kpatch.state import Culprit
+from kpatch.forge.github import Result
+from kpatch.project.state import Culprit
 from kpatch.verify.model import Check
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import lock as lockfile
 from kpatch.engine.plan import fetch, load_all_series
 from kpatch.errors import LockError, UpstreamError
 from kpatch.nightly.model import Move
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
+from kpatch.wheels import lock as lockfile
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from kpatch import github
 from kpatch.errors import KpatchError
+from kpatch.forge import github
 from kpatch.gitx import branch
 from kpatch.nightly.model import Outcome, Push, PushStatus, Report
 from kpatch.nightly.render import for_github
-from kpatch.redact import redact_text, redact_url
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.redact import redact_text, redact_url
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 
 BRANCH = "kpatch/nightly"
 ISSUE_TITLE = "kpatch nightly failed"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from kpatch.files import write_atomic
 from kpatch.nightly.model import Outcome, PatchLine, Report, StageStatus
-from kpatch.redact import redact_text
-from kpatch.ui import count, to_jsonable
+from kpatch.output.redact import redact_text
+from kpatch.output.ui import count, to_jsonable
 
 MARKDOWN, JSON = "report.md", "report.json"
 GITHUB_LIMIT = 60_000  # GitHub refuses bodies and comments over 65,536 characters

@@ -14,17 +14,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kpatch import __version__, github
-from kpatch import lock as lockfile
+from kpatch import __version__
 from kpatch.errors import KpatchError, UsageError
 from kpatch.files import write_atomic
+from kpatch.forge import github
 from kpatch.nightly import noop, render, stages
 from kpatch.nightly.model import Failure, Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import publish
 from kpatch.nightly.stages import Findings, Settings, Show
-from kpatch.redact import add_secret
-from kpatch.ui import UI
-from kpatch.workspace import Workspace
+from kpatch.output.redact import add_secret
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
+from kpatch.wheels import lock as lockfile
 
 TAIL = 40  # log lines in a failure's report
 _RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")

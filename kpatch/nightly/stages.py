@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 from kpatch.errors import ExitCode
 from kpatch.nightly.model import Failure, Flag, Move, PatchLine, Stage, Suite, Wheel
-from kpatch.ui import UI
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 from kpatch.verify.model import Check, Status
-from kpatch.workspace import Workspace
 
 if TYPE_CHECKING:
-    from kpatch.contract import ContractReport
     from kpatch.engine.rebase import RebaseResult
     from kpatch.testing.run import TestRun
+    from kpatch.verify.contract import ContractReport
 
 Show = Callable[[Stage, object], None]  # prints a stage's own result for people, as its command would
 MERGED_NOTE = "merged upstream, not yet in the base: drop after the next bump"
@@ -111,8 +111,8 @@ def _conflict(ws: Workspace, found: Findings, conflicts: list[PatchLine]) -> Fai
 
 def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str]) -> list[Flag]:
     """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base)."""
-    from kpatch import github
     from kpatch.engine.plan import load_all_series
+    from kpatch.forge import github
 
     series = load_all_series(ws.stack)
     applied = {(p.upstream, p.patch) for p in patches if p.klass in ("clean", "three-way")}

@@ -8,7 +8,7 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.errors import SeriesError
-from kpatch.github.names import PR_PATTERN
+from kpatch.forge.github.names import PR_PATTERN
 from kpatch.stack.diff import diff_paths
 
 MBOX_FIRST = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")

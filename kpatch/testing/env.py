@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.config import Stack, TestSuite
+from kpatch.container.docker import BUILD_UID, Engine, host_ca_bundle
 from kpatch.errors import BuildError, ConfigError
 from kpatch.files import NotAFile, open_regular
-from kpatch.lock import read as read_lock
 from kpatch.wheels.backend import Toolchain
-from kpatch.wheels.container import BUILD_UID, Engine, host_ca_bundle
+from kpatch.wheels.lock import read as read_lock
 from kpatch.wheels.metadata import read_wheel
 
 ENV_REPOSITORY = "kpatch-test-env"

@@ -20,13 +20,13 @@ from io import BytesIO
 from pathlib import Path
 
 from kpatch.config import TestSuite, Upstream
+from kpatch.container.docker import TimedRun
 from kpatch.files import extract_tar
+from kpatch.output.ui import UI, activity
+from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing.run import LiveLog, SuiteResult, TestRun, _Suite, checked, each_suite
-from kpatch.ui import UI, activity
 from kpatch.wheels import hostenv
-from kpatch.wheels.container import TimedRun
-from kpatch.workspace import Workspace
 
 RUN_HERE_SH = """set -eu
 python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check "$@" || {

@@ -20,14 +20,14 @@ from types import TracebackType
 from typing import TextIO
 
 from kpatch.config import Stack, TestSuite, Upstream
+from kpatch.container.docker import Container, Engine, TimedRun
 from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
 from kpatch.files import new_file_mode, temp_beside, write_atomic
+from kpatch.output.ui import UI, activity
+from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing import junit
-from kpatch.ui import UI, activity
 from kpatch.wheels.backend import Toolchain
-from kpatch.wheels.container import Container, Engine, TimedRun
-from kpatch.workspace import Workspace
 
 log = logging.getLogger("kpatch.test")
 TEST_DIR = "/kpatch/test"  # the suite runs in a writable copy of the test files, here

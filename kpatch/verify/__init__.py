@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from kpatch.contract import ContractReport, check
 from kpatch.errors import VerifyFailed, WorktreeError
+from kpatch.project.workspace import Workspace
 from kpatch.verify import baseline
-from kpatch.workspace import Workspace
+from kpatch.verify.contract import ContractReport, check
 
 
 def contract_pairs(ws: Workspace) -> list[tuple[str, str]]:

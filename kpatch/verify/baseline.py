@@ -16,9 +16,9 @@ from pathlib import Path
 import tomli_w
 
 from kpatch.config import Stack
-from kpatch.contract import ContractReport, Finding, accept, findings
 from kpatch.errors import ConfigError
 from kpatch.stack import load_series
+from kpatch.verify.contract import ContractReport, Finding, accept, findings
 
 VERSION = 1
 HEADER = ("# kpatch verify's baseline: op-contract findings accepted on purpose, each with why. verify fails only on\n"

@@ -14,9 +14,9 @@ from importlib import metadata
 from pathlib import Path
 
 from kpatch.config import CudaOnly
-from kpatch.contract import Side, pycalls, schema
-from kpatch.contract.pycalls import CallSite
 from kpatch.verify import probe
+from kpatch.verify.contract import Side, pycalls, schema
+from kpatch.verify.contract.pycalls import CallSite
 from kpatch.verify.installed import packages_of
 from kpatch.verify.model import Check, failed, passed
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from kpatch.lock import Lock, LockedWheel
+from kpatch.output.ui import count
 from kpatch.stack import Series
-from kpatch.ui import count
 from kpatch.verify.model import Check, Status, failed, passed
+from kpatch.wheels.lock import Lock, LockedWheel
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from packaging.version import InvalidVersion, Version
 from kpatch.config import Stack
 from kpatch.errors import BuildError
 from kpatch.files import NotAFile, open_regular
-from kpatch.lock import Lock, LockedWheel
 from kpatch.verify.model import Check, Status, failed, passed
+from kpatch.wheels.lock import Lock, LockedWheel
 from kpatch.wheels.metadata import Wheel, read_wheel
 
 REBUILD = "run 'kpatch build-wheels' to rebuild the set and its lock"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kpatch.redact import add_secret
+from kpatch.output.redact import add_secret
 
 DEFAULT_VOLUME = "kpatch-sccache"
 MOUNT = "/home/kpatch/.cache/sccache"  # made by the build image, owned by the build user (a new volume copies it)

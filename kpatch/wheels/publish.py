@@ -6,8 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
-from kpatch import lock
 from kpatch.errors import BuildError, KpatchError
+from kpatch.wheels import lock
 
 
 def publish(out: Path, wheels: list[Path], content: lock.Lock) -> Path:

@@ -18,8 +18,8 @@ from packaging.requirements import Requirement
 from wheelfiles import torch_standin
 
 from kpatch.errors import ExitCode
-from kpatch.examples import make_example_project
-from kpatch.lock import read as read_lock
+from kpatch.examples.upstreams import make_example_project
+from kpatch.wheels.lock import read as read_lock
 
 
 def _project(tmp_path: Path) -> Path:

@@ -20,8 +20,8 @@ from example_toml import with_build_command
 from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
-from kpatch.examples import PEP517_BUILD, ExampleProject, make_example_project
-from kpatch.lock import check as check_lock
+from kpatch.examples.upstreams import PEP517_BUILD, ExampleProject, make_example_project
+from kpatch.wheels.lock import check as check_lock
 
 
 class Pair:

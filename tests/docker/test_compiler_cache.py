@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_build_wheels import Pair
 
-from kpatch.examples_ext import TRANSLATION_UNITS
+from kpatch.examples.ext import TRANSLATION_UNITS
 
 
 @pytest.fixture

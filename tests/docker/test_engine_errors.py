@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kpatch.container.docker import Engine
 from kpatch.errors import BuildError
-from kpatch.wheels.container import Engine
 
 MISSING = "registry.kpatch-test.invalid/no-such-base:1"  # a registry no resolver knows: the pull cannot succeed
 

@@ -31,7 +31,7 @@ from nightly_world import (
     make_world,
 )
 
-from kpatch.examples import KERNEL_FILES
+from kpatch.examples.upstreams import KERNEL_FILES
 
 OP_LINE = "return [list(head) + list(k_pe) for head in k_nope]"
 

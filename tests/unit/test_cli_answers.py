@@ -10,14 +10,14 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from kpatch.checkout import git_dir, head_commit
 from kpatch.cli import all_commands, main
 from kpatch.doctor import DoctorReport, Finding, Level
 from kpatch.engine.rebase import Outcome, PatchReport, RebaseResult, StackReport
 from kpatch.engine.status import StatusResult, UpstreamReport
+from kpatch.gitx.checkout import git_dir, head_commit
+from kpatch.output.ui import UI, article, count, styled_columns
 from kpatch.printers import print_doctor, print_rebase, print_status
-from kpatch.state import Culprit
-from kpatch.ui import UI, article, count, styled_columns
+from kpatch.project.state import Culprit
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kpatch.wheels.container import owner, owner_alive
+from kpatch.container.docker import owner, owner_alive
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kpatch.contract import cmake, cpp, pycalls, schema
-from kpatch.contract.schema import Alias, DiffKind
+from kpatch.verify.contract import cmake, cpp, pycalls, schema
+from kpatch.verify.contract.schema import Alias, DiffKind
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from kpatch.cli import all_commands, main
-from kpatch.help import EXAMPLES
+from kpatch.output.help import EXAMPLES
 
 pytestmark = pytest.mark.unit
 COMMANDS = all_commands()  # those of kpatch/cli_pair.py and cli_start.py too (loaded on demand)

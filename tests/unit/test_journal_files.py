@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kpatch import journal
 from kpatch.errors import WorktreeError
+from kpatch.project import journal
 
 
 class Interrupted(Exception):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import BuildError, LockError
-from kpatch.lock import LOCK_NAME, Lock, LockedUpstream, LockedWheel, check, read, render, write
+from kpatch.wheels.lock import LOCK_NAME, Lock, LockedUpstream, LockedWheel, check, read, render, write
 
 pytestmark = pytest.mark.unit
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kpatch.github import Action, Kind, Outcome, Result
+from kpatch.forge.github import Action, Kind, Outcome, Result
 from kpatch.nightly import render
 from kpatch.nightly.model import Failure, Flag, Move, PatchLine, Report, Stage, StageRun, StageStatus, Suite, Wheel
 from kpatch.nightly.model import Outcome as Night
 from kpatch.nightly.publish import _repository_in, carries_credential
-from kpatch.state import Culprit
+from kpatch.project.state import Culprit
 from kpatch.verify.model import Check, Status
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ import sys
 import pytest
 from rich.console import Console
 
-from kpatch import plainout
+from kpatch.output import plainout
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +49,7 @@ def test_escaped_text_prints_the_same_plain_and_through_rich(text: str) -> None:
 def test_the_cli_and_plain_output_import_neither_rich_nor_gitpython() -> None:
     code = ("import sys\nfrom kpatch.cli import main\n"
             "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
-            "from kpatch.ui import UI\nUI().note('x')\nUI().warn('[y]')\n"
+            "from kpatch.output.ui import UI\nUI().note('x')\nUI().warn('[y]')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'git')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -1,4 +1,4 @@
-"""The XPU reachability model (kpatch.contract.reach) on small synthetic applications: each platform-dispatch
+"""The XPU reachability model (kpatch.verify.contract.reach) on small synthetic applications: each platform-dispatch
 pattern vLLM uses, in both directions (the call is dismissed with its evidence, or still reported)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kpatch.contract import pycalls
-from kpatch.contract.reach import Reach, Verdict
+from kpatch.verify.contract import pycalls
+from kpatch.verify.contract.reach import Reach, Verdict
 
 pytestmark = pytest.mark.unit
 

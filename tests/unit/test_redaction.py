@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import GitError
-from kpatch.redact import add_secret, redact_text, redact_url
-from kpatch.ui import UI, setup_logging
+from kpatch.output.redact import add_secret, redact_text, redact_url
+from kpatch.output.ui import UI, setup_logging
 
 
 @pytest.mark.parametrize(("url", "shown"), [
@@ -83,8 +83,8 @@ def test_upstream_code_gets_the_allowlisted_environment_and_no_credential() -> N
 
 
 def test_the_value_of_every_secret_named_variable_is_blanked_in_output() -> None:
+    from kpatch.output.redact import redact_text
     from kpatch.procs import register_secrets
-    from kpatch.redact import redact_text
 
     register_secrets({"PYPI_TOKEN": "pypi-AgEIcHlwaS5vcmc0123", "DEPLOY_KEY": "s3cr3t-deploy-key", "FLAG": "true",
                       "SHORT_TOKEN": "abc"})

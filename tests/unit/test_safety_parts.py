@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import WorktreeError
-from kpatch.exclusive import exclusive
 from kpatch.gitx.orphans import MARKER, orphans, stop_orphans
 from kpatch.gitx.storage import _verb, storage_problem
+from kpatch.project.exclusive import exclusive
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +61,7 @@ def test_the_second_writer_is_refused_naming_the_first(tmp_path: Path) -> None:
     lock = tmp_path / "lock"
     with exclusive([lock], "apply") as notes:
         assert notes == []
-        code = f"from pathlib import Path\nfrom kpatch.exclusive import exclusive\n" \
+        code = f"from pathlib import Path\nfrom kpatch.project.exclusive import exclusive\n" \
                f"with exclusive([Path({str(lock)!r})], 'rebase'):\n    pass\n"
         child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert child.returncode != 0 and f"pid {os.getpid()}: kpatch apply" in child.stderr

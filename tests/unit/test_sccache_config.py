@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kpatch.redact import redact_text
+from kpatch.output.redact import redact_text
 from kpatch.wheels import compiler_cache
 from kpatch.wheels.backend import INFO_NAME, collect
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kpatch import state
 from kpatch.config import load
 from kpatch.errors import WorktreeError
-from kpatch.state import (
+from kpatch.project import state
+from kpatch.project.state import (
     Culprit,
     Evidence,
     How,
@@ -26,7 +26,7 @@ from kpatch.state import (
     StackPhase,
     StackRun,
 )
-from kpatch.workspace import Workspace
+from kpatch.project.workspace import Workspace
 
 WHERE = Path("/project/.kpatch/state.json")
 

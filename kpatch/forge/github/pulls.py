@@ -7,10 +7,10 @@ import os
 import re
 from dataclasses import dataclass
 
-from kpatch.github.access import client, scrub, target
-from kpatch.github.names import PR_PATTERN
+from kpatch.forge.github.access import client, scrub, target
+from kpatch.forge.github.names import PR_PATTERN
 
-log = logging.getLogger("kpatch.github")
+log = logging.getLogger("kpatch.forge.github")
 
 _PR = re.compile(PR_PATTERN)
 _SHA = re.compile(r"[0-9a-f]{40}")

@@ -45,13 +45,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from kpatch.github.names import NAME_PATTERN, OWNER_PATTERN, PR_PATTERN, Repository, parse_repository
+from kpatch.forge.github.names import NAME_PATTERN, OWNER_PATTERN, PR_PATTERN, Repository, parse_repository
 
 if TYPE_CHECKING:  # the rest loads on first use: kpatch.toml's [github] check must not slow `kpatch --help`
-    from kpatch.github.access import DEFAULT_API, PushTarget, Target, Token, push_target, target
-    from kpatch.github.identity import TokenCheck, check_token
-    from kpatch.github.pulls import PullCheck, PullState, check_pulls, merge_commit
-    from kpatch.github.report import FAILURE_LABEL, Action, Kind, Outcome, Ref, Reporter, Result, RetryPolicy
+    from kpatch.forge.github.access import DEFAULT_API, PushTarget, Target, Token, push_target, target
+    from kpatch.forge.github.identity import TokenCheck, check_token
+    from kpatch.forge.github.pulls import PullCheck, PullState, check_pulls, merge_commit
+    from kpatch.forge.github.report import FAILURE_LABEL, Action, Kind, Outcome, Ref, Reporter, Result, RetryPolicy
 
 _LAZY = {
     "pulls": ("PullCheck", "PullState", "check_pulls", "merge_commit"),
@@ -71,5 +71,5 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """Load the submodule that defines `name` on first use."""
     if name not in _WHERE:
-        raise AttributeError(f"module 'kpatch.github' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"kpatch.github.{_WHERE[name]}"), name)
+        raise AttributeError(f"module 'kpatch.forge.github' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"kpatch.forge.github.{_WHERE[name]}"), name)

@@ -26,12 +26,12 @@ from kpatch.commands.verify import VerifyResult, verify
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.errors import ExitCode, KpatchError
-from kpatch.examples import ExampleProject, make_example_project
-from kpatch.examples_moves import UpstreamMove, move_upstreams, ship_resolution
+from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
+from kpatch.examples.upstreams import ExampleProject, make_example_project
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 from kpatch.testing.run import TestRun
-from kpatch.ui import UI
 from kpatch.verify.model import Status
-from kpatch.workspace import Workspace
 
 # Images the demo may build on, in this order, when they are already on the engine: it never pulls (a oneAPI
 # image is many GB). kpatch-test-base:bookworm is the small Debian image scripts/docker-test-image builds.
@@ -93,7 +93,7 @@ OnStep = Callable[[Step, Any], None]  # the step, and its result for printing
 
 def choose_backend(requested: str, base_image: str | None) -> BackendChoice:
     """docker when an engine answers and has a base image (the demo never pulls), else this host; say why."""
-    from kpatch.wheels.container import probe_engine
+    from kpatch.container.docker import probe_engine
 
     if requested == Backend.LOCAL.value:
         return BackendChoice(Backend.LOCAL, None, "--backend local: the wheels are built and tested on this host")

@@ -1,6 +1,6 @@
 """All output: the one rich Console (made on first use), progress bars, --json, and the run's log file.
 
-Off a terminal (pipes, CI logs, --json) lines go out as plain text and rich is not imported (kpatch.plainout).
+Off a terminal (pipes, CI logs, --json) lines go out as plain text and rich is not imported (kpatch.output.plainout).
 
 Everything shown or logged passes through `redact_text`: no credential in a URL, no token, ever.
 """
@@ -21,8 +21,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kpatch import plainout
-from kpatch.redact import redact_text
+from kpatch.output import plainout
+from kpatch.output.redact import redact_text
 
 if TYPE_CHECKING:
     from rich.console import Console

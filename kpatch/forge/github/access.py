@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kpatch.errors import UsageError
-from kpatch.github.names import Repository, parse_repository
+from kpatch.forge.github.names import Repository, parse_repository
 
-log = logging.getLogger("kpatch.github")
+log = logging.getLogger("kpatch.forge.github")
 
 DEFAULT_API = "https://api.github.com"
 TIMEOUT = 10
@@ -63,7 +63,7 @@ class _Redact(logging.Filter):
 _REDACT = _Redact()
 # A logger's filter sees only the records made on that very logger: kpatch's, and PyGithub's request log, which
 # masks the Authorization header but prints response bodies as they come (a proxy may echo the header back).
-for _name in ("kpatch.github", "github.Requester", "github.GithubRetry", "urllib3.connectionpool"):
+for _name in ("kpatch.forge.github", "github.Requester", "github.GithubRetry", "urllib3.connectionpool"):
     logging.getLogger(_name).addFilter(_REDACT)
 
 

@@ -13,17 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpatch import journal, state
 from kpatch.config import Stack
 from kpatch.errors import StorageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
 from kpatch.gitx.storage import place_problem
-from kpatch.state import RunState
-from kpatch.ui import article
+from kpatch.output.ui import article
+from kpatch.project import journal, state
+from kpatch.project.state import RunState
 
 if TYPE_CHECKING:
-    from kpatch.ui import UI
+    from kpatch.output.ui import UI
 
 KPATCH_DIR = ".kpatch"
 _LEGACY = (".kpatch-state.json", ".kpatch-rebase.json", ".kpatch-rebase.journal", ".kpatch-export.journal")
@@ -156,8 +156,8 @@ class Workspace:
     def writer(self, command: str, ui: UI | None = None) -> Iterator[list[str]]:
         """Hold the project's and the cache's writer locks (fails at once if another kpatch holds one); notes
         about a holder that died holding one go to `ui` when given."""
-        from kpatch.exclusive import exclusive  # readers (status, export --check) take no lock
         from kpatch.gitx.orphans import stop_orphans
+        from kpatch.project.exclusive import exclusive  # readers (status, export --check) take no lock
 
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from kpatch.github.access import Target, client
+from kpatch.forge.github.access import Target, client
 
-log = logging.getLogger("kpatch.github")
+log = logging.getLogger("kpatch.forge.github")
 
 FAILURE_LABEL = "nightly-failure"
 

@@ -15,10 +15,10 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.config import CudaOnly
-from kpatch.contract import cmake, cpp, pycalls, schema
-from kpatch.contract.pycalls import CallSite
-from kpatch.contract.reach import Reach, Verdict
-from kpatch.contract.schema import Schema, SchemaDiff
+from kpatch.verify.contract import cmake, cpp, pycalls, schema
+from kpatch.verify.contract.pycalls import CallSite
+from kpatch.verify.contract.reach import Reach, Verdict
+from kpatch.verify.contract.schema import Schema, SchemaDiff
 
 # Keys whose kernel serves the application on XPU: the device key itself, a composite registered for every
 # backend, or CPU: an XPU kernels package registers a CPU kernel only for ops that take host tensors on purpose
@@ -266,7 +266,7 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
             namespaces: frozenset[str], problems: tuple[str, ...] = (),
             reach: Callable[[CallSite], Verdict] | None = None) -> ContractReport:
     """The report from both sides' registrations and the application's call sites; `reach` tells whether a
-    call that would be an error is run on XPU at all (see kpatch.contract.reach)."""
+    call that would be an error is run on XPU at all (see kpatch.verify.contract.reach)."""
     calls = [s for s in sites if not s.probe and not s.off_xpu]
     called = {(s.namespace, s.op, s.module) for s in calls}
     listed: set[str] = set()

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import examples_ext
+from kpatch.examples import ext as examples_ext
 from kpatch.gitx import FORMAT_PATCH, out, run
 
 AUTHOR = ("Up Stream", "up@example.invalid")

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch.examples import APP_FILES, KERNEL_CHANGES, ExampleProject, commit
+from kpatch.examples.upstreams import APP_FILES, KERNEL_CHANGES, ExampleProject, commit
 from kpatch.gitx import out, run
 from kpatch.gitx.am import AM_OPTIONS
 

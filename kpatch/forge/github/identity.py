@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kpatch.github.access import client, scrub, target
+from kpatch.forge.github.access import client, scrub, target
 
 # What the nightly writes (a branch, a pull request, an issue with a label): a classic token needs one of these.
 WRITE_SCOPES = ("repo", "public_repo")

@@ -54,5 +54,5 @@ def head_commit(gitdir: Path) -> str | None:
 
 def source_commit() -> str | None:
     """The commit of the checkout kpatch itself runs from (None for an installed kpatch)."""
-    gitdir = git_dir(Path(__file__).resolve().parents[1], above=False)
+    gitdir = git_dir(Path(__file__).resolve().parents[2], above=False)  # kpatch/gitx/ -> the checkout
     return head_commit(gitdir) if gitdir else None

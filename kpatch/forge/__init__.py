@@ -1,0 +1,1 @@
+"""Where upstreams are hosted: GitHub, through PyGithub, is the one forge kpatch speaks to."""
