@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from readme import DOCS, all_text, blocks
+from readme import DOCS, README, all_text, blocks
 
 from kpatch.wheels.pipeline import DEFAULT_BASE_IMAGE
 
@@ -88,3 +88,37 @@ def test_the_docs_name_the_shipped_kernels_base_by_its_short_sha() -> None:
     assert found
     for short in found:
         assert kernels["base"].startswith(short), short
+
+
+NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+
+def _added(stack: str) -> str:
+    """The lines the patches of a shipped stack add, joined (a registration spans lines)."""
+    patches = sorted((ROOT / "patches" / stack).glob("*.patch"))
+    return " ".join(line[1:].strip() for p in patches for line in p.read_text(encoding="utf-8").splitlines()
+                    if line.startswith("+") and not line.startswith("+++"))
+
+
+def test_the_kernels_stack_defines_and_registers_for_xpu_as_many_ops_as_the_readme_says() -> None:
+    """README: vLLM calls "eight `torch.ops._C.fused_kimi_k3_mla_*` ops"; the kernels stack has "SYCL kernels for
+    all eight ops, registered in `_C` under `torch::kXPU`"."""
+    text = all_text()
+    said = re.search(r"calls (\w+) `torch\.ops\._C\.fused_kimi_k3_mla_\*` ops", text)
+    all_of = re.search(r"SYCL kernels for all (\w+) ops, registered in `_C` under `torch::kXPU`", text)
+    assert said and all_of and said[1] == all_of[1]
+    added = _added("vllm-xpu-kernels")
+    defined = set(re.findall(r'"(fused_kimi_k3_mla_\w+)\(', added))  # a schema string: name(args) -> ...
+    registered = set(re.findall(r'ops\.impl\(\s*"(fused_kimi_k3_mla_\w+)",\s*torch::kXPU', added))
+    assert len(defined) == NUMBERS[said[1]], sorted(defined)
+    assert registered == defined, sorted(defined - registered)
+
+
+def test_every_file_the_readme_stack_table_names_is_one_its_stack_changes() -> None:
+    rows = re.findall(r"^\| `patches/([^`]+)` \([^|]*\| (.*) \|$", README.read_text(encoding="utf-8"), re.MULTILINE)
+    named = [(stack, path) for stack, cell in rows for path in re.findall(r"`([\w/]+\.py)`", cell)]
+    assert named  # the table names files (a changed table layout would pass vacuously)
+    for stack, path in named:
+        changed = {line.split(" b/", 1)[1] for p in (ROOT / "patches" / stack).glob("*.patch")
+                   for line in p.read_text(encoding="utf-8").splitlines() if line.startswith("diff --git ")}
+        assert any(c == path or c.endswith("/" + path) for c in changed), (stack, path)
