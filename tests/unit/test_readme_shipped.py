@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from readme import DOCS, README, all_text, blocks
@@ -15,11 +16,11 @@ from kpatch.wheels.pipeline import DEFAULT_BASE_IMAGE
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _shipped() -> dict:
+def _shipped() -> dict[str, Any]:
     return tomllib.loads((ROOT / "kpatch.toml").read_text(encoding="utf-8"))
 
 
-def _series(upstream: dict) -> list[str]:
+def _series(upstream: dict[str, Any]) -> list[str]:
     lines = (ROOT / upstream["patches"] / "series").read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
@@ -62,7 +63,7 @@ def test_the_default_base_image_the_docs_name_is_the_build_default() -> None:
     assert f"ARG BASE_IMAGE={DEFAULT_BASE_IMAGE}" in dockerfile
 
 
-def _config_example() -> dict:
+def _config_example() -> dict[str, Any]:
     text = (DOCS / "config.md").read_text(encoding="utf-8")
     example = next(b for b in blocks(text) if b.info == "toml" and "[[upstream]]" in b.text)
     return tomllib.loads(example.text)
