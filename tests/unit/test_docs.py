@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from readme import DOCS, README, ROOT, documents, prose
+from readme import DOCS, README, ROOT, documents, prose, spans
 
 from kpatch.errors import ExitCode
 
@@ -136,3 +136,16 @@ def test_the_trailers_docs_stacks_lists_are_the_ones_kpatch_reads() -> None:
     listed = dict(re.findall(r"^- `([A-Za-z-]+): ([^`]+)`", text, re.MULTILINE))
     assert set(listed) == {"Upstream-Status", "Upstream-PR", "Requires"}
     assert set(listed["Upstream-Status"].split("|")) == {status.value for status in UpstreamStatus}
+
+
+# Paths the documents name that are a project's, not this repository's: what each one is.
+PROJECT_PATHS = {"scripts/build-wheel.sh": "a project's own build script, next to its kpatch.toml",
+                 "patches/.rerere": "made once a conflict has been resolved", "patches/.rerere/": "the same"}
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    named = [(name, span) for name, text in documents() for span in spans(text)
+             if re.fullmatch(r"(kpatch|tests|scripts|ci|patches|docs|\.ci)/[\w./-]*", span)]
+    assert len(named) > 20
+    missing = [f"{name}: {path}" for name, path in named if not (ROOT / path).exists() and path not in PROJECT_PATHS]
+    assert not missing, f"the documents name paths that do not exist: {missing}"
