@@ -341,3 +341,79 @@ def test_a_class_named_in_a_registry_string_is_reached_though_the_code_naming_it
         """})
     assert got["concat_q"].reached  # the registry names SparseBackend
     assert not got["dense_q"].reached and "is_rocm()" in got["dense_q"].why
+
+
+def test_torch_cuda_state_checks_are_false_on_xpu_but_the_same_check_of_torch_xpu_is_not(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/gemm.py": """
+        import torch
+
+        def project(x):
+            if x.stride(0) == 1 and torch.cuda.is_current_stream_capturing():
+                torch.ops._C.fused_a_gemm(x)
+            if torch.xpu.is_current_stream_capturing():
+                torch.ops._C.xpu_graph_gemm(x)
+        """, "app/use.py": "from app.gemm import project\n\ndef run(x):\n    project(x)\n"})
+    assert not got["fused_a_gemm"].reached
+    assert "torch.cuda.is_current_stream_capturing()" in got["fused_a_gemm"].why
+    assert got["xpu_graph_gemm"].reached
+
+
+ROPE = """
+    import torch
+
+    def rope(q, head_size, offset=0, inverse=False):
+        if offset == 0 and not inverse:
+            torch.ops._C.rope(q, head_size)
+        else:
+            torch.ops._C.rope_offset(q, head_size, offset, inverse)
+    """
+
+
+def test_a_branch_on_a_parameter_is_reached_only_through_calls_that_can_take_it(tmp_path: Path) -> None:
+    """Every call passes the defaults (or constants that keep them): the 4-argument form never runs."""
+    got = reach_of(tmp_path, {"app/ops.py": ROPE, "app/use.py": """
+        from app import ops
+
+        def run(q):
+            ops.rope(q, 64)
+            ops.rope(q, 64, 0, inverse=False)
+        """})
+    assert got["rope"].reached
+    assert not got["rope_offset"].reached
+    why = got["rope_offset"].why
+    assert why.startswith("app/ops.py:5: only if `offset == 0 and") and "is false, which no call of rope passes" in why
+    assert "app/use.py:" in why and "+1 more" in why
+
+
+def test_a_branch_on_a_parameter_is_reached_when_a_call_xpu_runs_passes_an_unknown_value(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/ops.py": ROPE, "app/use.py": """
+        from app.ops import rope
+
+        def run(q):
+            rope(q, 64)
+
+        def run_offset(q, inverse):
+            rope(q, 64, offset=q.size(-1) - 64, inverse=inverse)
+        """})
+    assert got["rope_offset"].reached and "app/use.py:8" in got["rope_offset"].why
+
+
+def test_a_branch_on_a_parameter_is_not_reached_when_the_only_call_passing_it_is_a_cuda_forward(
+        tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/ops.py": ROPE, "app/custom_op.py": """
+        class CustomOp:
+            def forward_xpu(self, *args):
+                return self.forward_native(*args)
+        """, "app/layer.py": """
+        from app import ops
+        from app.custom_op import CustomOp
+
+        class ScalingRope(CustomOp):
+            def forward_native(self, q):
+                ops.rope(q, 64)
+
+            def forward_cuda(self, q):
+                ops.rope(q, 64, offset=q.size(-1) - 64)
+        """, "app/model.py": "from app.layer import ScalingRope\n\nLAYER = ScalingRope()\n"})
+    assert got["rope"].reached
+    assert not got["rope_offset"].reached and "does not call forward_cuda" in got["rope_offset"].why

@@ -7,8 +7,9 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from kpatch.verify.contract.reach import arguments
 from kpatch.verify.contract.reach.dispatch import FORWARDS, Dispatch
-from kpatch.verify.contract.reach.source import Module, Scope, is_torch_ops_vllm
+from kpatch.verify.contract.reach.source import Module, Scope, is_torch_ops_vllm, text
 from kpatch.verify.contract.reach.verdict import CYCLE, MAX_DEPTH, REACHED_UNKNOWN, Verdict
 
 
@@ -66,7 +67,37 @@ class Reach(Dispatch):
         if guard:
             return Verdict(False, guard)
         cls, func = mod.unit(node)
+        if cls is None and func is not None:
+            tests = [(t, want) for t, want in arguments.branches(mod, node, func) if self.value(mod, t, depth) is None]
+            if tests:
+                return self._by_arguments(mod, func, tests, depth)
         return self.unit(mod, cls, func, depth)
+
+    def _by_arguments(self, mod: Module, func: Scope, tests: list[tuple[ast.expr, bool]], depth: int) -> Verdict:
+        """A node that runs only for some arguments of its function: reached through the calls that can pass
+        them (a call whose constants, or the defaults, decide the branch the other way does not reach it)."""
+        verdict = self.unit(mod, None, func, depth)
+        if not verdict.reached:
+            return verdict
+        kept: list[tuple[Module, ast.AST]] = []
+        reasons = []
+        for other, ref in self.references(mod, func.name, skip=func):
+            call = other.parents.get(ref)
+            bound = arguments.bind(func, call) if isinstance(call, ast.Call) and call.func is ref else None
+            against = next(((t, want) for t, want in tests if bound is not None
+                            and arguments.decide(t, bound) is (not want)), None)
+            if against is None:
+                kept.append((other, ref))
+            else:
+                reasons.append(f"{other.where(ref)} (there `{text(against[0])}` is {str(not against[1]).lower()})")
+        if not reasons:
+            return verdict
+        if kept:
+            return self._all_refs(func.name, kept, depth) or verdict
+        test, want = tests[0]
+        more = f"; +{len(reasons) - 1} more" if len(reasons) > 1 else ""
+        return Verdict(False, f"{mod.where(test)}: only if `{text(test)}` is {str(want).lower()}, which no call of "
+                              f"{func.name} passes: {reasons[0]}{more}")
 
     # ---- units: functions, methods, classes, modules --------------------------------------------------------
 

@@ -17,6 +17,8 @@ from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
 NON_XPU = frozenset({"is_cuda", "is_rocm", "is_cpu", "is_tpu", "is_cuda_alike", "is_out_of_tree",
                      "has_device_capability", "is_device_capability", "is_device_capability_family"})
 _NON_XPU_PREFIXES = ("on_gfx",)  # ROCm architecture checks
+# torch.cuda's state, false on a machine whose torch drives an XPU (no CUDA device, no CUDA stream to capture)
+TORCH_CUDA_FALSE = frozenset({"is_available", "is_initialized", "is_current_stream_capturing"})
 _DEVICE_NAMES = {"xpu": True, "cuda": False, "rocm": False, "hip": False, "tpu": False, "cpu": False}
 
 
@@ -157,6 +159,8 @@ class Values(Index):
             return True
         if name in NON_XPU or name.startswith(_NON_XPU_PREFIXES):
             return False
+        if name in TORCH_CUDA_FALSE and isinstance(func, ast.Attribute) and _is_torch_cuda(func.value):
+            return False
         if name in ("hasattr", "getattr") and len(expr.args) >= 2:
             ns = expr.args[0]
             op = expr.args[1]
@@ -254,3 +258,9 @@ class Values(Index):
                 if rel != mod.rel and cls.name.encode() in self.data[rel]:
                     return True
         return False
+
+
+def _is_torch_cuda(expr: ast.expr) -> bool:
+    """`torch.cuda` (or `cuda` imported from torch, as vLLM does not)."""
+    return isinstance(expr, ast.Attribute) and expr.attr == "cuda" and isinstance(expr.value, ast.Name) \
+        and expr.value.id == "torch"
