@@ -417,3 +417,76 @@ def test_a_branch_on_a_parameter_is_not_reached_when_the_only_call_passing_it_is
         """, "app/model.py": "from app.layer import ScalingRope\n\nLAYER = ScalingRope()\n"})
     assert got["rope"].reached
     assert not got["rope_offset"].reached and "does not call forward_cuda" in got["rope_offset"].why
+
+
+TOPK = PLATFORM + """
+    import torch
+
+    class Topk:
+        def __init__(self, backend):
+            self._backend = backend
+            self._is_cuda = current_platform.is_cuda()
+
+        def _cooperative_constraints(self, rows):
+            failures = []
+            if not self._is_cuda:
+                failures.append("requires CUDA")
+            if rows > 64:
+                failures.append("too many rows")
+            return failures
+
+        def _auto(self, rows):
+            if not self._cooperative_constraints(rows):
+                return "cooperative"
+            if self._is_cuda:
+                return "persistent"
+            return "per_row"
+
+        def resolve(self, rows):
+            if self._backend == "auto":
+                return self._auto(rows)
+            failures = []
+            if self._backend == "cooperative":
+                failures = self._cooperative_constraints(rows)
+            elif self._backend == "persistent":
+                if not self._is_cuda:
+                    failures.append("requires CUDA")
+            if failures:
+                raise RuntimeError("; ".join(failures))
+            return self._backend
+
+        def forward(self, x):
+            backend = self.resolve(x.shape[0])
+            if backend == "cooperative":
+                torch.ops._C.cooperative_topk(x)
+            elif backend == "persistent":
+                torch.ops._C.persistent_topk(x)
+            elif backend == "per_row":
+                torch.ops._C.per_row_topk(x)
+            elif backend == "radix":
+                torch.ops._C.radix_topk(x)
+    """
+
+
+def test_a_backend_chosen_by_name_is_not_reached_when_every_way_to_choose_it_fails_on_xpu(tmp_path: Path) -> None:
+    """`cooperative`: the auto chain needs an empty list of failures a platform check always fills; chosen by
+    name, the same failures raise first. `per_row` is returned on XPU; `radix` may be configured by name and
+    nothing stops it."""
+    got = reach_of(tmp_path, {"app/topk.py": TOPK, "app/use.py": "from app.topk import Topk\n\nTOPK = Topk('auto')\n"})
+    assert not got["cooperative_topk"].reached and "backend == 'cooperative'" in got["cooperative_topk"].why
+    assert "app/topk.py:25: resolve never returns 'cooperative' on XPU" in got["cooperative_topk"].why
+    assert not got["persistent_topk"].reached
+    assert got["per_row_topk"].reached
+    assert got["radix_topk"].reached
+
+
+def test_a_backend_name_a_platform_check_does_not_stop_stays_reached(tmp_path: Path) -> None:
+    """The same selection with the CUDA requirement gone from `persistent`: it can be chosen by name on XPU."""
+    source = TOPK.replace("""            elif self._backend == "persistent":
+                if not self._is_cuda:
+                    failures.append("requires CUDA")
+""", "")
+    assert source != TOPK
+    got = reach_of(tmp_path, {"app/topk.py": source, "app/use.py": "from app.topk import Topk\n\nT = Topk('auto')\n"})
+    assert not got["cooperative_topk"].reached
+    assert got["persistent_topk"].reached

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from kpatch.verify.contract.reach import flow
 from kpatch.verify.contract.reach.index import Index
 from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
@@ -30,6 +31,7 @@ class Values(Index):
         self._values: dict[int, Value] = {}
         self._guards: dict[tuple[int, int], str] = {}
         self._known: dict[int, Value] = {}  # id(expression) -> its value on XPU
+        self._because: dict[int, str] = {}  # id(expression) -> why it has its value, when that takes a line
 
     # ---- guards ---------------------------------------------------------------------------------------------
 
@@ -51,16 +53,19 @@ class Values(Index):
                 if in_body or in_else:
                     value = self.value(mod, parent.test, depth)
                     if in_body and value is False:
-                        return f"{mod.where(parent)}: only if `{text(parent.test)}`, false on XPU"
+                        return f"{mod.where(parent)}: only if `{text(parent.test)}`, false on XPU" \
+                               + self._because_of(parent.test)
                     if in_else and value is True:
-                        return f"{mod.where(parent)}: only if not `{text(parent.test)}`, true on XPU"
+                        return f"{mod.where(parent)}: only if not `{text(parent.test)}`, true on XPU" \
+                               + self._because_of(parent.test)
             elif isinstance(parent, ast.BoolOp) and child in parent.values:
                 for earlier in parent.values[:parent.values.index(child)]:
                     value = self.value(mod, earlier, depth)
                     if value is (not isinstance(parent.op, ast.And)):
                         continue
                     if value is not None:
-                        return f"{mod.where(earlier)}: after `{text(earlier)}`, {str(value).lower()} on XPU"
+                        return f"{mod.where(earlier)}: after `{text(earlier)}`, {str(value).lower()} on XPU" \
+                               + self._because_of(earlier)
             for field in ("body", "orelse", "finalbody"):
                 stmts = getattr(parent, field, None)
                 if isinstance(stmts, list) and child in stmts:
@@ -77,6 +82,10 @@ class Values(Index):
                 break
             child, parent = parent, mod.parents.get(parent)
         return ""
+
+    def _because_of(self, test: ast.expr) -> str:
+        found = next((self._because[id(n)] for n in ast.walk(test) if id(n) in self._because), "")
+        return f" ({found})" if found else ""
 
     # ---- values on XPU --------------------------------------------------------------------------------------
 
@@ -130,7 +139,28 @@ class Values(Index):
                 if isinstance(b, ast.Constant) and b.value in _DEVICE_NAMES and self._is_device_name(a):
                     same = _DEVICE_NAMES[str(b.value)]
                     return same if isinstance(op, ast.Eq) else not same
+            for a, b in ((left, right), (right, left)):
+                if isinstance(b, ast.Constant) and isinstance(b.value, str) and self._never_returns(mod, a, b.value,
+                                                                                                  depth):
+                    return not isinstance(op, ast.Eq)
         return None
+
+    def _never_returns(self, mod: Module, expr: ast.expr, string: str, depth: int) -> bool:
+        """Whether expr, a call (or a local assigned only from calls), is never `string` on XPU: a backend or
+        kernel chosen by name (`backend = self.resolve_backend(...)`, then `if backend == "cooperative":`)."""
+        calls: list[tuple[Module, ast.expr]] = [(mod, expr)] if isinstance(expr, ast.Call) \
+            else self._assigned(mod, expr, depth + 1) if isinstance(expr, ast.Name) else []
+        if not calls:
+            return False
+        targets = []
+        for m, call in calls:
+            target = self.resolve_function(m, call.func) if isinstance(call, ast.Call) else None
+            if target is None or flow.may_return(self, target[0], target[1], string, depth + 1):
+                return False
+            targets.append(target)
+        m, func = targets[0]
+        self._because[id(expr)] = f"{m.where(func)}: {func.name} never returns {string!r} on XPU"
+        return True
 
     @staticmethod
     def _is_device_name(expr: ast.expr) -> bool:
@@ -185,7 +215,10 @@ class Values(Index):
         seen: set[Value] = set()
         for node in own_nodes(func):
             if isinstance(node, ast.Return) and not self.guard(mod, node, func, depth):
-                seen.add(False if node.value is None else self.value(mod, node.value, depth))
+                local = flow.truth_at(self, mod, func, node, node.value.id, depth) \
+                    if isinstance(node.value, ast.Name) else None
+                seen.add(False if node.value is None else local if local is not None
+                         else self.value(mod, node.value, depth))
             elif isinstance(node, (ast.Yield, ast.YieldFrom)):
                 seen.add(None)
         if not terminates(func.body):
