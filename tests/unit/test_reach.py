@@ -490,3 +490,35 @@ def test_a_backend_name_a_platform_check_does_not_stop_stays_reached(tmp_path: P
     got = reach_of(tmp_path, {"app/topk.py": source, "app/use.py": "from app.topk import Topk\n\nT = Topk('auto')\n"})
     assert not got["cooperative_topk"].reached
     assert got["persistent_topk"].reached
+
+
+def test_a_kernel_listed_only_under_another_platform_in_a_platform_keyed_table_is_not_reached(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/kernels.py": """
+        import torch
+
+        class CPUKernel:
+            def apply(self, x):
+                torch.ops._C.onednn_quant(x)
+
+        class TritonKernel:
+            def apply(self, x):
+                torch.ops._C.triton_helper(x)
+
+        class SharedKernel:
+            def apply(self, x):
+                torch.ops._C.shared_helper(x)
+        """, "app/choose.py": """
+        from app.kernels import CPUKernel, SharedKernel, TritonKernel
+        from app.platforms import PlatformEnum, current_platform
+
+        KERNELS = {
+            PlatformEnum.CPU: [CPUKernel, SharedKernel],
+            PlatformEnum.XPU: [TritonKernel, SharedKernel],
+        }
+
+        def choose():
+            return KERNELS[current_platform._enum]
+        """})
+    assert not got["onednn_quant"].reached
+    assert "app/choose.py:6: listed only under PlatformEnum.CPU in a table keyed by platform" in got["onednn_quant"].why
+    assert got["triton_helper"].reached and got["shared_helper"].reached

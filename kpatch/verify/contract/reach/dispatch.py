@@ -12,6 +12,8 @@ from kpatch.verify.contract.reach.verdict import Verdict
 
 FORWARDS = ("forward_cuda", "forward_hip", "forward_cpu", "forward_tpu", "forward_oot")
 
+PLATFORMS_ON_XPU = frozenset({"XPU", "OOT"})  # PlatformEnum keys an XPU run may look up (OOT: a plugin platform)
+
 
 class Dispatch(Values):
     """The class-level choices of what XPU runs."""
@@ -55,3 +57,20 @@ class Dispatch(Values):
                             and not any(isinstance(n, ast.Attribute) and n.attr == name for n in ast.walk(node)):
                         return f"{other.where(node)}: on XPU the subclass {sub.name} overrides {name}"
         return ""
+
+
+def platform_entry(mod: Module, ref: ast.AST) -> str:
+    """`PlatformEnum.CPU` when ref is (in a list under) that key of a dict keyed by platform, for a platform other
+    than XPU (`{PlatformEnum.CPU: [CPUKernel], PlatformEnum.XPU: [TritonKernel]}`): vLLM looks such tables up
+    under the current platform. "" otherwise."""
+    child, parent = ref, mod.parents.get(ref)
+    while isinstance(parent, (ast.List, ast.Tuple, ast.Set)):
+        child, parent = parent, mod.parents.get(parent)
+    if not isinstance(parent, ast.Dict) or child not in parent.values:
+        return ""
+    key = parent.keys[parent.values.index(child)]
+    enum = key.value if isinstance(key, ast.Attribute) else None
+    enum_name = enum.id if isinstance(enum, ast.Name) else enum.attr if isinstance(enum, ast.Attribute) else ""
+    if key is None or enum_name != "PlatformEnum" or not isinstance(key, ast.Attribute) or key.attr in PLATFORMS_ON_XPU:
+        return ""
+    return f"PlatformEnum.{key.attr}"

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from kpatch.verify.contract.reach import arguments
-from kpatch.verify.contract.reach.dispatch import FORWARDS, Dispatch
+from kpatch.verify.contract.reach.dispatch import FORWARDS, Dispatch, platform_entry
 from kpatch.verify.contract.reach.source import Module, Scope, is_torch_ops_vllm, text
 from kpatch.verify.contract.reach.verdict import CYCLE, MAX_DEPTH, REACHED_UNKNOWN, Verdict
 
@@ -193,6 +193,10 @@ class Reach(Dispatch):
         """A use of a function or class: `op_func=` of a custom-op registration goes on through its op name."""
         if id(ref) in self.unbound_on_xpu:
             return Verdict(False, self.unbound_on_xpu[id(ref)])
+        other_platform = platform_entry(mod, ref)
+        if other_platform:
+            return Verdict(False, f"{mod.where(ref)}: listed only under {other_platform} in a table keyed by "
+                                  "platform, which XPU looks up under PlatformEnum.XPU")
         parent = mod.parents.get(ref)
         if isinstance(parent, ast.keyword) and parent.arg == "op_func":
             call = mod.parents.get(parent)
