@@ -522,3 +522,80 @@ def test_a_kernel_listed_only_under_another_platform_in_a_platform_keyed_table_i
     assert not got["onednn_quant"].reached
     assert "app/choose.py:6: listed only under PlatformEnum.CPU in a table keyed by platform" in got["onednn_quant"].why
     assert got["triton_helper"].reached and got["shared_helper"].reached
+
+
+def test_a_backend_stored_at_init_that_is_always_the_fallback_on_xpu_keeps_the_fused_path_off_it(
+        tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/kda.py": PLATFORM + """
+        import torch
+
+        def fused_supported(heads):
+            if heads not in (12, 24) or not hasattr(torch.ops._C, "fused_decode"):
+                return False
+            return current_platform.is_device_capability(90)
+
+        def resolve_decode_backend(backend, heads):
+            if backend == "triton":
+                return "triton"
+            native = fused_supported(heads)
+            if native and backend in ("auto", "native"):
+                return "native"
+            if backend == "native":
+                raise RuntimeError("native decode needs CUDA")
+            return "triton"
+
+        def resolve_prefill_backend(backend):
+            return backend
+
+        class Attention:
+            def __init__(self, backend, heads):
+                self.decode_backend = resolve_decode_backend(backend, heads)
+                self.prefill_backend = resolve_prefill_backend(backend)
+
+            def forward(self, x):
+                if self.decode_backend != "triton":
+                    torch.ops._C.fused_decode(x)
+                if self.prefill_backend != "triton":
+                    torch.ops._C.fused_prefill(x)
+        """, "app/model.py": "from app.kda import Attention\n\nLAYER = Attention('auto', 12)\n"})
+    assert not got["fused_decode"].reached
+    assert "resolve_decode_backend returns only 'triton' on XPU" in got["fused_decode"].why
+    assert got["fused_prefill"].reached
+
+
+KIMI = {"app/models/k/__init__.py": PLATFORM + """
+        if current_platform.is_rocm():
+            from .amd.model import K3Model
+
+            ENTRY = K3Model
+        elif current_platform.is_xpu():
+            from .amd.linear import LinearModel
+
+        __all__ = ["LinearModel"]
+        """, "app/models/k/amd/model.py": """
+        from app.models.k.amd.linear import LinearModel
+
+        class K3Model:
+            def build(self):
+                return LinearModel()
+        """, "app/models/k/amd/linear.py": """
+        import torch
+
+        class LinearModel:
+            def forward(self, x):
+                torch.ops._C.kda_decode(x)
+        """}
+
+
+@pytest.mark.parametrize(("registry", "reached"), [
+    ('MODELS = {"LinearModel": ("app.models.k", "LinearModel")}\n', True),
+    ('MODELS = {"LinearModel": ("app.models.other", "LinearModel")}\n', False),
+])
+def test_a_class_a_registry_imports_by_name_from_a_package_that_re_exports_it_on_xpu_is_reached(
+        tmp_path: Path, registry: str, reached: bool) -> None:
+    """vLLM's registry names ("vllm.models.kimi_k3", "KimiLinearForCausalLM"); the package imports that class
+    under is_xpu(). Its other use (under is_rocm) does not count; a registry naming another package does not either."""
+    got = reach_of(tmp_path, {**KIMI, "app/registry.py": registry})
+    assert got["kda_decode"].reached is reached
+    if not reached:
+        assert "current_platform.is_rocm()" in got["kda_decode"].why

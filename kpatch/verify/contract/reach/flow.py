@@ -16,7 +16,7 @@ import ast
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, text
+from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
 
 if TYPE_CHECKING:
@@ -63,6 +63,27 @@ def may_return(v: Values, mod: Module, func: Scope, string: str, depth: int, see
             continue
         return True
     return False
+
+
+def always_returns(v: Values, mod: Module, func: Scope, string: str, depth: int,
+                   seen: frozenset[int] = frozenset()) -> bool:
+    """Whether every return func reaches on XPU returns `string` (a literal, or a call of a function that does)."""
+    if depth > MAX_DEPTH or id(func) in seen or not terminates(func.body) \
+            or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own_nodes(func)):
+        return False
+    found = False
+    for node in own_nodes(func):
+        if not isinstance(node, ast.Return) or v.guard(mod, node, func, depth):
+            continue
+        value = node.value
+        if isinstance(value, ast.Constant) and value.value == string:
+            found = True
+            continue
+        target = v.resolve_function(mod, value.func) if isinstance(value, ast.Call) else None
+        if target is None or not always_returns(v, target[0], target[1], string, depth + 1, seen | {id(func)}):
+            return False
+        found = True
+    return found
 
 
 def _run(v: Values, mod: Module, body: list[ast.stmt], target: ast.AST, state: State, assume: dict[str, str],

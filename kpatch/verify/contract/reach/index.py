@@ -67,6 +67,15 @@ class Index:
                     self._quoted.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
         return self._quoted
 
+    def registered(self, module: str, name: str) -> bool:
+        """Whether a file other than the module's own names both in quotes, as a registry names what it imports
+        (`"Model": ("pkg.models", "Model")`)."""
+        own = self.by_module.get(module)
+        quoted_name = re.compile(rb"[\"']" + re.escape(name.encode()) + rb"[\"']")
+        quoted_module = re.compile(rb"[\"']" + re.escape(module.encode()) + rb"[\"']")
+        return any(quoted_name.search(self.data[rel]) and quoted_module.search(self.data[rel])
+                   for rel in self.mentions(name) if rel != own)
+
     def uses_attribute(self, rel: str, name: str) -> bool:
         """Whether the text of rel has `.name` (without parsing it)."""
         return re.search(rb"\.\s*" + re.escape(name.encode()) + rb"\b", self.data[rel]) is not None

@@ -218,7 +218,8 @@ class Reach(Dispatch):
 
     def references(self, mod: Module, name: str, skip: ast.AST) -> Iterator[tuple[Module, ast.AST]]:
         """Uses of the top-level `name` defined in mod, anywhere: the name where it is bound to that definition,
-        `x.name` where x is that module; not inside the definition itself, annotations or isinstance checks.
+        `x.name` where x is that module; not inside the definition itself, annotations or isinstance checks; and
+        its import into a module a registry names in quotes with the name (`("pkg", "Model")`).
         A use whose binding (the import) never runs on XPU is noted in self.unbound_on_xpu."""
         parts = mod.name.split(".")
         importers = {rel for i in range(2, len(parts) + 1) for rel, _ in self.importers(".".join(parts[:i]))}
@@ -248,6 +249,8 @@ class Reach(Dispatch):
                 if binding and all(guards):
                     self.unbound_on_xpu[id(node)] = f"bound by an import that XPU does not run: {guards[0]}"
                 yield other, node
+            if direct and rel != mod.rel and self.registered(other.name, name):
+                yield from ((other, node) for node in direct)  # re-exported where a registry looks it up by name
 
     def _same(self, source: str, attr: str | None, mod: Module, name: str) -> bool:
         return attr == name and (source == mod.name or self._reexports(source, mod, name))

@@ -140,27 +140,43 @@ class Values(Index):
                     same = _DEVICE_NAMES[str(b.value)]
                     return same if isinstance(op, ast.Eq) else not same
             for a, b in ((left, right), (right, left)):
-                if isinstance(b, ast.Constant) and isinstance(b.value, str) and self._never_returns(mod, a, b.value,
-                                                                                                  depth):
-                    return not isinstance(op, ast.Eq)
+                if isinstance(b, ast.Constant) and isinstance(b.value, str):
+                    equal = self._is_string(mod, a, b.value, depth)
+                    if equal is not None:
+                        return equal if isinstance(op, ast.Eq) else not equal
         return None
 
-    def _never_returns(self, mod: Module, expr: ast.expr, string: str, depth: int) -> bool:
-        """Whether expr, a call (or a local assigned only from calls), is never `string` on XPU: a backend or
-        kernel chosen by name (`backend = self.resolve_backend(...)`, then `if backend == "cooperative":`)."""
-        calls: list[tuple[Module, ast.expr]] = [(mod, expr)] if isinstance(expr, ast.Call) \
-            else self._assigned(mod, expr, depth + 1) if isinstance(expr, ast.Name) else []
-        if not calls:
-            return False
-        targets = []
-        for m, call in calls:
-            target = self.resolve_function(m, call.func) if isinstance(call, ast.Call) else None
-            if target is None or flow.may_return(self, target[0], target[1], string, depth + 1):
-                return False
-            targets.append(target)
-        m, func = targets[0]
-        self._because[id(expr)] = f"{m.where(func)}: {func.name} never returns {string!r} on XPU"
-        return True
+    def _is_string(self, mod: Module, expr: ast.expr, string: str, depth: int) -> Value:
+        """Whether expr is `string` on XPU, when it is a call, or a local or `self.` attribute assigned only from
+        calls (and literals): a backend or kernel chosen by name (`backend = self.resolve_backend(...)`, then
+        `if backend == "cooperative":`). True: always; False: never; None: not known."""
+        sources = [(mod, expr)] if isinstance(expr, ast.Call) else self._assigned(mod, expr, depth + 1) \
+            if isinstance(expr, ast.Name) else self._attribute_values(mod, expr) \
+            if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
+            and expr.value.id in ("self", "cls") else None
+        if not sources:
+            return None
+        results: set[Value] = set()
+        why = ""
+        for m, value in sources:
+            if isinstance(value, ast.Constant):
+                results.add(value.value == string)
+                continue
+            target = self.resolve_function(m, value.func) if isinstance(value, ast.Call) else None
+            if target is None:
+                return None
+            if flow.always_returns(self, target[0], target[1], string, depth + 1):
+                results.add(True)
+                why = why or f"{target[0].where(target[1])}: {target[1].name} returns only {string!r} on XPU"
+            elif not flow.may_return(self, target[0], target[1], string, depth + 1):
+                results.add(False)
+                why = why or f"{target[0].where(target[1])}: {target[1].name} never returns {string!r} on XPU"
+            else:
+                return None
+        if len(results) != 1:
+            return None
+        self._because[id(expr)] = why
+        return results.pop()
 
     @staticmethod
     def _is_device_name(expr: ast.expr) -> bool:
@@ -262,23 +278,34 @@ class Values(Index):
 
     def _attribute_flag(self, mod: Module, expr: ast.Attribute, depth: int) -> Value:
         """`self.flag`: the value every assignment in the class gives it (`self.flag = ...` in its methods)."""
+        values = self._attribute_values(mod, expr)
+        if values is None:
+            return None
+        results = {self.value(m, v, depth + 1) for m, v in values}
+        return results.pop() if len(results) == 1 else None
+
+    def _attribute_values(self, mod: Module, expr: ast.Attribute) -> list[tuple[Module, ast.expr]] | None:
+        """The values the class around expr assigns to `self.<attr>` (or its class attribute); None when other
+        code may set it, or an assignment is not a plain one (a tuple target, +=)."""
         cls, _ = mod.unit(expr)
         if cls is None or self._set_elsewhere(mod, cls, expr.attr):
             return None
-        results: set[Value] = set()
+        values: list[tuple[Module, ast.expr]] = []
         for node in ast.walk(cls):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
                     if isinstance(t, ast.Attribute) and t.attr == expr.attr and isinstance(t.value, ast.Name) \
                             and t.value.id in ("self", "cls"):
-                        results.add(self.value(mod, node.value, depth + 1) if len(targets) == 1 else None)
+                        if len(targets) != 1:
+                            return None
+                        values.append((mod, node.value))
                     elif isinstance(t, ast.Name) and t.id == expr.attr and mod.parents.get(node) is cls:
-                        results.add(self.value(mod, node.value, depth + 1))
+                        values.append((mod, node.value))
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute) \
                     and node.target.attr == expr.attr:
-                results.add(None)
-        return results.pop() if len(results) == 1 else None
+                return None
+        return values
 
     def _set_elsewhere(self, mod: Module, cls: ast.ClassDef, attr: str) -> bool:
         """Whether code outside cls may set `.attr` on its objects: `x.attr = ...` anywhere, or `self.attr = ...`
