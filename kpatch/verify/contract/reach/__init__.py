@@ -11,7 +11,15 @@ vLLM picks code per platform in a handful of ways; each is modelled here, and ea
 - a backend class whose `_supports_current_device()` is false on XPU;
 - a CustomOp's `forward_cuda` (or `_hip`, ...), when what XPU runs (`forward_xpu`, by default `forward_native`)
   does not call it;
-- a method an XPU subclass (an `xpu` module, or `XPU` in its name) overrides without calling it.
+- a method an XPU subclass (an `xpu` module, or `XPU` in its name) overrides without calling it;
+- torch.cuda's state (`torch.cuda.is_current_stream_capturing()`, `is_available()`), false on XPU;
+- a backend or kernel chosen by name: `backend == "cooperative"` where the function that chose it never returns
+  that string on XPU, or always returns another (see flow.py), directly, through a local or a `self.` flag;
+- a class listed only under another platform's key of a table keyed by `PlatformEnum`;
+- a branch a function takes on its own arguments (`if rope_dim_offset == 0 and not inverse:`), reached only
+  through the calls whose arguments (or the defaults) can take it.
+
+A class a package imports on XPU and a registry names with that package (`("pkg.models", "Model")`) is reached.
 
 Anything not derived this way is reached: the model dismisses a call only with a line of evidence, and says
 which. Unknown values, references it cannot resolve and chains deeper than MAX_DEPTH count as reached.
