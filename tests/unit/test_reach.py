@@ -480,6 +480,18 @@ def test_a_backend_chosen_by_name_is_not_reached_when_every_way_to_choose_it_fai
     assert got["radix_topk"].reached
 
 
+def test_a_list_of_failures_passed_to_a_helper_is_not_known_empty_or_full(tmp_path: Path) -> None:
+    """`_settle(failures)` may empty the list a platform check filled: cooperative may be chosen again."""
+    source = TOPK.replace("""            if rows > 64:
+                failures.append("too many rows")
+            return failures""", """            _settle(failures)
+            return failures""")
+    assert source != TOPK
+    got = reach_of(tmp_path, {"app/topk.py": source + "\n\n    def _settle(failures):\n        failures.clear()\n",
+                              "app/use.py": "from app.topk import Topk\n\nT = Topk('auto')\n"})
+    assert got["cooperative_topk"].reached
+
+
 def test_a_backend_name_a_platform_check_does_not_stop_stays_reached(tmp_path: Path) -> None:
     """The same selection with the CUDA requirement gone from `persistent`: it can be chosen by name on XPU."""
     source = TOPK.replace("""            elif self._backend == "persistent":

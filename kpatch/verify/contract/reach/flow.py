@@ -122,10 +122,10 @@ def _run(v: Values, mod: Module, body: list[ast.stmt], target: ast.AST, state: S
 
 
 def _forget(state: State, stmt: ast.stmt) -> State:
-    """The locals a statement not modelled may change (bound, or a method called on them) become unknown."""
-    touched = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    touched |= {n.value.id for n in ast.walk(stmt) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
-    return {name: (None if name in touched else value) for name, value in state.items()}
+    """The locals a statement not modelled may change become unknown: every local it names (bound there, a method
+    called on it, or passed to a function that may fill it)."""
+    named = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    return {name: (None if name in named else value) for name, value in state.items()}
 
 
 def _join(states: list[State]) -> State:

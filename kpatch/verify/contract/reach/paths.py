@@ -249,7 +249,7 @@ class Reach(Dispatch):
                 if binding and all(guards):
                     self.unbound_on_xpu[id(node)] = f"bound by an import that XPU does not run: {guards[0]}"
                 yield other, node
-            if direct and rel != mod.rel and self.registered(other.name, name):
+            if direct and rel != mod.rel and other.name in self.quoted() and self.registered(other.name, name):
                 yield from ((other, node) for node in direct)  # re-exported where a registry looks it up by name
 
     def _same(self, source: str, attr: str | None, mod: Module, name: str) -> bool:
