@@ -12,14 +12,14 @@ import json
 import zipfile
 from pathlib import Path
 
-from gitrepos import run_kpatch
 from packaging.metadata import Metadata
 from packaging.requirements import Requirement
-from wheelfiles import torch_standin
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import make_example_project
 from kpatch.wheels.lock import read as read_lock
+from tests.support.gitrepos import run_kpatch
+from tests.support.wheelfiles import torch_standin
 
 
 def _project(tmp_path: Path) -> Path:

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from example_toml import with_build_command
-from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import PEP517_BUILD, ExampleProject, make_example_project
 from kpatch.wheels.lock import check as check_lock
+from tests.support.example_toml import with_build_command
+from tests.support.gitrepos import run_kpatch
 
 
 class Pair:

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_build_wheels import Pair
 
 from kpatch.examples.ext import TRANSLATION_UNITS
+from tests.docker.test_build_wheels import Pair
 
 
 @pytest.fixture

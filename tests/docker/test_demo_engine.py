@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from gitrepos import run_kpatch
 
 from kpatch.cli import main
+from tests.support.gitrepos import run_kpatch
 
 
 def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

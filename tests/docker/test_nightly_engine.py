@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_github import fake_github
-from gitrepos import Project, git
-from nightly_world import (
+
+from kpatch.examples.upstreams import KERNEL_FILES
+from tests.support.fake_github import fake_github
+from tests.support.gitrepos import Project, git
+from tests.support.nightly_world import (
     BINDINGS,
     BROKEN,
     CULPRIT_SUBJECT,
@@ -30,8 +32,6 @@ from nightly_world import (
     git_objects,
     make_world,
 )
-
-from kpatch.examples.upstreams import KERNEL_FILES
 
 OP_LINE = "return [list(head) + list(k_pe) for head in k_nope]"
 

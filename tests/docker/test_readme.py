@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from readme import README, RUNNABLE, blocks
+from tests.support.readme import README, RUNNABLE, blocks
 
 
 def test_the_readme_daily_workflow_runs_as_written(tmp_path: Path, base_image: str) -> None:

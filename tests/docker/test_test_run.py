@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from click.testing import Result
-from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import make_example_project
+from tests.support.gitrepos import run_kpatch
 
 K1 = "0001-Add-the-kimi-op.patch"
 OP_LINE = "return [list(head) + list(k_pe) for head in k_nope]"

@@ -8,11 +8,12 @@ import math
 import struct
 from fractions import Fraction
 
-import kimi_k3_fp8_reference as fp8
-import kimi_k3_reference as ref
 import pytest
 import torch
-from kimi_k3_harness import FINITE_SPECIALS, cos_sin, plant, rand
+
+from tests.sycl import kimi_k3_fp8_reference as fp8
+from tests.sycl import kimi_k3_reference as ref
+from tests.sycl.kimi_k3_harness import FINITE_SPECIALS, cos_sin, plant, rand
 
 # Every finite E4M3 magnitude with its byte, ascending: subnormals m * 2^-9, then (8 + m) * 2^(e - 10).
 E4M3 = sorted((Fraction(b & 7, 512) if b >> 3 == 0 else Fraction(8 + (b & 7), 8) * Fraction(2) ** ((b >> 3) - 7), b)

@@ -13,11 +13,12 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-import kimi_k3_fp8_reference as fp8
-import kimi_k3_reference as ref
 import pytest
 import torch
-from kimi_k3_harness import (
+
+from tests.sycl import kimi_k3_fp8_reference as fp8
+from tests.sycl import kimi_k3_reference as ref
+from tests.sycl.kimi_k3_harness import (
     FINITE_SPECIALS,
     INFINITE_SPECIALS,
     MAX_POSITION,
@@ -129,7 +130,6 @@ def check_ds_cache(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
     check(f"{name} rope", got[..., 528:656].contiguous(), want[..., 528:656].contiguous())
 
 
-@pytest.mark.sycl
 @DTYPES
 def test_ds_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                              sycl_env: dict[str, str]) -> None:
@@ -170,7 +170,6 @@ def test_ds_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path,
         check_untouched_rows(case, cache_owner, 656, slots)
 
 
-@pytest.mark.sycl
 @DTYPES
 def test_ds_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                             sycl_env: dict[str, str]) -> None:
@@ -252,7 +251,6 @@ def pack_inputs(case: PackCase, dtype: torch.dtype,
     return kvb, k_nope, v, workspace, k_pe
 
 
-@pytest.mark.sycl
 @DTYPES
 def test_kv_concat_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                             sycl_env: dict[str, str]) -> None:
@@ -273,7 +271,6 @@ def test_kv_concat_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, 
         check(f"{case.id} k_out", k_out, want)
 
 
-@pytest.mark.sycl
 @DTYPES
 def test_kv_concat_quant_fp8_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                                       sycl_env: dict[str, str]) -> None:

@@ -15,10 +15,11 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-import kimi_k3_reference as ref
 import pytest
 import torch
-from kimi_k3_harness import patch_file
+
+from tests.sycl import kimi_k3_reference as ref
+from tests.sycl.kimi_k3_harness import patch_file
 
 SCRIPT = "benchmark/benchmark_kimi_k3_mla_epilogue.py"
 MAX_TOKENS = 37

@@ -13,10 +13,11 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
-import kimi_k3_reference as ref
 import pytest
 import torch
-from kimi_k3_harness import (
+
+from tests.sycl import kimi_k3_reference as ref
+from tests.sycl.kimi_k3_harness import (
     POISON,
     SUFFIX,
     Case,
@@ -27,9 +28,9 @@ from kimi_k3_harness import (
     paged_cache,
     patch_file,
 )
-from kimi_k3_harness import cos_sin as _cos_sin
-from kimi_k3_harness import poisoned as _poisoned
-from kimi_k3_harness import rand as _rand
+from tests.sycl.kimi_k3_harness import cos_sin as _cos_sin
+from tests.sycl.kimi_k3_harness import poisoned as _poisoned
+from tests.sycl.kimi_k3_harness import rand as _rand
 
 HEADER = "csrc/kimi_k3_mla_epilogue.hpp"
 MAX_POSITION = 300
@@ -88,7 +89,6 @@ def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Te
     check_untouched_rows(case, cache_owner, 576, slots)
 
 
-@pytest.mark.sycl
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                           sycl_env: dict[str, str]) -> None:
@@ -132,7 +132,6 @@ def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, ru
         _check_untouched_rows(case, cache_owner, slots, dtype)
 
 
-@pytest.mark.sycl
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                          sycl_env: dict[str, str]) -> None:

@@ -10,7 +10,6 @@ from click.testing import CliRunner
 from kpatch.cli import all_commands, main
 from kpatch.output.help import EXAMPLES
 
-pytestmark = pytest.mark.unit
 COMMANDS = all_commands()  # those of kpatch/cli_pair.py and cli_start.py too (loaded on demand)
 
 

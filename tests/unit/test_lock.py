@@ -12,8 +12,6 @@ import pytest
 from kpatch.errors import BuildError, LockError
 from kpatch.wheels.lock import LOCK_NAME, Lock, LockedUpstream, LockedWheel, check, read, render, write
 
-pytestmark = pytest.mark.unit
-
 
 def _lock(folder: Path | None = None) -> Lock:
     data = b"wheel bytes"

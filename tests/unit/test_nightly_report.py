@@ -17,8 +17,6 @@ from kpatch.nightly.publish import _repository_in, carries_credential
 from kpatch.project.state import Culprit
 from kpatch.verify.model import Check, Status
 
-pytestmark = pytest.mark.unit
-
 CULPRIT = Culprit(sha="c" * 40, subject="Rework the silu | registration", author="Up Stream <up@example.invalid>",
                   date="2026-11-29T10:00:00+00:00", trials=5, commits=30)
 

@@ -6,12 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from kpatch.verify.contract import pycalls
 from kpatch.verify.contract.reach import Reach, Verdict
-
-pytestmark = pytest.mark.unit
 
 PLATFORM = "from app.platforms import current_platform\n"
 

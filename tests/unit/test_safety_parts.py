@@ -15,8 +15,6 @@ from kpatch.gitx.orphans import MARKER, orphans, stop_orphans
 from kpatch.gitx.storage import _verb, storage_problem
 from kpatch.project.exclusive import exclusive
 
-pytestmark = pytest.mark.unit
-
 
 def _sleeper(cwd: Path, parent: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "60"], cwd=cwd, env={**os.environ, MARKER: str(parent)})
