@@ -9,6 +9,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,11 +26,11 @@ def fresh_volume(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     subprocess.run(["docker", "volume", "rm", "-f", name], capture_output=True)
 
 
-def kernels(result_stdout: str) -> dict:
+def kernels(result_stdout: str) -> dict[str, Any]:
     return next(w for w in json.loads(result_stdout)["wheels"] if w["upstream"] == "kernels")
 
 
-def rebuild(pair: Pair) -> dict:
+def rebuild(pair: Pair) -> dict[str, Any]:
     shutil.rmtree(pair.cache / "wheels")  # kpatch's wheel cache: the next build starts containers again
     result = pair.build()
     assert result.exit_code == 0, result.output

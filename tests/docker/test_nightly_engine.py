@@ -14,6 +14,7 @@ import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ def world(project: Project, shared_cache: Path) -> Iterator[World]:
         yield make_world(project, shared_cache, fake)
 
 
-def _clean(world: World, base_image: str, **env: str | None) -> dict[str, object]:
+def _clean(world: World, base_image: str, **env: str | None) -> dict[str, Any]:
     """A night that must pass; its report."""
     result, report = world.night("--base-image", base_image, env=dict(env))
     assert result.exit_code == 0, result.output

@@ -154,7 +154,8 @@ def test_crash_boundary_writes_a_log_and_exits_70(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     def bug() -> int:
-        return {}["missing"]  # type: ignore[no-any-return]
+        missing: dict[str, int] = {}
+        return missing["missing"]
 
     def interrupted() -> int:
         raise KeyboardInterrupt

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +22,9 @@ def applied(tmp_path: Path) -> tuple[Path, list[str]]:
     return root, cache
 
 
-def contract_check(result_stdout: str) -> dict[str, str]:
-    (check,) = [c for c in json.loads(result_stdout)["checks"] if c["subject"] == "kernels -> app"]
+def contract_check(result_stdout: str) -> dict[str, Any]:
+    checks: list[dict[str, Any]] = json.loads(result_stdout)["checks"]
+    (check,) = [c for c in checks if c["subject"] == "kernels -> app"]
     return check
 
 

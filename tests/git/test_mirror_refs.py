@@ -22,7 +22,7 @@ def mirror_of(project: Project, name: str) -> Path:
 
 def branches(repo: Path) -> dict[str, str]:
     listing = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
-    return dict(line.split(" ", 1) for line in listing.splitlines())  # type: ignore[misc]
+    return dict(line.split(" ", 1) for line in listing.splitlines())
 
 
 @pytest.mark.parametrize("checked_out", [True, False])

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.support.gitrepos import git, kill_inside_git_am
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
 
-def classes(payload: dict, stack: str) -> list[str]:
+def classes(payload: dict[str, Any], stack: str) -> list[str]:
     return [p["klass"] for p in next(s for s in payload["stacks"] if s["name"] == stack)["patches"]]
 
 

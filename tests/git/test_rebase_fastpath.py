@@ -11,6 +11,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ class Case:
     upstream: Path
     culprit: str
 
-    def run(self, *args: str) -> tuple[int, dict]:
+    def run(self, *args: str) -> tuple[int, dict[str, Any]]:
         result = run_kpatch(self.root, *args, "--json", "--cache-dir", str(self.root.parent / "cache"))
         return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
 
@@ -41,7 +42,7 @@ class Case:
                 if p.is_file()} | {"kpatch.toml": (self.root / "kpatch.toml").read_bytes()}
 
     def settled_head(self) -> str:
-        return json.loads((self.root / ".kpatch" / "state.json").read_text())["settled"]["up"]["head"]
+        return str(json.loads((self.root / ".kpatch" / "state.json").read_text())["settled"]["up"]["head"])
 
     def forget_stack_hash(self) -> None:
         """What an older run state holds: no stack hash, so only git am may move the stack."""
@@ -120,7 +121,7 @@ def picked(case: Case) -> list[str]:
     return [line.split("kpatch.rebase: ", 1)[1] for line in lines if "kpatch.rebase: fast path:" in line]
 
 
-def stacks(payload: dict) -> list[tuple[str, str, object, object]]:
+def stacks(payload: dict[str, Any]) -> list[tuple[str, str, object, object]]:
     """What a rebase reports per patch, without what differs between two projects (their paths)."""
     return [(p["name"], p["klass"], p["culprit"] and p["culprit"]["sha"], p["hunks"])
             for s in payload["stacks"] for p in s["patches"]]
@@ -374,7 +375,7 @@ def test_a_format_patch_started_ahead_is_what_the_writer_reads(tmp_path: Path) -
     prefetch_patches(tree, base, tree.head())
     seen: list[logging.LogRecord] = []
     handler = logging.Handler(logging.DEBUG)
-    handler.emit = seen.append  # type: ignore[method-assign]
+    handler.emit = seen.append  # type: ignore[method-assign,assignment]
     logger = logging.getLogger("kpatch.git")
     level = logger.level
     logger.setLevel(logging.DEBUG)  # not `logger.level = ...`: that keeps logging's cached "debug is off"

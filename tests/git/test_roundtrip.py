@@ -88,7 +88,7 @@ TRICKY = st.sampled_from([
     "Signed-off-by: A <a@b.c>", "", " ", "\t", "#comment", "@@ -1 +1 @@", "+x", "-x", "Ünïcode ✓", "=?UTF-8?q?x?=",
     "a\tb", "  indented", "x\x0by", "Fix: y",
 ])
-LINE = TRICKY | st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00\r\n"), max_size=30)
+LINE = TRICKY | st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00\r\n"), max_size=30)
 REASONS = ("reads as one line", "takes for a mail header", "reads its subject as", "ends the message", "mails out of",
            "read its author as", "it differs from line")
 NAME = st.text(st.characters(exclude_categories=("Cs", "Cc"), exclude_characters="<>"), min_size=1, max_size=20)

@@ -266,9 +266,9 @@ def common_checks(runner: Runner, cycle: Cycle, trees: dict[str, Path], files_be
     locks = git_lock_files(git_dirs)
     if locks:
         cycle.problems.append(f"git lock files left: {[str(p) for p in locks[:5]]}")
-    busy = kpatch_lock_busy([runner.root / ".kpatch" / "lock", runner.cache / "lock"])
-    if busy:
-        cycle.problems.append(f"kpatch lock still held: {busy}")
+    held = kpatch_lock_busy([runner.root / ".kpatch" / "lock", runner.cache / "lock"])
+    if held:
+        cycle.problems.append(f"kpatch lock still held: {held}")
     if tracked_files(runner.root) != files_before:
         cycle.problems.append("kpatch.toml or patches/ changed")
     if not with_status:

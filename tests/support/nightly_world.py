@@ -48,7 +48,7 @@ class OriginBranches(dict[str, str]):
     def __getitem__(self, name: str) -> str:
         return self._refs()[name]
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return self._refs().get(name, default)
 
 

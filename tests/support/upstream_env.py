@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypedDict
 
 SEEN = ("python3 -c 'import json, os, sys, sysconfig, wheel, setuptools; print(\"seen:\", json.dumps("
         "{\"prefix\": sys.prefix, \"base\": sys.base_prefix, \"path\": sys.path, \"env\": dict(os.environ)}))'")
@@ -12,7 +13,17 @@ SECRETS = {"GITHUB_TOKEN": "ghp_0123456789abcdefABCDEF", "PYPI_TOKEN": "pypi-AgE
            "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCY", "MY_PASSWORD": "hunter2hunter2"}
 
 
-def seen(log: Path) -> dict[str, object]:
-    """The `seen:` line SEEN printed into `log`, as a dict."""
+class Seen(TypedDict):
+    """What SEEN prints: the interpreter's prefixes and sys.path, and the environment."""
+
+    prefix: str
+    base: str
+    path: list[str]
+    env: dict[str, str]
+
+
+def seen(log: Path) -> Seen:
+    """The `seen:` line SEEN printed into `log`."""
     line = next(line for line in log.read_text().splitlines() if "seen: {" in line)
-    return dict(json.loads(line.split("seen: ", 1)[1]))
+    got: Seen = json.loads(line.split("seen: ", 1)[1])
+    return got

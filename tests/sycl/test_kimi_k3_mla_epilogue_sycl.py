@@ -222,8 +222,8 @@ def test_fma_reference_rounds_once() -> None:
     to the fp32 midpoint in float64 and then up (to even); the exact sum rounds down. Also 20k random triples
     with cancellation, and their negations."""
     one = 1.0
-    a, b, c = 2.0 ** -24 * (one + 2.0 ** -23), one - 2.0 ** -23, one + 2.0 ** -23
-    triple = [torch.tensor([v], dtype=torch.float32) for v in (a, b, c)]
+    a0, b0, c0 = 2.0 ** -24 * (one + 2.0 ** -23), one - 2.0 ** -23, one + 2.0 ** -23
+    triple = [torch.tensor([v], dtype=torch.float32) for v in (a0, b0, c0)]
     assert float((triple[0].double() * triple[1].double() + triple[2].double()).float()) == one + 2.0 ** -22
     assert float(ref.fma_f32(*triple)) == one + 2.0 ** -23
     gen = torch.Generator().manual_seed(3)

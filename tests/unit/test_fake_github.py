@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 
 from tests.support.fake_github import fake_github
 
 
-def _call(url: str, method: str = "GET", token: str | None = None, body: object = None) -> tuple[int, dict, dict]:
+def _call(url: str, method: str = "GET", token: str | None = None,
+          body: object = None) -> tuple[int, dict[str, str], Any]:
     request = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None)
     if token:
         request.add_header("Authorization", f"token {token}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -13,7 +14,7 @@ def _readme() -> str:
     return " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())  # lines joined: claims wrap
 
 
-def _shipped() -> dict:
+def _shipped() -> dict[str, Any]:
     return tomllib.loads((ROOT / "kpatch.toml").read_text(encoding="utf-8"))
 
 
