@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kpatch import config
-from kpatch.errors import ConfigError, ExitCode, SeriesError
+from kpatch.errors import ConfigError, ExitCode, SeriesError, UsageError
 from kpatch.forge import github
 from kpatch.stack import parse_patch_text
 from tests.support.fake_github import fake_github
@@ -141,7 +141,7 @@ def test_github_repository_from_the_environment_and_its_errors() -> None:
     assert github.target(None, {}).dry_run == "no repository: set [github] repository in kpatch.toml or " \
                                              "GITHUB_REPOSITORY"
     assert github.target(None, {**env, "KPATCH_OFFLINE": "1"}).asks is False
-    with pytest.raises(Exception) as err:
+    with pytest.raises(UsageError) as err:
         github.target(None, {"GITHUB_REPOSITORY": "acme/../x"})
     assert str(err.value) == "GITHUB_REPOSITORY must be owner/name, not 'acme/../x'"
-    assert getattr(err.value, "exit_code", None) == ExitCode.BAD_INPUT
+    assert err.value.exit_code == ExitCode.BAD_INPUT

@@ -76,7 +76,8 @@ def test_the_gpu_job_builds_tests_and_uploads_everything_with_no_secret_and_a_re
                                               "dist/pylock.toml"]
     assert stacks["with"]["path"].split() == ["reports/nightly/report.json", "kpatch.toml", "pylock.toml",
                                               "patches/"]
-    assert all(step["with"].get("persist-credentials") is False for step in _uses(job, "actions/checkout"))
+    checkouts = _uses(job, "actions/checkout")
+    assert checkouts and all(step["with"].get("persist-credentials") is False for step in checkouts)
 
 
 def test_only_the_small_publish_job_holds_the_token_and_it_runs_no_build() -> None:
@@ -93,7 +94,8 @@ def test_only_the_small_publish_job_holds_the_token_and_it_runs_no_build() -> No
     assert not _uses(job, "actions/cache")  # nothing the GPU job could have written reaches it but the artifact
     (download,) = _uses(job, "actions/download-artifact")
     assert download["with"]["name"] == "kpatch-nightly-stacks-${{ github.run_id }}"
-    assert all(step["with"].get("persist-credentials") is False for step in _uses(job, "actions/checkout"))
+    checkouts = _uses(job, "actions/checkout")
+    assert checkouts and all(step["with"].get("persist-credentials") is False for step in checkouts)
     holders = [name for name, other in jobs.items() if "secrets." in yaml.safe_dump(other)
                or "write" in str(other.get("permissions", {})) and name != "unreported"]
     assert holders == ["publish"]
