@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import make_example_project
 from kpatch.wheels.lock import read as read_lock
-from tests.support.gitrepos import run_kpatch
+from tests.support.cli import run_kpatch
 from tests.support.wheelfiles import torch_standin
 
 

@@ -12,8 +12,8 @@ import pytest
 from kpatch import __version__
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit
-from tests.support.cli import kpatch
-from tests.support.gitrepos import Project, git, run_kpatch
+from tests.support.cli import kpatch, run_kpatch
+from tests.support.gitrepos import Project, git
 from tests.support.rebase_repos import RebaseProject
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"

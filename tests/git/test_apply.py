@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit
+from tests.support.cli import KPATCH
 from tests.support.gitrepos import Project, git, kill_inside_git_am
 
 
@@ -203,7 +203,7 @@ def test_kill_inside_git_am_then_continue(project: Project, tmp_path: Path) -> N
     assert project.run("apply").exit_code == 0
     clean_heads = {name: git(project.workdir / name, "rev-parse", "HEAD") for name in ("kernels", "app")}
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
-    kill_inside_git_am([sys.executable, "-m", "kpatch", "apply"], project.root, cache / "mirrors" / "kernels.git",
+    kill_inside_git_am([*KPATCH, "apply"], project.root, cache / "mirrors" / "kernels.git",
                        tmp_path / "in-am")
     state = json.loads((project.root / ".kpatch" / "state.json").read_text())
     assert state["operation"]["stacks"]["kernels"]["phase"] == "running"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import ExitCode
+from tests.support.cli import run_kpatch
 from tests.support.gitrepos import Project
 
 
@@ -119,12 +120,7 @@ def test_usage_errors(project: Project) -> None:
 
 
 def test_missing_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from click.testing import CliRunner
-
-    from kpatch.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main, ["status"])
+    result = run_kpatch(tmp_path, "status")
     assert result.exit_code == ExitCode.BAD_INPUT and "no kpatch.toml in" in result.stderr
 
 

@@ -17,8 +17,8 @@ import pytest
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import PEP517_BUILD, make_example_project
 from kpatch.wheels.lock import read as read_lock
+from tests.support.cli import run_kpatch
 from tests.support.example_toml import with_build_command, with_build_key
-from tests.support.gitrepos import run_kpatch
 from tests.support.upstream_env import SECRETS, SEEN
 from tests.support.upstream_env import seen as read_seen
 

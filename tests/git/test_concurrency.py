@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import ExitCode
+from tests.support.cli import kpatch
+from tests.support.cli import start as start_kpatch
 from tests.support.gitrepos import Project, git
 
 WAIT = "i=0; while [ ! -e '{release}' ] && [ $i -lt 900 ]; do sleep 0.05; i=$((i+1)); done\n"
@@ -70,9 +72,7 @@ def git_gate(folder: Path, gate: Gate, command: str) -> dict[str, str]:
 
 
 def start(project: Project, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "kpatch", *args], cwd=project.root, text=True,
-                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    return start_kpatch(project.root, *args, env=env, start_new_session=True)
 
 
 def race(project: Project, first: list[str], second: list[str], gate: Gate,
@@ -165,9 +165,8 @@ def test_two_projects_sharing_a_cache_take_turns(project: Project, tmp_path: Pat
     hook_gate(cache / "mirrors" / "kernels.git", gate)
     first = start(project, "apply", "--cache-dir", str(cache))
     gate.wait_reached([first])
-    second = subprocess.run([sys.executable, "-m", "kpatch", "apply", "--cache-dir", str(cache)], cwd=other,
-                            text=True, capture_output=True, timeout=120)
-    assert second.returncode == ExitCode.WORKTREE
+    second = kpatch(other, "apply", "--cache-dir", str(cache), timeout=120)
+    assert second.exit_code == ExitCode.WORKTREE
     assert f"pid {first.pid}: kpatch apply" in second.stderr and f"lock {cache / 'lock'}" in second.stderr
     assert not (other / "work").exists()
     code, err = finish(first, gate)
@@ -185,9 +184,8 @@ def test_a_lock_left_by_a_killed_holder_is_taken_over_with_a_note(project: Proje
     holder.wait()
     gate.open()
     assert json.loads((project.root / ".kpatch" / "lock").read_text())["pid"] == holder.pid
-    after = subprocess.run([sys.executable, "-m", "kpatch", "apply", "--continue"], cwd=project.root, text=True,
-                           capture_output=True, timeout=300)
-    assert after.returncode == 0, after.stderr
+    after = kpatch(project.root, "apply", "--continue", timeout=300)
+    assert after.exit_code == 0, after.stderr
     assert f"took over the lock {project.root / '.kpatch' / 'lock'} from kpatch pid {holder.pid} (apply)" \
         in after.stderr
     assert (project.root / ".kpatch" / "lock").read_text() == ""

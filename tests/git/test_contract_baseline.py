@@ -12,7 +12,7 @@ import pytest
 from kpatch.config import load
 from kpatch.errors import ConfigError, ExitCode
 from kpatch.examples.upstreams import make_example_project
-from tests.support.gitrepos import run_kpatch
+from tests.support.cli import run_kpatch
 
 
 def applied(tmp_path: Path) -> tuple[Path, list[str]]:

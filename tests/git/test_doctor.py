@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import ExitCode
+from tests.support.cli import run_kpatch
 from tests.support.fake_github import fake_github
-from tests.support.gitrepos import Project, run_kpatch
+from tests.support.gitrepos import Project
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 TOKEN = "ghp_DOCTORdoctor0123456789DOCTORdoctor"

@@ -14,7 +14,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit
-from tests.support.cli import kpatch
+from tests.support.cli import KPATCH, kpatch
 from tests.support.gitrepos import Project, git, kill_inside_git_am, make_project
 from tests.support.killing import ApplyKills, Runner, isolated_env, processes_under
 from tests.support.many_patches import make_long_project
@@ -96,7 +95,7 @@ def test_git_left_running_by_a_killed_kpatch_is_stopped_before_recovery(project:
     git(mirror, "config", "filter.slow.smudge", f"sh -c 'touch {marker}; sleep 2; cat'")
     (mirror / "info").mkdir(exist_ok=True)
     (mirror / "info" / "attributes").write_text("* filter=slow\n")
-    proc = subprocess.Popen([sys.executable, "-m", "kpatch", "apply"], cwd=project.root, start_new_session=True,
+    proc = subprocess.Popen([*KPATCH, "apply"], cwd=project.root, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not marker.exists():
@@ -206,7 +205,7 @@ def test_kill_during_apply_continue_after_a_resolved_conflict(tmp_path: Path, ex
     project = make_project(tmp_path / "killed", example_template)
     _stopped_at_a_conflict(project)
     mirror = tmp_path / "cache" / "mirrors" / "kernels.git"
-    kill_inside_git_am([sys.executable, "-m", "kpatch", "apply", "--continue"], project.root, mirror,
+    kill_inside_git_am([*KPATCH, "apply", "--continue"], project.root, mirror,
                        tmp_path / "in-am")
     done = project.run("apply", f"--{recovery}")
     assert done.exit_code == 0, done.output
@@ -235,7 +234,7 @@ def test_kill_during_rebase_continue_after_a_resolved_conflict(tmp_path: Path, m
     assert reference.run("rebase", "--continue").exit_code == 0
     rp = stopped(tmp_path / "killed")
     old = rp.tracked(), {n: Runner.head(rp.root / "work" / n) for n in ("kernels", "app")}
-    kill_inside_git_am([sys.executable, "-m", "kpatch", "rebase", "--continue"], rp.root,
+    kill_inside_git_am([*KPATCH, "rebase", "--continue"], rp.root,
                        tmp_path / "killed" / "cache" / "mirrors" / "kernels.git", tmp_path / "in-am")
     state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
     assert state["operation"]["stacks"]["kernels"]["phase"] == "resuming"

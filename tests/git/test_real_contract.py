@@ -15,7 +15,7 @@ import pytest
 
 from kpatch.config import load
 from kpatch.verify.contract import ContractReport, check, findings
-from tests.support.gitrepos import run_kpatch
+from tests.support.cli import run_kpatch
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS, VLLM = os.environ.get("KPATCH_REAL_KERNELS"), os.environ.get("KPATCH_REAL_VLLM")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kpatch.errors import ExitCode
+from tests.support.cli import KPATCH
 from tests.support.fake_github import fake_github
 from tests.support.gitrepos import git, kill_inside_git_am
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
@@ -134,7 +134,7 @@ def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: 
     cache = tmp_path / "kill-cache"
     assert rp.run("apply", "--cache-dir", str(cache)).exit_code == 0  # the mirrors exist, hooks can go in
     before = rp.tracked()
-    kill_inside_git_am([sys.executable, "-m", "kpatch", "rebase", "--cache-dir", str(cache)], rp.root,
+    kill_inside_git_am([*KPATCH, "rebase", "--cache-dir", str(cache)], rp.root,
                        cache / "mirrors" / "kernels.git", tmp_path / "in-am")
     state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
     kernels = state["operation"]["stacks"]["kernels"]

@@ -19,7 +19,8 @@ from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit, init_repo, write_stack
 from kpatch.gitx import Repository
 from kpatch.gitx.picks import pick
-from tests.support.gitrepos import git, run_kpatch
+from tests.support.cli import run_kpatch
+from tests.support.gitrepos import git
 from tests.support.rebase_repos import numbered, replace_line
 
 NAMES = ("f1", "f2", "f3", "f4", "f5", "f6")

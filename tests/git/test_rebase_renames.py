@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from kpatch.examples.upstreams import commit, init_repo, write_patches
-from tests.support.gitrepos import git, run_kpatch
+from tests.support.cli import run_kpatch
+from tests.support.gitrepos import git
 
 OLD = "".join(f"old line {i}\n" for i in range(1, 41))
 MOVED = OLD.replace("old line 20\n", "line 20 fixed\n")

@@ -18,7 +18,8 @@ from kpatch.errors import ExitCode, UsageError
 from kpatch.examples.upstreams import make_example_project
 from kpatch.testing import junit
 from kpatch.testing.run import LiveLog, find_devices
-from tests.support.gitrepos import Project, run_kpatch
+from tests.support.cli import run_kpatch
+from tests.support.gitrepos import Project
 from tests.support.upstream_env import SECRETS, SEEN
 from tests.support.upstream_env import seen as read_seen
 

@@ -24,7 +24,7 @@ from kpatch.examples.upstreams import ExampleProject, make_example_project
 from kpatch.project.workspace import Workspace
 from kpatch.verify import gate
 from kpatch.wheels import lock as lockfile
-from tests.support.gitrepos import run_kpatch
+from tests.support.cli import run_kpatch
 
 
 @dataclass(frozen=True)

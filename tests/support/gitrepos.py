@@ -9,11 +9,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from kpatch.cli import main
 from kpatch.examples.upstreams import make_example_project
 from kpatch.gitx import Repository
+from tests.support.cli import run_kpatch
 
 AUTHOR = {"GIT_AUTHOR_NAME": "Up Stream", "GIT_AUTHOR_EMAIL": "up@example.invalid",
           "GIT_COMMITTER_NAME": "Up Stream", "GIT_COMMITTER_EMAIL": "up@example.invalid"}
@@ -23,16 +23,6 @@ def git(cwd: Path, *args: str, date: int = 0) -> str:
     env = {**os.environ, **AUTHOR, "GIT_AUTHOR_DATE": f"@{1_700_000_000 + date} +0000",
            "GIT_COMMITTER_DATE": f"@{1_700_000_000 + date} +0000"}
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def run_kpatch(root: Path, *args: str) -> Result:
-    """The kpatch CLI in-process, from `root` as the working folder."""
-    old = Path.cwd()
-    os.chdir(root)
-    try:
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-    finally:
-        os.chdir(old)
 
 
 @dataclass

@@ -15,13 +15,13 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KPATCH = [sys.executable, "-m", "kpatch"]
+from tests.support.cli import KPATCH
+
 RECOVERIES = ("continue", "abort")  # alternating after kills inside an operation, from a random first one
 
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 from kpatch.cli import main
 from kpatch.examples.upstreams import KERNEL_FILES, commit
+from tests.support.cli import run_kpatch
 from tests.support.fake_github import FakeGitHub
 from tests.support.gitrepos import Project, git
 
@@ -83,13 +84,7 @@ class World:
         return result, report
 
     def kpatch(self, *args: str) -> Result:
-        old = Path.cwd()
-        os.chdir(self.root)
-        try:
-            return CliRunner().invoke(main, [*args, "--cache-dir", str(self.cache)], env=self.env,
-                                      catch_exceptions=False)
-        finally:
-            os.chdir(old)
+        return run_kpatch(self.root, *args, "--cache-dir", str(self.cache), env=self.env)
 
     def move(self, upstream: str, files: dict[str, str], message: str) -> str:
         """A new commit on the upstream's main branch; returns its SHA."""

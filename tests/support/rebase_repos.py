@@ -10,7 +10,7 @@ from click.testing import Result
 
 from kpatch.examples.upstreams import commit, init_repo, write_stack
 from kpatch.gitx import Repository
-from tests.support.gitrepos import run_kpatch
+from tests.support.cli import run_kpatch
 
 
 def numbered(prefix: str, count: int = 30) -> str:
