@@ -57,8 +57,8 @@ def test_wheels_built_with_a_cold_a_warm_and_no_compiler_cache_are_byte_identica
     assert pair.dist() == built
 
 
-def test_a_change_to_one_translation_unit_misses_only_there(tmp_path: Path, base_image: str,
-                                                            fresh_volume: str) -> None:
+@pytest.mark.usefixtures("fresh_volume")
+def test_a_change_to_one_translation_unit_misses_only_there(tmp_path: Path, base_image: str) -> None:
     pair = Pair(tmp_path, base_image)
     assert pair.build().exit_code == 0
     source = pair.example.kernels / "csrc" / "ext" / "kernel_07.cpp"

@@ -168,7 +168,7 @@ def test_onto_moves_a_stack(project: Project) -> None:
     assert app["base"] == git(project.app, "rev-parse", "main")
 
 
-def test_url_from_environment(project: Project, monkeypatch: object, tmp_path: Path) -> None:
+def test_url_from_environment(project: Project, tmp_path: Path) -> None:
     mirror = tmp_path / "kernels-copy"
     git(tmp_path, "clone", "-q", "--bare", str(project.kernels), str(mirror))
     toml = project.root / "kpatch.toml"

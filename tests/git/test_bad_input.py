@@ -119,7 +119,7 @@ def test_usage_errors(project: Project) -> None:
     assert project.run("apply", "--bogus").exit_code == ExitCode.BAD_INPUT  # click's own usage error
 
 
-def test_missing_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_config(tmp_path: Path) -> None:
     result = run_kpatch(tmp_path, "status")
     assert result.exit_code == ExitCode.BAD_INPUT and "no kpatch.toml in" in result.stderr
 

@@ -103,7 +103,7 @@ def assert_refused_naming(refused: subprocess.Popen[str], holder: subprocess.Pop
 
 def finish(holder: subprocess.Popen[str], gate: Gate) -> tuple[int, str]:
     gate.open()
-    out, err = holder.communicate(timeout=300)
+    _, err = holder.communicate(timeout=300)
     return holder.returncode, err
 
 

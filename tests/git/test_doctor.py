@@ -105,7 +105,7 @@ def test_doctor_asks_github_who_the_token_is_without_showing_it(tmp_path: Path, 
         machine = run_kpatch(tmp_path, "doctor", "--json")
     github = _findings(machine.stdout)["github"][0]
     assert github["level"] == level and github["detail"].startswith(says)
-    assert [line for line in result.stdout.splitlines() if " github " in line][0].split(None, 2)[2].startswith(says)
+    assert next(line for line in result.stdout.splitlines() if " github " in line).split(None, 2)[2].startswith(says)
     logs = list((tmp_path / "home" / ".cache" / "kpatch" / "logs").glob("*.log"))
     for text in [result.output, machine.output, *(p.read_text() for p in logs)]:
         assert TOKEN not in text

@@ -166,7 +166,7 @@ def test_rebase_killed_at_each_journal_step_continues_or_aborts(tmp_path: Path) 
     assert new.files != old.files and new.heads != old.heads
     assert any(k.startswith("patches/.rerere/kernels/") for k in new.files)  # the resolution is recorded
 
-    def check(verb: str) -> None:
+    def check(_verb: str) -> None:
         assert not (rp.root / "work" / ".rebase").exists()
         assert kpatch(rp.root, "export", "--check").returncode == 0  # the worktrees match the files
 

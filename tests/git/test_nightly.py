@@ -150,7 +150,7 @@ def test_under_github_actions_the_log_is_folded_and_the_summary_appended(world: 
     _break(world)
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    result, report = world.night(env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
+    result, _ = world.night(env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
     assert result.exit_code == 1
     groups = [line for line in result.stderr.splitlines() if line.startswith("::")]
     assert groups == ["::group::kpatch nightly: rebase", "::endgroup::", "::group::kpatch nightly: GitHub",

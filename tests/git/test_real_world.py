@@ -174,7 +174,7 @@ def test_the_rebase_hint_names_the_remembered_workdir(rp: RebaseProject, tmp_pat
 
 
 @pytest.mark.parametrize("command", ["apply", "rebase"])
-def test_a_failed_fetch_suggests_a_local_path(project: Project, tmp_path: Path, command: str) -> None:
+def test_a_failed_fetch_suggests_a_local_path(project: Project, command: str) -> None:
     toml = project.root / "kpatch.toml"
     toml.write_text(toml.read_text().replace(f'url = "{project.kernels}"', 'url = "https://127.0.0.1:9/k.git"'))
     ran = kpatch(project.root, command)

@@ -285,7 +285,7 @@ def test_export_refuses_a_patch_kpatch_would_not_read_back_and_writes_nothing(pr
     assert kpatch(project.root, "apply").exit_code == 0
     tree = project.workdir / stack
     if not files:
-        with open(os.fsencode(tree) + b"/caf\xe9", "w") as handle:
+        with open(os.fsencode(tree) + b"/caf\xe9", "w") as handle:  # noqa: PTH123 - a name that is not UTF-8
             handle.write("latin-1 name\n")
     sha = commit(tree, files, message, 9000)
     before = project.snapshot()

@@ -42,7 +42,7 @@ def point_kernels(project: Project, source: str, url: str) -> tuple[list[str], d
 
 def user_git_config(lines: str) -> None:
     """Add to the user's own git config (the file GIT_CONFIG_GLOBAL names, as conftest isolates it)."""
-    with open(os.environ["GIT_CONFIG_GLOBAL"], "a", encoding="utf-8") as handle:
+    with Path(os.environ["GIT_CONFIG_GLOBAL"]).open("a", encoding="utf-8") as handle:
         handle.write(lines)
 
 
@@ -120,7 +120,7 @@ def test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config(tmp_pa
     user_git_config(f'[protocol "ext"]\n\tallow = always\n[url "{ext}"]\n\tinsteadOf = https://evil.invalid/k.git\n')
     mirror = Mirror(tmp_path / "mirror.git", "kernels")
     for url in (ext, f"--upload-pack=touch {marker}"):
-        with pytest.raises(UpstreamError, match="not allowed|command-line option"):
+        with pytest.raises(UpstreamError, match=r"not allowed|command-line option"):
             mirror.fetch(url, sleep=lambda seconds: None)
     with pytest.raises(UpstreamError, match="transport 'ext' not allowed"):
         mirror.fetch("https://evil.invalid/k.git", sleep=lambda seconds: None)
@@ -464,7 +464,7 @@ def test_a_rebase_state_whose_tree_names_another_folder_removes_only_the_scratch
     assert not (rp.root / "work" / ".rebase").exists()
 
 
-def test_a_run_state_naming_an_unknown_upstream_is_refused_in_one_line(rp: RebaseProject, tmp_path: Path) -> None:
+def test_a_run_state_naming_an_unknown_upstream_is_refused_in_one_line(rp: RebaseProject) -> None:
     """An upstream name in state.json becomes a path (work/<name>, mirrors/<name>.git): only kpatch.toml's count."""
     _stopped_rebase(rp)
     path = rp.root / ".kpatch" / "state.json"
@@ -555,7 +555,7 @@ def test_journal_targets_outside_the_projects_files_are_refused(project: Project
     ran = kpatch(project.root, "export", "--continue")
     assert ran.exit_code == ExitCode.WORKTREE, ran.output
     [error] = ran.errors()
-    assert "unreadable journal" in error and "is not a file of the project" in error or "is a folder" in error
+    assert ("unreadable journal" in error and "is not a file of the project" in error) or "is a folder" in error
     assert "run 'kpatch export --abort' to set it aside" in error
     aborted = kpatch(project.root, "export", "--abort")
     assert aborted.exit_code == 0, aborted.output

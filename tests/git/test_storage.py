@@ -6,6 +6,7 @@ tmpfs mounts filled up. A full or read-only log folder costs the log, never the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -38,13 +39,10 @@ class Mounts:
         self._mount(["-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(folder)], folder)
         if free_kib is not None:
             filler = folder / ".filler"
-            with open(filler, "wb") as handle:
-                try:
-                    handle.write(b"\0" * ((kib - free_kib) * 1024))
-                except OSError:
-                    pass
+            with filler.open("wb") as handle, contextlib.suppress(OSError):
+                handle.write(b"\0" * ((kib - free_kib) * 1024))
             while self.free_kib(folder) > free_kib:
-                with open(filler, "ab") as handle:
+                with filler.open("ab") as handle:
                     try:
                         handle.write(b"\0" * 4096)
                     except OSError:
@@ -174,7 +172,7 @@ def test_full_workdir_during_a_rebase(project: Project, mounts: Mounts, tmp_path
     work = tmp_path / "small-work"
     mounts.tmpfs(work, 1024)
     assert kpatch(project, "apply", "--workdir", str(work)).returncode == 0
-    with open(work / ".filler", "wb") as handle:  # leave 8 KiB: not enough for a scratch worktree
+    with (work / ".filler").open("wb") as handle:  # leave 8 KiB: not enough for a scratch worktree
         handle.write(b"\0" * ((Mounts.free_kib(work) - 8) * 1024))
     before = project.snapshot()
     heads = {n: subprocess.run(["git", "rev-parse", "HEAD"], cwd=work / n, capture_output=True, text=True).stdout

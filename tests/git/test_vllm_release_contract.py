@@ -38,7 +38,7 @@ def vllm_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     archive = cache / SDIST.rsplit("/", 1)[1]
     if not archive.is_file() or hashlib.sha256(archive.read_bytes()).hexdigest() != SHA256:
         cache.mkdir(parents=True, exist_ok=True)
-        with urllib.request.urlopen(SDIST, timeout=120) as reply:  # noqa: S310 - a fixed https URL
+        with urllib.request.urlopen(SDIST, timeout=120) as reply:
             data = reply.read()
         assert hashlib.sha256(data).hexdigest() == SHA256, "the sdist on the index is not the pinned one"
         archive.write_bytes(data)

@@ -174,13 +174,13 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # headers and body go out in two writes: no delayed-ACK stall between them
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's names
+        def do_GET(self) -> None:
             self._serve("GET")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._serve("POST")
 
-        def do_PATCH(self) -> None:  # noqa: N802
+        def do_PATCH(self) -> None:
             self._serve("PATCH")
 
         def _serve(self, method: str) -> None:

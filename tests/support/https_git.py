@@ -65,7 +65,7 @@ def https_git(repos: dict[str, Path], folder: Path, user: str, password: str) ->
     served = Served(url="", ca_file=cert_file)
 
     class Handler(SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's names
+        def do_GET(self) -> None:
             if self.headers.get("Authorization") != expected:
                 served.refused += 1
                 self.send_response(401)
@@ -76,7 +76,7 @@ def https_git(repos: dict[str, Path], folder: Path, user: str, password: str) ->
             served.authorized.append(self.path)
             super().do_GET()
 
-        def log_message(self, *args: object) -> None:
+        def log_message(self, *_args: object) -> None:
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))

@@ -92,7 +92,7 @@ def processes_under(folders: Iterable[Path]) -> list[str]:
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            cwd = os.readlink(entry / "cwd")
+            cwd = str((entry / "cwd").readlink())
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
             state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
         except (OSError, ValueError):

@@ -4,6 +4,7 @@ special values, and against an unfused composition of the ops vLLM would run wit
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import struct
 from fractions import Fraction
@@ -39,7 +40,7 @@ def exact_e4m3(value: float) -> int:
 
 
 def test_reference_quantiser_rounds_exactly_at_ties_boundaries_and_subnormals() -> None:
-    mids = [float((a + b) / 2) for (a, _), (b, _) in zip(E4M3, E4M3[1:], strict=False)]
+    mids = [float((a + b) / 2) for (a, _), (b, _) in itertools.pairwise(E4M3)]
     near = [math.nextafter(m, d) for m in mids for d in (0.0, math.inf)]
     values = mids + near + [448.0, 456.0, 464.0, math.nextafter(464.0, 0.0), 465.0, 480.0, 1e30, 2.0 ** -10,
                             2.0 ** -11, 1e-40] + list(FINITE_SPECIALS)

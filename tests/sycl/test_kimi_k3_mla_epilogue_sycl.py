@@ -85,7 +85,7 @@ def _assert_the_issues_matrix(ran: list[Case]) -> None:
     assert {(c.rope, c.strided) for c in ran} == {(r, s) for r in (True, False) for s in (True, False)}
 
 
-def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Tensor, dtype: torch.dtype) -> None:
+def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Tensor) -> None:
     check_untouched_rows(case, cache_owner, 576, slots)
 
 
@@ -129,7 +129,7 @@ def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, ru
         assert not (k_out.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: k_out not fully written"
         check(f"{case.id} k_out", k_out, expected[1])
         check(f"{case.id} cache", cache_owner, expected_owner)
-        _check_untouched_rows(case, cache_owner, slots, dtype)
+        _check_untouched_rows(case, cache_owner, slots)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
@@ -169,7 +169,7 @@ def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run
         assert not (mqa_q.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: mqa_q not fully written"
         check(f"{case.id} mqa_q", mqa_q, expected[0])
         check(f"{case.id} cache", cache_owner, expected_owner)
-        _check_untouched_rows(case, cache_owner, slots, dtype)
+        _check_untouched_rows(case, cache_owner, slots)
         for got, want in zip(inputs, before, strict=True):
             check(f"{case.id} input changed", got, want)
 

@@ -97,7 +97,7 @@ def test_only_the_small_publish_job_holds_the_token_and_it_runs_no_build() -> No
     checkouts = _uses(job, "actions/checkout")
     assert checkouts and all(step["with"].get("persist-credentials") is False for step in checkouts)
     holders = [name for name, other in jobs.items() if "secrets." in yaml.safe_dump(other)
-               or "write" in str(other.get("permissions", {})) and name != "unreported"]
+               or ("write" in str(other.get("permissions", {})) and name != "unreported")]
     assert holders == ["publish"]
 
 

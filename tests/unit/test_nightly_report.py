@@ -64,7 +64,7 @@ def test_markdown_and_json_carry_the_same_facts(tmp_path: Path) -> None:
     assert '"Rework the silu \\| registration" by Up Stream' in md  # a list item: the text, its pipe escaped
 
 
-def test_a_table_cell_keeps_its_row(tmp_path: Path) -> None:
+def test_a_table_cell_keeps_its_row() -> None:
     report = _failed_night()
     lines = render.markdown(report).splitlines()
     row = next(line for line in lines if line.startswith("| app | 0001-use.patch"))
