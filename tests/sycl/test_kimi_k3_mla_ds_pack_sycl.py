@@ -102,7 +102,7 @@ def run(launcher: Launcher, run_kernel: Path, env: dict[str, str]) -> None:
 def ds_latent(tokens: int, dtype: torch.dtype, gen: torch.Generator, strided: bool) -> torch.Tensor:
     """[T, 576 or 640] inputs whose kv_c tiles cycle through the scale rule's edge cases."""
     kv = rand((tokens, 640 if strided else 576), dtype, gen)
-    tiles = kv[:, :512].reshape(tokens, 4, 128)
+    tiles = kv[:, :512].view(tokens, 4, 128)  # a view: the edits below land in kv
     for t in range(tokens):
         for j in range(4):
             kind = (4 * t + j) % 8
