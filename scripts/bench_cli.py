@@ -32,8 +32,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_status import FORMAT  # noqa: E402
-from benchlib import (  # noqa: E402
+from bench_status import FORMAT
+from benchlib import (
     ENV,
     Kpatch,
     cached_upstream,

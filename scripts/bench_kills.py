@@ -31,11 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its tests.support package
 
-from killing import ApplyKills, Runner, isolated_env  # noqa: E402
-from many_patches import make_long_project  # noqa: E402
-from rebase_kills import RebaseKills  # noqa: E402
+from tests.support.killing import ApplyKills, Runner, isolated_env
+from tests.support.many_patches import make_long_project
+from tests.support.rebase_kills import RebaseKills
 
 
 def timed(runner: Runner, *args: str) -> float:

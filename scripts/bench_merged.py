@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kpatch.gitx import Repository, commit_patch_ids, file_patch_ids  # noqa: E402
+from kpatch.gitx import Repository, commit_patch_ids, file_patch_ids
 
 ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 FILES, STACK, MERGED = 2000, 50, 5

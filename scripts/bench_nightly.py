@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kpatch.examples.upstreams import commit, make_example_project  # noqa: E402
+from kpatch.examples.upstreams import commit, make_example_project
 
 
 def night(project: Path, cache: Path, base_image: str) -> tuple[float, dict[str, Any]]:

@@ -31,7 +31,8 @@ ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"
        "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
        "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
 ENV.pop("PYTHONDONTWRITEBYTECODE", None)  # kpatch runs from bytecode, as an installed one does
-WORDS = "tensor kernel queue sycl launch stride token head cache slot rope block device stream".split()
+WORDS = ["tensor", "kernel", "queue", "sycl", "launch", "stride", "token", "head", "cache", "slot", "rope", "block",
+         "device", "stream"]
 STACK, THREE_WAY, MERGED, OFFSET = 300, 60, 5, 100
 
 
@@ -89,7 +90,7 @@ def build_upstream(repo: Path, *, files: int = 8500, mb: int = 150, history: int
         contents[log] = []
     for i in range(history):
         log = logs[i % len(logs)]
-        contents[log] = contents[log][-50:] + [f"entry {i}\n".encode()]
+        contents[log] = [*contents[log][-50:], f"entry {i}\n".encode()]
         commit("refs/heads/main", f"upstream change {i}", [log])
     out.write(b"reset refs/tags/v1\nfrom refs/heads/main\n\n")
     # The stack: patch i inserts two lines in the middle of file targets[i].

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Figures: how many hostile inputs (issue 8) kpatch refuses or survives, from the tests that try each one.
 
-Every case of tests/test_security.py (URLs that would run commands, credentials, file modes, symlinked
+Every case of tests/git/test_security.py (URLs that would run commands, credentials, file modes, symlinked
 resolutions, unexported work, export from a moved worktree, paths in the run state and the journal) and
-tests/test_roundtrip.py (messages git am reads differently, CRLF files, header-like diff lines) is one
+tests/git/test_roundtrip.py (messages git am reads differently, CRLF files, header-like diff lines) is one
 vector: kpatch runs as its own process and the test checks that nothing ran, leaked, changed or was lost.
 `--tree` runs another kpatch source tree under the same tests (e.g. an old commit: `git archive 5240a9e |
 tar -x -C /tmp/old`), to show what it let through.
@@ -23,13 +23,13 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VECTORS = ("tests/test_security.py", "tests/test_roundtrip.py")
-REAL_WORLD = "tests/test_real_world.py"
+VECTORS = ("tests/git/test_security.py", "tests/git/test_roundtrip.py")
+REAL_WORLD = "tests/git/test_real_world.py"
 # These drive kpatch's modules in pytest's own process, so they always test this checkout: left out with --tree.
-IN_PROCESS = ("tests/test_security.py::test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config",
-              "tests/test_security.py::test_the_test_log_replaces_a_planted_link_and_never_writes_through_it",
-              "tests/test_security.py::test_the_dispatcher_probe_imports_nothing_from_the_working_folder",
-              "tests/test_roundtrip.py::test_apply_of_export_gives_the_same_commit_or_a_clear_refusal")
+IN_PROCESS = ("tests/git/test_security.py::test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config",
+              "tests/git/test_security.py::test_the_test_log_replaces_a_planted_link_and_never_writes_through_it",
+              "tests/git/test_security.py::test_the_dispatcher_probe_imports_nothing_from_the_working_folder",
+              "tests/git/test_roundtrip.py::test_apply_of_export_gives_the_same_commit_or_a_clear_refusal")
 
 
 def run(files: list[str], tree: Path | None, basetemp: Path) -> dict[str, dict[str, list[str]]]:
@@ -47,7 +47,7 @@ def run(files: list[str], tree: Path | None, basetemp: Path) -> dict[str, dict[s
         if not report.exists():
             raise SystemExit("error: pytest wrote no report (are the test extras installed?)")
         results: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-        for case in ET.parse(report).getroot().iter("testcase"):
+        for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314 - the report pytest just wrote
             module = case.get("classname", "").rsplit(".", 1)[-1] + ".py"
             function = case.get("name", "").split("[", 1)[0]
             outcome = "failed" if case.find("failure") is not None else \

@@ -8,24 +8,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gitrepos import Project, build_template, make_project
 from hypothesis import HealthCheck, settings
-from rebase_repos import RebaseProject, copy_rebase_project, make_rebase_project
+
+from tests.support.gitrepos import Project, build_template, make_project
+from tests.support.rebase_repos import RebaseProject, copy_rebase_project, make_rebase_project
 
 HERE = Path(__file__).parent
 # Hypothesis: CI (scripts/test) runs the fuzz tests with 10,000 examples; a local run takes a quick sample.
 settings.register_profile("ci", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
-_FOLDER_MARKS = {"unit": pytest.mark.unit, "docker": pytest.mark.docker, "sycl": pytest.mark.sycl}
+# The folder is the tier: tests/unit (no git, Docker or torch), tests/git (real git repositories, local builds),
+# tests/docker (a Docker engine), tests/sycl (torch and a SYCL device). Each test gets its folder's marker, so
+# `pytest -m "not docker"` works as `pytest tests/unit tests/git tests/sycl` does.
+TIERS = ("unit", "git", "docker", "sycl")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests under tests/unit, tests/docker and tests/sycl carry their folder's marker."""
+    """Each test carries its tier's marker (its folder under tests/)."""
     for item in items:
         folder = item.path.relative_to(HERE).parts[0] if item.path.is_relative_to(HERE) else ""
-        if folder in _FOLDER_MARKS:
-            item.add_marker(_FOLDER_MARKS[folder])
+        if folder in TIERS:
+            item.add_marker(getattr(pytest.mark, folder))
 
 
 @pytest.fixture(scope="session")

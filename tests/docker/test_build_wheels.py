@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import tomllib
 import zipfile
@@ -16,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from example_toml import with_build_command
-from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import PEP517_BUILD, ExampleProject, make_example_project
 from kpatch.wheels.lock import check as check_lock
+from tests.support.cli import run_kpatch, start
+from tests.support.example_toml import with_build_command
 
 
 class Pair:
@@ -193,9 +192,8 @@ def test_kill_midway_then_the_next_run_starts_clean(pair: Pair) -> None:
     toml = pair.root / "kpatch.toml"
     original = toml.read_text()
     toml.write_text(with_build_command(original, "kernels", f"sleep 30; {PEP517_BUILD}"))
-    proc = subprocess.Popen([sys.executable, "-m", "kpatch", "build-wheels", "--base-image", pair.base_image,
-                             "--cache-dir", str(pair.cache)], cwd=pair.root, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = start(pair.root, "build-wheels", "--base-image", pair.base_image, "--cache-dir", str(pair.cache),
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     running = ""
     while not running:  # the kernels build sleeps in its container: a window that cannot be missed

@@ -9,11 +9,12 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from test_build_wheels import Pair
 
 from kpatch.examples.ext import TRANSLATION_UNITS
+from tests.docker.test_build_wheels import Pair
 
 
 @pytest.fixture
@@ -25,11 +26,11 @@ def fresh_volume(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     subprocess.run(["docker", "volume", "rm", "-f", name], capture_output=True)
 
 
-def kernels(result_stdout: str) -> dict:
+def kernels(result_stdout: str) -> dict[str, Any]:
     return next(w for w in json.loads(result_stdout)["wheels"] if w["upstream"] == "kernels")
 
 
-def rebuild(pair: Pair) -> dict:
+def rebuild(pair: Pair) -> dict[str, Any]:
     shutil.rmtree(pair.cache / "wheels")  # kpatch's wheel cache: the next build starts containers again
     result = pair.build()
     assert result.exit_code == 0, result.output
@@ -56,8 +57,8 @@ def test_wheels_built_with_a_cold_a_warm_and_no_compiler_cache_are_byte_identica
     assert pair.dist() == built
 
 
-def test_a_change_to_one_translation_unit_misses_only_there(tmp_path: Path, base_image: str,
-                                                            fresh_volume: str) -> None:
+@pytest.mark.usefixtures("fresh_volume")
+def test_a_change_to_one_translation_unit_misses_only_there(tmp_path: Path, base_image: str) -> None:
     pair = Pair(tmp_path, base_image)
     assert pair.build().exit_code == 0
     source = pair.example.kernels / "csrc" / "ext" / "kernel_07.cpp"

@@ -8,10 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from gitrepos import run_kpatch
 
-from kpatch.cli import main
+from tests.support.cli import run_kpatch
 
 
 def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -20,7 +18,7 @@ def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch:
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     started = time.monotonic()
-    result = CliRunner().invoke(main, ["demo", "--base-image", base_image, "--json"])
+    result = run_kpatch(None, "demo", "--base-image", base_image, "--json")
     seconds = time.monotonic() - started
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

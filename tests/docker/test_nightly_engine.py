@@ -14,11 +14,14 @@ import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fake_github import fake_github
-from gitrepos import Project, git
-from nightly_world import (
+
+from kpatch.examples.upstreams import KERNEL_FILES
+from tests.support.fake_github import fake_github
+from tests.support.gitrepos import Project, git
+from tests.support.nightly_world import (
     BINDINGS,
     BROKEN,
     CULPRIT_SUBJECT,
@@ -30,8 +33,6 @@ from nightly_world import (
     git_objects,
     make_world,
 )
-
-from kpatch.examples.upstreams import KERNEL_FILES
 
 OP_LINE = "return [list(head) + list(k_pe) for head in k_nope]"
 
@@ -47,7 +48,7 @@ def world(project: Project, shared_cache: Path) -> Iterator[World]:
         yield make_world(project, shared_cache, fake)
 
 
-def _clean(world: World, base_image: str, **env: str | None) -> dict[str, object]:
+def _clean(world: World, base_image: str, **env: str | None) -> dict[str, Any]:
     """A night that must pass; its report."""
     result, report = world.night("--base-image", base_image, env=dict(env))
     assert result.exit_code == 0, result.output

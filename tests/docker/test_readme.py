@@ -4,12 +4,13 @@ lines with is still what kpatch prints."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from readme import RUNNABLE, Block, blocks, documents
+from tests.support.readme import RUNNABLE, Block, blocks, documents
 
 
 def test_the_documented_daily_workflow_runs_as_written(tmp_path: Path, base_image: str) -> None:
@@ -26,7 +27,7 @@ def test_the_documented_daily_workflow_runs_as_written(tmp_path: Path, base_imag
     printed = {line.split()[0] for line in (done.stdout + done.stderr).splitlines() if line.split()}
     shown = set()
     for _, those in found:
-        for block, after in zip(those, those[1:], strict=False):
+        for block, after in itertools.pairwise(those):
             if block.info == RUNNABLE and after.info == "text":
                 shown |= {line.split()[0] for line in after.text.splitlines() if line.split()}
     assert len(shown) > 10 and shown <= printed, sorted(shown - printed)

@@ -8,7 +8,6 @@ import json
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import tomllib
 from collections.abc import Iterator
@@ -17,10 +16,10 @@ from typing import Any
 
 import pytest
 from click.testing import Result
-from gitrepos import run_kpatch
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import make_example_project
+from tests.support.cli import run_kpatch, start
 
 K1 = "0001-Add-the-kimi-op.patch"
 OP_LINE = "return [list(head) + list(k_pe) for head in k_nope]"
@@ -178,9 +177,7 @@ def test_a_suite_that_writes_no_junit_fails_and_keeps_the_previous_report(pair: 
 
 def _start_hung_run(pair: Pair) -> tuple[subprocess.Popen[str], str]:
     """kpatch test in its own process, returned once the hung test has printed its id in the live log."""
-    proc = subprocess.Popen([sys.executable, "-m", "kpatch", "test", "--json", "--upstream", "kernels",
-                             "--cache-dir", str(pair.cache)], cwd=pair.root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = start(pair.root, "test", "--json", "--upstream", "kernels", "--cache-dir", str(pair.cache))
     log = pair.root / "reports" / "kernels.log"
     deadline = time.monotonic() + 120
     while not (log.exists() and FIRST_ROPE_TEST in log.read_text()) or not kpatch_test_containers():

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import kimi_k3_reference as ref
 import torch
+
+from tests.sycl import kimi_k3_reference as ref
 
 NOPE, ROPE, LORA, V = ref.NOPE, ref.ROPE, ref.LORA, 128
 LATENT = LORA + ROPE

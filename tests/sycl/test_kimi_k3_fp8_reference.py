@@ -4,15 +4,17 @@ special values, and against an unfused composition of the ops vLLM would run wit
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import struct
 from fractions import Fraction
 
-import kimi_k3_fp8_reference as fp8
-import kimi_k3_reference as ref
 import pytest
 import torch
-from kimi_k3_harness import FINITE_SPECIALS, cos_sin, plant, rand
+
+from tests.sycl import kimi_k3_fp8_reference as fp8
+from tests.sycl import kimi_k3_reference as ref
+from tests.sycl.kimi_k3_harness import FINITE_SPECIALS, cos_sin, plant, rand
 
 # Every finite E4M3 magnitude with its byte, ascending: subnormals m * 2^-9, then (8 + m) * 2^(e - 10).
 E4M3 = sorted((Fraction(b & 7, 512) if b >> 3 == 0 else Fraction(8 + (b & 7), 8) * Fraction(2) ** ((b >> 3) - 7), b)
@@ -38,7 +40,7 @@ def exact_e4m3(value: float) -> int:
 
 
 def test_reference_quantiser_rounds_exactly_at_ties_boundaries_and_subnormals() -> None:
-    mids = [float((a + b) / 2) for (a, _), (b, _) in zip(E4M3, E4M3[1:], strict=False)]
+    mids = [float((a + b) / 2) for (a, _), (b, _) in itertools.pairwise(E4M3)]
     near = [math.nextafter(m, d) for m in mids for d in (0.0, math.inf)]
     values = mids + near + [448.0, 456.0, 464.0, math.nextafter(464.0, 0.0), 465.0, 480.0, 1e30, 2.0 ** -10,
                             2.0 ** -11, 1e-40] + list(FINITE_SPECIALS)

@@ -15,10 +15,11 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-import kimi_k3_reference as ref
 import pytest
 import torch
-from kimi_k3_harness import patch_file
+
+from tests.sycl import kimi_k3_reference as ref
+from tests.sycl.kimi_k3_harness import patch_file
 
 SCRIPT = "benchmark/benchmark_kimi_k3_mla_epilogue.py"
 MAX_TOKENS = 37
@@ -30,7 +31,7 @@ def bench() -> Iterator[types.ModuleType]:
     module = types.ModuleType("benchmark_kimi_k3_mla_epilogue")
     sys.modules[module.__name__] = module
     try:
-        exec(compile(patch_file(SCRIPT), SCRIPT, "exec"), module.__dict__)
+        exec(compile(patch_file(SCRIPT), SCRIPT, "exec"), module.__dict__)  # noqa: S102 - the script under test
         yield module
     finally:
         del sys.modules[module.__name__]

@@ -13,10 +13,11 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
-import kimi_k3_reference as ref
 import pytest
 import torch
-from kimi_k3_harness import (
+
+from tests.sycl import kimi_k3_reference as ref
+from tests.sycl.kimi_k3_harness import (
     POISON,
     SUFFIX,
     Case,
@@ -27,9 +28,9 @@ from kimi_k3_harness import (
     paged_cache,
     patch_file,
 )
-from kimi_k3_harness import cos_sin as _cos_sin
-from kimi_k3_harness import poisoned as _poisoned
-from kimi_k3_harness import rand as _rand
+from tests.sycl.kimi_k3_harness import cos_sin as _cos_sin
+from tests.sycl.kimi_k3_harness import poisoned as _poisoned
+from tests.sycl.kimi_k3_harness import rand as _rand
 
 HEADER = "csrc/kimi_k3_mla_epilogue.hpp"
 MAX_POSITION = 300
@@ -84,11 +85,10 @@ def _assert_the_issues_matrix(ran: list[Case]) -> None:
     assert {(c.rope, c.strided) for c in ran} == {(r, s) for r in (True, False) for s in (True, False)}
 
 
-def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Tensor, dtype: torch.dtype) -> None:
+def _check_untouched_rows(case: Case, cache_owner: torch.Tensor, slots: torch.Tensor) -> None:
     check_untouched_rows(case, cache_owner, 576, slots)
 
 
-@pytest.mark.sycl
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                           sycl_env: dict[str, str]) -> None:
@@ -129,10 +129,9 @@ def test_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, ru
         assert not (k_out.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: k_out not fully written"
         check(f"{case.id} k_out", k_out, expected[1])
         check(f"{case.id} cache", cache_owner, expected_owner)
-        _check_untouched_rows(case, cache_owner, slots, dtype)
+        _check_untouched_rows(case, cache_owner, slots)
 
 
-@pytest.mark.sycl
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                          sycl_env: dict[str, str]) -> None:
@@ -170,7 +169,7 @@ def test_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run
         assert not (mqa_q.view(torch.int16) == POISON[dtype]).any(), f"{case.id}: mqa_q not fully written"
         check(f"{case.id} mqa_q", mqa_q, expected[0])
         check(f"{case.id} cache", cache_owner, expected_owner)
-        _check_untouched_rows(case, cache_owner, slots, dtype)
+        _check_untouched_rows(case, cache_owner, slots)
         for got, want in zip(inputs, before, strict=True):
             check(f"{case.id} input changed", got, want)
 
@@ -223,8 +222,8 @@ def test_fma_reference_rounds_once() -> None:
     to the fp32 midpoint in float64 and then up (to even); the exact sum rounds down. Also 20k random triples
     with cancellation, and their negations."""
     one = 1.0
-    a, b, c = 2.0 ** -24 * (one + 2.0 ** -23), one - 2.0 ** -23, one + 2.0 ** -23
-    triple = [torch.tensor([v], dtype=torch.float32) for v in (a, b, c)]
+    a0, b0, c0 = 2.0 ** -24 * (one + 2.0 ** -23), one - 2.0 ** -23, one + 2.0 ** -23
+    triple = [torch.tensor([v], dtype=torch.float32) for v in (a0, b0, c0)]
     assert float((triple[0].double() * triple[1].double() + triple[2].double()).float()) == one + 2.0 ** -22
     assert float(ref.fma_f32(*triple)) == one + 2.0 ** -23
     gen = torch.Generator().manual_seed(3)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kimi_k3_fp8_reference as fp8
-import kimi_k3_reference as ref
 import pytest
 import torch
-from kimi_k3_harness import (
+
+from tests.sycl import kimi_k3_fp8_reference as fp8
+from tests.sycl import kimi_k3_reference as ref
+from tests.sycl.kimi_k3_harness import (
     FINITE_SPECIALS,
     INFINITE_SPECIALS,
     MAX_POSITION,
@@ -116,7 +117,6 @@ def positions_for(case: Case, gen: torch.Generator) -> torch.Tensor | None:
     return positions
 
 
-@pytest.mark.sycl
 @DTYPES
 def test_quantisers_match_reference_on_every_16bit_value(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                                          sycl_env: dict[str, str]) -> None:
@@ -166,7 +166,6 @@ def form_differences(dtype: torch.dtype) -> dict[str, dict[str, int]]:
     return result
 
 
-@pytest.mark.sycl
 @DTYPES
 def test_rotation_is_cudas_fma_order_bit_for_bit(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                                  sycl_env: dict[str, str]) -> None:
@@ -192,7 +191,6 @@ def test_rotation_is_cudas_fma_order_bit_for_bit(dtype: torch.dtype, tmp_path: P
     check("rounded rotated values", rounded, rotated.to(dtype))
 
 
-@pytest.mark.sycl
 @DTYPES
 def test_fp8_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                               sycl_env: dict[str, str]) -> None:
@@ -243,7 +241,6 @@ def test_fp8_prefill_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path
             assert torch.equal(got.view(torch.int16), was.view(torch.int16)), f"{case.id}: an input was written"
 
 
-@pytest.mark.sycl
 @DTYPES
 def test_fp8_decode_kernel_matches_reference(dtype: torch.dtype, tmp_path: Path, run_kernel: Path,
                                              sycl_env: dict[str, str]) -> None:

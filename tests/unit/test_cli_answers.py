@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from readme import all_text
 
 from kpatch.cli import all_commands, main
 from kpatch.doctor import DoctorReport, Finding, Level
@@ -19,6 +18,7 @@ from kpatch.gitx.checkout import git_dir, head_commit
 from kpatch.output.ui import UI, article, count, styled_columns
 from kpatch.printers import print_doctor, print_rebase, print_status
 from kpatch.project.state import Culprit
+from tests.support.readme import all_text
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

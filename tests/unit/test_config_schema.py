@@ -12,11 +12,11 @@ from typing import Any
 
 import jsonschema
 import pytest
-from readme import DOCS, ROOT, blocks
 
 from kpatch.config import load
 from kpatch.config.schema import SCHEMA_FILE, TABLES, reference_table, schema, schema_text
 from kpatch.errors import ConfigError
+from tests.support.readme import DOCS, ROOT, blocks
 
 VALIDATOR = jsonschema.Draft4Validator(schema())  # draft 4: what taplo reads
 

@@ -9,8 +9,6 @@ import pytest
 from kpatch.config import load
 from kpatch.errors import ConfigError
 
-pytestmark = pytest.mark.unit
-
 UPSTREAM = """
 [[upstream]]
 name = "vllm"

@@ -9,8 +9,6 @@ import pytest
 from kpatch.config import CudaOnly, load
 from kpatch.errors import ConfigError
 
-pytestmark = pytest.mark.unit
-
 HEAD = """version = 1
 
 [[upstream]]

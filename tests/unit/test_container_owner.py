@@ -7,11 +7,7 @@ import socket
 import subprocess
 import sys
 
-import pytest
-
 from kpatch.container.docker import owner, owner_alive
-
-pytestmark = pytest.mark.unit
 
 
 def test_a_running_process_on_this_host_keeps_its_containers() -> None:

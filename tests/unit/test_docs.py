@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from readme import DOCS, README, ROOT, documents, prose, spans
 
 from kpatch.errors import ExitCode
+from tests.support.readme import DOCS, README, ROOT, documents, prose, spans
 
 README_MAX_LINES = 250  # a newcomer reads it in ten minutes; the rest lives in docs/
 # Pages other helpers write, linked before they land: allowed only while missing, then checked like every other.

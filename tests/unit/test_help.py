@@ -5,18 +5,17 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from click.testing import CliRunner
 
-from kpatch.cli import all_commands, main
+from kpatch.cli import all_commands
 from kpatch.output.help import EXAMPLES
+from tests.support.cli import run_kpatch
 
-pytestmark = pytest.mark.unit
 COMMANDS = all_commands()  # those of kpatch/cli_pair.py and cli_start.py too (loaded on demand)
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_help_ends_with_an_example_that_the_command_accepts(name: str) -> None:
-    result = CliRunner().invoke(main, [name, "--help"])
+    result = run_kpatch(None, name, "--help")
     assert result.exit_code == 0
     example = EXAMPLES[name]
     assert result.output.rstrip().endswith(f"  Example: {example.does}\n    $ {example.command}")
@@ -34,7 +33,7 @@ def test_every_command_takes_quiet_and_verbose() -> None:
 
 def test_the_group_lists_and_finds_the_commands_registered_in_other_modules() -> None:
     """`kpatch --help` lists build-wheels ... doctor, whose modules load only when needed, and each one runs."""
-    listing = CliRunner().invoke(main, ["--help"]).output
+    listing = run_kpatch(None, "--help").output
     for name in ("build-wheels", "verify", "test", "nightly", "demo", "doctor", "apply", "status"):
         assert f"  {name} " in listing, name
-        assert CliRunner().invoke(main, [name, "--help"]).exit_code == 0, name
+        assert run_kpatch(None, name, "--help").exit_code == 0, name

@@ -12,8 +12,6 @@ import pytest
 from kpatch.errors import BuildError, LockError
 from kpatch.wheels.lock import LOCK_NAME, Lock, LockedUpstream, LockedWheel, check, read, render, write
 
-pytestmark = pytest.mark.unit
-
 
 def _lock(folder: Path | None = None) -> Lock:
     data = b"wheel bytes"
@@ -48,7 +46,12 @@ def test_lock_reads_back_with_per_wheel_torch(tmp_path: Path) -> None:
 
 
 def test_same_lock_gives_the_same_bytes(tmp_path: Path) -> None:
-    assert render(_lock()) == render(_lock())
+    lock = _lock(tmp_path)
+    reordered = replace(lock, upstreams=tuple(replace(u, env=dict(reversed(list(u.env.items()))))
+                                              for u in lock.upstreams))
+    assert list(reordered.upstreams[0].env) != list(lock.upstreams[0].env)  # the same env, in another order
+    path = write(tmp_path, lock)
+    assert path.read_bytes() == render(reordered) == render(read(path))
 
 
 def test_invalid_lock_is_refused_before_it_replaces_the_old_one(tmp_path: Path) -> None:

@@ -29,8 +29,6 @@ from kpatch.nightly.publish import _repository_in, carries_credential
 from kpatch.project.state import Culprit
 from kpatch.verify.model import Check, Status
 
-pytestmark = pytest.mark.unit
-
 CULPRIT = Culprit(sha="c" * 40, subject="Rework the silu | registration", author="Up Stream <up@example.invalid>",
                   date="2026-11-29T10:00:00+00:00", trials=5, commits=30)
 
@@ -81,7 +79,7 @@ def test_markdown_and_json_carry_the_same_facts(tmp_path: Path) -> None:
     assert '"Rework the silu \\| registration" by Up Stream' in md  # a list item: the text, its pipe escaped
 
 
-def test_a_table_cell_keeps_its_row(tmp_path: Path) -> None:
+def test_a_table_cell_keeps_its_row() -> None:
     report = _failed_night()
     lines = render.markdown(report).splitlines()
     row = next(line for line in lines if line.startswith("| app | 0001-use.patch"))

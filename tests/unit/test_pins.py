@@ -10,8 +10,6 @@ import pytest
 from kpatch.errors import BuildError
 from kpatch.wheels.pins import Pin, pin_source, pin_text
 
-pytestmark = pytest.mark.unit
-
 KERNELS = Pin("vllm-xpu-kernels", "0.1.13.post12+kpatch.abc", append=True)
 TORCH = Pin("torch", "2.14.0", append=False)
 

@@ -11,8 +11,6 @@ from rich.console import Console
 
 from kpatch.output import plainout
 
-pytestmark = pytest.mark.unit
-
 SAMPLES = [
     "[bold]kernels[/]  https://example.invalid/k.git (main)",
     "[yellow]warning:[/] tag v1 moved",

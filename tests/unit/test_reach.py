@@ -11,8 +11,6 @@ import pytest
 from kpatch.verify.contract import pycalls
 from kpatch.verify.contract.reach import Reach, Verdict
 
-pytestmark = pytest.mark.unit
-
 PLATFORM = "from app.platforms import current_platform\n"
 
 

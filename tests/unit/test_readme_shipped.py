@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from readme import DOCS, README, all_text, blocks
 
 from kpatch.wheels.pipeline import DEFAULT_BASE_IMAGE
+from tests.support.readme import DOCS, README, all_text, blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import WorktreeError
-from kpatch.gitx.orphans import MARKER, orphans, stop_orphans
+from kpatch.gitx.orphans import orphans, stop_orphans
+from kpatch.gitx.runner import ORPHAN_MARKER as MARKER
 from kpatch.gitx.storage import _verb, storage_problem
 from kpatch.project.exclusive import exclusive
-
-pytestmark = pytest.mark.unit
 
 
 def _sleeper(cwd: Path, parent: int) -> subprocess.Popen[bytes]:

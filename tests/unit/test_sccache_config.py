@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from kpatch.output.redact import redact_text
 from kpatch.wheels import compiler_cache
 from kpatch.wheels.backend import INFO_NAME, collect
-
-pytestmark = pytest.mark.unit
 
 
 def test_by_default_the_cache_is_a_named_volume_mounted_as_sccache_dir() -> None:

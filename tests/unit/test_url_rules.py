@@ -62,7 +62,7 @@ def test_an_override_names_its_source(tmp_path: Path) -> None:
     stack = load(_project(tmp_path, "https://example.com/x.git"))
     with pytest.raises(UsageError, match=r"^--url vllm-xpu-kernels: git remote helpers \(ext::\)"):
         with_url_overrides(stack, {"vllm-xpu-kernels": "ext::x"}, {})
-    with pytest.raises(UsageError, match="^KPATCH_URL_VLLM_XPU_KERNELS vllm-xpu-kernels: .*command-line option"):
+    with pytest.raises(UsageError, match=r"^KPATCH_URL_VLLM_XPU_KERNELS vllm-xpu-kernels: .*command-line option"):
         with_url_overrides(stack, {}, {"KPATCH_URL_VLLM_XPU_KERNELS": "--upload-pack=x"})
     moved = with_url_overrides(stack, {}, {"KPATCH_URL_VLLM_XPU_KERNELS": "/srv/k.git"})
     assert moved.upstreams[0].url == "/srv/k.git" and moved.upstreams[0].url_overridden

@@ -7,8 +7,6 @@ from packaging.version import Version
 
 from kpatch.wheels.versions import exact, from_tag, label, satisfies, with_label
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(("tag", "count", "expected"), [
     ("v0.33.0", 0, "0.33.0"),

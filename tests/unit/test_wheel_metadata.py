@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from wheelfiles import make_wheel
 
 from kpatch.errors import BuildError
 from kpatch.wheels.metadata import read_wheel, require_exactly
-
-pytestmark = pytest.mark.unit
+from tests.support.wheelfiles import make_wheel
 
 
 def _save(tmp_path: Path, wheel: tuple[str, bytes]) -> Path:

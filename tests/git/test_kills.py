@@ -1,0 +1,365 @@
+"""Every interrupted run recoverable: SIGKILL to the kpatch pid at random moments of a 300-patch apply and of a
+rebase, each followed by --continue or --abort, and reproducible commits after any --continue.
+
+The kill loops are the ones `scripts/bench_kills.py` runs for the README's figures (tests/killing.py), with
+fewer kills here to keep CI fast: KPATCH_TEST_APPLY_KILLS and KPATCH_TEST_REBASE_KILLS raise them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kpatch.errors import ExitCode
+from kpatch.examples.upstreams import commit
+from tests.support.cli import KPATCH, kpatch
+from tests.support.gitrepos import Project, git, kill_inside_git_am, make_project
+from tests.support.killing import ApplyKills, Runner, isolated_env, processes_under
+from tests.support.many_patches import make_long_project
+from tests.support.rebase_kills import RebaseKills
+from tests.support.rebase_repos import FILES, RebaseProject, make_rebase_project, replace_line
+
+APPLY_KILLS = int(os.environ.get("KPATCH_TEST_APPLY_KILLS", "50"))
+REBASE_KILLS = int(os.environ.get("KPATCH_TEST_REBASE_KILLS", "4"))
+
+
+def committer_is_author(tree: Path, since: str) -> bool:
+    log = git(tree, "log", "--format=%ad|%cd", "--date=raw", f"{since}..HEAD").splitlines()
+    return bool(log) and all(line.split("|")[0] == line.split("|")[1] for line in log)
+
+
+def test_apply_continue_after_a_conflict_keeps_commits_reproducible(project: Project) -> None:
+    """git am --continue forgets --committer-date-is-author-date: the patches after a resolved conflict used to
+    get the current time as committer date, so the same resolution gave new SHAs on every run."""
+    moved = commit(project.kernels, {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.26)\nproject(kernels)\n"
+                                     "set(VLLM_EXT_SRC\n  \"csrc/cache.cpp\"\n  \"csrc/norm.cpp\"\n"
+                                     "  \"csrc/torch_bindings.cpp\"\n)\n"}, "rename layernorm", 99)
+    assert project.run("apply", "--onto", f"kernels={moved}").exit_code == ExitCode.CONFLICT
+    tree = project.workdir / "kernels"
+    (tree / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.26)\nproject(kernels)\n"
+                                         "set(VLLM_EXT_SRC\n  \"csrc/cache.cpp\"\n  \"csrc/kimi.cpp\"\n"
+                                         "  \"csrc/norm.cpp\"\n  \"csrc/torch_bindings.cpp\"\n)\n")
+    git(tree, "add", "CMakeLists.txt")
+    time.sleep(1.1)  # a committer date taken from the clock would now differ from every author date
+    done = project.run("apply", "--continue")
+    assert done.exit_code == 0, done.output
+    assert committer_is_author(tree, moved)
+
+
+def resolve_c(rp: RebaseProject) -> None:
+    tree = rp.root / "work" / ".rebase" / "kernels"
+    (tree / "c.txt").write_text(replace_line(FILES["c"], 15, "c line 15 rewritten upstream, fixed by us"))
+    git(tree, "add", "c.txt")
+
+
+def test_rebase_continue_and_recorded_resolutions_keep_commits_reproducible(tmp_path: Path) -> None:
+    """The same rebase with the same (recorded) resolution gives the same SHAs, today and tomorrow."""
+    rp = make_rebase_project(tmp_path / "first")
+    assert rp.run("rebase").exit_code == ExitCode.CONFLICT
+    resolve_c(rp)
+    time.sleep(1.1)
+    assert rp.run("rebase", "--continue").exit_code == 0
+    kernels = rp.root / "work" / "kernels"
+    assert committer_is_author(kernels, rp.kernels_new)  # by hand: "Fix d" follows the resolved "Fix c"
+    first = git(kernels, "rev-parse", "HEAD")
+    # Again from scratch, a second later: the recorded resolution resolves it and the SHAs are the same.
+    again = make_rebase_project(tmp_path / "second")
+    for path in (rp.root / "patches" / ".rerere").rglob("*"):
+        target = again.root / path.relative_to(rp.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_file():
+            target.write_bytes(path.read_bytes())
+    time.sleep(1.1)
+    result = again.run("rebase")
+    assert result.exit_code == 0, result.output
+    assert git(again.root / "work" / "kernels", "rev-parse", "HEAD") == first
+
+
+def test_git_left_running_by_a_killed_kpatch_is_stopped_before_recovery(project: Project, tmp_path: Path) -> None:
+    """The parent-death signal kills the git kpatch starts, not what that git starts: `git worktree add` runs
+    `git reset --hard`, which would go on writing (and hold index.lock) in the worktree being recovered."""
+    assert project.run("apply").exit_code == 0
+    heads = {n: git(project.workdir / n, "rev-parse", "HEAD") for n in ("kernels", "app")}
+    mirror = project.root.parent / "home" / ".cache" / "kpatch" / "mirrors" / "kernels.git"
+    git(mirror, "worktree", "remove", "--force", str(project.workdir / "kernels"))
+    marker = tmp_path / "in-checkout"
+    git(mirror, "config", "filter.slow.smudge", f"sh -c 'touch {marker}; sleep 2; cat'")
+    (mirror / "info").mkdir(exist_ok=True)
+    (mirror / "info" / "attributes").write_text("* filter=slow\n")
+    proc = subprocess.Popen([*KPATCH, "apply"], cwd=project.root, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "git worktree add never checked out a file"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)  # only kpatch: its `git worktree add` dies, the `git reset --hard` does not
+    proc.wait()
+    left = processes_under([project.workdir])
+    assert any("reset" in p for p in left), left
+    git(mirror, "config", "--unset", "filter.slow.smudge")
+    (mirror / "info" / "attributes").unlink()
+    done = project.run("apply", "--continue")
+    assert done.exit_code == 0, done.output
+    assert "stopped" in done.stderr and "git process(es) a killed kpatch left running" in done.stderr
+    assert processes_under([project.workdir]) == []
+    time.sleep(2.5)  # the orphan would have gone on writing by now
+    assert {n: git(project.workdir / n, "rev-parse", "HEAD") for n in ("kernels", "app")} == heads
+    assert git(project.workdir / "kernels", "status", "--porcelain", "--untracked-files=all") == ""
+
+
+@pytest.fixture(scope="module")
+def long_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Runner, dict[str, str], float]:
+    """The 300-patch project, applied once; (runner, the reproducible heads, how long a clean apply takes)."""
+    folder = tmp_path_factory.mktemp("kills-apply")
+    project = make_long_project(folder)
+    runner = Runner(project.root, folder / "cache", isolated_env(folder / "home"))
+    first = runner.run("apply")
+    assert first.returncode == 0, first.stderr
+    times = []
+    for _ in range(2):
+        started = time.monotonic()
+        assert runner.run("apply").returncode == 0
+        times.append(time.monotonic() - started)
+    heads = {name: Runner.head(project.root / "work" / name) for name in project.counts}
+    return runner, heads, statistics.median(times)  # type: ignore[return-value]
+
+
+def test_kills_at_random_moments_of_a_300_patch_apply_all_recover(
+        long_project: tuple[Runner, dict[str, str], float]) -> None:
+    """SIGKILL to the kpatch pid only (its git dies with it), then --continue or --abort: every time a clean
+    state (exit 0, no git operation, lock or process left, heads reproducible or exactly as before, patches
+    and kpatch.toml untouched; status and a fresh apply work: checked after every 5th kill and the last here,
+    after every kill in scripts/bench_kills.py)."""
+    runner, heads, duration = long_project
+    harness = ApplyKills(runner=runner, names=list(heads), expected=heads, rng=random.Random(8),
+                         duration=duration, full_every=5, window="operation")
+    result = harness.run(APPLY_KILLS)
+    assert result.problems() == [], result.summary("apply")
+    assert len(result.inside) == APPLY_KILLS
+    assert {c.recovery for c in result.inside} == {"continue", "abort"}
+
+
+def test_kills_of_a_rebase_end_fully_old_or_fully_new(tmp_path: Path) -> None:
+    """A rebase of 250 patches (clean, three-way, upstream, one conflict a recorded resolution resolves) killed
+    at random moments: after --continue everything is the clean rebase's, after --abort everything is old."""
+    harness = RebaseKills.prepare(tmp_path, random.Random(20))
+    result = harness.run(REBASE_KILLS)
+    assert result.problems() == [], result.summary("rebase")
+    assert {c.recovery for c in result.inside} == {"continue", "abort"}
+
+
+def test_a_stale_packed_refs_lock_costs_no_time_per_patch(long_project: tuple[Runner, dict[str, str], float]) -> None:
+    """A kill can leave packed-refs.lock (and index.lock) behind; the next apply clears them at once instead
+    of waiting a second on every patch."""
+    runner, heads, duration = long_project
+    for name in heads:
+        (runner.cache / "mirrors" / f"{name}.git" / "packed-refs.lock").write_text("")
+        git_dir = Path(subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=runner.root / "work" / name,
+                                      capture_output=True, text=True, check=True).stdout.strip())
+        (git_dir / "index.lock").write_text("")
+    started = time.monotonic()
+    result = runner.run("apply")
+    took = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert {name: Runner.head(runner.root / "work" / name) for name in heads} == heads
+    assert took < duration * 2 + 2, f"{took:.1f}s with stale locks, {duration:.1f}s without"
+    assert not list(runner.cache.rglob("*.lock"))
+
+
+def _resolve_cmake(tree: Path) -> None:
+    (tree / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.26)\nproject(kernels)\n"
+                                         "set(VLLM_EXT_SRC\n  \"csrc/cache.cpp\"\n  \"csrc/kimi.cpp\"\n"
+                                         "  \"csrc/norm.cpp\"\n  \"csrc/torch_bindings.cpp\"\n)\n")
+    git(tree, "add", "CMakeLists.txt")
+
+
+def _stopped_at_a_conflict(project: Project) -> str:
+    moved = commit(project.kernels, {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.26)\nproject(kernels)\n"
+                                     "set(VLLM_EXT_SRC\n  \"csrc/cache.cpp\"\n  \"csrc/norm.cpp\"\n"
+                                     "  \"csrc/torch_bindings.cpp\"\n)\n"}, "rename layernorm", 99)
+    assert project.run("apply", "--onto", f"kernels={moved}").exit_code == ExitCode.CONFLICT
+    _resolve_cmake(project.workdir / "kernels")
+    return moved
+
+
+@pytest.mark.parametrize("recovery", ["continue", "abort"])
+def test_kill_during_apply_continue_after_a_resolved_conflict(tmp_path: Path, example_template: Path,
+                                                              monkeypatch: pytest.MonkeyPatch, recovery: str) -> None:
+    """Killed in the `git am --continue` that commits a person's resolution and applies the rest: --continue
+    keeps the resolution and ends where an uninterrupted --continue ends; --abort puts everything back."""
+    monkeypatch.setenv("KPATCH_CACHE_DIR", str(tmp_path / "reference-cache"))
+    reference = make_project(tmp_path / "reference", example_template)
+    _stopped_at_a_conflict(reference)
+    assert reference.run("apply", "--continue").exit_code == 0
+    expected = {n: git(reference.workdir / n, "rev-parse", "HEAD") for n in ("kernels", "app")}
+    monkeypatch.setenv("KPATCH_CACHE_DIR", str(tmp_path / "cache"))
+    project = make_project(tmp_path / "killed", example_template)
+    _stopped_at_a_conflict(project)
+    mirror = tmp_path / "cache" / "mirrors" / "kernels.git"
+    kill_inside_git_am([*KPATCH, "apply", "--continue"], project.root, mirror,
+                       tmp_path / "in-am")
+    done = project.run("apply", f"--{recovery}")
+    assert done.exit_code == 0, done.output
+    heads = {n: Runner.head(project.workdir / n) for n in ("kernels", "app")}
+    if recovery == "continue":
+        assert heads == expected
+    else:
+        assert heads == {"kernels": None, "app": None}  # the first apply made them: --abort removes them
+    assert json.loads(project.run("status", "--json").stdout)["operation"] is None
+
+
+@pytest.mark.parametrize("recovery", ["continue", "abort"])
+def test_kill_during_rebase_continue_after_a_resolved_conflict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               recovery: str) -> None:
+    """Killed while `rebase --continue` commits the resolution and applies the patches after it: the next
+    --continue keeps the resolution and ends exactly where an uninterrupted one ends; --abort ends old."""
+    def stopped(folder: Path) -> RebaseProject:
+        monkeypatch.setenv("KPATCH_CACHE_DIR", str(folder / "cache"))
+        rp = make_rebase_project(folder)
+        assert rp.run("apply").exit_code == 0
+        assert rp.run("rebase").exit_code == ExitCode.CONFLICT
+        resolve_c(rp)
+        return rp
+
+    reference = stopped(tmp_path / "reference")
+    assert reference.run("rebase", "--continue").exit_code == 0
+    rp = stopped(tmp_path / "killed")
+    old = rp.tracked(), {n: Runner.head(rp.root / "work" / n) for n in ("kernels", "app")}
+    kill_inside_git_am([*KPATCH, "rebase", "--continue"], rp.root,
+                       tmp_path / "killed" / "cache" / "mirrors" / "kernels.git", tmp_path / "in-am")
+    state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
+    assert state["operation"]["stacks"]["kernels"]["phase"] == "resuming"
+    done = rp.run("rebase", f"--{recovery}")
+    assert done.exit_code == 0, done.output
+    now = rp.tracked(), {n: Runner.head(rp.root / "work" / n) for n in ("kernels", "app")}
+    if recovery == "abort":
+        assert now == old
+    else:
+        assert now[1] == {n: Runner.head(reference.root / "work" / n) for n in ("kernels", "app")}
+        moved = str(reference.root.parent).encode(), str(rp.root.parent).encode()  # URLs in kpatch.toml
+        assert now[0] == {k: v.replace(*moved) for k, v in reference.tracked().items()}
+    assert not (rp.root / "work" / ".rebase").exists()
+
+
+# --- kills at named points (KPATCH_TEST_KILL_AT, kpatch/killseam.py): no timing, the state a kill there leaves ---
+
+
+def _cache(project: Project) -> Path:
+    return project.root.parent / "home" / ".cache" / "kpatch"
+
+
+def _locked_records(project: Project) -> list[Path]:
+    return list((_cache(project) / "mirrors").glob("*.git/worktrees/*/locked"))
+
+
+def _heads(project: Project) -> dict[str, str | None]:
+    return {n: Runner.head(project.workdir / n) for n in ("kernels", "app")}
+
+
+def test_a_kill_while_the_first_mirror_is_made_leaves_nothing_half_made(project: Project) -> None:
+    """Killed right after `git init --bare` of the first mirror (3 of 30 random kills hit it): the mirror is made
+    in a folder of its own and renamed into place, so the next apply starts from no mirror, not half of one."""
+    killed = kpatch(project.root, "apply", env={"KPATCH_TEST_KILL_AT": "mirror:init"})
+    assert killed.exit_code == -signal.SIGKILL
+    assert not (_cache(project) / "mirrors" / "kernels.git").exists()
+    for command in (["status"], ["apply"], ["status"]):
+        ran = kpatch(project.root, *command)
+        assert ran.exit_code == 0, ran.output
+    assert not list((_cache(project) / "mirrors").glob("*.new-*"))
+
+
+def test_a_mirror_an_interrupted_git_init_left_half_made_is_made_again(project: Project) -> None:
+    """`git init` writes HEAD before the objects folder and the config: `Mirror.exists` looked only at HEAD, and
+    apply and status failed (exit 5) every time after."""
+    mirror = _cache(project) / "mirrors" / "kernels.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(mirror)], check=True)
+    shutil.rmtree(mirror / "objects")
+    (mirror / "config").unlink()
+    assert kpatch(project.root, "status").exit_code == 0
+    ran = kpatch(project.root, "apply")
+    assert ran.exit_code == 0, ran.output
+    assert (mirror / "objects").is_dir() and "bare = true" in (mirror / "config").read_text()
+    assert kpatch(project.root, "status").exit_code == 0
+
+
+@pytest.mark.parametrize("recovery", ["continue", "abort"])
+def test_a_kill_inside_git_worktree_add_of_an_apply_recovers(project: Project, tmp_path: Path, example_template: Path,
+                                                             recovery: str) -> None:
+    """Killed while `git worktree add` made a worktree (locked "initializing", nothing checked out): --continue,
+    --abort and a new apply used to fail on git's "use 'add -f -f' to override, or 'unlock' and 'prune'"."""
+    killed = kpatch(project.root, "apply", env={"KPATCH_TEST_KILL_AT": "worktree:add"})
+    assert killed.exit_code == -signal.SIGKILL
+    assert [p.read_text().strip() for p in _locked_records(project)] == ["initializing"]
+    ran = kpatch(project.root, "apply", f"--{recovery}")
+    assert ran.exit_code == 0, ran.output
+    assert _locked_records(project) == []
+    if recovery == "abort":
+        assert _heads(project) == {"kernels": None, "app": None}
+    fresh = kpatch(project.root, "apply")
+    assert fresh.exit_code == 0, fresh.output
+    reference = make_project(tmp_path / "reference", example_template)
+    assert kpatch(reference.root, "apply", env={"KPATCH_CACHE_DIR": str(tmp_path / "reference-cache")}).exit_code == 0
+    assert _heads(project) == _heads(reference)
+    assert git(project.workdir / "kernels", "status", "--porcelain", "--untracked-files=all") == ""
+
+
+@pytest.mark.parametrize("recovery", ["continue", "abort"])
+def test_a_kill_inside_git_worktree_add_of_a_rebase_recovers(project: Project, recovery: str) -> None:
+    """The same in a rebase, whose scratch worktree was being made."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    before = _heads(project), (project.root / "kpatch.toml").read_bytes()
+    killed = kpatch(project.root, "rebase", env={"KPATCH_TEST_KILL_AT": "worktree:add"})
+    assert killed.exit_code == -signal.SIGKILL
+    assert [p.read_text().strip() for p in _locked_records(project)] == ["initializing"]
+    ran = kpatch(project.root, "rebase", f"--{recovery}")
+    assert ran.exit_code == 0, ran.output
+    assert _locked_records(project) == [] and not (project.workdir / ".rebase").exists()
+    after = _heads(project), (project.root / "kpatch.toml").read_bytes()
+    assert (after == before) == (recovery == "abort")
+    assert json.loads(kpatch(project.root, "status", "--json").stdout)["operation"] is None
+
+
+def test_a_kill_once_a_rebase_recorded_its_end_leaves_no_scratch_worktree(project: Project) -> None:
+    """Killed between recording the end and dropping work/.rebase, a rebase left scratch worktrees behind with
+    nothing in progress to clean them (test_kills_of_a_rebase_end_fully_old_or_fully_new failed once on that)."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    toml = (project.root / "kpatch.toml").read_bytes()
+    killed = kpatch(project.root, "rebase", env={"KPATCH_TEST_KILL_AT": "rebase:finished"})
+    assert killed.exit_code == -signal.SIGKILL
+    assert not (project.workdir / ".rebase").exists()
+    status = json.loads(kpatch(project.root, "status", "--json").stdout)
+    assert status["operation"] is None and not status.get("journal")
+    assert (project.root / "kpatch.toml").read_bytes() != toml
+    assert kpatch(project.root, "export", "--check").exit_code == 0
+
+
+def test_a_worktree_a_kill_left_locked_before_its_head_is_forgotten_and_made_again(tmp_path: Path) -> None:
+    """Killed between writing `locked` ("initializing") and HEAD, `git worktree add` leaves a record `git worktree
+    prune` skips: removing the folder and adding it again failed on git's "use 'add -f -f' to override"."""
+    from kpatch.gitx import Mirror
+
+    upstream = tmp_path / "upstream"
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(upstream)], check=True)
+    sha = commit(upstream, {"a.txt": "a\n"}, "first", 0)
+    mirror = Mirror(tmp_path / "mirror.git", "x")
+    mirror.fetch(str(upstream))
+    path = tmp_path / "work" / "x"
+    mirror.run(["worktree", "add", "--quiet", "--no-checkout", "--lock", "--reason", "initializing", "--detach",
+                "--", str(path), sha])
+    [record] = (mirror.path / "worktrees").iterdir()
+    (record / "HEAD").unlink()
+    (path / ".git").unlink()
+    assert mirror.half_made(path) and not mirror.owns(path)
+    mirror.remove_worktree(path)
+    assert not path.exists() and not list((mirror.path / "worktrees").glob("*"))
+    mirror.add_worktree(path, sha)
+    assert mirror.owns(path) and (path / "a.txt").read_text() == "a\n"

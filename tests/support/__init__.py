@@ -1,0 +1,1 @@
+"""What the tiers share: example projects and repositories, fakes (GitHub, dists, wheels), the CLI runner."""

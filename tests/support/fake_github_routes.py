@@ -1,0 +1,217 @@
+"""The fake GitHub's endpoints: repos, pulls, issues, comments, labels and git refs, as PyGithub calls them."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tests.support.fake_github import Answer, FakeGitHub, Item, Json, Repo, page
+
+STAMP = "2026-11-30T00:00:00Z"
+_ROUTES = [
+    ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)", "get_repo"),
+    ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/pulls", "list_pulls"),
+    ("POST", r"/repos/(?P<repo>[^/]+/[^/]+)/pulls", "create_pull"),
+    ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)", "get_pull"),
+    ("PATCH", r"/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)", "edit_pull"),
+    ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/issues", "list_issues"),
+    ("POST", r"/repos/(?P<repo>[^/]+/[^/]+)/issues", "create_issue"),
+    ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<n>\d+)", "get_issue"),
+    ("PATCH", r"/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<n>\d+)", "edit_issue"),
+    ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<n>\d+)/comments", "list_comments"),
+    ("POST", r"/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<n>\d+)/comments", "create_comment"),
+    ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/labels/(?P<name>[^/]+)", "get_label"),
+    ("POST", r"/repos/(?P<repo>[^/]+/[^/]+)/labels", "create_label"),
+    ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/git/refs?/heads/(?P<name>.+)", "get_ref"),
+]
+
+
+def route(fake: FakeGitHub, method: str, path: str, query: dict[str, str], body: Json,
+          access: str) -> tuple[int, Any, dict[str, str]]:
+    """Dispatch one request; raises Answer for 4xx."""
+    if access == "bad":
+        raise Answer(401, "Bad credentials")
+    if (method, path) == ("GET", "/user"):  # who the token is, and (classic tokens) its scopes in a header
+        if access == "anonymous":
+            raise Answer(401, "Requires authentication")
+        scopes = {"write": "repo, workflow", "read": "read:user"}.get(access, "")
+        return 200, {**_user(fake, "kpatch-bot"), "name": "kpatch bot"}, {"X-OAuth-Scopes": scopes}
+    for verb, pattern, name in _ROUTES:
+        match = re.fullmatch(pattern, path)
+        if verb == method and match:
+            repo = fake.repos.get(match["repo"])
+            if repo is None or (repo.private and access not in ("read", "write")):
+                raise Answer(404, "Not Found")
+            if method != "GET" and access == "anonymous":
+                raise Answer(401, "Requires authentication")
+            if method != "GET" and access != "write":
+                raise Answer(403, "Resource not accessible by integration")
+            args = {k: v for k, v in match.groupdict().items() if k != "repo"}
+            result = globals()[f"_{name}"](fake, repo, query, body, **args)
+            if isinstance(result, tuple):
+                return result
+            return (201 if method == "POST" else 200), result, {}
+    raise Answer(404, "Not Found")
+
+
+def _base(fake: FakeGitHub, repo: Repo) -> str:
+    return f"{fake.url}/repos/{repo.owner}/{repo.name}"
+
+
+def _user(fake: FakeGitHub, login: str) -> Json:
+    return {"login": login, "id": abs(hash(login)) % 100000, "type": "User", "url": f"{fake.url}/users/{login}"}
+
+
+def _repo_json(fake: FakeGitHub, repo: Repo) -> Json:
+    return {"id": abs(hash(repo.name)) % 100000, "name": repo.name, "full_name": f"{repo.owner}/{repo.name}",
+            "owner": _user(fake, repo.owner), "private": repo.private, "default_branch": "main",
+            "url": _base(fake, repo), "html_url": f"https://github.example/{repo.owner}/{repo.name}"}
+
+
+def _issue_json(fake: FakeGitHub, repo: Repo, item: Item) -> Json:
+    data: Json = {
+        "id": item.number + 500000, "number": item.number, "title": item.title, "body": item.body,
+        "state": item.state, "state_reason": item.state_reason, "locked": False, "user": _user(fake, item.user),
+        "labels": [repo.labels[name] for name in item.labels], "comments": len(item.comments),
+        "created_at": STAMP, "updated_at": STAMP, "closed_at": STAMP if item.state == "closed" else None,
+        "url": f"{_base(fake, repo)}/issues/{item.number}",
+        "comments_url": f"{_base(fake, repo)}/issues/{item.number}/comments",
+        "html_url": f"https://github.example/{repo.owner}/{repo.name}/{'pull' if item.pull else 'issues'}/"
+                    f"{item.number}",  # as on GitHub: a pull request's page, even in the issues list
+    }
+    if item.pull:
+        data["pull_request"] = {"url": f"{_base(fake, repo)}/pulls/{item.number}"}
+    return data
+
+
+def _pull_json(fake: FakeGitHub, repo: Repo, item: Item) -> Json:
+    def side(ref: str) -> Json:
+        return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": repo.branches.get(ref, "0" * 40),
+                "user": _user(fake, repo.owner), "repo": _repo_json(fake, repo)}
+
+    return {
+        "id": item.number + 900000, "number": item.number, "title": item.title, "body": item.body,
+        "state": item.state, "locked": False, "draft": False, "user": _user(fake, item.user),
+        "head": side(item.head), "base": side(item.base), "merged": item.merged,
+        "merge_commit_sha": item.merge_commit_sha, "merged_at": STAMP if item.merged else None,
+        "created_at": STAMP, "updated_at": STAMP, "closed_at": STAMP if item.state == "closed" else None,
+        "url": f"{_base(fake, repo)}/pulls/{item.number}",
+        "issue_url": f"{_base(fake, repo)}/issues/{item.number}",
+        "html_url": f"https://github.example/{repo.owner}/{repo.name}/pull/{item.number}",
+        "comments": len(item.comments), "maintainer_can_modify": False,
+    }
+
+
+def _item(repo: Repo, n: str, *, pull: bool | None = None) -> Item:
+    item = repo.items.get(int(n))
+    if item is None or (pull is not None and item.pull != pull):
+        raise Answer(404, "Not Found")
+    return item
+
+
+def _get_repo(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -> Json:
+    return _repo_json(fake, repo)
+
+
+def _list_pulls(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -> tuple[int, Any, dict[str, str]]:
+    state, head, base = query.get("state", "open"), query.get("head"), query.get("base")
+    rows = [_pull_json(fake, repo, i) for i in sorted(repo.items.values(), key=lambda i: -i.number)
+            if i.pull and state in ("all", i.state) and (head is None or head == f"{repo.owner}:{i.head}")
+            and (base is None or base == i.base)]
+    return page(fake, f"/repos/{repo.owner}/{repo.name}/pulls", query, rows)
+
+
+def _create_pull(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -> Json:
+    head, base = str(body.get("head", "")), str(body.get("base", ""))
+    if not body.get("title") or head not in repo.branches or base not in repo.branches:
+        raise Answer(422, "Validation Failed", [{"resource": "PullRequest", "code": "invalid", "field": "head"}])
+    if any(i.pull and i.state == "open" and (i.head, i.base) == (head, base) for i in repo.items.values()):
+        exists = f"A pull request already exists for {repo.owner}:{head}."
+        raise Answer(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom", "message": exists}])
+    item = Item(fake._next(repo), body["title"], body.get("body") or "", "kpatch-bot", True, head=head, base=base)
+    repo.items[item.number] = item
+    return _pull_json(fake, repo, item)
+
+
+def _get_pull(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, n: str) -> Json:
+    return _pull_json(fake, repo, _item(repo, n, pull=True))
+
+
+def _edit_pull(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, n: str) -> Json:
+    item = _item(repo, n, pull=True)
+    for key in ("title", "body", "state", "base"):
+        if key in body:
+            setattr(item, key, body[key])
+    return _pull_json(fake, repo, item)
+
+
+def _list_issues(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -> tuple[int, Any, dict[str, str]]:
+    state = query.get("state", "open")
+    wanted = [name for name in query.get("labels", "").split(",") if name]
+    rows = [_issue_json(fake, repo, i) for i in sorted(repo.items.values(), key=lambda i: -i.number)
+            if state in ("all", i.state) and all(name in i.labels for name in wanted)]
+    return page(fake, f"/repos/{repo.owner}/{repo.name}/issues", query, rows)
+
+
+def _create_issue(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -> Json:
+    if not body.get("title"):
+        raise Answer(422, "Validation Failed", [{"resource": "Issue", "code": "missing_field", "field": "title"}])
+    labels = [str(name) for name in body.get("labels", [])]
+    for name in labels:  # as on GitHub: a new label name is created on the fly
+        repo.labels.setdefault(name, fake._label(repo, name, "ededed", ""))
+    item = Item(fake._next(repo), body["title"], body.get("body") or "", "kpatch-bot", False, labels=labels)
+    repo.items[item.number] = item
+    return _issue_json(fake, repo, item)
+
+
+def _get_issue(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, n: str) -> Json:
+    return _issue_json(fake, repo, _item(repo, n))
+
+
+def _edit_issue(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, n: str) -> Json:
+    item = _item(repo, n)
+    for key in ("title", "body", "state", "state_reason"):
+        if key in body:
+            setattr(item, key, body[key])
+    if "labels" in body:
+        item.labels = [str(name) for name in body["labels"]]
+    return _issue_json(fake, repo, item)
+
+
+def _list_comments(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json,
+                   n: str) -> tuple[int, Any, dict[str, str]]:
+    return page(fake, f"/repos/{repo.owner}/{repo.name}/issues/{n}/comments", query, _item(repo, n).comments)
+
+
+def _create_comment(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, n: str) -> Json:
+    item = _item(repo, n)
+    if not body.get("body"):
+        raise Answer(422, "Validation Failed", [{"resource": "IssueComment", "code": "missing_field"}])
+    ident = fake._id()
+    comment = {"id": ident, "body": body["body"], "user": _user(fake, "kpatch-bot"), "created_at": STAMP,
+               "updated_at": STAMP, "url": f"{_base(fake, repo)}/issues/comments/{ident}",
+               "issue_url": f"{_base(fake, repo)}/issues/{item.number}",
+               "html_url": f"https://github.example/{repo.owner}/{repo.name}/issues/{item.number}#c{ident}"}
+    item.comments.append(comment)
+    return comment
+
+
+def _get_label(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, name: str) -> Json:
+    if name not in repo.labels:
+        raise Answer(404, "Not Found")
+    return repo.labels[name]
+
+
+def _create_label(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -> Json:
+    name = str(body.get("name", ""))
+    if not name or name in repo.labels:
+        raise Answer(422, "Validation Failed", [{"resource": "Label", "code": "already_exists", "field": "name"}])
+    repo.labels[name] = fake._label(repo, name, str(body.get("color", "ededed")), str(body.get("description", "")))
+    return repo.labels[name]
+
+
+def _get_ref(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, name: str) -> Json:
+    if name not in repo.branches:
+        raise Answer(404, "Not Found")
+    return {"ref": f"refs/heads/{name}", "url": f"{_base(fake, repo)}/git/refs/heads/{name}",
+            "object": {"type": "commit", "sha": repo.branches[name]}}

@@ -1,0 +1,181 @@
+"""The GitHub Actions workflows: what issue 12 asks of them, and that ci/lint-workflows really fails on findings."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+NIGHTLY = ROOT / "ci" / "nightly.yml"
+WORKFLOWS = [NIGHTLY, *sorted((ROOT / ".github" / "workflows").glob("*.yml"))]
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
+
+
+def _load(path: Path) -> dict[Any, Any]:
+    data = yaml.safe_load(path.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _steps(workflow: dict[Any, Any]) -> list[dict[str, Any]]:
+    return [step for job in workflow["jobs"].values() for step in job.get("steps", [])]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_action_is_pinned_by_commit_sha_with_its_release_named(path: Path) -> None:
+    uses = [(step["uses"], line) for step in _steps(_load(path)) if "uses" in step
+            for line in path.read_text().splitlines() if f"uses: {step['uses']}" in line]
+    assert uses, "no action used"
+    for action, line in uses:
+        assert PINNED.match(action), action
+        assert re.search(r"#\s*v\d+\.\d+\.\d+$", line), f"no release comment: {line.strip()}"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_no_job_gets_permissions_it_did_not_ask_for(path: Path) -> None:
+    workflow = _load(path)
+    assert workflow["permissions"] == {}
+    assert all("permissions" in job for job in workflow["jobs"].values())
+
+
+def test_the_nightly_runs_on_schedule_and_by_hand_never_two_at_once() -> None:
+    nightly = _load(NIGHTLY)
+    triggers = nightly[True]  # YAML 1.1 reads the key `on` as True
+    assert set(triggers) == {"schedule", "workflow_dispatch"} and triggers["schedule"][0]["cron"]
+    assert nightly["concurrency"] == {"group": "kpatch-nightly", "cancel-in-progress": False}
+
+
+def _run(job: dict[str, Any]) -> str:
+    return "\n".join(step.get("run", "") for step in job.get("steps", []))
+
+
+def _uses(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [step for step in job.get("steps", []) if step.get("uses", "").startswith(f"{action}@")]
+
+
+def test_the_gpu_job_builds_tests_and_uploads_everything_with_no_secret_and_a_read_only_token() -> None:
+    """It builds and tests unreviewed upstream heads on a persistent runner: no secret, no environment, no write
+    permission, and it asks GitHub nothing (--no-publish)."""
+    job = _load(NIGHTLY)["jobs"]["nightly"]
+    assert job["runs-on"] == ["self-hosted", "linux", "x64", "intel-gpu"]
+    assert job["permissions"] == {"contents": "read"} and "environment" not in job
+    assert "secrets." not in yaml.safe_dump(job) and "github.token" not in yaml.safe_dump(job)
+    assert "kpatch nightly --report reports/nightly --no-publish" in _run(job) and "--publish-saved" not in _run(job)
+    cached = [step["with"]["path"] for step in _uses(job, "actions/cache")]
+    assert cached == [".kpatch-cache/mirrors", ".kpatch-cache/wheels"]
+    upload, stacks = _uses(job, "actions/upload-artifact")
+    assert upload["if"] == "always()"
+    assert upload["with"]["path"].split() == ["reports/nightly/", ".kpatch-cache/logs/", "dist/*.whl",
+                                              "dist/pylock.toml"]
+    assert stacks["with"]["path"].split() == ["reports/nightly/report.json", "kpatch.toml", "pylock.toml",
+                                              "patches/"]
+    checkouts = _uses(job, "actions/checkout")
+    assert checkouts and all(step["with"].get("persist-credentials") is False for step in checkouts)
+
+
+def test_only_the_small_publish_job_holds_the_token_and_it_runs_no_build() -> None:
+    jobs = _load(NIGHTLY)["jobs"]
+    job = jobs["publish"]
+    assert job["needs"] == "nightly" and "needs.nightly.outputs.reported == 'true'" in job["if"]
+    assert job["environment"] == "nightly"
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
+    assert str(job["runs-on"]).startswith("ubuntu-")
+    run = _run(job)
+    assert "kpatch nightly --report reports/nightly --publish-saved\n" in run and "--dry-run" in run
+    for word in ("--no-publish", "build-wheels", "kpatch test", "kpatch verify"):
+        assert word not in run
+    assert not _uses(job, "actions/cache")  # nothing the GPU job could have written reaches it but the artifact
+    (download,) = _uses(job, "actions/download-artifact")
+    assert download["with"]["name"] == "kpatch-nightly-stacks-${{ github.run_id }}"
+    checkouts = _uses(job, "actions/checkout")
+    assert checkouts and all(step["with"].get("persist-credentials") is False for step in checkouts)
+    holders = [name for name, other in jobs.items() if "secrets." in yaml.safe_dump(other)
+               or ("write" in str(other.get("permissions", {})) and name != "unreported")]
+    assert holders == ["publish"]
+
+
+def test_kpatch_is_installed_from_a_lock_with_hashes() -> None:
+    """Not `pip install .` with whatever versions PyPI has that night."""
+    lock = ROOT / "ci" / "nightly-requirements.txt"
+    pins = [line for line in lock.read_text().splitlines() if line and not line[0].isspace()
+            and not line.startswith("#")]
+    assert pins and all(re.match(r"^[a-z0-9._-]+==[^ ]+ \\$", pin) for pin in pins), pins
+    assert {pin.split("==")[0] for pin in pins} >= {"click", "rich", "gitpython", "docker", "pygithub",
+                                                    "packaging", "tomli-w", "tomlkit", "setuptools"}
+    for name in ("nightly", "publish"):
+        run = _run(_load(NIGHTLY)["jobs"][name])
+        assert "pip install --quiet --require-hashes --no-deps -r ci/nightly-requirements.txt" in run
+        assert "pip install --quiet --no-deps --no-build-isolation ." in run
+
+
+def test_the_caches_are_keyed_on_what_they_hold_not_on_the_run() -> None:
+    steps = _uses(_load(NIGHTLY)["jobs"]["nightly"], "actions/cache")
+    keys = [step["with"]["key"] for step in steps]
+    assert keys == ["kpatch-mirrors-${{ hashFiles('kpatch.toml') }}",
+                    "kpatch-wheels-${{ hashFiles('kpatch.toml', 'pylock.toml', 'patches/**') }}"]
+    assert not any("run_id" in key or "kpatch/wheels/data" in key for key in keys)
+
+
+def test_everything_but_the_gpu_job_runs_on_hosted_runners() -> None:
+    for path in WORKFLOWS:
+        for name, job in _load(path)["jobs"].items():
+            if (path.name, name) != ("nightly.yml", "nightly"):  # the GPU job
+                assert str(job["runs-on"]).startswith("ubuntu-"), (path, name)
+
+
+def test_ci_runs_dot_ci_run_on_pull_requests() -> None:
+    ci = _load(ROOT / ".github" / "workflows" / "ci.yml")
+    assert "pull_request" in ci[True]
+    assert any(".ci/run" in step.get("run", "") for step in _steps(ci))
+
+
+@pytest.fixture
+def lint_copy(tmp_path: Path) -> Path:
+    """A copy of the files ci/lint-workflows reads, to break on purpose."""
+    for name in ("ci/lint-workflows", "ci/nightly.yml", ".github/actionlint.yaml", ".github/workflows/ci.yml",
+                 ".github/workflows/nightly.yml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(root)}
+    return subprocess.run(["bash", str(root / "ci" / "lint-workflows")], capture_output=True, text=True, env=env,
+                          check=False, timeout=120)
+
+
+def test_lint_passes_on_the_real_workflows(lint_copy: Path) -> None:
+    result = _lint(lint_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "found nothing in 3 files" in result.stdout
+
+
+@pytest.mark.parametrize(("change", "finding"), [
+    (("@3d3c42e5aac5ba805825da76410c181273ba90b1  # v7.0.1", "@v7"), "unpinned-uses"),
+    (("permissions: {}\n", "permissions: write-all\n"), "excessive-permissions"),
+    (('run: sudo --preserve-env=CI env "PATH=${PATH}" bash .ci/run',
+      "run: echo ${{ github.event.pull_request.title }}"), "template-injection"),
+    (("runs-on: ubuntu-24.04", "runs-on: [self-hosted, gpu-box]"), 'label "gpu-box" is unknown'),
+])
+def test_lint_fails_on_a_finding(lint_copy: Path, change: tuple[str, str], finding: str) -> None:
+    ci = lint_copy / ".github" / "workflows" / "ci.yml"
+    assert change[0] in ci.read_text()
+    ci.write_text(ci.read_text().replace(change[0], change[1], 1))
+    result = _lint(lint_copy)
+    assert result.returncode != 0 and finding in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+def test_lint_fails_when_the_nightly_copy_drifts(lint_copy: Path) -> None:
+    copy = lint_copy / ".github" / "workflows" / "nightly.yml"
+    copy.write_text(copy.read_text().replace("17 2 * * *", "0 3 * * *"))
+    result = _lint(lint_copy)
+    assert result.returncode == 1
+    assert "error: .github/workflows/nightly.yml differs from ci/nightly.yml" in result.stderr
