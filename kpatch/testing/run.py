@@ -94,6 +94,18 @@ class Devices:
     none_because: str  # when there are none: why, for the message
 
 
+def run_suites(ws: Workspace, ui: UI, *, names: tuple[str, ...] = (), devices: tuple[str, ...] = (),
+               timeout: float | None = None, lock: Path | None = None, reports: Path | None = None,
+               backend: str = "docker") -> TestRun:
+    """The suites in the build image (docker) or on this host (local); the lock defaults to dist/pylock.toml and
+    the reports to reports/, next to kpatch.toml."""
+    runner = run
+    if backend == "local":
+        from kpatch.testing.local import run_local as runner
+    return runner(ws, ui, names=names, devices=devices, timeout=timeout,
+                  lock=lock or ws.stack.root / "dist" / "pylock.toml", reports=reports or ws.stack.root / "reports")
+
+
 def run(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
         lock: Path, reports: Path) -> TestRun:
     """Check everything first (suites, lock, wheel hashes, devices), then run each suite in dependency order."""
