@@ -37,7 +37,7 @@ def test_a_conflict_opens_one_issue_naming_the_patch_the_culprit_and_its_author(
     assert result.exit_code == 1, result.output
     assert report["outcome"] == "failed" and report["failure"]["stage"] == "rebase"
     assert [s["status"] for s in report["stages"]] == ["failed", "skipped", "skipped", "skipped"]
-    (conflict,) = [p for p in report["patches"] if p["klass"] == "conflict"]
+    (conflict,) = [p for p in report["patches"] if p["class"] == "conflict"]
     assert (conflict["upstream"], conflict["patch"], conflict["culprit"]["sha"]) == ("kernels", K1, culprit)
     (issue,) = world.fake.items(REPO, pull=False)
     author = f"{AUTHOR[0]} &lt;{AUTHOR[1]}&gt;"  # HTML-escaped in the body
@@ -142,7 +142,7 @@ def test_a_malformed_github_repository_is_refused_and_nothing_changes(world: Wor
     result, payload = world.night(env={"GITHUB_REPOSITORY": "not a repository"})
     assert result.exit_code == 2
     assert payload["exit_code"] == 2
-    assert payload["error"] == "GITHUB_REPOSITORY must be owner/name, not 'not a repository'"
+    assert payload["message"] == "GITHUB_REPOSITORY must be owner/name, not 'not a repository'"
     assert world.project.snapshot() == before and world.fake.requests == []
 
 

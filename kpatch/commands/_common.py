@@ -53,8 +53,16 @@ class Context:
         overrides = config.parse_assignments(self.options.urls, "--url")
         stack = config.with_url_overrides(stack, overrides, os.environ)
         ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir)
-        self.ui.log_file = setup_logging(ws.log_dir, self.options.command, deferred=self.options.reads_only)
+        start_log(self.ui, ws.log_dir, self.options.command, deferred=self.options.reads_only)
         return ws
+
+
+def start_log(ui: UI, folder: Path, command: str, *, deferred: bool = False) -> None:
+    """The run's log file in `folder` (see setup_logging); a bad $KPATCH_LOG_KEEP is a usage error."""
+    try:
+        ui.log_file = setup_logging(folder, command, deferred=deferred)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 class KpatchCommand(click.Command):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kpatch.commands._common import KpatchCommand, make_ui, output_options
+from kpatch.commands._common import KpatchCommand, make_ui, output_options, start_log
 from kpatch.commands._views import show_apply, show_rebase, show_test, show_verify
 from kpatch.output.ui import UI, columns, escape, to_jsonable
 
@@ -30,6 +30,7 @@ def command(folder: Path | None, keep: bool, backend: str, base_image: str | Non
     """Run the whole pipeline on example upstreams kpatch builds itself, offline: apply, an upstream that moved,
     rebase (a merged patch dropped, a conflict resolved by a recorded resolution), build-wheels, verify, test."""
     from kpatch.examples.demo import choose_backend, demo
+    from kpatch.project.workspace import default_cache_dir
 
     ui = make_ui("demo", json_mode, quiet, verbose)
     source = click.get_current_context().get_parameter_source("base_image")
@@ -42,6 +43,8 @@ def command(folder: Path | None, keep: bool, backend: str, base_image: str | Non
         if not ui.json_mode and not ui.quiet:  # --quiet: the summary alone
             show_step(ui, step, result)
 
+    # The log goes to the usual cache, so the path an error names still exists after the demo's folder is removed.
+    start_log(ui, default_cache_dir() / "logs", "demo")
     result = demo(folder, ui, choice, keep=keep, on_step=on_step)
     if ui.json_mode:
         failed = next((s for s in result.steps if not s.ok), None)

@@ -25,8 +25,8 @@ from kpatch.engine.rebase import RebaseResult, rebase
 from kpatch.errors import ExitCode, KpatchError, UsageError
 from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, make_example_project
-from kpatch.output.ui import UI, setup_logging
-from kpatch.project.workspace import Workspace, default_cache_dir
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 from kpatch.testing.run import TestRun, run_suites
 from kpatch.verify.model import Status
 from kpatch.verify.run import VerifyResult
@@ -124,8 +124,6 @@ def demo(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_s
         kept = True
     else:
         folder, kept = Path(tempfile.mkdtemp(prefix="kpatch-demo-")).resolve(), keep
-    # The log goes to the usual cache, so the path an error names still exists after the folder is removed.
-    ui.log_file = setup_logging(default_cache_dir() / "logs", "demo")
     ui.note(f"building example upstreams and stacks in {folder}")
     try:
         return run_demo(folder, ui, choice, kept=kept, on_step=on_step)

@@ -316,14 +316,12 @@ _BUFFERED_MAX = 50_000  # records a reader keeps in memory until it knows whethe
 
 
 def log_keep(environ: Mapping[str, str] = os.environ) -> int:
-    """$KPATCH_LOG_KEEP, else 20: a whole number, 0 or more."""
-    from kpatch.errors import UsageError
-
+    """$KPATCH_LOG_KEEP, else 20: a whole number, 0 or more (ValueError naming it otherwise)."""
     value = environ.get(LOG_KEEP, "").strip()
     if not value:
         return LOG_KEEP_DEFAULT
     if not value.isdigit():
-        raise UsageError(f"{LOG_KEEP}={value!r}: give how many run logs to keep, a whole number (0: none)")
+        raise ValueError(f"{LOG_KEEP}={value!r}: give how many run logs to keep, a whole number (0: none)")
     return int(value)
 
 

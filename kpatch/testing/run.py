@@ -21,13 +21,13 @@ from typing import TextIO
 
 from kpatch.config import Stack, TestSuite, Upstream
 from kpatch.container.docker import Container, Engine, TimedRun
+from kpatch.container.image import Toolchain
 from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
 from kpatch.files import new_file_mode, temp_beside, write_atomic
 from kpatch.output.ui import UI, activity
 from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing import junit
-from kpatch.wheels.backend import Toolchain
 
 log = logging.getLogger("kpatch.test")
 TEST_DIR = "/kpatch/test"  # the suite runs in a writable copy of the test files, here

@@ -26,7 +26,7 @@ def fresh_volume(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def kernels(result_stdout: str) -> dict:
-    return next(w for w in json.loads(result_stdout)["wheels"] if w["upstream"] == "kernels")
+    return next(w for w in json.loads(result_stdout)["result"]["wheels"] if w["upstream"] == "kernels")
 
 
 def rebuild(pair: Pair) -> dict:

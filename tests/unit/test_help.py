@@ -11,7 +11,7 @@ from kpatch.cli import all_commands, main
 from kpatch.output.help import EXAMPLES
 
 pytestmark = pytest.mark.unit
-COMMANDS = all_commands()  # those of kpatch/cli_pair.py and cli_start.py too (loaded on demand)
+COMMANDS = all_commands()  # every module of kpatch/commands/ (each loaded on demand)
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
