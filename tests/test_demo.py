@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from json_envelope import checked
 
 from kpatch.cli import main
 from kpatch.errors import ExitCode
@@ -45,7 +45,7 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     result = CliRunner().invoke(main, ["demo", "--backend", "local", "--json"])
     assert result.exit_code == 0, result.output
-    envelope = json.loads(result.stdout)
+    envelope = checked(result.stdout, "demo")
     report = envelope["result"]
     assert envelope["ok"] and envelope["command"] == "demo" and envelope["error"] is None
     assert report["backend"]["backend"] == "local" and not report["kept"]
@@ -121,7 +121,9 @@ def test_a_demo_whose_build_fails_shows_the_cause_and_the_log_in_its_summary(tmp
     assert log.is_file() and "cannot make the local build environment" in log.read_text()
     assert lines[-1].startswith("demo FAILED at build-wheels")
     as_json = CliRunner().invoke(main, ["demo", "--backend", "local", "--dir", str(tmp_path / "j"), "--json"])
-    report = json.loads(as_json.stdout)["result"]
+    envelope = checked(as_json.stdout, "demo")
+    report = envelope["result"]
+    assert not envelope["ok"] and envelope["error"]["message"].startswith("demo failed at build-wheels")
     failed = next(s for s in report["steps"] if not s["ok"])
     assert failed["name"] == "build-wheels" and failed["detail"] and Path(report["log"]).is_file()
 

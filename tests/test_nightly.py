@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fake_github import fake_github
 from gitrepos import Project
+from json_envelope import checked
 from nightly_world import BINDINGS, BROKEN, CULPRIT_SUBJECT, K1, REPO, World, make_world
 
 from kpatch.examples.upstreams import AUTHOR
@@ -170,6 +171,7 @@ def test_a_local_backend_night_builds_verifies_and_tests_on_this_host(world: Wor
     assert result.exit_code == 0, result.output
     assert stages == {"rebase": "passed", "build": "passed", "verify": "passed", "test": "passed"}, report
     assert {s["upstream"]: s["outcome"] for s in report["suites"]} == {"kernels": "passed", "app": "passed"}
+    checked(result.stdout, "nightly")  # a whole night's report, as its JSON Schema says
 
 
 def test_a_night_split_in_two_runs_without_the_token_and_publishes_with_it(world: World) -> None:
