@@ -58,12 +58,14 @@ def test_the_pipeline_outputs_match_their_schemas(tmp_path: Path) -> None:
         return envelope
 
     assert run("status")["result"]
+    failed = run("verify", code=ExitCode.CONFLICT)  # nothing applied, no lock: nothing checked is a failure
+    assert failed["result"] and failed["error"]["message"].startswith("verify failed")
     assert run("apply")["result"]
     assert run("export")["result"] == {"written": False, "files": run("export", "--check")["result"]["files"]}
     doctor = run_kpatch(root, "doctor", "--backend", "local", "--json", *cache)  # ok or not: this machine's say
     assert checked(doctor.stdout, "doctor")["ok"] is (doctor.exit_code == 0) and doctor.exit_code in (0, 1)
-    failed = run("verify", code=ExitCode.CONFLICT)  # no lock yet: the contract alone is not enough
-    assert failed["result"] and failed["error"]["message"].startswith("verify failed")
+    unread = run("verify", "--lock", str(tmp_path / "none.toml"), code=ExitCode.BAD_INPUT)
+    assert unread["result"] is None and "no lock at" in unread["error"]["message"]
     assert run("build-wheels", "--backend", "local")["result"]
     assert run("verify")["result"]
     assert run("test", "--backend", "local")["result"]
