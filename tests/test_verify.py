@@ -266,7 +266,7 @@ def test_ops_not_served_on_xpu_are_grouped_by_calling_module(tmp_path: Path) -> 
     stale = next(i for i, line in enumerate(toml.read_text().splitlines(), 1) if "no_such_op" in line)
     listed = run_kpatch(root, "verify", *cache, "--json")
     assert listed.exit_code == 0, listed.output
-    warned = [c for c in json.loads(listed.stdout)["checks"] if c["status"] == "warn"]
+    warned = [c for c in json.loads(listed.stdout)["result"]["checks"] if c["status"] == "warn"]
     assert [c["detail"] for c in warned] == [
         f"[verify] cuda-only op no_such_op (kpatch.toml:{stale}): nothing it names is called on the XPU path any more"]
 
