@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -50,7 +51,7 @@ def test_the_pipeline_outputs_match_their_schemas(tmp_path: Path) -> None:
     example = make_example_project(tmp_path)
     root, cache = example.root, ["--cache-dir", str(tmp_path / "cache")]
 
-    def run(command: str, *args: str, code: int = 0) -> dict[str, object]:
+    def run(command: str, *args: str, code: int = 0) -> dict[str, Any]:
         ran = run_kpatch(root, command, "--json", *args, *cache)
         assert ran.exit_code == code, ran.output
         envelope = checked(ran.stdout, command)
