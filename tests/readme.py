@@ -1,4 +1,7 @@
-"""The README as data for its tests: fenced blocks (with their info strings) and inline code spans."""
+"""The README and docs/*.md as data for their tests: fenced blocks (with their info strings) and inline code spans.
+
+Every check that holds the documentation to the code reads `documents()`: a claim moved from README.md into docs/
+is checked where it now lives."""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 RUNNABLE = "sh runnable"  # the info string of a block CI runs (GitHub renders it as sh)
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
@@ -19,6 +24,17 @@ class Block:
     info: str
     text: str
     line: int
+
+
+def documents() -> list[tuple[str, str]]:
+    """(name relative to the repository, text) of README.md and every docs/*.md, README first."""
+    paths = [README, *sorted(DOCS.glob("*.md"))]
+    return [(path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8")) for path in paths]
+
+
+def all_text() -> str:
+    """Every document's text, lines joined (claims wrap), for the checks that look for a sentence anywhere."""
+    return " ".join(" ".join(text.split()) for _, text in documents())
 
 
 def blocks(text: str) -> list[Block]:

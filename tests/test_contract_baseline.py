@@ -7,7 +7,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from gitrepos import run_kpatch
+from fake_github import fake_github
+from gitrepos import Project, git, run_kpatch
+from nightly_world import make_world
 
 from kpatch.config import load
 from kpatch.errors import ConfigError, ExitCode
@@ -77,6 +79,43 @@ def test_the_baseline_accepts_todays_findings_and_verify_then_fails_only_on_new_
     assert stale.exit_code == 0
     (warned,) = [c for c in json.loads(stale.stdout)["result"]["checks"] if c["status"] == "warn"]
     assert warned["detail"] == "1 accepted finding(s) no longer reported, e.g. _C.gather_cache in app/gather.py::gather"
+
+
+GATHER = "import torch\n\n\ndef gather(x):\n    return torch.ops._C.gather_cache(x)\n"
+SCATTER = "import torch\n\n\ndef scatter(x):\n    return torch.ops._C.scatter_cache(x)\n"
+ACCEPT_GATHER = ('version = 1\n\n[[accepted]]\npair = "kernels -> app"\nop = "_C.gather_cache"\nkind = "undefined"\n'
+                 'function = "app/gather.py::gather"\nreason = "gather runs on CUDA only"\n')
+
+
+def test_a_night_counts_and_lists_accepted_findings_and_build_wheels_fails_only_on_a_new_one(
+        project: Project, tmp_path: Path) -> None:
+    """The nightly against upstream heads: a finding the baseline accepts is counted and listed in report.md and
+    report.json, and the night passes. Then a new finding: build-wheels' contract gate (which runs before any
+    build, as verify does at the night's verify stage) fails naming only the new one."""
+    with fake_github() as fake:
+        world = make_world(project, tmp_path / "cache", fake)
+        world.move("app", {"app/gather.py": GATHER}, "Gather the cache")
+        (world.root / "verify-baseline.toml").write_text(ACCEPT_GATHER)
+        git(world.root, "add", "verify-baseline.toml")
+        git(world.root, "commit", "--quiet", "-m", "Accept the gather gap")
+        passed, report = world.night("--backend", "local", "--dry-run")
+        assert passed.exit_code == 0, passed.output
+        assert report["contract"][0].startswith("kernels -> app (libraries _C, _C_cache_ops): 0 new finding(s), "
+                                                "1 accepted (the verify baseline); ")
+        assert report["accepted"] == [{"pair": "kernels -> app", "op": "_C.gather_cache", "kind": "undefined",
+                                       "function": "app/gather.py::gather", "site": "app/gather.py:5",
+                                       "reason": "gather runs on CUDA only"}]
+        markdown = (world.root / "reports" / "nightly" / "report.md").read_text()
+        assert "Accepted op-contract findings (1, the verify baseline; not failures):" in markdown
+        assert "- `kernels -> app`: `_C.gather_cache` (undefined) in `app/gather.py::gather` at `app/gather.py:5`: " \
+               "gather runs on CUDA only" in markdown
+
+        (world.root / "work" / "app" / "app" / "scatter.py").write_text(SCATTER)
+        gated = world.kpatch("build-wheels", "--backend", "local")
+        assert gated.exit_code == ExitCode.CONFLICT, gated.output
+        assert "op contract kernels -> app: _C.scatter_cache (not defined by the kernels) called from " \
+               "app/scatter.py:5;" in " ".join(gated.output.split())
+        assert "gather_cache" not in gated.output
 
 
 def test_ops_the_stacks_add_or_call_are_never_accepted(tmp_path: Path) -> None:

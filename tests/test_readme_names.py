@@ -1,10 +1,10 @@
-"""The README names only commands and options that exist in `kpatch --help` (the runnable blocks run elsewhere:
-tests/docker/test_readme.py)."""
+"""The README and docs/ name only commands and options that exist in `kpatch --help` (the runnable blocks run
+elsewhere: tests/docker/test_readme.py)."""
 
 from __future__ import annotations
 
 import pytest
-from readme import README, RUNNABLE, blocks, invocations, spans
+from readme import README, RUNNABLE, blocks, documents, invocations, spans
 
 from kpatch.cli import all_commands
 
@@ -31,10 +31,11 @@ def _options(name: str) -> set[str]:
     return {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)} | {"-h", "--help"}
 
 
-def test_every_kpatch_command_and_its_options_in_the_readme_exist() -> None:
-    text = README.read_text(encoding="utf-8")
-    pieces = [(b.text, f"README.md:{b.line}") for b in blocks(text) if b.info in ("sh", RUNNABLE)]
-    pieces += [(span, f"`{span}`") for span in spans(text)]
+def test_every_kpatch_command_and_its_options_in_the_docs_exist() -> None:
+    pieces = []
+    for name, text in documents():
+        pieces += [(b.text, f"{name}:{b.line}") for b in blocks(text) if b.info in ("sh", RUNNABLE)]
+        pieces += [(span, f"{name}: `{span}`") for span in spans(text)]
     checked = 0
     for code, where in pieces:
         for call in invocations(code, where):
@@ -47,17 +48,17 @@ def test_every_kpatch_command_and_its_options_in_the_readme_exist() -> None:
             unknown = set(call.options) - _options(call.command)
             assert not unknown, f"{where}: kpatch {call.command} has no {sorted(unknown)}"
             checked += 1
-    assert checked > 30  # the parser found the README's commands (a broken parser would pass vacuously)
+    assert checked > 30  # the parser found the documents' commands (a broken parser would pass vacuously)
 
 
-def test_every_option_the_readme_names_alone_belongs_to_a_command() -> None:
+def test_every_option_the_docs_name_alone_belongs_to_a_command() -> None:
     known = {opt for name in COMMANDS for opt in _options(name)}
     pending: set[str] = set().union(*(opts for name, opts in PENDING.items() if name not in COMMANDS))
-    named = {span.split()[0].split("=")[0] for span in spans(README.read_text(encoding="utf-8"))
+    named = {span.split()[0].split("=")[0] for _, text in documents() for span in spans(text)
              if span.startswith("-")}
     assert "--discard" in named and "--fsck" in named
     unknown = named - known - pending - set(FOREIGN)
-    assert not unknown, f"the README names options no kpatch command has: {sorted(unknown)}"
+    assert not unknown, f"the documents name options no kpatch command has: {sorted(unknown)}"
 
 
 README_MAIN_COMMAND = ("python3 -m venv --without-pip .venv && python3 -m pip --python .venv/bin/python install . && "
@@ -69,4 +70,4 @@ def test_the_readme_has_runnable_blocks_and_the_two_set_up_commands() -> None:
     found = blocks(text)
     assert [b.text.strip() for b in found if b.info == "sh"][:2] == [README_MAIN_COMMAND,
                                                                     "scripts/test"]
-    assert sum(b.info == RUNNABLE for b in found) >= 8
+    assert sum(b.info == RUNNABLE for _, text in documents() for b in blocks(text)) >= 8

@@ -15,8 +15,9 @@ from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
-_UPSTREAM_KEYS = {"name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test"}
-_REQUIRED = ("name", "url", "branch", "base", "patches")
+TOP_KEYS = ("version", "upstream", "github", "set", "verify")  # the keys of the file itself
+UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test")
+REQUIRED = ("name", "url", "branch", "base", "patches")  # of an [[upstream]]
 
 
 def find_config(start: Path) -> Path:
@@ -49,7 +50,7 @@ def load(path: Path) -> Stack:
     lines = text.splitlines()
     headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
-        if key not in ("version", "upstream", "github", "set", "verify"):
+        if key not in TOP_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
@@ -80,9 +81,9 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: [[upstream]] must be a table")
     for key in table:
-        if key not in _UPSTREAM_KEYS:
+        if key not in UPSTREAM_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [[upstream]]")
-    for key in _REQUIRED:
+    for key in REQUIRED:
         if key not in table:
             raise ConfigError(f"{where}: [[upstream]] is missing {key!r}")
         if not isinstance(table[key], str) or not table[key].strip():

@@ -12,8 +12,13 @@ from kpatch.config.model import DEFAULT_BUILD_TIMEOUT, DEFAULT_TEST_TIMEOUT, DEV
 from kpatch.errors import ConfigError
 from kpatch.forge.github.names import Repository, parse_repository
 
-_BUILD_KEYS = {"command", "env", "pin-files", "timeout"}
-_TEST_KEYS = {"command", "junit", "paths", "requires", "devices", "env", "timeout"}
+# The keys each table takes (kpatch/config/schema.py describes each one; the JSON Schema is made from these).
+BUILD_KEYS = ("command", "env", "pin-files", "timeout")
+TEST_KEYS = ("command", "junit", "paths", "requires", "devices", "env", "timeout")
+GITHUB_KEYS = ("repository",)
+SET_KEYS = ("torch",)
+VERIFY_KEYS = ("cuda-only", "baseline")
+CUDA_ONLY_KEYS = ("op", "module", "why")
 
 
 def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> Build | None:
@@ -25,7 +30,7 @@ def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[
     if not isinstance(build, dict):
         raise ConfigError(f"{where}: 'build' must be a table")
     for key in build:
-        if key not in _BUILD_KEYS:
+        if key not in BUILD_KEYS:
             raise ConfigError(f"{where}: unknown key {key!r} in [upstream.build]")
     if not isinstance(build.get("command"), str) or not build["command"].strip():
         raise ConfigError(f"{where}: [upstream.build] needs a non-empty 'command'")
@@ -63,7 +68,7 @@ def github_table(path: Path, lines: list[str], table: Any) -> Repository | None:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'github')}: 'github' must be a table")
     for key in table:
-        if key != "repository":
+        if key not in GITHUB_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [github]")
     value = table.get("repository")
     repository = parse_repository(value) if isinstance(value, str) else None
@@ -82,7 +87,7 @@ def set_torch(path: Path, lines: list[str], table: Any) -> str | None:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}:{start}: 'set' must be a table")
     for key in table:
-        if key != "torch":
+        if key not in SET_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [set]")
     value = table.get("torch")
     if value is None:
@@ -112,7 +117,7 @@ def test_table(path: Path, lines: list[str], start: int, end: int, table: dict[s
         return ConfigError(f"{path}:{key_line(lines, line, end, key)}: [upstream.test] {message}")
 
     for key in suite:
-        if key not in _TEST_KEYS:
+        if key not in TEST_KEYS:
             raise fail(key, f"has unknown key {key!r}")
     if not isinstance(suite.get("command"), str) or not suite["command"].strip():
         raise fail("command", "needs a non-empty 'command'")
@@ -151,7 +156,7 @@ def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]
     if not isinstance(verify, dict):
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'verify')}: 'verify' must be a table")
     for key in verify:
-        if key not in ("cuda-only", "baseline"):
+        if key not in VERIFY_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]")
     entries = verify.get("cuda-only", [])
     where = f"{path}:{key_line(lines, start, len(lines) + 1, 'cuda-only')}"
@@ -164,7 +169,7 @@ def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]
         named = entry.get("op", entry.get("module"))
         line = value_line(lines, start, named) if isinstance(named, str) else start
         for key in entry:
-            if key not in ("op", "module", "why"):
+            if key not in CUDA_ONLY_KEYS:
                 raise ConfigError(f"{path}:{line}: unknown key {key!r} in a 'cuda-only' entry")
         if ("op" in entry) == ("module" in entry):
             raise ConfigError(f"{path}:{line}: a 'cuda-only' entry names exactly one of 'op' or 'module'")

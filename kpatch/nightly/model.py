@@ -117,6 +117,18 @@ class Suite:
 
 
 @dataclass(frozen=True)
+class AcceptedFinding:
+    """An op-contract finding the verify baseline accepts: reported, not a failure."""
+
+    pair: str  # "kernels -> app"
+    op: str  # "ns.op"
+    kind: str  # "undefined", "no-xpu-kernel" or "unbound"
+    function: str  # "file::Class.method"
+    site: str  # file:line today
+    reason: str  # why a person accepted it (verify-baseline.toml)
+
+
+@dataclass(frozen=True)
 class Failure:
     """Why the night failed, and what a person does next."""
 
@@ -160,6 +172,7 @@ class Report:
     containers: int = 0  # build containers started
     checks: tuple[Check, ...] = ()
     contract: tuple[str, ...] = ()  # the op contract per pair: what was counted, then each problem
+    accepted: tuple[AcceptedFinding, ...] = ()  # contract findings the verify baseline accepts (not failures)
     suites: tuple[Suite, ...] = ()
     notes: tuple[str, ...] = ()  # things a person should know that are not failures (GitHub not asked, ...)
     failure: Failure | None = None

@@ -123,6 +123,10 @@ def _checks(report: Report) -> list[str]:
          for c in report.checks])
     if report.contract:
         lines += ["", "Op contract:", "", *(f"- {_text(line)}" for line in report.contract)]
+    if report.accepted:
+        lines += ["", f"Accepted op-contract findings ({len(report.accepted)}, the verify baseline; not failures):",
+                  "", *(f"- {_code(a.pair)}: {_code(a.op)} ({_text(a.kind)}) in {_code(a.function)} at "
+                        f"{_code(a.site)}: {_text(a.reason)}" for a in report.accepted)]
     return lines
 
 

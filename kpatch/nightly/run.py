@@ -218,7 +218,7 @@ def _report(ui: UI, started: str, runs: list[StageRun], outcome: Outcome, found:
                   moves=tuple(found.moves), patches=tuple(found.patches), flags=tuple(found.flags),
                   wheels=tuple(found.wheels), lock=str(found.lock) if found.lock else None,
                   containers=found.containers, checks=tuple(found.checks), contract=tuple(found.contract),
-                  suites=tuple(found.suites),
+                  accepted=tuple(found.accepted),                   suites=tuple(found.suites),
                   notes=tuple(found.notes), failure=failure, dry_run=tgt.dry_run)
 
 

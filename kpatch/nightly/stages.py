@@ -6,13 +6,13 @@ fails raises (a KpatchError with its exit code) or returns a non-zero code with 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kpatch.errors import ExitCode
-from kpatch.nightly.model import Failure, Flag, Move, PatchLine, Stage, Suite, Wheel
+from kpatch.nightly.model import AcceptedFinding, Failure, Flag, Move, PatchLine, Stage, Suite, Wheel
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 from kpatch.verify.model import Check, Status
@@ -49,6 +49,7 @@ class Findings:
     containers: int = 0
     checks: list[Check] = field(default_factory=list)
     contract: list[str] = field(default_factory=list)
+    accepted: list[AcceptedFinding] = field(default_factory=list)
     suites: list[Suite] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failure: Failure | None = None
@@ -156,6 +157,8 @@ def verify(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str
     found.checks = list(result.checks)
     found.contract = [line for c in result.contracts if c.report is not None
                       for line in contract_lines(c.kernels, c.app, c.report)]
+    found.accepted = accepted_findings(ws, [(f"{c.kernels} -> {c.app}", c.report) for c in result.contracts
+                                            if c.report is not None])
     failed = [c for c in result.checks if c.status is Status.FAIL]
     if failed:
         first = failed[0]
@@ -166,10 +169,24 @@ def verify(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str
     return 0, f"{sum(c.status is Status.PASS for c in result.checks)} check(s) passed"
 
 
+def accepted_findings(ws: Workspace, reports: Sequence[tuple[str, ContractReport]]) -> list[AcceptedFinding]:
+    """The findings the baseline accepted in each pair's report, with the reason written for each."""
+    from kpatch.verify import baseline
+
+    reasons = {a.fingerprint: a.reason for a in baseline.read(baseline.path_of(ws.stack))}
+    return [AcceptedFinding(pair=pair, op=f.op, kind=f.kind, function=f.function, site=f"{f.site.file}:{f.site.line}",
+                            reason=reasons.get((pair, *f.fingerprint), ""))
+            for pair, report in reports for f in report.accepted]
+
+
 def contract_lines(kernels: str, app: str, report: ContractReport) -> list[str]:
-    """The op contract of one pair for the report: what was checked and counted, then each problem."""
+    """The op contract of one pair for the report: its new and accepted findings, what was checked and counted,
+    then each problem (accepted findings are listed apart, see accepted_findings)."""
+    from kpatch.verify.contract import findings
+
     breaking = [m for m in report.mismatches if m.breaking]
-    lines = [f"{kernels} -> {app} (libraries {', '.join(report.namespaces)}): "
+    lines = [f"{kernels} -> {app} (libraries {', '.join(report.namespaces)}): {len(findings(report))} new "
+             f"finding(s), {len(report.accepted)} accepted (the verify baseline); "
              f"{sum(len(g.ops) for g in report.missing)} op(s) not served on XPU, {len(breaking)} breaking schema "
              f"difference(s), {len(report.unbound)} call(s) that do not bind; not counted: {len(report.cuda_only)} "
              f"listed cuda-only, {len(report.other_backends)} only in {app}'s CPU/ROCm builds, "

@@ -1,5 +1,5 @@
 """The CLI says what is true: usage hints, counts and articles, tables without trailing spaces, colour when asked,
-the environment variables the README documents, and the commit of a checkout in --version."""
+the environment variables the docs document, and the commit of a checkout in --version."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from readme import all_text
 
 from kpatch.cli import all_commands, main
 from kpatch.commands import doctor as doctor_command
@@ -21,7 +22,6 @@ from kpatch.gitx.checkout import git_dir, head_commit
 from kpatch.output.ui import UI, article, count, styled_columns
 from kpatch.project.state import Culprit
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
@@ -95,8 +95,8 @@ def test_force_color_colours_a_pipe_and_no_color_wins(monkeypatch: pytest.Monkey
 
 
 def _environment_table() -> dict[str, str]:
-    """Every `KPATCH_X` the README says sets an option where the option is not given: {option: variable}."""
-    text = " ".join(README.read_text(encoding="utf-8").split())
+    """Every `KPATCH_X` the README or docs/ say sets an option where the option is not given: {option: variable}."""
+    text = all_text()
     found = {option: var for var, option in re.findall(r"`(KPATCH_[A-Z_]+)` where `(--[a-z-]+)`", text)}
     found.update({option: var for option, var in re.findall(r"`(--[a-z-]+)` \([^)]*?default `\$(KPATCH_[A-Z_]+)`",
                                                             text)})

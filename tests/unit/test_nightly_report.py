@@ -11,7 +11,19 @@ import pytest
 
 from kpatch.forge.github import Action, Kind, Outcome, Result
 from kpatch.nightly import render
-from kpatch.nightly.model import Failure, Flag, Move, PatchLine, Report, Stage, StageRun, StageStatus, Suite, Wheel
+from kpatch.nightly.model import (
+    AcceptedFinding,
+    Failure,
+    Flag,
+    Move,
+    PatchLine,
+    Report,
+    Stage,
+    StageRun,
+    StageStatus,
+    Suite,
+    Wheel,
+)
 from kpatch.nightly.model import Outcome as Night
 from kpatch.nightly.publish import _repository_in, carries_credential
 from kpatch.project.state import Culprit
@@ -42,6 +54,8 @@ def _failed_night() -> Report:
         wheels=(Wheel("kernels", "k-1.0+kpatch.1-cp38-abi3-linux_x86_64.whl", "1.0+kpatch.1", "f" * 64, False,
                       "2.14.0+xpu"),),
         lock="/p/dist/pylock.toml", checks=(Check("contract", "kernels -> app", Status.PASS, "every op served"),),
+        accepted=(AcceptedFinding("kernels -> app", "_C.gather_cache", "undefined", "app/gather.py::gather",
+                                  "app/gather.py:5", "gather runs on CUDA only"),),
         suites=(Suite("kernels", "failed", "1 failed, 0 error(s)", 5, 1, 0, 0, ("tests.t::test_rope[2]: boom",),
                       ("tests.t::test_rope[2]",), (), True, None, 1.5),),
         failure=Failure(Stage.TEST, 1, "test: kernels: 1 failed, 0 error(s)", ("look at reports/",),
@@ -57,7 +71,8 @@ def test_markdown_and_json_carry_the_same_facts(tmp_path: Path) -> None:
     facts = [CULPRIT.sha, CULPRIT.author, "app/x.py:12", "o/k#592", "merged upstream, not yet in the base: drop "
              "after the next bump", "tests.t::test_rope[2]", "k-1.0+kpatch.1-cp38-abi3-linux_x86_64.whl",
              "2.14.0+xpu", "/p/dist/pylock.toml", "every op served", "look at reports/", "E   assert 1 == 2",
-             "opened issue #4", "7.8 s", "d" * 40]
+             "opened issue #4", "7.8 s", "d" * 40, "_C.gather_cache", "app/gather.py::gather",
+             "gather runs on CUDA only"]
     text = json.dumps(data)
     in_markdown = {CULPRIT.author: "Up Stream &lt;up@example.invalid&gt;"}  # HTML escaped there, not in JSON
     assert [f for f in facts if in_markdown.get(f, f) not in md] == []

@@ -341,3 +341,273 @@ def test_a_class_named_in_a_registry_string_is_reached_though_the_code_naming_it
         """})
     assert got["concat_q"].reached  # the registry names SparseBackend
     assert not got["dense_q"].reached and "is_rocm()" in got["dense_q"].why
+
+
+def test_torch_cuda_state_checks_are_false_on_xpu_but_the_same_check_of_torch_xpu_is_not(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/gemm.py": """
+        import torch
+
+        def project(x):
+            if x.stride(0) == 1 and torch.cuda.is_current_stream_capturing():
+                torch.ops._C.fused_a_gemm(x)
+            if torch.xpu.is_current_stream_capturing():
+                torch.ops._C.xpu_graph_gemm(x)
+        """, "app/use.py": "from app.gemm import project\n\ndef run(x):\n    project(x)\n"})
+    assert not got["fused_a_gemm"].reached
+    assert "torch.cuda.is_current_stream_capturing()" in got["fused_a_gemm"].why
+    assert got["xpu_graph_gemm"].reached
+
+
+ROPE = """
+    import torch
+
+    def rope(q, head_size, offset=0, inverse=False):
+        if offset == 0 and not inverse:
+            torch.ops._C.rope(q, head_size)
+        else:
+            torch.ops._C.rope_offset(q, head_size, offset, inverse)
+    """
+
+
+def test_a_branch_on_a_parameter_is_reached_only_through_calls_that_can_take_it(tmp_path: Path) -> None:
+    """Every call passes the defaults (or constants that keep them): the 4-argument form never runs."""
+    got = reach_of(tmp_path, {"app/ops.py": ROPE, "app/use.py": """
+        from app import ops
+
+        def run(q):
+            ops.rope(q, 64)
+            ops.rope(q, 64, 0, inverse=False)
+        """})
+    assert got["rope"].reached
+    assert not got["rope_offset"].reached
+    why = got["rope_offset"].why
+    assert why.startswith("app/ops.py:5: only if `offset == 0 and") and "is false, which no call of rope passes" in why
+    assert "app/use.py:" in why and "+1 more" in why
+
+
+def test_a_branch_on_a_parameter_is_reached_when_a_call_xpu_runs_passes_an_unknown_value(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/ops.py": ROPE, "app/use.py": """
+        from app.ops import rope
+
+        def run(q):
+            rope(q, 64)
+
+        def run_offset(q, inverse):
+            rope(q, 64, offset=q.size(-1) - 64, inverse=inverse)
+        """})
+    assert got["rope_offset"].reached and "app/use.py:8" in got["rope_offset"].why
+
+
+def test_a_branch_on_a_parameter_is_not_reached_when_the_only_call_passing_it_is_a_cuda_forward(
+        tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/ops.py": ROPE, "app/custom_op.py": """
+        class CustomOp:
+            def forward_xpu(self, *args):
+                return self.forward_native(*args)
+        """, "app/layer.py": """
+        from app import ops
+        from app.custom_op import CustomOp
+
+        class ScalingRope(CustomOp):
+            def forward_native(self, q):
+                ops.rope(q, 64)
+
+            def forward_cuda(self, q):
+                ops.rope(q, 64, offset=q.size(-1) - 64)
+        """, "app/model.py": "from app.layer import ScalingRope\n\nLAYER = ScalingRope()\n"})
+    assert got["rope"].reached
+    assert not got["rope_offset"].reached and "does not call forward_cuda" in got["rope_offset"].why
+
+
+TOPK = PLATFORM + """
+    import torch
+
+    class Topk:
+        def __init__(self, backend):
+            self._backend = backend
+            self._is_cuda = current_platform.is_cuda()
+
+        def _cooperative_constraints(self, rows):
+            failures = []
+            if not self._is_cuda:
+                failures.append("requires CUDA")
+            if rows > 64:
+                failures.append("too many rows")
+            return failures
+
+        def _auto(self, rows):
+            if not self._cooperative_constraints(rows):
+                return "cooperative"
+            if self._is_cuda:
+                return "persistent"
+            return "per_row"
+
+        def resolve(self, rows):
+            if self._backend == "auto":
+                return self._auto(rows)
+            failures = []
+            if self._backend == "cooperative":
+                failures = self._cooperative_constraints(rows)
+            elif self._backend == "persistent":
+                if not self._is_cuda:
+                    failures.append("requires CUDA")
+            if failures:
+                raise RuntimeError("; ".join(failures))
+            return self._backend
+
+        def forward(self, x):
+            backend = self.resolve(x.shape[0])
+            if backend == "cooperative":
+                torch.ops._C.cooperative_topk(x)
+            elif backend == "persistent":
+                torch.ops._C.persistent_topk(x)
+            elif backend == "per_row":
+                torch.ops._C.per_row_topk(x)
+            elif backend == "radix":
+                torch.ops._C.radix_topk(x)
+    """
+
+
+def test_a_backend_chosen_by_name_is_not_reached_when_every_way_to_choose_it_fails_on_xpu(tmp_path: Path) -> None:
+    """`cooperative`: the auto chain needs an empty list of failures a platform check always fills; chosen by
+    name, the same failures raise first. `per_row` is returned on XPU; `radix` may be configured by name and
+    nothing stops it."""
+    got = reach_of(tmp_path, {"app/topk.py": TOPK, "app/use.py": "from app.topk import Topk\n\nTOPK = Topk('auto')\n"})
+    assert not got["cooperative_topk"].reached and "backend == 'cooperative'" in got["cooperative_topk"].why
+    assert "app/topk.py:25: resolve never returns 'cooperative' on XPU" in got["cooperative_topk"].why
+    assert not got["persistent_topk"].reached
+    assert got["per_row_topk"].reached
+    assert got["radix_topk"].reached
+
+
+def test_a_list_of_failures_passed_to_a_helper_is_not_known_empty_or_full(tmp_path: Path) -> None:
+    """`_settle(failures)` may empty the list a platform check filled: cooperative may be chosen again."""
+    source = TOPK.replace("""            if rows > 64:
+                failures.append("too many rows")
+            return failures""", """            _settle(failures)
+            return failures""")
+    assert source != TOPK
+    got = reach_of(tmp_path, {"app/topk.py": source + "\n\n    def _settle(failures):\n        failures.clear()\n",
+                              "app/use.py": "from app.topk import Topk\n\nT = Topk('auto')\n"})
+    assert got["cooperative_topk"].reached
+
+
+def test_a_backend_name_a_platform_check_does_not_stop_stays_reached(tmp_path: Path) -> None:
+    """The same selection with the CUDA requirement gone from `persistent`: it can be chosen by name on XPU."""
+    source = TOPK.replace("""            elif self._backend == "persistent":
+                if not self._is_cuda:
+                    failures.append("requires CUDA")
+""", "")
+    assert source != TOPK
+    got = reach_of(tmp_path, {"app/topk.py": source, "app/use.py": "from app.topk import Topk\n\nT = Topk('auto')\n"})
+    assert not got["cooperative_topk"].reached
+    assert got["persistent_topk"].reached
+
+
+def test_a_kernel_listed_only_under_another_platform_in_a_platform_keyed_table_is_not_reached(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/kernels.py": """
+        import torch
+
+        class CPUKernel:
+            def apply(self, x):
+                torch.ops._C.onednn_quant(x)
+
+        class TritonKernel:
+            def apply(self, x):
+                torch.ops._C.triton_helper(x)
+
+        class SharedKernel:
+            def apply(self, x):
+                torch.ops._C.shared_helper(x)
+        """, "app/choose.py": """
+        from app.kernels import CPUKernel, SharedKernel, TritonKernel
+        from app.platforms import PlatformEnum, current_platform
+
+        KERNELS = {
+            PlatformEnum.CPU: [CPUKernel, SharedKernel],
+            PlatformEnum.XPU: [TritonKernel, SharedKernel],
+        }
+
+        def choose():
+            return KERNELS[current_platform._enum]
+        """})
+    assert not got["onednn_quant"].reached
+    assert "app/choose.py:6: listed only under PlatformEnum.CPU in a table keyed by platform" in got["onednn_quant"].why
+    assert got["triton_helper"].reached and got["shared_helper"].reached
+
+
+def test_a_backend_stored_at_init_that_is_always_the_fallback_on_xpu_keeps_the_fused_path_off_it(
+        tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/kda.py": PLATFORM + """
+        import torch
+
+        def fused_supported(heads):
+            if heads not in (12, 24) or not hasattr(torch.ops._C, "fused_decode"):
+                return False
+            return current_platform.is_device_capability(90)
+
+        def resolve_decode_backend(backend, heads):
+            if backend == "triton":
+                return "triton"
+            native = fused_supported(heads)
+            if native and backend in ("auto", "native"):
+                return "native"
+            if backend == "native":
+                raise RuntimeError("native decode needs CUDA")
+            return "triton"
+
+        def resolve_prefill_backend(backend):
+            return backend
+
+        class Attention:
+            def __init__(self, backend, heads):
+                self.decode_backend = resolve_decode_backend(backend, heads)
+                self.prefill_backend = resolve_prefill_backend(backend)
+
+            def forward(self, x):
+                if self.decode_backend != "triton":
+                    torch.ops._C.fused_decode(x)
+                if self.prefill_backend != "triton":
+                    torch.ops._C.fused_prefill(x)
+        """, "app/model.py": "from app.kda import Attention\n\nLAYER = Attention('auto', 12)\n"})
+    assert not got["fused_decode"].reached
+    assert "resolve_decode_backend returns only 'triton' on XPU" in got["fused_decode"].why
+    assert got["fused_prefill"].reached
+
+
+KIMI = {"app/models/k/__init__.py": PLATFORM + """
+        if current_platform.is_rocm():
+            from .amd.model import K3Model
+
+            ENTRY = K3Model
+        elif current_platform.is_xpu():
+            from .amd.linear import LinearModel
+
+        __all__ = ["LinearModel"]
+        """, "app/models/k/amd/model.py": """
+        from app.models.k.amd.linear import LinearModel
+
+        class K3Model:
+            def build(self):
+                return LinearModel()
+        """, "app/models/k/amd/linear.py": """
+        import torch
+
+        class LinearModel:
+            def forward(self, x):
+                torch.ops._C.kda_decode(x)
+        """}
+
+
+@pytest.mark.parametrize(("registry", "reached"), [
+    ('MODELS = {"LinearModel": ("app.models.k", "LinearModel")}\n', True),
+    ('MODELS = {"LinearModel": ("app.models.other", "LinearModel")}\n', False),
+])
+def test_a_class_a_registry_imports_by_name_from_a_package_that_re_exports_it_on_xpu_is_reached(
+        tmp_path: Path, registry: str, reached: bool) -> None:
+    """vLLM's registry names ("vllm.models.kimi_k3", "KimiLinearForCausalLM"); the package imports that class
+    under is_xpu(). Its other use (under is_rocm) does not count; a registry naming another package does not either."""
+    got = reach_of(tmp_path, {**KIMI, "app/registry.py": registry})
+    assert got["kda_decode"].reached is reached
+    if not reached:
+        assert "current_platform.is_rocm()" in got["kda_decode"].why

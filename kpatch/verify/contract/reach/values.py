@@ -1,0 +1,326 @@
+"""Guards and values on XPU: the branches, early returns and boolean operators around a node, and the truth of
+a test when the platform alone decides it (platform predicates, tensor-device flags, device names, capability,
+hasattr probes of ops the kernels do not define, flags and predicate functions derived from them)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from kpatch.verify.contract.reach import flow
+from kpatch.verify.contract.reach.index import Index
+from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
+from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
+
+# Platform predicates that are false on XPU; `is_xpu` is the one that is true.
+NON_XPU = frozenset({"is_cuda", "is_rocm", "is_cpu", "is_tpu", "is_cuda_alike", "is_out_of_tree",
+                     "has_device_capability", "is_device_capability", "is_device_capability_family"})
+_NON_XPU_PREFIXES = ("on_gfx",)  # ROCm architecture checks
+# torch.cuda's state, false on a machine whose torch drives an XPU (no CUDA device, no CUDA stream to capture)
+TORCH_CUDA_FALSE = frozenset({"is_available", "is_initialized", "is_current_stream_capturing"})
+_DEVICE_NAMES = {"xpu": True, "cuda": False, "rocm": False, "hip": False, "tpu": False, "cpu": False}
+
+
+class Values(Index):
+    """The truth of tests on XPU, and the guards that keep a node off it (memoized)."""
+
+    def __init__(self, root: Path, files: list[Path], defined: Callable[[str, str], bool]) -> None:
+        super().__init__(root, files, defined)
+        self._values: dict[int, Value] = {}
+        self._guards: dict[tuple[int, int], str] = {}
+        self._known: dict[int, Value] = {}  # id(expression) -> its value on XPU
+        self._because: dict[int, str] = {}  # id(expression) -> why it has its value, when that takes a line
+
+    # ---- guards ---------------------------------------------------------------------------------------------
+
+    def guard(self, mod: Module, node: ast.AST, stop: ast.AST | None = None, depth: int = 0) -> str:
+        """Why node never runs on XPU, from the branches and early returns around it (up to `stop`), or ""."""
+        key = (id(node), id(stop))
+        if key not in self._guards:
+            self._guards[key] = ""  # while it is being worked out (a flag that guards its own assignment)
+            self._guards[key] = self._guard(mod, node, stop, depth)
+        return self._guards[key]
+
+    def _guard(self, mod: Module, node: ast.AST, stop: ast.AST | None, depth: int) -> str:
+        child = node
+        parent = mod.parents.get(child)
+        while parent is not None:
+            if isinstance(parent, (ast.If, ast.IfExp)):
+                in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+                in_else = child in parent.orelse if isinstance(parent, ast.If) else child is parent.orelse
+                if in_body or in_else:
+                    value = self.value(mod, parent.test, depth)
+                    if in_body and value is False:
+                        return f"{mod.where(parent)}: only if `{text(parent.test)}`, false on XPU" \
+                               + self._because_of(parent.test)
+                    if in_else and value is True:
+                        return f"{mod.where(parent)}: only if not `{text(parent.test)}`, true on XPU" \
+                               + self._because_of(parent.test)
+            elif isinstance(parent, ast.BoolOp) and child in parent.values:
+                for earlier in parent.values[:parent.values.index(child)]:
+                    value = self.value(mod, earlier, depth)
+                    if value is (not isinstance(parent.op, ast.And)):
+                        continue
+                    if value is not None:
+                        return f"{mod.where(earlier)}: after `{text(earlier)}`, {str(value).lower()} on XPU" \
+                               + self._because_of(earlier)
+            for field in ("body", "orelse", "finalbody"):
+                stmts = getattr(parent, field, None)
+                if isinstance(stmts, list) and child in stmts:
+                    for sibling in stmts[:stmts.index(child)]:
+                        if not isinstance(sibling, ast.If):
+                            continue
+                        value = self.value(mod, sibling.test, depth)
+                        if value is True and terminates(sibling.body):
+                            return f"{mod.where(sibling)}: returns first if `{text(sibling.test)}`, true on XPU"
+                        if value is False and sibling.orelse and terminates(sibling.orelse):
+                            return f"{mod.where(sibling)}: returns first unless `{text(sibling.test)}`, " \
+                                   "false on XPU"
+            if parent is stop:
+                break
+            child, parent = parent, mod.parents.get(parent)
+        return ""
+
+    def _because_of(self, test: ast.expr) -> str:
+        found = next((self._because[id(n)] for n in ast.walk(test) if id(n) in self._because), "")
+        return f" ({found})" if found else ""
+
+    # ---- values on XPU --------------------------------------------------------------------------------------
+
+    def value(self, mod: Module, expr: ast.expr, depth: int = 0) -> Value:
+        """The truth of expr on XPU, when the platform alone decides it."""
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(expr, (ast.Name, ast.Attribute, ast.Call)):
+            if id(expr) not in self._known:
+                self._known[id(expr)] = None  # not known while it is being worked out
+                self._known[id(expr)] = self._value(mod, expr, depth)
+            return self._known[id(expr)]
+        return self._value(mod, expr, depth)
+
+    def _value(self, mod: Module, expr: ast.expr, depth: int) -> Value:
+        if isinstance(expr, ast.Constant):
+            return bool(expr.value) if isinstance(expr.value, (bool, type(None))) else None
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            inner = self.value(mod, expr.operand, depth)
+            return None if inner is None else not inner
+        if isinstance(expr, ast.BoolOp):
+            values = [self.value(mod, v, depth) for v in expr.values]
+            stop = not isinstance(expr.op, ast.And)  # the value that decides an and (False) / an or (True)
+            if stop in values:
+                return stop
+            return (not stop) if all(v is (not stop) for v in values) else None
+        if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
+            return self._compare(mod, expr, depth)
+        if isinstance(expr, ast.Call):
+            return self._call(mod, expr, depth)
+        if isinstance(expr, ast.Attribute):
+            if expr.attr in ("is_cuda", "is_xpu"):
+                return expr.attr == "is_xpu"  # a tensor's own flag
+            if isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
+                return self._attribute_flag(mod, expr, depth)
+            return None
+        if isinstance(expr, ast.Name):
+            if expr.id == "TYPE_CHECKING":
+                return False
+            return self._name_flag(mod, expr, depth)
+        return None
+
+    def _compare(self, mod: Module, expr: ast.Compare, depth: int) -> Value:
+        op, left, right = expr.ops[0], expr.left, expr.comparators[0]
+        if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
+            if self._none_on_xpu(mod, left, depth):
+                return isinstance(op, ast.Is)
+            return None
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            for a, b in ((left, right), (right, left)):
+                if isinstance(b, ast.Constant) and b.value in _DEVICE_NAMES and self._is_device_name(a):
+                    same = _DEVICE_NAMES[str(b.value)]
+                    return same if isinstance(op, ast.Eq) else not same
+            for a, b in ((left, right), (right, left)):
+                if isinstance(b, ast.Constant) and isinstance(b.value, str):
+                    equal = self._is_string(mod, a, b.value, depth)
+                    if equal is not None:
+                        return equal if isinstance(op, ast.Eq) else not equal
+        return None
+
+    def _is_string(self, mod: Module, expr: ast.expr, string: str, depth: int) -> Value:
+        """Whether expr is `string` on XPU, when it is a call, or a local or `self.` attribute assigned only from
+        calls (and literals): a backend or kernel chosen by name (`backend = self.resolve_backend(...)`, then
+        `if backend == "cooperative":`). True: always; False: never; None: not known."""
+        sources = [(mod, expr)] if isinstance(expr, ast.Call) else self._assigned(mod, expr, depth + 1) \
+            if isinstance(expr, ast.Name) else self._attribute_values(mod, expr) \
+            if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
+            and expr.value.id in ("self", "cls") else None
+        if not sources:
+            return None
+        results: set[Value] = set()
+        why = ""
+        for m, value in sources:
+            if isinstance(value, ast.Constant):
+                results.add(value.value == string)
+                continue
+            target = self.resolve_function(m, value.func) if isinstance(value, ast.Call) else None
+            if target is None:
+                return None
+            if flow.always_returns(self, target[0], target[1], string, depth + 1):
+                results.add(True)
+                why = why or f"{target[0].where(target[1])}: {target[1].name} returns only {string!r} on XPU"
+            elif not flow.may_return(self, target[0], target[1], string, depth + 1):
+                results.add(False)
+                why = why or f"{target[0].where(target[1])}: {target[1].name} never returns {string!r} on XPU"
+            else:
+                return None
+        if len(results) != 1:
+            return None
+        self._because[id(expr)] = why
+        return results.pop()
+
+    @staticmethod
+    def _is_device_name(expr: ast.expr) -> bool:
+        """`x.device.type`, `current_platform.device_type`, `device_type`: the name of the device code runs on."""
+        name = expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else ""
+        return name in ("device_type", "device_name") or (name == "type" and isinstance(expr, ast.Attribute)
+                                                         and isinstance(expr.value, ast.Attribute)
+                                                         and expr.value.attr == "device")
+
+    def _none_on_xpu(self, mod: Module, expr: ast.expr, depth: int) -> bool:
+        """`current_platform.get_device_capability()` (None on XPU), directly or through a local name."""
+        if depth > MAX_DEPTH:
+            return False
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+                and expr.func.attr == "get_device_capability":
+            return True
+        if isinstance(expr, ast.Name):
+            values = self._assigned(mod, expr, depth + 1)
+            return bool(values) and all(self._none_on_xpu(m, v, depth + 1) for m, v in values)
+        return False
+
+    def _call(self, mod: Module, expr: ast.Call, depth: int) -> Value:
+        func = expr.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name == "is_xpu":
+            return True
+        if name in NON_XPU or name.startswith(_NON_XPU_PREFIXES):
+            return False
+        if name in TORCH_CUDA_FALSE and isinstance(func, ast.Attribute) and _is_torch_cuda(func.value):
+            return False
+        if name in ("hasattr", "getattr") and len(expr.args) >= 2:
+            ns = expr.args[0]
+            op = expr.args[1]
+            if isinstance(ns, ast.Attribute) and isinstance(ns.value, ast.Attribute) and ns.value.attr == "ops" \
+                    and isinstance(op, ast.Constant) and isinstance(op.value, str):
+                if name == "hasattr":
+                    return self.defined(ns.attr, op.value)
+                if len(expr.args) == 3 and isinstance(expr.args[2], ast.Constant) and expr.args[2].value is None \
+                        and not self.defined(ns.attr, op.value):
+                    return False
+            return None
+        target = self.resolve_function(mod, func)
+        if target is None:
+            return None
+        return self.returns(target[0], target[1], depth + 1)
+
+    def returns(self, mod: Module, func: Scope, depth: int) -> Value:
+        """What func returns on XPU, when every return it reaches there agrees."""
+        if id(func) in self._values:
+            return self._values[id(func)]
+        self._values[id(func)] = None  # recursion: not known
+        seen: set[Value] = set()
+        for node in own_nodes(func):
+            if isinstance(node, ast.Return) and not self.guard(mod, node, func, depth):
+                local = flow.truth_at(self, mod, func, node, node.value.id, depth) \
+                    if isinstance(node.value, ast.Name) else None
+                seen.add(False if node.value is None else local if local is not None
+                         else self.value(mod, node.value, depth))
+            elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+                seen.add(None)
+        if not terminates(func.body):
+            seen.add(False)  # falling off the end returns None
+        result = seen.pop() if len(seen) == 1 else None
+        self._values[id(func)] = result
+        return result
+
+    def _assigned(self, mod: Module, name: ast.Name, depth: int) -> list[tuple[Module, ast.expr]]:
+        """The values assigned to a local (or else module-level) name, where those assignments run on XPU;
+        [] when it is a parameter or bound some other way (a loop, a with, an import, +=)."""
+        if name.id in mod.rebound:
+            return []  # a `global` some function rebinds: its value depends on when it is read
+        scope = mod.enclosing(name)
+        while isinstance(scope, ast.ClassDef):
+            scope = mod.enclosing(scope)
+        if name.id in mod.imports:
+            return []
+        for where in ([scope] if scope is not None else []) + [None]:
+            if where is not None and name.id in {
+                    a.arg for a in (*where.args.args, *where.args.kwonlyargs, *where.args.posonlyargs)}:
+                return []
+            found = []
+            for target in mod.names.get(name.id, []):
+                if not isinstance(target.ctx, ast.Store) or mod.function(target) is not where:
+                    continue
+                node = mod.parents.get(target)
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None \
+                        or (isinstance(node, ast.Assign) and node.targets != [target]):
+                    return []  # a loop, a with, a tuple, +=, a walrus
+                if not self.guard(mod, node, where, depth + 1):
+                    found.append((mod, node.value))
+            if found:
+                return found
+        return []
+
+    def _name_flag(self, mod: Module, name: ast.Name, depth: int) -> Value:
+        values = self._assigned(mod, name, depth + 1)
+        results = {self.value(m, v, depth + 1) for m, v in values}
+        return results.pop() if len(results) == 1 else None
+
+    def _attribute_flag(self, mod: Module, expr: ast.Attribute, depth: int) -> Value:
+        """`self.flag`: the value every assignment in the class gives it (`self.flag = ...` in its methods)."""
+        values = self._attribute_values(mod, expr)
+        if values is None:
+            return None
+        results = {self.value(m, v, depth + 1) for m, v in values}
+        return results.pop() if len(results) == 1 else None
+
+    def _attribute_values(self, mod: Module, expr: ast.Attribute) -> list[tuple[Module, ast.expr]] | None:
+        """The values the class around expr assigns to `self.<attr>` (or its class attribute); None when other
+        code may set it, or an assignment is not a plain one (a tuple target, +=)."""
+        cls, _ = mod.unit(expr)
+        if cls is None or self._set_elsewhere(mod, cls, expr.attr):
+            return None
+        values: list[tuple[Module, ast.expr]] = []
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and t.attr == expr.attr and isinstance(t.value, ast.Name) \
+                            and t.value.id in ("self", "cls"):
+                        if len(targets) != 1:
+                            return None
+                        values.append((mod, node.value))
+                    elif isinstance(t, ast.Name) and t.id == expr.attr and mod.parents.get(node) is cls:
+                        values.append((mod, node.value))
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute) \
+                    and node.target.attr == expr.attr:
+                return None
+        return values
+
+    def _set_elsewhere(self, mod: Module, cls: ast.ClassDef, attr: str) -> bool:
+        """Whether code outside cls may set `.attr` on its objects: `x.attr = ...` anywhere, or `self.attr = ...`
+        in a file that names cls (a subclass may set it)."""
+        other = re.compile(rb"(\w+)\s*\.\s*" + re.escape(attr.encode()) + rb"\s*(?::[^=\n]*)?=(?!=)")
+        for rel in self.mentions(attr):
+            for m in other.finditer(self.data[rel]):
+                if m.group(1) not in (b"self", b"cls"):
+                    return True
+                if rel != mod.rel and cls.name.encode() in self.data[rel]:
+                    return True
+        return False
+
+
+def _is_torch_cuda(expr: ast.expr) -> bool:
+    """`torch.cuda` (or `cuda` imported from torch, as vLLM does not)."""
+    return isinstance(expr, ast.Attribute) and expr.attr == "cuda" and isinstance(expr.value, ast.Name) \
+        and expr.value.id == "torch"
