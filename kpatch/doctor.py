@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
@@ -38,7 +38,7 @@ class Level(Enum):
 @dataclass(frozen=True)
 class Finding:
     area: str
-    level: Level
+    level: Level = field(metadata={"json": "status"})
     detail: str
     fix: str = ""  # the next step (a command to run) when not OK
 

@@ -39,7 +39,8 @@ def kpatch(project: Path, cache: Path, *args: str, env: dict[str, str] | None = 
                           capture_output=True, text=True, env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         sys.exit(f"kpatch {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return time.perf_counter() - started, json.loads(proc.stdout) if "--json" in args else {}
+    data = json.loads(proc.stdout) if "--json" in args else {}
+    return time.perf_counter() - started, data["result"] if "kpatch" in data else data  # older kpatches: bare
 
 
 def kernels_step(cache: Path) -> float:

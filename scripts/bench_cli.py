@@ -49,8 +49,8 @@ from benchlib import (
 # What any click command that reads a TOML file, keeps its models in dataclasses, logs, prints JSON and starts
 # git imports before its own code runs: the floor under every command's fixed cost.
 FLOOR = "import click, dataclasses, json, logging, pathlib, subprocess, tomllib"
-IMPORTS = ("kpatch.cli", "kpatch.commands.apply", "kpatch.printers", "click", "rich.console", "git", "packaging",
-           "kpatch.commands.status", "kpatch.commands.export")
+IMPORTS = ("kpatch.cli", "kpatch.commands.apply", "kpatch.printers", "kpatch.commands._views", "click",
+           "rich.console", "git", "packaging", "kpatch.commands.status", "kpatch.commands.export")
 _IMPORT_LINE = re.compile(r"^import time:\s+\d+ \|\s+(\d+) \|( *)(\S+)$")
 
 
@@ -58,7 +58,8 @@ def import_times(kpatches_: list[Kpatch], reps: int) -> None:
     """Cumulative import time (ms) of IMPORTS in `kpatch apply --help`'s interpreter and the command's imports."""
     code = ("import sys; sys.argv = ['kpatch', 'apply', '--help']\n"
             "import kpatch.cli\nimport kpatch.commands.apply, kpatch.commands.status, kpatch.commands.export\n"
-            "import kpatch.printers")
+            "try:\n    import kpatch.commands._views\nexcept ImportError:  # a kpatch before commands/ held them\n"
+            "    import kpatch.printers")
     print(f"{'module (cumulative ms, median of ' + str(reps) + ')':<40}" + "".join(f"{k.label:>10}" for k in kpatches_))
     found: dict[str, dict[str, list[float]]] = {k.label: {} for k in kpatches_}
     for _ in range(reps):

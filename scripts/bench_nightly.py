@@ -32,7 +32,8 @@ def night(project: Path, cache: Path, base_image: str) -> tuple[float, dict[str,
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"kpatch nightly failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return seconds, json.loads(proc.stdout)
+    report = json.loads(proc.stdout)
+    return seconds, report["result"] if "kpatch" in report else report  # the envelope (older kpatches: bare)
 
 
 def main() -> None:

@@ -72,7 +72,8 @@ class RebaseCase:
         self.reset()
         proc = self.kp.run(self.root, "rebase", "--json", "--cache-dir", str(self.cache))
         payload = json.loads(proc.stdout)
-        return Counter(p["klass"] for s in payload["stacks"] for p in s["patches"])
+        payload = payload["result"] if "kpatch" in payload else payload  # the envelope (older kpatches: bare)
+        return Counter(p.get("class", p.get("klass")) for s in payload["stacks"] for p in s["patches"])
 
 
 def main() -> None:

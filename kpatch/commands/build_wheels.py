@@ -2,97 +2,36 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import __version__, verify
-from kpatch.engine.plan import load_all_series
-from kpatch.errors import ConfigError, WorktreeError
-from kpatch.gitx import Repository
-from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace
-from kpatch.wheels import lock, pipeline
-from kpatch.wheels.compiler_cache import CacheStats
-from kpatch.wheels.publish import publish
+import click
+
+from kpatch.commands._common import Context, checked_base_image, kpatch_command
+from kpatch.commands._views import show_build
 
 
-@dataclass(frozen=True)
-class BuiltWheel:
-    upstream: str
-    filename: str
-    version: str
-    sha256: str
-    cached: bool  # reused from the cache: no container was started for it
-    torch: str | None  # the torch it was built against (None: none)
-    compiler_cache: CacheStats | None = None  # hits and misses of its build's compiler cache (None: none ran)
+@kpatch_command("build-wheels")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
+              help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
+@click.option("--image", metavar="REF", help="Build in this existing image instead of building the Dockerfile.")
+@click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
+              help="BASE_IMAGE for the Dockerfile (default: $KPATCH_BASE_IMAGE, else Intel oneAPI's).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a wheel's build after S seconds (default: its [upstream.build] timeout).")
+def command(ctx: Context, backend: str, image: str | None, base_image: str | None, out: Path | None,
+            timeout: float | None) -> int:
+    """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
+    from kpatch import verify
+    from kpatch.wheels.build import build_wheels
 
-
-@dataclass(frozen=True)
-class BuildResult:
-    wheels: tuple[BuiltWheel, ...]
-    lock: Path
-    image: str
-    image_digest: str
-    containers: int  # build containers the engine created during this run
-    torch: str | None  # kpatch.toml's [set] torch
-
-
-def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base_image: str | None,
-                 out: Path, check_contract: bool = True, timeout: float | None = None) -> BuildResult:
-    """Build the set and write its lock. The op contract between the halves is checked first: a pair that breaks
-    it is never built and no lock is written (the nightly runs `verify` as a stage of its own instead). A build
-    running longer than `timeout` seconds (default: its [upstream.build] timeout) is killed: nothing is cached
-    or written."""
-    started = time.time()
-    inputs = _check_inputs(ws)
-    if check_contract:
-        verify.gate(ws)
-    runner = pipeline.make_backend(backend, ui, ws.stack.root, ws.cache_dir, image=image, base_image=base_image)
-    members = pipeline.build_set(inputs, runner, ui, ws.cache_dir / "wheels", ws.stack.root, ws.stack.torch,
-                                 timeout)
-    tool = runner.toolchain
-    content = lock.Lock(
-        wheels=tuple(lock.LockedWheel(upstream=m.input.upstream.name, package=m.wheel.wheel.package,
-                                      version=str(m.wheel.wheel.version), filename=m.wheel.wheel.path.name,
-                                      sha256=m.wheel.wheel.sha256, size=m.wheel.wheel.path.stat().st_size)
-                     for m in members),
-        upstreams=tuple(_locked(m) for m in members), image=tool.reference, image_digest=tool.digest,
-        base_image=tool.base, base_image_digest=tool.base_digest, kpatch_version=__version__,
-        set_torch=ws.stack.torch)
-    path = publish(out, [m.wheel.wheel.path for m in members], content)
-    wheels = tuple(BuiltWheel(upstream=m.input.upstream.name, filename=m.wheel.wheel.path.name,
-                              version=str(m.wheel.wheel.version), sha256=m.wheel.wheel.sha256, cached=m.cached,
-                              torch=m.wheel.torch, compiler_cache=m.compiler_cache) for m in members)
-    return BuildResult(wheels=wheels, lock=path, image=tool.reference, image_digest=tool.digest,
-                       containers=runner.started_since(started), torch=ws.stack.torch)
-
-
-def _locked(member: pipeline.SetMember) -> lock.LockedUpstream:
-    item, build = member.input, member.input.upstream.build
-    assert build is not None
-    return lock.LockedUpstream(name=item.upstream.name, url=item.upstream.display_url, base=item.base,
-                               commit=item.commit, stack_hash=item.stack_hash, build_key=member.key,
-                               command=build.command, env=dict(build.env), torch=member.wheel.torch)
-
-
-def _check_inputs(ws: Workspace) -> list[pipeline.BuildInput]:
-    """Every upstream applied, clean and buildable."""
-    series = load_all_series(ws.stack)
-    run = ws.refuse_if_busy()
-    inputs = []
-    for upstream in ws.stack.upstreams:
-        worktree = ws.worktree(upstream.name)
-        settled = run.settled.get(upstream.name)
-        if not worktree.exists() or settled is None:
-            raise WorktreeError(f"no applied worktree for {upstream.name} at {worktree}: run 'kpatch apply' first")
-        tree = Repository(worktree)
-        if tree.operation():
-            raise WorktreeError(f"{upstream.name} is not cleanly applied in {worktree}: finish 'kpatch apply' first")
-        if tree.dirty():
-            raise WorktreeError(f"worktree {worktree} has uncommitted changes: commit or discard them before building")
-        if upstream.build is None:
-            raise ConfigError(f"{ws.stack.path}:{upstream.line}: upstream {upstream.name} has no [upstream.build]")
-        inputs.append(pipeline.BuildInput(upstream=upstream, worktree=worktree, base=settled.base,
-                                          commit=tree.head(), stack_hash=series[upstream.name].stack_hash()))
-    return inputs
+    base = checked_base_image(backend, image, base_image)
+    ws = ctx.workspace()
+    result = build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base, gate=verify.gate,
+                          out=out.resolve() if out else ws.stack.root / "dist", timeout=timeout)
+    if ctx.ui.json_mode:
+        ctx.ui.result(result)
+    else:
+        show_build(ctx.ui, result)
+    return 0

@@ -2,38 +2,110 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from kpatch.errors import UsageError
-from kpatch.examples.demo import BackendChoice, DemoResult, OnStep, choose_backend, run_demo
-from kpatch.output.ui import UI, setup_logging
-from kpatch.project.workspace import default_cache_dir
+import click
 
+from kpatch.commands._common import KpatchCommand, make_ui, output_options, start_log
+from kpatch.commands._views import show_apply, show_rebase, show_test, show_verify
+from kpatch.output.ui import UI, columns, escape, to_jsonable
 
-def choose(backend: str, base_image: str | None) -> BackendChoice:
-    """Which backend the demo builds and tests with, and why (docker needs an engine with a local base image)."""
-    if backend == "local" and base_image:
-        raise UsageError("--base-image goes with the docker backend, not --backend local")
-    return choose_backend(backend, base_image)
+if TYPE_CHECKING:
+    from kpatch.examples.demo import DemoResult, Step
 
 
-def demo(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_step: OnStep) -> DemoResult:
-    """Run the demo in `folder` (empty or new; kept) or in a temp folder that is removed unless `keep`."""
-    if folder is not None:
-        folder = folder.resolve()
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-            raise UsageError(f"demo folder {folder} is not empty: give a new or empty --dir")
-        folder.mkdir(parents=True, exist_ok=True)
-        kept = True
+@click.command("demo", cls=KpatchCommand)
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+              help="Build it in this new or empty folder, and keep it (default: a temp folder).")
+@click.option("--keep", is_flag=True, help="Keep the temp folder (default: removed when the demo ends).")
+@click.option("--backend", type=click.Choice(["auto", "docker", "local"]), default="auto", show_default=True,
+              help="auto: the Docker engine if it answers and has a base image, else this host.")
+@click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
+              help="A local image with python3, pip and setuptools to build on (default: $KPATCH_BASE_IMAGE, else "
+              "kpatch-test-base:bookworm, else the oneAPI image, if the engine has one; never pulled).")
+@output_options
+def command(folder: Path | None, keep: bool, backend: str, base_image: str | None, json_mode: bool, quiet: bool,
+            verbose: bool) -> int:
+    """Run the whole pipeline on example upstreams kpatch builds itself, offline: apply, an upstream that moved,
+    rebase (a merged patch dropped, a conflict resolved by a recorded resolution), build-wheels, verify, test."""
+    from kpatch.examples.demo import choose_backend, demo
+    from kpatch.project.workspace import default_cache_dir
+
+    ui = make_ui("demo", json_mode, quiet, verbose)
+    source = click.get_current_context().get_parameter_source("base_image")
+    image = None if backend == "local" and source is click.core.ParameterSource.ENVIRONMENT else base_image
+    choice = choose_backend(backend, image)
+    if not ui.json_mode and not ui.quiet:
+        ui.line(f"[bold]backend:[/] {choice.backend.value} ({choice.why})")
+
+    def on_step(step: Step, result: Any) -> None:
+        if not ui.json_mode and not ui.quiet:  # --quiet: the summary alone
+            show_step(ui, step, result)
+
+    # The log goes to the usual cache, so the path an error names still exists after the demo's folder is removed.
+    start_log(ui, default_cache_dir() / "logs", "demo")
+    result = demo(folder, ui, choice, keep=keep, on_step=on_step)
+    if ui.json_mode:
+        failed = next((s for s in result.steps if not s.ok), None)
+        ui.result({"log": str(ui.log_file) if ui.log_file else None, **to_jsonable(result)},
+                  exit_code=result.exit_code, message=failed and f"demo failed at {failed.name}: {failed.summary}"
+                  or "")
     else:
-        folder, kept = Path(tempfile.mkdtemp(prefix="kpatch-demo-")).resolve(), keep
-    # The log goes to the usual cache, so the path an error names still exists after the folder is removed.
-    ui.log_file = setup_logging(default_cache_dir() / "logs", "demo")
-    ui.note(f"building example upstreams and stacks in {folder}")
-    try:
-        return run_demo(folder, ui, choice, kept=kept, on_step=on_step)
-    finally:
-        if not kept:
-            shutil.rmtree(folder, ignore_errors=True)
+        show(ui, result)
+    return result.exit_code
+
+
+def show_step(ui: UI, step: Step, result: object) -> None:
+    """One demo step as it ends: a header line, then the step's own output as the command prints it."""
+    from kpatch.engine.apply import ApplyResult
+    from kpatch.engine.rebase import RebaseResult
+    from kpatch.examples.moves import UpstreamMove
+    from kpatch.testing.run import TestRun
+    from kpatch.verify.run import VerifyResult
+    from kpatch.wheels.build import BuildResult
+
+    mark = "[green]ok[/]" if step.ok else "[bold red]FAILED[/]"
+    ui.line(f"\n[bold]== {escape(step.name)}[/] {mark} ({step.seconds:.1f} s): {escape(step.summary)}")
+    for line in step.detail:
+        ui.plain(f"  {line}")
+    if isinstance(result, ApplyResult):
+        show_apply(ui, result)
+    elif isinstance(result, tuple) and result and isinstance(result[0], UpstreamMove):
+        for move in result:
+            ui.plain(f"  {move.upstream}: {move.commit[:12]} \"{move.subject}\": {move.effect}")
+    elif isinstance(result, RebaseResult):
+        show_rebase(ui, result, Path("work/.rebase"))
+    elif isinstance(result, BuildResult):
+        for wheel in result.wheels:
+            ui.plain(f"  {wheel.upstream:<8} {'cached' if wheel.cached else 'built':<6} {wheel.filename}")
+    elif isinstance(result, VerifyResult):
+        show_verify(ui, result)
+    elif isinstance(result, TestRun):
+        show_test(ui, result)
+
+
+def show(ui: UI, result: DemoResult) -> None:
+    """What happened, how long each step took, and where the wheels and the lock are (or that they went away)."""
+    ui.line("\n[bold]summary[/]")
+    for line in columns([[s.name, "ok" if s.ok else "FAILED", f"{s.seconds:.1f} s", s.summary] for s in result.steps],
+                        indent="  "):
+        ui.plain(line)
+    ui.plain(f"  backend: {result.backend.backend.value} ({result.backend.why})")
+    if result.wheels:
+        ui.plain(f"  wheels:  {', '.join(w.name for w in result.wheels)}")
+    if result.lock:
+        ui.plain(f"  lock:    {result.lock}")
+    if result.kept:
+        ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
+                 f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
+    else:
+        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo --keep' keeps it")
+    failed = next((s for s in result.steps if not s.ok), None)
+    if failed is not None:  # the cause where it is reported: the error's own lines, then where the whole log is
+        ui.plain(f"  {failed.name} failed: {failed.summary}")
+        for line in failed.detail:
+            ui.plain(f"    {line}")
+        ui.plain(f"  log: {ui.log_file}" if ui.log_file else "  log: none could be written")
+    verdict = "[green]passed[/]" if failed is None else f"[bold red]FAILED[/] at {failed.name}"
+    ui.line(f"demo {verdict} in {result.seconds:.1f} s")

@@ -1,26 +1,120 @@
-"""`kpatch nightly`: the whole night under one writer lock (no other kpatch writes while it runs)."""
+"""`kpatch nightly`: rebase onto the upstream heads, build, verify and test the pair, and report it."""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from kpatch.nightly import run
-from kpatch.nightly.stages import Show
-from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace
+import click
+
+from kpatch.commands._common import Context, checked_base_image, kpatch_command
+from kpatch.commands._views import show_build, show_rebase, show_test, show_verify
+from kpatch.errors import UsageError
+from kpatch.output.ui import UI, escape, to_jsonable
+
+if TYPE_CHECKING:
+    from kpatch.nightly.model import Report, Stage
+    from kpatch.nightly.run import Night
 
 
-def nightly(ws: Workspace, ui: UI, options: run.Options, show: Show) -> run.Night:
-    run.check_report_dir(options.report_dir)
-    tgt = run.target(ws, os.environ, options.dry_run)
-    with ws.writer("nightly") as notes:
-        ui.notes(notes)
-        return run.night(ws, ui, options, tgt, os.environ, show)
+@kpatch_command("nightly")
+@click.option("--dry-run", is_flag=True, help="Run every stage, but push, open, comment on or close nothing on GitHub "
+              "(say what would be).")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path),
+              help="Where report.md and report.json go (default: reports/nightly/ next to kpatch.toml).")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
+              help="Where the pair is built (as build-wheels).")
+@click.option("--image", metavar="REF", help="Build in this existing image (as build-wheels).")
+@click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
+              help="BASE_IMAGE for the Dockerfile (as build-wheels; default: $KPATCH_BASE_IMAGE).")
+@click.option("--device", "devices", multiple=True, metavar="PATH", help="Pass this device to the tests (as test).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a test suite after S seconds (as test).")
+@click.option("--no-publish", is_flag=True, help="Write the report and the refreshed files only; ask GitHub nothing "
+              "(a later 'nightly --publish-saved', with the token, reports it).")
+@click.option("--publish-saved", is_flag=True, help="Run no stage: report to GitHub the night in --report (run "
+              "with --no-publish elsewhere; its refreshed files in this checkout).")
+def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
+            base_image: str | None, devices: tuple[str, ...], timeout: float | None, no_publish: bool,
+            publish_saved: bool) -> int:
+    """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
+    from kpatch.nightly import run
+    from kpatch.nightly.stages import Settings
+
+    base = checked_base_image(backend, image, base_image)
+    if no_publish and publish_saved:
+        raise UsageError("--no-publish and --publish-saved are the two halves of a night: give one")
+    ws = ctx.workspace()
+    folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
+    settings = Settings(backend=backend, image=image, base_image=base, devices=devices, timeout=timeout)
+    options = run.Options(report_dir=folder, dry_run=dry_run, settings=settings, publish=not no_publish)
+    if publish_saved:
+        night = run.publish_saved_night(ws, ctx.ui, options)
+    else:
+        night = run.run_night(ws, ctx.ui, options, lambda stage, result: None if ctx.ui.json_mode else
+                              show_stage(ctx.ui, ws.scratch_dir, stage, result))
+    report = night.report
+    failure = report.failure
+    message = f"nightly failed at {failure.stage.value}: {failure.message}" if failure else ""
+    if ctx.ui.json_mode:
+        ctx.ui.result(as_json(report), exit_code=report.exit_code, message=message)
+    else:
+        show(ctx.ui, night)
+    if failure is not None:
+        ctx.ui.error(message, report.exit_code, final=False)
+    return report.exit_code
 
 
-def publish_saved(ws: Workspace, ui: UI, options: run.Options) -> run.Night:
-    """`kpatch nightly --publish-saved`: GitHub hears of a night another job ran (see run.publish_saved)."""
-    tgt = run.target(ws, os.environ, options.dry_run)
-    with ws.writer("nightly") as notes:
-        ui.notes(notes)
-        return run.publish_saved(ws, ui, options, tgt, os.environ)
+def as_json(report: Report) -> dict[str, Any]:
+    """The report as report.json has it, but a patch's class as `class` and its hunks as {path, line}, as in
+    `kpatch rebase --json`."""
+    data: dict[str, Any] = to_jsonable(report)
+    for patch in data["patches"]:
+        patch["class"] = patch.pop("klass")
+        patch["hunks"] = [_hunk(text) for text in patch["hunks"]]
+    return data
+
+
+def _hunk(text: str) -> dict[str, Any]:
+    path, _, line = text.rpartition(":")
+    return {"path": path, "line": int(line)} if path and line.isdigit() else {"path": text, "line": None}
+
+
+def show_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:
+    """A stage's own result, as its command prints it (inside the stage's log group)."""
+    from kpatch.engine.rebase import RebaseResult
+    from kpatch.testing.run import TestRun
+    from kpatch.verify.run import VerifyResult
+    from kpatch.wheels.build import BuildResult
+
+    if isinstance(result, RebaseResult):
+        show_rebase(ui, result, scratch)
+    elif isinstance(result, BuildResult):
+        show_build(ui, result)
+    elif isinstance(result, VerifyResult):
+        show_verify(ui, result)
+    elif isinstance(result, TestRun):
+        show_test(ui, result)
+
+
+def show(ui: UI, night: Night) -> None:
+    from kpatch.nightly.render import headline
+
+    report = night.report
+    styles = {"passed": "green", "failed": "bold red", "skipped": "dim"}
+    ui.line(f"\n[bold]{escape(headline(report))}[/]")
+    for run in report.stages:
+        ui.line(f"  {run.stage.value:<7} [{styles[run.status.value]}]{run.status.value:<7}[/] {run.seconds:6.1f} s  "
+                f"{escape(run.summary)}")
+    for flag in report.flags:
+        ui.line(f"  [yellow]flag[/] {escape(flag.upstream)}/{escape(flag.patch)}: {escape(flag.pr)} {flag.note}")
+    if report.failure:
+        for step in report.failure.resolve:
+            ui.line(f"  next: {escape(step)}")
+    if report.dry_run:
+        ui.line(f"  dry run ({escape(report.dry_run)}): nothing pushed, opened, commented on or closed")
+    if report.push:
+        ui.line(f"  {escape(report.push.branch)}: {escape(report.push.message)}")
+    for result in report.github:
+        ui.line(f"  GitHub: {escape(result.message)}")
+    ui.line(f"report: {escape(str(night.markdown))} and {escape(night.json.name)}")

@@ -4,16 +4,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace
-from kpatch.testing import run as testrun
+import click
+
+from kpatch.commands._common import Context, kpatch_command
+from kpatch.commands._views import show_test
 
 
-def test(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
-         lock: Path | None, reports: Path | None, backend: str = "docker") -> testrun.TestRun:
-    """Run the suites; the lock defaults to dist/pylock.toml and the reports to reports/, next to kpatch.toml."""
-    runner = testrun.run
-    if backend == "local":
-        from kpatch.testing.local import run_local as runner
-    return runner(ws, ui, names=names, devices=devices, timeout=timeout,
-                  lock=lock or ws.stack.root / "dist" / "pylock.toml", reports=reports or ws.stack.root / "reports")
+@kpatch_command("test")
+@click.option("--upstream", "names", multiple=True, metavar="NAME", help="Only NAME's tests (default: every suite).")
+@click.option("--device", "devices", multiple=True, metavar="PATH",
+              help="Pass this device (HOST[:CONTAINER]) instead of /dev/dri; repeatable.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop a suite after S seconds (default: its [upstream.test] timeout).")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
+              help="The pair's lock (default: dist/pylock.toml next to kpatch.toml).")
+@click.option("--reports", type=click.Path(file_okay=False),
+              help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
+              help="docker: in the build image; local: on this host, in a fresh venv of kpatch's own.")
+def command(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
+            lock_path: str | None, reports: str | None, backend: str) -> int:
+    """Run each upstream's tests in the build image, with the locked pair installed from its lock."""
+    from kpatch.testing.run import run_suites
+
+    result = run_suites(ctx.workspace(), ctx.ui, names=names, devices=devices, timeout=timeout,
+                        lock=Path(lock_path).resolve() if lock_path else None,
+                        reports=Path(reports).resolve() if reports else None, backend=backend)
+    code = int(result.exit_code)
+    failed = [f"{suite.upstream}: {suite.message}" for suite in result.suites if suite.message]
+    if ctx.ui.json_mode:
+        ctx.ui.result(result, exit_code=code, message="; ".join(failed) or f"test exited {code}")
+    else:
+        show_test(ctx.ui, result)
+    for line in failed:  # under --json the messages are also in the result
+        ctx.ui.error(line, code, final=False)
+    return code

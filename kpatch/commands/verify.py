@@ -2,167 +2,36 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-from kpatch.engine.plan import load_all_series
-from kpatch.errors import LockError
-from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace
-from kpatch.verify import applied, baseline, contract_pairs, first_problem, pair
-from kpatch.verify import diagnose as diag
-from kpatch.verify import installed as inst
-from kpatch.verify.contract import ContractReport, Side, check_sides, read_app, read_kernels
-from kpatch.verify.model import Check, Status, failed, passed
-from kpatch.wheels import lock as lockfile
-from kpatch.wheels.lock import Lock
+import click
+
+from kpatch.commands._common import Context, kpatch_command
+from kpatch.commands._views import show_verify
+from kpatch.errors import ExitCode
 
 
-@dataclass(frozen=True)
-class ContractResult:
-    kernels: str
-    app: str
-    report: ContractReport | None  # None: a worktree was not applied, so the contract was not read
+@kpatch_command("verify")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
+              help="The lock to check (default: dist/pylock.toml next to kpatch.toml).")
+@click.option("--installed", is_flag=True, help="Also check this environment: versions, RECORD hashes, where it came "
+              "from, the stack's patches, and the live dispatcher (in a child Python).")
+@click.option("--explain", is_flag=True, help="Also say why each op call the contract leaves out is never reached "
+              "on XPU (the platform check, caller or import that keeps it off).")
+@click.option("--update-baseline", "reason", metavar="REASON", help="First record today's op-contract findings as "
+              "accepted, with REASON (verify-baseline.toml); verify then fails only on new ones.")
+def command(ctx: Context, lock_path: str | None, installed: bool, explain: bool, reason: str | None) -> int:
+    """Check the built pair against its lock and the op contract between the two patched worktrees."""
+    from kpatch.verify.model import Status
+    from kpatch.verify.run import verify
 
-
-@dataclass(frozen=True)
-class VerifyResult:
-    lock: Path | None  # the lock checked (None: there was none)
-    checks: tuple[Check, ...]
-    contracts: tuple[ContractResult, ...]
-    provenance: inst.Provenance | None  # with --installed and a lock
-
-    @property
-    def ok(self) -> bool:
-        return all(c.status is not Status.FAIL for c in self.checks)
-
-
-def verify(ws: Workspace, ui: UI, *, lock_path: Path | None, installed: bool,
-           update_baseline: str | None = None) -> VerifyResult:
-    """`update_baseline`: a reason; record today's contract findings as accepted (verify-baseline.toml) first."""
-    path = lock_path or ws.stack.root / "dist" / lockfile.LOCK_NAME
-    if lock_path is not None and not path.is_file():
-        raise LockError(f"no lock at {path}")
-    checks: list[Check] = []
-    lock = None
-    if path.is_file():
-        ui.note(f"checking {path} and its wheels")
-        lock = lockfile.read(path)
-        checks += _lock_checks(ws, lock, path)
+    result = verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
+                    installed=installed, update_baseline=reason)
+    code = 0 if result.ok else int(ExitCode.CONFLICT)
+    if ctx.ui.json_mode:
+        failed = [c for c in result.checks if c.status is Status.FAIL]
+        ctx.ui.result(result, exit_code=code, message=failed and f"verify failed: {len(failed)} check(s), first "
+                      f"{failed[0].area} {failed[0].subject}: {failed[0].detail}" or "")
     else:
-        checks.append(Check("lock", str(path), Status.SKIP, "no lock: the built pair was not checked",
-                            "kpatch build-wheels"))
-    contracts, declared = _contracts(ws, ui, checks, update_baseline)
-    provenance = None
-    if installed:
-        provenance = _installed(ws, ui, lock, path, declared, checks)
-    if all(c.status is Status.SKIP for c in checks):  # a verify that checked nothing has not passed
-        checks.append(failed("verify", "nothing checked", "no lock and no applied worktrees: nothing was verified",
-                             "kpatch apply, then kpatch build-wheels"))
-    return VerifyResult(lock=path if lock else None, checks=tuple(checks), contracts=tuple(contracts),
-                        provenance=provenance)
-
-
-def _lock_checks(ws: Workspace, lock: Lock, path: Path) -> list[Check]:
-    checks = pair.check_files(lock, path.parent)
-    wheels, unreadable = pair.read_locked(lock, path.parent)
-    checks += unreadable
-    checks += pair.check_pins(lock, ws.stack, wheels)
-    checks += pair.check_torch(lock, wheels)
-    series = load_all_series(ws.stack)
-    for up in lock.upstreams:
-        if up.name in series and series[up.name].stack_hash() != up.stack_hash:
-            checks.append(Check("lock", up.name, Status.WARN, f"built from another {up.name} stack than "
-                                f"{ws.stack.upstreams[0].patches.parent} holds now (lock {up.stack_hash[:12]}, "
-                                f"patches {series[up.name].stack_hash()[:12]})", "kpatch build-wheels"))
-    return checks
-
-
-def _contracts(ws: Workspace, ui: UI, checks: list[Check], update_baseline: str | None = None
-               ) -> tuple[list[ContractResult], dict[str, Side]]:
-    """The static contract of each (kernels, app) pair whose worktrees are applied; the apps' declarations.
-    Findings the baseline accepts are not errors (see kpatch.verify.baseline)."""
-    results, declared = [], {}
-    raw: dict[str, ContractReport] = {}
-    for kernels, app in contract_pairs(ws):
-        subject = f"{kernels} -> {app}"
-        if not (applied(ws, kernels) and applied(ws, app)):
-            checks.append(Check("contract", subject, Status.SKIP, "the worktrees are not applied, so the op "
-                                "contract was not read", "kpatch apply"))
-            results.append(ContractResult(kernels, app, None))
-            continue
-        ui.note(f"reading the op contract {subject}")
-        declared[app] = read_app(ws.worktree(app))
-        raw[subject] = check_sides(read_kernels(ws.worktree(kernels)), declared[app], ws.worktree(app),
-                                   ws.stack.cuda_only)
-        results.append(ContractResult(kernels, app, raw[subject]))
-    path = baseline.path_of(ws.stack)
-    ops = baseline.stack_ops(ws.stack)
-    if update_baseline is not None:
-        recorded, left_out = baseline.update(path, raw, update_baseline, ops)
-        own = f"; left out {len(left_out)} of ops the stacks add or call (never accepted)" if left_out else ""
-        checks.append(passed("contract", str(path), f"recorded {len(recorded)} accepted finding(s){own}"))
-    accepted = baseline.read(path)
-    for i, result in enumerate(results):
-        if result.report is None:
-            continue
-        subject = f"{result.kernels} -> {result.app}"
-        report = baseline.apply(result.report, subject, accepted, ops)
-        results[i] = ContractResult(result.kernels, result.app, report)
-        for warning in report.stale:
-            checks.append(Check("contract", subject, Status.WARN, f"[verify] cuda-only {warning}",
-                                "remove the entry from kpatch.toml"))
-        known = f"; {len(report.accepted)} accepted finding(s) in {ws.stack.baseline}" if report.accepted else ""
-        if report.ok:
-            served = f"{len(report.cuda_only)} listed cuda-only" if report.cuda_only else "none listed cuda-only"
-            checks.append(passed("contract", subject, f"every op {result.app} calls on the XPU path is served with "
-                                 f"its declared schema ({served}{known})"))
-        else:
-            checks.append(failed("contract", subject, first_problem(report) + known, "fix the stacks (a kernels "
-                                 "patch that registers the op for XPU with vLLM's schema), list an op CUDA-only on "
-                                 "purpose in kpatch.toml [verify] cuda-only, or accept today's findings: kpatch "
-                                 "verify --update-baseline REASON"))
-    gone = baseline.stale(raw, accepted)
-    if gone:
-        checks.append(Check("contract", str(path), Status.WARN, f"{len(gone)} accepted finding(s) no longer "
-                            f"reported, e.g. {gone[0].op} in {gone[0].function}",
-                            "kpatch verify --update-baseline REASON (drops them)"))
-    return results, declared
-
-
-def _installed(ws: Workspace, ui: UI, lock: Lock | None, path: Path, declared: dict[str, Side],
-               checks: list[Check]) -> inst.Provenance | None:
-    ui.note("checking the installed set")
-    found: dict[str, metadata.Distribution] = {}
-    wheel_files: dict[str, str] = {}
-    provenance = None
-    if lock is not None:
-        version_checks, found = inst.check_versions(lock, path.parent)
-        checks += version_checks
-        for wheel in lock.wheels:
-            wheel_files[wheel.upstream] = str(path.parent / wheel.filename)
-            if wheel.upstream in found:
-                checks.append(inst.check_record(wheel, found[wheel.upstream], path.parent))
-        provenance = inst.provenance(lock, path, found)
-        checks.append(Check("provenance", str(path), Status.PASS if provenance.lock else Status.WARN,
-                            provenance.detail, "" if provenance.lock else f"pip install the wheels beside {path}"))
-        checks.append(pair.check_environment_torch(lock, pair.read_locked(lock, path.parent)[0],
-                                                   inst.installed_version("torch")))
-    else:
-        for up in ws.stack.upstreams:  # no lock: the distributions are named like their upstreams
-            dist = inst.distribution(up.name)
-            if dist is None:
-                checks.append(failed("installed", up.name, "not installed (and no lock names its package)",
-                                     "kpatch build-wheels, then pip install dist/*.whl"))
-            else:
-                found[up.name] = dist
-    series = load_all_series(ws.stack)
-    for name, dist in found.items():
-        checks += inst.check_patches(series[name], dist)
-    for kernels, app in contract_pairs(ws):
-        if kernels in found and app in found:
-            ui.note(f"asking the dispatcher about the ops {app} calls (in a child Python)")
-            checks += diag.diagnose(found[kernels], found[app], declared.get(app), ws.stack.cuda_only,
-                                    wheel_files.get(kernels, f"<{kernels} wheel>"))
-    return provenance
+        show_verify(ctx.ui, result, explain)
+    return code

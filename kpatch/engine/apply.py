@@ -18,7 +18,7 @@ from kpatch.errors import WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Repository
 from kpatch.output.ui import UI
 from kpatch.project.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
-from kpatch.project.workspace import Workspace
+from kpatch.project.workspace import Workspace, writes
 from kpatch.stack import Series
 
 
@@ -54,6 +54,7 @@ class ApplyResult:
     conflict: Conflict | None
 
 
+@writes("apply")
 def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool = False) -> ApplyResult:
     """Apply every stack from scratch onto its base (or `--onto` ref); stop a stack at its first conflict."""
     run = ws.refuse_if_busy()
@@ -78,6 +79,7 @@ def apply(ws: Workspace, ui: UI, onto: Mapping[str, str], *, discard: bool = Fal
                         checked={i.upstream.name for i in items})
 
 
+@writes("apply --continue")
 def continue_apply(ws: Workspace, ui: UI) -> ApplyResult:
     """Finish the stopped `git am` after a person resolved it (or redo a killed one), then the stacks it blocked."""
     run = _require(ws, "continue")
@@ -121,6 +123,7 @@ def _resume(ws: Workspace, ui: UI, run: RunState, stack: StackRun, series: Serie
     ws.write_state(run)
 
 
+@writes("apply --abort")
 def abort_apply(ws: Workspace, ui: UI) -> tuple[str, ...]:
     """Put every worktree the stopped (or killed) apply touched back exactly as it was; return their names."""
     run = _require(ws, "abort")

@@ -13,7 +13,7 @@ from kpatch.gitx import Repository
 from kpatch.output.ui import UI
 from kpatch.project import journal
 from kpatch.project.state import Kind, RunState, Settled
-from kpatch.project.workspace import Workspace
+from kpatch.project.workspace import Workspace, writes
 from kpatch.stack import SERIES, Series
 from kpatch.stack.series import hash_files
 from kpatch.stack.writer import Rendered, describe, render
@@ -44,6 +44,15 @@ class ExportResult:
 
 
 def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> ExportResult:
+    """Write the patch files and series of `names` (default: all) from their worktrees; `check`: write nothing,
+    say what is stale (a reader, so no lock, like status)."""
+    if check:
+        return _export(ws, ui, names, check=True)
+    with ws.writer("export", ui):
+        return _export(ws, ui, names, check=False)
+
+
+def _export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> ExportResult:
     """Compare (and unless `check`, write) every chosen stack's files with what its worktree commits give."""
     for name in names:
         ws.stack.get(name)
@@ -78,6 +87,7 @@ def export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expor
     return ExportResult(files=tuple(changes), written=True)
 
 
+@writes("export --continue")
 def continue_export(ws: Workspace, ui: UI) -> ExportResult:
     """Finish an export a kill interrupted (or, if it had not started writing, run it again)."""
     if ws.pending_journal() != "export":
@@ -90,6 +100,7 @@ def continue_export(ws: Workspace, ui: UI) -> ExportResult:
     return export(ws, ui, (), check=True)
 
 
+@writes("export --abort")
 def abort_export(ws: Workspace, ui: UI) -> None:
     """Put every file an interrupted export touched back as it was (or set an unreadable journal aside)."""
     if ws.pending_journal() != "export":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from kpatch.project.state import (
     StackPhase,
     StackRun,
 )
-from kpatch.project.workspace import Workspace
+from kpatch.project.workspace import Workspace, writes
 from kpatch.stack import SERIES, Patch, Series, parse_patch
 from kpatch.stack.writer import render
 
@@ -52,17 +52,17 @@ class Outcome(Enum):
 @dataclass(frozen=True)
 class PatchReport:
     name: str
-    klass: str  # clean, three-way, upstream, conflict or "not tried"
+    klass: str = field(metadata={"json": "class"})  # clean, three-way, upstream, conflict or "not tried"
     applied: bool  # in the scratch worktree (False for a class found by a trial apply)
     why: str
     commit: str | None
-    hunks: tuple[tuple[str, int | None], ...]
+    hunks: tuple[Hunk, ...]
     culprit: Culprit | None
 
 
 @dataclass(frozen=True)
 class StackReport:
-    name: str
+    name: str = field(metadata={"json": "upstream"})
     old_base: str
     new_base: str
     outcome: Outcome
@@ -81,6 +81,7 @@ class RebaseResult:
         return next((p for s in self.stacks for p in s.patches if p.klass == "conflict"), None)
 
 
+@writes("rebase")
 def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, discard: bool = False) -> RebaseResult:
     run = ws.refuse_if_busy()
     series = load_all_series(ws.stack)
@@ -127,6 +128,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         return _advance(ws, ui, run)
 
 
+@writes("rebase --continue")
 def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
     if ws.pending_journal() == "rebase":
         if journal.committed(ws.journal_dir):
@@ -149,6 +151,7 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
     return _advance(ws, ui, run)
 
 
+@writes("rebase --abort")
 def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
     """Drop the scratch worktrees and the rebase; a half-written kpatch.toml and patches/ go back as they were."""
     restored_files, aside = False, None
@@ -392,7 +395,7 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
                 patch.predicted.value if patch.predicted else "not tried"
             patches.append(PatchReport(name=patch.name, klass=klass, applied=patch.phase is Phase.APPLIED,
                                        why=classify.why(patch, now_upstream), commit=patch.commit,
-                                       hunks=tuple((h.path, h.line) for h in patch.hunks), culprit=patch.culprit))
+                                       hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
                                    outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches)))
     return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed, changed=changed)

@@ -6,7 +6,7 @@ A patch counts as applied only when the worktree commit has the very diff the fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
@@ -37,7 +37,7 @@ class PatchStatus:
 
 @dataclass(frozen=True)
 class UpstreamReport:
-    name: str
+    name: str = field(metadata={"json": "upstream"})
     url: str
     branch: str
     base: str

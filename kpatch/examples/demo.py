@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,21 +19,19 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from kpatch import config
-from kpatch.commands.apply import apply
-from kpatch.commands.build_wheels import BuildResult, build_wheels
-from kpatch.commands.rebase import rebase
-from kpatch.commands.test import test
-from kpatch.commands.verify import VerifyResult, verify
-from kpatch.engine.apply import ApplyResult
-from kpatch.engine.rebase import RebaseResult
-from kpatch.errors import ExitCode, KpatchError
+from kpatch import config, verify
+from kpatch.engine.apply import ApplyResult, apply
+from kpatch.engine.rebase import RebaseResult, rebase
+from kpatch.errors import ExitCode, KpatchError, UsageError
 from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, make_example_project
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
-from kpatch.testing.run import TestRun
+from kpatch.testing.run import TestRun, run_suites
 from kpatch.verify.model import Status
+from kpatch.verify.run import VerifyResult
+from kpatch.verify.run import verify as run_verify
+from kpatch.wheels.build import BuildResult, build_wheels
 
 # Images the demo may build on, in this order, when they are already on the engine: it never pulls (a oneAPI
 # image is many GB). kpatch-test-base:bookworm is the small Debian image scripts/docker-test-image builds.
@@ -95,6 +95,8 @@ def choose_backend(requested: str, base_image: str | None) -> BackendChoice:
     """docker when an engine answers and has a base image (the demo never pulls), else this host; say why."""
     from kpatch.container.docker import probe_engine
 
+    if requested == Backend.LOCAL.value and base_image:
+        raise UsageError("--base-image goes with the docker backend, not --backend local")
     if requested == Backend.LOCAL.value:
         return BackendChoice(Backend.LOCAL, None, "--backend local: the wheels are built and tested on this host")
     candidates = (base_image,) if base_image else DEMO_BASE_IMAGES
@@ -110,6 +112,24 @@ def choose_backend(requested: str, base_image: str | None) -> BackendChoice:
 
         raise BuildError(f"--backend docker: {missing}")
     return BackendChoice(Backend.LOCAL, None, f"local backend, because {missing}")
+
+
+def demo(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_step: OnStep) -> DemoResult:
+    """Run the demo in `folder` (empty or new; kept) or in a temp folder that is removed unless `keep`."""
+    if folder is not None:
+        folder = folder.resolve()
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise UsageError(f"demo folder {folder} is not empty: give a new or empty --dir")
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = True
+    else:
+        folder, kept = Path(tempfile.mkdtemp(prefix="kpatch-demo-")).resolve(), keep
+    ui.note(f"building example upstreams and stacks in {folder}")
+    try:
+        return run_demo(folder, ui, choice, kept=kept, on_step=on_step)
+    finally:
+        if not kept:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step: OnStep) -> DemoResult:
@@ -217,22 +237,20 @@ def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
 
 
 def _build(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[BuildResult, bool, str]:
-    with ws.writer("build-wheels") as notes:
-        ui.notes(notes)
-        result = build_wheels(ws, ui, backend=choice.backend.value, image=None, base_image=choice.base_image,
-                              out=ws.stack.root / "dist")
+    result = build_wheels(ws, ui, backend=choice.backend.value, image=None, base_image=choice.base_image,
+                          out=ws.stack.root / "dist", gate=verify.gate)
     where = f"in {result.image}" if choice.backend is Backend.DOCKER else "on this host"
     return result, True, f"{len(result.wheels)} wheels built {where}; lock {result.lock.name}"
 
 
 def _verify(ws: Workspace, ui: UI) -> tuple[VerifyResult, bool, str]:
-    result = verify(ws, ui, lock_path=None, installed=False)
+    result = run_verify(ws, ui, lock_path=None, installed=False)
     failed = [c for c in result.checks if c.status is Status.FAIL]
     return result, result.ok, f"{len(result.checks)} checks, {len(failed)} failed (the pair, its lock, the op contract)"
 
 
 def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, str]:
-    result = test(ws, ui, names=(), devices=(), timeout=None, lock=None, reports=None, backend=choice.backend.value)
+    result = run_suites(ws, ui, backend=choice.backend.value)
     parts = []
     for suite in result.suites:
         counts = suite.counts

@@ -67,6 +67,21 @@ def check_report_dir(folder: Path) -> None:
         raise UsageError(f"--report {folder}: cannot write there ({existing} is not a writable folder)")
 
 
+def run_night(ws: Workspace, ui: UI, options: Options, show: Show) -> Night:
+    """`kpatch nightly`: the whole night under one writer lock (no other kpatch writes while it runs)."""
+    check_report_dir(options.report_dir)
+    tgt = target(ws, os.environ, options.dry_run)
+    with ws.writer("nightly", ui):
+        return night(ws, ui, options, tgt, os.environ, show)
+
+
+def publish_saved_night(ws: Workspace, ui: UI, options: Options) -> Night:
+    """`kpatch nightly --publish-saved`: GitHub hears of a night another job ran (see publish_saved)."""
+    tgt = target(ws, os.environ, options.dry_run)
+    with ws.writer("nightly", ui):
+        return publish_saved(ws, ui, options, tgt, os.environ)
+
+
 def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: Mapping[str, str],
           show: Show) -> Night:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -65,7 +65,7 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str
     found.moves = _moves(ws, result, found.moves)
     found.patches = [PatchLine(upstream=s.name, patch=p.name, klass=p.klass, applied=p.applied, why=p.why,
                                commit=p.commit, culprit=p.culprit,
-                               hunks=tuple(path + (f":{line}" if line else "") for path, line in p.hunks))
+                               hunks=tuple(h.path + (f":{h.line}" if h.line else "") for h in p.hunks))
                      for s in result.stacks for p in s.patches]
     if result.github:
         found.notes.append(result.github)
@@ -136,10 +136,10 @@ def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str
 
 
 def build(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[int, str]:
-    from kpatch.commands.build_wheels import build_wheels
+    from kpatch.wheels.build import build_wheels
 
     result = build_wheels(ws, ui, backend=settings.backend, image=settings.image, base_image=settings.base_image,
-                          out=ws.stack.root / "dist", check_contract=False)
+                          out=ws.stack.root / "dist")
     show(Stage.BUILD, result)
     found.wheels = [Wheel(upstream=w.upstream, filename=w.filename, version=w.version, sha256=w.sha256,
                           cached=w.cached, torch=w.torch) for w in result.wheels]
@@ -150,7 +150,7 @@ def build(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings
 
 
 def verify(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str]:
-    from kpatch.commands.verify import verify as run_verify
+    from kpatch.verify.run import verify as run_verify
 
     result = run_verify(ws, ui, lock_path=found.lock, installed=False)
     show(Stage.VERIFY, result)
@@ -202,13 +202,13 @@ def contract_lines(kernels: str, app: str, report: ContractReport) -> list[str]:
 
 def test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[int, str] | None:
     """The suites against the new lock; None when no upstream declares [upstream.test] (nothing to run)."""
-    from kpatch.commands.test import test as run_tests
+    from kpatch.testing.run import run_suites
 
     if not any(u.test for u in ws.stack.upstreams):
         return None
     assert found.lock is not None
-    result = run_tests(ws, ui, names=(), devices=settings.devices, timeout=settings.timeout, lock=found.lock,
-                       reports=ws.stack.root / "reports", backend=settings.backend)
+    result = run_suites(ws, ui, devices=settings.devices, timeout=settings.timeout, lock=found.lock,
+                        reports=ws.stack.root / "reports", backend=settings.backend)
     show(Stage.TEST, result)
     found.suites = [_suite(s) for s in result.suites]
     code = int(result.exit_code)

@@ -27,6 +27,8 @@ from kpatch.output.redact import redact_text
 if TYPE_CHECKING:
     from rich.console import Console
 
+JSON_VERSION = 1  # of the --json envelope and every command's result: +1 when a field is renamed or removed
+
 log = logging.getLogger("kpatch")
 log.addHandler(logging.NullHandler())  # before the log file exists nothing reaches logging's last resort
 logging.raiseExceptions = False  # a full or read-only log folder never turns into tracebacks on stderr
@@ -40,8 +42,10 @@ def escape(text: str) -> str:
 class UI:
     """Human output on stdout (or JSON when asked), progress and notes on stderr, everything in the log."""
 
-    def __init__(self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False) -> None:
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False, verbose: bool = False,
+                 command: str = "kpatch") -> None:
         self.json_mode = json_mode
+        self.command = command  # named in the --json envelope
         self.quiet = quiet  # results and errors only: no notes, no progress
         self.log_file: Path | None = None
         _verbose(verbose)  # the log file's debug lines (git commands, timings) also on stderr
@@ -90,8 +94,8 @@ class UI:
         log.error(first)
         self.err.print(f"[bold red]error:[/] {escape(first)}")
         if self.json_mode and final:  # the lines that follow the first (a failed build's last lines), the log
-            print(json.dumps({"error": first, "exit_code": exit_code, "detail": rest,
-                              "log": str(self.log_file) if self.log_file else None}))
+            self._envelope(None, {"message": first, "exit_code": int(exit_code), "detail": rest,
+                                  "log": str(self.log_file) if self.log_file else None})
 
     def detail(self, text: str) -> None:
         """Lines that follow an error (a log tail, a hint): stderr, verbatim."""
@@ -106,6 +110,22 @@ class UI:
 
     def json(self, payload: Any) -> None:
         print(redact_text(json.dumps(to_jsonable(payload), indent=2, sort_keys=False)))
+
+    def result(self, result: Any, *, exit_code: int = 0, message: str = "") -> None:
+        """A command's one --json document: the envelope around its result; a non-zero `exit_code` also fills
+        its error (`message`, and the run's log, kept now)."""
+        error = None
+        if exit_code:
+            self.log_file = keep_log() if self.log_file else None
+            error = {"message": redact_text(message), "exit_code": int(exit_code), "detail": [],
+                     "log": str(self.log_file) if self.log_file else None}
+        self._envelope(to_jsonable(result), error)
+
+    def _envelope(self, result: Any, error: dict[str, Any] | None) -> None:
+        """{"kpatch": schema version, "command", "ok", "result", "error"}: the shape of every --json output
+        (docs/json.md; kpatch/commands/schemas/<command>.json)."""
+        self.json({"kpatch": JSON_VERSION, "command": self.command, "ok": error is None, "result": result,
+                   "error": error})
 
     @contextmanager
     def group(self, title: str) -> Iterator[None]:
@@ -296,14 +316,12 @@ _BUFFERED_MAX = 50_000  # records a reader keeps in memory until it knows whethe
 
 
 def log_keep(environ: Mapping[str, str] = os.environ) -> int:
-    """$KPATCH_LOG_KEEP, else 20: a whole number, 0 or more."""
-    from kpatch.errors import UsageError
-
+    """$KPATCH_LOG_KEEP, else 20: a whole number, 0 or more (ValueError naming it otherwise)."""
     value = environ.get(LOG_KEEP, "").strip()
     if not value:
         return LOG_KEEP_DEFAULT
     if not value.isdigit():
-        raise UsageError(f"{LOG_KEEP}={value!r}: give how many run logs to keep, a whole number (0: none)")
+        raise ValueError(f"{LOG_KEEP}={value!r}: give how many run logs to keep, a whole number (0: none)")
     return int(value)
 
 
@@ -399,9 +417,11 @@ def keep_log() -> Path | None:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Dataclasses, enums and paths -> plain JSON values."""
+    """Dataclasses, enums and paths -> plain JSON values. A field's JSON name is its name, or its metadata's
+    "json" (`klass` is `class`)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.metadata.get("json", f.name): to_jsonable(getattr(value, f.name))
+                for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, Path):

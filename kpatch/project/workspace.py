@@ -6,12 +6,13 @@ the last apply used), the journal of an interrupted multi-file write, and the wr
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from kpatch.config import Stack
 from kpatch.errors import StorageError, WorktreeError
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from kpatch.output.ui import UI
 
 KPATCH_DIR = ".kpatch"
+_HELD: set[Path] = set()  # the projects whose writer lock this process holds (an operation inside a night)
+P = ParamSpec("P")
+R = TypeVar("R")
 _LEGACY = (".kpatch-state.json", ".kpatch-rebase.json", ".kpatch-rebase.journal", ".kpatch-export.journal")
 
 
@@ -159,6 +163,9 @@ class Workspace:
         from kpatch.gitx.orphans import stop_orphans
         from kpatch.project.exclusive import exclusive  # readers (status, export --check) take no lock
 
+        if self.kpatch_dir in _HELD:  # a stage of an operation that holds it already (the nightly's rebase)
+            yield []
+            return
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
@@ -173,7 +180,11 @@ class Workspace:
                 notes.append(f"removed {len(cleared)} git lock file(s) a killed git left (e.g. {cleared[0]})")
             if ui is not None:
                 ui.notes(notes)
-            yield notes
+            _HELD.add(self.kpatch_dir)
+            try:
+                yield notes
+            finally:
+                _HELD.discard(self.kpatch_dir)
 
     def _clear_stale_git_locks(self) -> list[Path]:
         """Remove the git lock files no live process holds in this project's mirrors and their worktrees' git
@@ -279,3 +290,16 @@ def _existing_parent(path: Path) -> Path | None:
         if folder.exists():
             return folder if folder.is_dir() else None
     return None
+
+
+def writes(label: str) -> Callable[[Callable[Concatenate[Workspace, UI, P], R]],
+                                   Callable[Concatenate[Workspace, UI, P], R]]:
+    """An operation that changes the project: it runs holding the writer lock (`label` names it to a kpatch that
+    finds the lock taken). The one place each operation takes it; inside another operation it is held already."""
+    def decorate(func: Callable[Concatenate[Workspace, UI, P], R]) -> Callable[Concatenate[Workspace, UI, P], R]:
+        @functools.wraps(func)
+        def locked(ws: Workspace, ui: UI, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            with ws.writer(label, ui):
+                return func(ws, ui, *args, **kwargs)
+        return locked
+    return decorate

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from kpatch.config import Stack, TestSuite
 from kpatch.container.docker import BUILD_UID, Engine, host_ca_bundle
+from kpatch.container.image import Toolchain
 from kpatch.errors import BuildError, ConfigError
 from kpatch.files import NotAFile, open_regular
-from kpatch.wheels.backend import Toolchain
 from kpatch.wheels.lock import read as read_lock
 from kpatch.wheels.metadata import read_wheel
 

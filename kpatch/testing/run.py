@@ -21,13 +21,13 @@ from typing import TextIO
 
 from kpatch.config import Stack, TestSuite, Upstream
 from kpatch.container.docker import Container, Engine, TimedRun
+from kpatch.container.image import Toolchain
 from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
 from kpatch.files import new_file_mode, temp_beside, write_atomic
 from kpatch.output.ui import UI, activity
 from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing import junit
-from kpatch.wheels.backend import Toolchain
 
 log = logging.getLogger("kpatch.test")
 TEST_DIR = "/kpatch/test"  # the suite runs in a writable copy of the test files, here
@@ -92,6 +92,18 @@ class Devices:
     paths: tuple[str, ...]  # the same devices inside the container
     groups: tuple[int, ...]  # the host groups that own them (render, video): the build user joins them
     none_because: str  # when there are none: why, for the message
+
+
+def run_suites(ws: Workspace, ui: UI, *, names: tuple[str, ...] = (), devices: tuple[str, ...] = (),
+               timeout: float | None = None, lock: Path | None = None, reports: Path | None = None,
+               backend: str = "docker") -> TestRun:
+    """The suites in the build image (docker) or on this host (local); the lock defaults to dist/pylock.toml and
+    the reports to reports/, next to kpatch.toml."""
+    runner = run
+    if backend == "local":
+        from kpatch.testing.local import run_local as runner
+    return runner(ws, ui, names=names, devices=devices, timeout=timeout,
+                  lock=lock or ws.stack.root / "dist" / "pylock.toml", reports=reports or ws.stack.root / "reports")
 
 
 def run(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,

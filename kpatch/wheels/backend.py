@@ -10,23 +10,11 @@ from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
+from kpatch.container.image import TAIL, Toolchain
 from kpatch.errors import BuildError
 from kpatch.wheels.compiler_cache import CacheStats, stats_from
 
 INFO_NAME = "kpatch-build-info.json"  # written by build-wheel.sh next to the wheel: what the build saw
-TAIL = 15  # lines of a failed build's log shown with its error
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    """What the wheels are built with: it goes into every cache key and into the lock."""
-
-    reference: str  # the image reference, or "local"
-    digest: str  # the image ID, or a hash of the host's Python and compiler
-    base: str = ""  # the BASE_IMAGE the image was built from, and that image's ID
-    base_digest: str = ""
-
-
 @dataclass(frozen=True)
 class BuildJob:
     """One wheel build: the source archive (under `src/`), the wheels it is built against, the script to run."""

@@ -22,9 +22,10 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from kpatch.container.image import Toolchain
 from kpatch.files import extract_tar
 from kpatch.wheels import hostenv
-from kpatch.wheels.backend import BuildJob, BuildOutput, Output, Toolchain, collect
+from kpatch.wheels.backend import BuildJob, BuildOutput, Output, collect
 
 
 class LocalBackend:

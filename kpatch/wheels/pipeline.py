@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.config import Upstream
-from kpatch.container.docker import DockerBackend, Engine, host_ca_bundle
+from kpatch.container.docker import Engine, host_ca_bundle
+from kpatch.container.image import Toolchain
 from kpatch.errors import BuildError
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI, activity
 from kpatch.wheels import cache as wheel_cache
 from kpatch.wheels import compiler_cache, hostenv, resources, versions
-from kpatch.wheels.backend import Backend, BuildJob, Toolchain
+from kpatch.wheels.backend import Backend, BuildJob
+from kpatch.wheels.docker import DockerBackend
 from kpatch.wheels.local import LocalBackend
 from kpatch.wheels.metadata import Wheel, is_pure, require_exactly
 from kpatch.wheels.pins import Pin, pin_source

@@ -52,7 +52,7 @@ def test_set_torch_pins_both_halves_and_is_recorded_and_required(tmp_path: Path,
     _set_torch(root, "2.14.0")
     result = run_kpatch(root, *build)
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    payload = json.loads(result.stdout)["result"]
     assert payload["torch"] == "2.14.0"
     assert [(w["upstream"], w["torch"]) for w in payload["wheels"]] == [("kernels", "2.14.0+standin"),
                                                                          ("app", "2.14.0+standin")]

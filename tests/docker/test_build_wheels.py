@@ -62,7 +62,7 @@ def _our_build_containers() -> str:
 def test_pair_is_built_in_order_pinned_and_locked(pair: Pair) -> None:
     result = pair.build()
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    payload = json.loads(result.stdout)["result"]
     assert [w["upstream"] for w in payload["wheels"]] == ["kernels", "app"]
     assert payload["containers"] == 2 and not any(w["cached"] for w in payload["wheels"])
     kernels, app = payload["wheels"]
@@ -95,19 +95,19 @@ def test_pair_is_built_in_order_pinned_and_locked(pair: Pair) -> None:
 
     again = pair.build()
     assert again.exit_code == 0, again.output
-    payload = json.loads(again.stdout)
+    payload = json.loads(again.stdout)["result"]
     assert payload["containers"] == 0 and all(w["cached"] for w in payload["wheels"])
     assert lock_path.read_bytes() == first_lock  # deterministic: no clock in the lock
 
 
 def test_an_app_patch_change_rebuilds_only_the_app(pair: Pair) -> None:
-    first = json.loads(pair.build().stdout)
+    first = json.loads(pair.build().stdout)["result"]
     patch = pair.root / "patches" / "app" / "0001-Route-k3-to-the-XPU-path.patch"
     patch.write_text(patch.read_text().replace("# ops come from the kernels", "# ops come from the kernels!"))
     assert pair.run("apply").exit_code == 0
     second = pair.build()
     assert second.exit_code == 0, second.output
-    payload = json.loads(second.stdout)
+    payload = json.loads(second.stdout)["result"]
     assert payload["containers"] == 1
     assert [w["cached"] for w in payload["wheels"]] == [True, False]
     assert payload["wheels"][0]["sha256"] == first["wheels"][0]["sha256"]

@@ -27,7 +27,8 @@ def fresh_volume(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def kernels(result_stdout: str) -> dict[str, Any]:
-    return next(w for w in json.loads(result_stdout)["wheels"] if w["upstream"] == "kernels")
+    wheels: list[dict[str, Any]] = json.loads(result_stdout)["result"]["wheels"]
+    return next(w for w in wheels if w["upstream"] == "kernels")
 
 
 def rebuild(pair: Pair) -> dict[str, Any]:

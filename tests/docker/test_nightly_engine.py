@@ -74,7 +74,7 @@ def test_a_clean_night_opens_one_pull_request_with_the_refreshed_files(world: Wo
     assert heads == {"kernels": git(world.project.kernels, "rev-parse", "main"),
                      "app": git(world.project.app, "rev-parse", "main")}
     assert [m["commits"] for m in report["moves"]] == [14, 14]
-    assert {p["klass"] for p in report["patches"]} == {"clean"} and len(report["wheels"]) == 2
+    assert {p["class"] for p in report["patches"]} == {"clean"} and len(report["wheels"]) == 2
     assert [(s["upstream"], s["outcome"]) for s in report["suites"]] == [("kernels", "passed"), ("app", "passed")]
     # the branch: main plus the refreshed kpatch.toml (new bases) and the new lock, pushed for real
     pushed = world.branch()

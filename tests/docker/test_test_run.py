@@ -50,7 +50,8 @@ class Pair:
 
     def test(self, *args: str) -> tuple[Result, dict[str, Any]]:
         result = self.run("test", "--json", *args)
-        return result, {s["upstream"]: s for s in json.loads(result.stdout)["suites"]} if result.stdout else {}
+        suites = json.loads(result.stdout)["result"]["suites"] if result.stdout else []
+        return result, {s["upstream"]: s for s in suites}
 
     def toml(self, old: str, new: str, count: int = 1) -> None:
         path = self.root / "kpatch.toml"
@@ -195,7 +196,7 @@ def test_a_container_killed_mid_test_is_reported_and_the_next_run_starts_clean(p
     subprocess.run(["docker", "kill", container], check=True, capture_output=True)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == ExitCode.CONFLICT
-    kernels = json.loads(out)["suites"][0]
+    kernels = json.loads(out)["result"]["suites"][0]
     assert kernels["outcome"] == "killed" and kernels["running"] == FIRST_ROPE_TEST
     assert f"the test container was killed (exit 137) while running {FIRST_ROPE_TEST}" in err
 
@@ -224,7 +225,7 @@ def test_no_xpu_exits_with_its_own_code_and_a_device_is_passed_through(pair: Pai
     assert f"error: kernels: no XPU here (no GPU render node in {empty}): not run" in result.stderr
     passed, suites = pair.test("--device", "/dev/zero:/dev/dri/renderD128")
     assert passed.exit_code == 0, passed.output
-    assert json.loads(passed.stdout)["devices"] == ["/dev/dri/renderD128"]
+    assert json.loads(passed.stdout)["result"]["devices"] == ["/dev/dri/renderD128"]
     assert suites["kernels"]["counts"]["passed"] == 6  # one checks the device is in the container
 
 

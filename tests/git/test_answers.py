@@ -27,8 +27,9 @@ def test_verify_that_checked_nothing_fails_and_says_so(project: Project) -> None
     assert any(line.startswith("skip  contract") and "not read" in line for line in lines)
     assert any(line.startswith("fail  verify") and "nothing was verified" in line for line in lines)
     assert lines[-1] == "verify FAILED"
-    payload = json.loads(project.run("verify", "--json").stdout)
-    assert payload["ok"] is False and payload["checks"][-1]["area"] == "verify"
+    envelope = json.loads(project.run("verify", "--json").stdout)
+    assert envelope["ok"] is False and envelope["result"]["checks"][-1]["area"] == "verify"
+    assert envelope["error"]["exit_code"] == 1 and envelope["error"]["message"].startswith("verify failed")
 
 
 def test_verify_with_the_contract_read_passes(project: Project) -> None:
@@ -84,13 +85,13 @@ def test_the_github_note_is_said_once_on_stderr(project: Project) -> None:
 
 def test_export_json_written_is_false_when_every_file_is_unchanged(project: Project) -> None:
     assert project.run("apply").exit_code == 0
-    same = json.loads(project.run("export", "--json").stdout)
+    same = json.loads(project.run("export", "--json").stdout)["result"]
     assert {f["change"] for f in same["files"]} == {"unchanged"} and same["written"] is False
     tree = project.workdir / "app"
     (tree / "NEWS.md").write_text("ours\n")
     git(tree, "add", "NEWS.md")
     git(tree, "commit", "--quiet", "--message", "Add news")
-    changed = json.loads(project.run("export", "--json").stdout)
+    changed = json.loads(project.run("export", "--json").stdout)["result"]
     assert changed["written"] is True
 
 

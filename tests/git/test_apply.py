@@ -14,7 +14,7 @@ from tests.support.gitrepos import Project, git, kill_inside_git_am
 def test_applies_kernels_first_and_reproducibly(project: Project) -> None:
     result = project.run("apply", "--json")
     assert result.exit_code == 0, result.output
-    stacks = json.loads(result.stdout)["stacks"]
+    stacks = json.loads(result.stdout)["result"]["stacks"]
     assert [s["upstream"] for s in stacks] == ["kernels", "app"]
     assert all(s["outcome"] == "applied" and s["applied"] == s["total"] == 2 for s in stacks)
     assert stacks[1]["base"] == project.app_base  # the tag v1.0 resolved
@@ -22,9 +22,9 @@ def test_applies_kernels_first_and_reproducibly(project: Project) -> None:
     subject = git(project.workdir / "app", "log", "--format=%s", "-1")
     assert subject == "[XPU] Make the block-table assert device-generic"
     # Same base + same patches -> same SHAs, in the same worktree and in a fresh one.
-    again = json.loads(project.run("apply", "--json").stdout)["stacks"]
+    again = json.loads(project.run("apply", "--json").stdout)["result"]["stacks"]
     assert {s["upstream"]: s["head"] for s in again} == heads
-    fresh = json.loads(project.run("apply", "--json", "--workdir", str(project.root / "w2")).stdout)["stacks"]
+    fresh = json.loads(project.run("apply", "--json", "--workdir", str(project.root / "w2")).stdout)["result"]["stacks"]
     assert {s["upstream"]: s["head"] for s in fresh} == heads
 
 
@@ -48,8 +48,8 @@ def test_export_check_finds_a_changed_commit(project: Project) -> None:
     check = project.run("export", "--check")
     assert check.exit_code == ExitCode.CONFLICT
     assert "0002-Test-the-kimi-op.patch" in check.stdout and "modified" in check.stdout
-    status = json.loads(project.run("status", "--json").stdout)["upstreams"]
-    kernels = next(u for u in status if u["name"] == "kernels")
+    status = json.loads(project.run("status", "--json").stdout)["result"]["upstreams"]
+    kernels = next(u for u in status if u["upstream"] == "kernels")
     assert [p["state"] for p in kernels["patches"]] == ["applied", "modified"]
     assert project.run("export", "kernels").exit_code == 0
     assert "2 + 2 == 4" in (project.root / "patches/kernels/0002-Test-the-kimi-op.patch").read_text()
@@ -57,11 +57,11 @@ def test_export_check_finds_a_changed_commit(project: Project) -> None:
 
 
 def test_status_reports_trailers_and_states(project: Project) -> None:
-    before = json.loads(project.run("status", "--json").stdout)["upstreams"]
-    assert [u["name"] for u in before] == ["kernels", "app"]
+    before = json.loads(project.run("status", "--json").stdout)["result"]["upstreams"]
+    assert [u["upstream"] for u in before] == ["kernels", "app"]
     assert before[0]["mirror_head"] is None and before[0]["patches"][0]["state"] == "not applied"
     assert project.run("apply").exit_code == 0
-    report = json.loads(project.run("status", "--json").stdout)["upstreams"]
+    report = json.loads(project.run("status", "--json").stdout)["result"]["upstreams"]
     kernels, app = report
     assert kernels["patches"][0]["upstream_prs"] == ["vllm-project/vllm-xpu-kernels#592"]
     assert kernels["patches"][0]["upstream_status"] == "submitted"
@@ -88,7 +88,7 @@ def test_conflict_stops_and_blocks_the_app_then_continue(project: Project) -> No
     assert "kernels: patch 0001-Add-the-kimi-op.patch does not apply" in result.stderr
     assert "CMakeLists.txt" in result.stderr and "not applied (they require kernels): app" in result.stderr
     assert not (project.workdir / "app").exists()
-    status = json.loads(project.run("status", "--json").stdout)["upstreams"]
+    status = json.loads(project.run("status", "--json").stdout)["result"]["upstreams"]
     assert [p["state"] for p in status[0]["patches"]] == ["conflict", "not applied"]
     # A plain apply now refuses; the person resolves and continues.
     refused = project.run("apply")
@@ -102,7 +102,7 @@ def test_conflict_stops_and_blocks_the_app_then_continue(project: Project) -> No
     git(tree, "add", "CMakeLists.txt")
     done = project.run("apply", "--continue", "--json")
     assert done.exit_code == 0, done.output
-    stacks = json.loads(done.stdout)["stacks"]
+    stacks = json.loads(done.stdout)["result"]["stacks"]
     assert [(s["upstream"], s["outcome"], s["applied"]) for s in stacks] == [("kernels", "applied", 2),
                                                                            ("app", "applied", 2)]
     assert project.run("apply", "--continue").exit_code == ExitCode.WORKTREE  # nothing left to continue
@@ -164,7 +164,7 @@ def test_unknown_onto_ref_and_unreachable_url(project: Project, tmp_path: Path) 
 def test_onto_moves_a_stack(project: Project) -> None:
     result = project.run("apply", "--onto", "app=main", "--json")
     assert result.exit_code == 0, result.output
-    app = json.loads(result.stdout)["stacks"][1]
+    app = json.loads(result.stdout)["result"]["stacks"][1]
     assert app["base"] == git(project.app, "rev-parse", "main")
 
 

@@ -30,14 +30,14 @@ def test_local_backend_builds_the_pair_and_caches(tmp_path: Path) -> None:
     assert run_kpatch(root, "apply", *cache).exit_code == 0
     first = run_kpatch(root, "build-wheels", "--backend", "local", "--json", *cache)
     assert first.exit_code == 0, first.output
-    payload = json.loads(first.stdout)
+    payload = json.loads(first.stdout)["result"]
     assert payload["image"] == "local" and payload["containers"] == 0
     kernels, app = payload["wheels"]
     with zipfile.ZipFile(root / "dist" / app["filename"]) as archive:
         meta = archive.read(next(n for n in archive.namelist() if n.endswith("METADATA"))).decode()
     assert "vllm-xpu-kernels==" in meta.replace(" (", "").replace(")", "")
     assert kernels["version"] in meta
-    again = json.loads(run_kpatch(root, "build-wheels", "--backend", "local", "--json", *cache).stdout)
+    again = json.loads(run_kpatch(root, "build-wheels", "--backend", "local", "--json", *cache).stdout)["result"]
     assert all(w["cached"] for w in again["wheels"])
     assert sorted(Path(site.getusersitepackages()).glob("*")) == user_site_before  # the host's Python untouched
 
@@ -183,7 +183,7 @@ def test_the_readme_main_command_builds_where_the_interpreter_has_no_wheel_packa
         done = subprocess.run([str(python), "-m", "kpatch", *args, "--cache-dir", cache], cwd=root, env=env,
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
-    assert [w["upstream"] for w in json.loads(done.stdout)["wheels"]] == ["kernels", "app"]
+    assert [w["upstream"] for w in json.loads(done.stdout)["result"]["wheels"]] == ["kernels", "app"]
     assert hidden.stdout.strip() == "True", "kpatch's interpreter here must lack `wheel`, as a fresh machine's does"
 
 

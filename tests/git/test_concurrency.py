@@ -119,7 +119,7 @@ def test_two_applies_started_together_one_works_one_fails_at_once(project: Proje
     status = subprocess.run([sys.executable, "-m", "kpatch", "status", "--json"], cwd=project.root, text=True,
                             capture_output=True, timeout=120)
     assert status.returncode == 0, status.stderr
-    assert json.loads(status.stdout)["operation"] == "apply"
+    assert json.loads(status.stdout)["result"]["operation"] == "apply"
     code, err = finish(holder, gate)
     assert code == 0, err
     assert {n: git(project.workdir / n, "rev-parse", "HEAD") for n in ("kernels", "app")} == heads
@@ -136,7 +136,7 @@ def test_apply_and_rebase_started_together_never_both(project: Project, tmp_path
     assert_refused_naming(refused, holder, what)
     code, err = finish(holder, gate)
     assert code == 0, err
-    assert json.loads(project.run("status", "--json").stdout)["operation"] is None
+    assert json.loads(project.run("status", "--json").stdout)["result"]["operation"] is None
 
 
 def test_two_exports_started_together_never_both(project: Project, tmp_path: Path) -> None:

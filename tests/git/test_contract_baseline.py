@@ -26,7 +26,7 @@ def applied(tmp_path: Path) -> tuple[Path, list[str]]:
 
 
 def contract_check(result_stdout: str) -> dict[str, Any]:
-    checks: list[dict[str, Any]] = json.loads(result_stdout)["checks"]
+    checks: list[dict[str, Any]] = json.loads(result_stdout)["result"]["checks"]
     (check,) = [c for c in checks if c["subject"] == "kernels -> app"]
     return check
 
@@ -38,7 +38,7 @@ def test_explain_says_why_a_call_behind_a_tensor_device_guard_one_call_up_is_nev
         "def penalties(x):\n    if x.is_cuda:\n        penalties_cuda(x)\n")
     result = run_kpatch(root, "verify", *cache, "--json")
     assert result.exit_code == 0, result.output
-    (dismissed,) = json.loads(result.stdout)["contracts"][0]["report"]["not_reached"]
+    (dismissed,) = json.loads(result.stdout)["result"]["contracts"][0]["report"]["not_reached"]
     assert (dismissed["op"], dismissed["site"]["line"], dismissed["site"]["function"]) == (
         "penalties_", 5, "penalties_cuda")
     human = run_kpatch(root, "verify", *cache, "--explain")
@@ -80,7 +80,7 @@ def test_the_baseline_accepts_todays_findings_and_verify_then_fails_only_on_new_
     (app / "scatter.py").unlink()
     stale = run_kpatch(root, "verify", *cache, "--json")
     assert stale.exit_code == 0
-    (warned,) = [c for c in json.loads(stale.stdout)["checks"] if c["status"] == "warn"]
+    (warned,) = [c for c in json.loads(stale.stdout)["result"]["checks"] if c["status"] == "warn"]
     assert warned["detail"] == "1 accepted finding(s) no longer reported, e.g. _C.gather_cache in app/gather.py::gather"
 
 
@@ -130,7 +130,7 @@ def test_ops_the_stacks_add_or_call_are_never_accepted(tmp_path: Path) -> None:
                                      'ops.impl("fused_kimi_mla_insert", torch::kCUDA'))
     recorded = run_kpatch(root, "verify", *cache, "--update-baseline", "try to accept everything", "--json")
     assert recorded.exit_code == ExitCode.CONFLICT
-    checks = json.loads(recorded.stdout)["checks"]
+    checks = json.loads(recorded.stdout)["result"]["checks"]
     assert [c["detail"] for c in checks if c["subject"].endswith("verify-baseline.toml")] == [
         "recorded 0 accepted finding(s); left out 1 of ops the stacks add or call (never accepted)"]
     assert contract_check(recorded.stdout)["detail"].startswith("_C.fused_kimi_mla_insert (defined, but no kernel")

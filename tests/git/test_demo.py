@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from pathlib import Path
@@ -12,6 +11,7 @@ from click.testing import CliRunner
 
 from kpatch.cli import main
 from kpatch.errors import ExitCode
+from tests.support.json_envelope import checked
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 
@@ -45,11 +45,13 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     result = CliRunner().invoke(main, ["demo", "--backend", "local", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert report["ok"] and report["backend"]["backend"] == "local" and not report["kept"]
+    envelope = checked(result.stdout, "demo")
+    report = envelope["result"]
+    assert envelope["ok"] and envelope["command"] == "demo" and envelope["error"] is None
+    assert report["backend"]["backend"] == "local" and not report["kept"]
     assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "rebase", "build-wheels",
                                                     "verify", "test"]
-    classes = {p["name"]: p["klass"] for s in report["rebase"]["stacks"] for p in s["patches"]}
+    classes = {p["name"]: p["class"] for s in report["rebase"]["stacks"] for p in s["patches"]}
     assert classes == {"0001-Add-the-kimi-op.patch": "upstream", "0002-Test-the-kimi-op.patch": "clean",
                        "0001-Route-k3-to-the-XPU-path.patch": "clean",
                        "0002-XPU-Make-the-block-table-assert-device-generic.patch": "three-way"}
@@ -119,7 +121,9 @@ def test_a_demo_whose_build_fails_shows_the_cause_and_the_log_in_its_summary(tmp
     assert log.is_file() and "cannot make the local build environment" in log.read_text()
     assert lines[-1].startswith("demo FAILED at build-wheels")
     as_json = CliRunner().invoke(main, ["demo", "--backend", "local", "--dir", str(tmp_path / "j"), "--json"])
-    report = json.loads(as_json.stdout)
+    envelope = checked(as_json.stdout, "demo")
+    report = envelope["result"]
+    assert not envelope["ok"] and envelope["error"]["message"].startswith("demo failed at build-wheels")
     failed = next(s for s in report["steps"] if not s["ok"])
     assert failed["name"] == "build-wheels" and failed["detail"] and Path(report["log"]).is_file()
 

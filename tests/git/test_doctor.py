@@ -18,7 +18,7 @@ TOKEN = "ghp_DOCTORdoctor0123456789DOCTORdoctor"
 
 def _findings(stdout: str) -> dict[str, list[dict[str, str]]]:
     found: dict[str, list[dict[str, str]]] = {}
-    for finding in json.loads(stdout)["findings"]:
+    for finding in json.loads(stdout)["result"]["findings"]:
         found.setdefault(finding["area"], []).append(finding)
     return found
 
@@ -40,9 +40,9 @@ def test_doctor_local_backend_does_not_need_the_engine(project: Project, monkeyp
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     result = project.run("doctor", "--backend", "local", "--json")
     found = _findings(result.stdout)
-    assert found["docker"][0]["level"] == "warn" and found["python"][0]["level"] in ("ok", "fail")
-    assert result.exit_code == (0 if found["python"][0]["level"] == "ok" else ExitCode.CONFLICT)
-    assert found["git"][0]["level"] == "ok" and "patch-id --verbatim" in found["git"][0]["detail"]
+    assert found["docker"][0]["status"] == "warn" and found["python"][0]["status"] in ("ok", "fail")
+    assert result.exit_code == (0 if found["python"][0]["status"] == "ok" else ExitCode.CONFLICT)
+    assert found["git"][0]["status"] == "ok" and "patch-id --verbatim" in found["git"][0]["detail"]
 
 
 def test_doctor_outside_a_project_checks_the_machine_and_is_not_ready(tmp_path: Path,
@@ -51,8 +51,8 @@ def test_doctor_outside_a_project_checks_the_machine_and_is_not_ready(tmp_path: 
     result = run_kpatch(tmp_path, "doctor", "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output  # every command needs a kpatch.toml
     found = _findings(result.stdout)
-    assert found["config"][0]["level"] == "fail" and "kpatch demo --keep" in found["config"][0]["fix"]
-    assert found["docker"][0]["level"] == "warn"  # nothing configured needs it
+    assert found["config"][0]["status"] == "fail" and "kpatch demo --keep" in found["config"][0]["fix"]
+    assert found["docker"][0]["status"] == "warn"  # nothing configured needs it
 
 
 def test_doctor_a_broken_kpatch_toml_is_a_failure_with_its_line(project: Project,
@@ -63,7 +63,7 @@ def test_doctor_a_broken_kpatch_toml_is_a_failure_with_its_line(project: Project
     result = project.run("doctor", "--json")
     assert result.exit_code == ExitCode.CONFLICT
     config = _findings(result.stdout)["config"][0]
-    assert config["level"] == "fail" and "kpatch.toml:" in config["detail"] and "brnch" in config["detail"]
+    assert config["status"] == "fail" and "kpatch.toml:" in config["detail"] and "brnch" in config["detail"]
 
 
 def test_doctor_fsck_names_a_broken_mirror(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,8 +71,8 @@ def test_doctor_fsck_names_a_broken_mirror(project: Project, monkeypatch: pytest
     assert project.run("apply", "--cache-dir", "cache").exit_code == 0
     mirror = project.root / "cache" / "mirrors" / "app.git"
     assert _findings(project.run("doctor", "--cache-dir", "cache", "--fsck", "--backend", "local", "--json").stdout
-                     )["fsck"] == [{"area": "fsck", "level": "ok", "detail": "app.git: git fsck clean", "fix": ""},
-                                   {"area": "fsck", "level": "ok", "detail": "kernels.git: git fsck clean", "fix": ""}]
+                     )["fsck"] == [{"area": "fsck", "status": "ok", "detail": "app.git: git fsck clean", "fix": ""},
+                                   {"area": "fsck", "status": "ok", "detail": "kernels.git: git fsck clean", "fix": ""}]
     biggest = max((p for p in (mirror / "objects").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
     data = bytearray(biggest.read_bytes())
     middle = len(data) // 2
@@ -80,12 +80,12 @@ def test_doctor_fsck_names_a_broken_mirror(project: Project, monkeypatch: pytest
     biggest.chmod(0o644)
     biggest.write_bytes(bytes(data))
     without = _findings(project.run("doctor", "--cache-dir", "cache", "--backend", "local", "--json").stdout)
-    assert without["fsck"][0]["level"] == "skip" and without["fsck"][0]["fix"] == "kpatch doctor --fsck"
+    assert without["fsck"][0]["status"] == "skip" and without["fsck"][0]["fix"] == "kpatch doctor --fsck"
     result = project.run("doctor", "--cache-dir", "cache", "--fsck", "--backend", "local", "--json")
     assert result.exit_code == ExitCode.CONFLICT
     fsck = {f["detail"].split(":")[0]: f for f in _findings(result.stdout)["fsck"]}
-    assert fsck["app.git"]["level"] == "fail" and fsck["app.git"]["fix"].startswith(f"remove {mirror}")
-    assert fsck["kernels.git"]["level"] == "ok"
+    assert fsck["app.git"]["status"] == "fail" and fsck["app.git"]["fix"].startswith(f"remove {mirror}")
+    assert fsck["kernels.git"]["status"] == "ok"
 
 
 @pytest.mark.parametrize(("access", "level", "says"), [
@@ -104,7 +104,7 @@ def test_doctor_asks_github_who_the_token_is_without_showing_it(tmp_path: Path, 
         result = run_kpatch(tmp_path, "doctor")
         machine = run_kpatch(tmp_path, "doctor", "--json")
     github = _findings(machine.stdout)["github"][0]
-    assert github["level"] == level and github["detail"].startswith(says)
+    assert github["status"] == level and github["detail"].startswith(says)
     assert next(line for line in result.stdout.splitlines() if " github " in line).split(None, 2)[2].startswith(says)
     logs = list((tmp_path / "home" / ".cache" / "kpatch" / "logs").glob("*.log"))
     for text in [result.output, machine.output, *(p.read_text() for p in logs)]:

@@ -101,8 +101,8 @@ def test_rebase_does_not_drop_a_patch_for_a_merge_commit_that_is_not_in_the_new_
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
         result = rp.run("rebase", "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output
-    kernels = json.loads(result.stdout)["stacks"][0]["patches"]
-    assert [p["klass"] for p in kernels] == ["upstream", "upstream", "conflict", "clean"]
+    kernels = json.loads(result.stdout)["result"]["stacks"][0]["patches"]
+    assert [p["class"] for p in kernels] == ["upstream", "upstream", "conflict", "clean"]
     assert rp.tracked() == before
 
 

@@ -78,7 +78,7 @@ def kill_at_each_step(root: Path, saved: Saved, command: list[str], operation: s
             assert index > 1, "the journal had no step to kill at"
             check_killed_at_close(root, saved, command, operation, old, new, names, extra_check)
             return index  # past the last step: the run finished
-        state = json.loads(kpatch(root, "status", "--json").stdout)
+        state = json.loads(kpatch(root, "status", "--json").stdout)["result"]
         assert state["journal"] == operation, f"step {step}: status does not show the interrupted {operation}"
         if index == 0:  # (the same refusal at every step: once is enough)
             refused = kpatch(root, "apply")
@@ -96,7 +96,7 @@ def recover_both_ways(root: Path, saved: Saved, operation: str, old: End, new: E
         assert done.returncode == 0, f"step {step} --{verb}: {done.stderr}"
         end = End.of(root, names)
         assert end == expected, f"step {step} --{verb}: {end.describe(old, new)}"
-        after = json.loads(kpatch(root, "status", "--json").stdout)
+        after = json.loads(kpatch(root, "status", "--json").stdout)["result"]
         assert after["journal"] is None and after["operation"] is None
         assert not (root / ".kpatch" / "journal").exists()
         extra_check(verb)
@@ -109,7 +109,7 @@ def check_killed_at_close(root: Path, saved: Saved, command: list[str], operatio
     saved.restore("before")
     killed = kpatch(root, *command, env={"KPATCH_TEST_KILL_AT": "journal:close"})
     assert killed.returncode == -signal.SIGKILL
-    status = json.loads(kpatch(root, "status", "--json").stdout)
+    status = json.loads(kpatch(root, "status", "--json").stdout)["result"]
     if status["journal"] is None:  # finished: nothing to recover, everything new
         assert status["operation"] is None and End.of(root, names) == new
         nothing = kpatch(root, operation, "--continue")

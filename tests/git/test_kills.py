@@ -214,7 +214,7 @@ def test_kill_during_apply_continue_after_a_resolved_conflict(tmp_path: Path, ex
         assert heads == expected
     else:
         assert heads == {"kernels": None, "app": None}  # the first apply made them: --abort removes them
-    assert json.loads(project.run("status", "--json").stdout)["operation"] is None
+    assert json.loads(project.run("status", "--json").stdout)["result"]["operation"] is None
 
 
 @pytest.mark.parametrize("recovery", ["continue", "abort"])
@@ -325,7 +325,7 @@ def test_a_kill_inside_git_worktree_add_of_a_rebase_recovers(project: Project, r
     assert _locked_records(project) == [] and not (project.workdir / ".rebase").exists()
     after = _heads(project), (project.root / "kpatch.toml").read_bytes()
     assert (after == before) == (recovery == "abort")
-    assert json.loads(kpatch(project.root, "status", "--json").stdout)["operation"] is None
+    assert json.loads(kpatch(project.root, "status", "--json").stdout)["result"]["operation"] is None
 
 
 def test_a_kill_once_a_rebase_recorded_its_end_leaves_no_scratch_worktree(project: Project) -> None:
@@ -336,7 +336,7 @@ def test_a_kill_once_a_rebase_recorded_its_end_leaves_no_scratch_worktree(projec
     killed = kpatch(project.root, "rebase", env={"KPATCH_TEST_KILL_AT": "rebase:finished"})
     assert killed.exit_code == -signal.SIGKILL
     assert not (project.workdir / ".rebase").exists()
-    status = json.loads(kpatch(project.root, "status", "--json").stdout)
+    status = json.loads(kpatch(project.root, "status", "--json").stdout)["result"]
     assert status["operation"] is None and not status.get("journal")
     assert (project.root / "kpatch.toml").read_bytes() != toml
     assert kpatch(project.root, "export", "--check").exit_code == 0

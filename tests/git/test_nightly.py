@@ -13,6 +13,7 @@ import pytest
 from kpatch.examples.upstreams import AUTHOR
 from tests.support.fake_github import fake_github
 from tests.support.gitrepos import Project
+from tests.support.json_envelope import checked
 from tests.support.nightly_world import BINDINGS, BROKEN, CULPRIT_SUBJECT, K1, REPO, World, make_world
 
 
@@ -37,7 +38,7 @@ def test_a_conflict_opens_one_issue_naming_the_patch_the_culprit_and_its_author(
     assert result.exit_code == 1, result.output
     assert report["outcome"] == "failed" and report["failure"]["stage"] == "rebase"
     assert [s["status"] for s in report["stages"]] == ["failed", "skipped", "skipped", "skipped"]
-    (conflict,) = [p for p in report["patches"] if p["klass"] == "conflict"]
+    (conflict,) = [p for p in report["patches"] if p["class"] == "conflict"]
     assert (conflict["upstream"], conflict["patch"], conflict["culprit"]["sha"]) == ("kernels", K1, culprit)
     (issue,) = world.fake.items(REPO, pull=False)
     author = f"{AUTHOR[0]} &lt;{AUTHOR[1]}&gt;"  # HTML-escaped in the body
@@ -142,7 +143,7 @@ def test_a_malformed_github_repository_is_refused_and_nothing_changes(world: Wor
     result, payload = world.night(env={"GITHUB_REPOSITORY": "not a repository"})
     assert result.exit_code == 2
     assert payload["exit_code"] == 2
-    assert payload["error"] == "GITHUB_REPOSITORY must be owner/name, not 'not a repository'"
+    assert payload["message"] == "GITHUB_REPOSITORY must be owner/name, not 'not a repository'"
     assert world.project.snapshot() == before and world.fake.requests == []
 
 
@@ -170,6 +171,7 @@ def test_a_local_backend_night_builds_verifies_and_tests_on_this_host(world: Wor
     assert result.exit_code == 0, result.output
     assert stages == {"rebase": "passed", "build": "passed", "verify": "passed", "test": "passed"}, report
     assert {s["upstream"]: s["outcome"] for s in report["suites"]} == {"kernels": "passed", "app": "passed"}
+    checked(result.stdout, "nightly")  # a whole night's report, as its JSON Schema says
 
 
 def test_a_night_split_in_two_runs_without_the_token_and_publishes_with_it(world: World) -> None:

@@ -91,8 +91,8 @@ def test_a_usage_error_is_one_error_line_and_exit_2(project: Project, args: list
     assert ran.stdout == ""
     as_json = kpatch(project.root, args[0], "--json", *args[1:])  # before any option that takes a value
     assert as_json.exit_code == ExitCode.BAD_INPUT and len(as_json.stderr.splitlines()) == 1
-    payload = json.loads(as_json.stdout)
-    assert (payload["error"], payload["exit_code"]) == (as_json.stderr.removeprefix("error: ").strip(), 2)
+    payload = json.loads(as_json.stdout)["error"]
+    assert (payload["message"], payload["exit_code"]) == (as_json.stderr.removeprefix("error: ").strip(), 2)
 
 
 @pytest.mark.parametrize("case", ["no kpatch.toml", "broken kpatch.toml", "unreachable upstream"])
@@ -112,8 +112,8 @@ def test_an_error_is_printed_once_and_as_json_under_json(project: Project, tmp_p
     assert human.stderr.count(error.removeprefix("error: ")) == 1
     if case != "unreachable upstream":
         assert human.stderr.splitlines() == [error]
-    payload = json.loads(machine.stdout)
-    assert (payload["error"], payload["exit_code"]) == (error.removeprefix("error: "), int(code))
+    payload = json.loads(machine.stdout)["error"]
+    assert (payload["message"], payload["exit_code"]) == (error.removeprefix("error: "), int(code))
 
 
 # --- 7. git runs with LC_ALL=C and without the user's config (fetch aside) -----------------------------------------
@@ -153,7 +153,7 @@ def test_the_workdir_of_apply_is_where_later_commands_look(project: Project, tmp
     assert not (project.root / "work").exists()
     check = kpatch(project.root, "export", "--check")
     assert check.exit_code == 0, check.output
-    status = json.loads(kpatch(project.root, "status", "--json").stdout)
+    status = json.loads(kpatch(project.root, "status", "--json").stdout)["result"]
     assert [u["worktree"] for u in status["upstreams"]] == [str(elsewhere / "kernels"), str(elsewhere / "app")]
     assert all(p["state"] == "applied" for u in status["upstreams"] for p in u["patches"])
     built = kpatch(project.root, "build-wheels", "--backend", "local", "--json")

@@ -18,7 +18,7 @@ from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
 
 def classes(payload: dict[str, Any], stack: str) -> list[str]:
-    return [p["klass"] for p in next(s for s in payload["stacks"] if s["name"] == stack)["patches"]]
+    return [p["class"] for p in next(s for s in payload["stacks"] if s["upstream"] == stack)["patches"]]
 
 
 def resolve_c(rp: RebaseProject) -> None:
@@ -31,7 +31,7 @@ def test_conflict_names_the_culprit_and_writes_nothing(rp: RebaseProject) -> Non
     before = rp.tracked()
     result = rp.run("rebase", "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output
-    payload = json.loads(result.stdout)
+    payload = json.loads(result.stdout)["result"]
     # The expectation: upstream (verbatim), upstream (other context), conflict, clean. Fix d and the
     # app stack are classified by trial applies: a conflict stops the stacks, not the report.
     assert classes(payload, "kernels") == ["upstream", "upstream", "conflict", "clean"]
@@ -45,7 +45,7 @@ def test_conflict_names_the_culprit_and_writes_nothing(rp: RebaseProject) -> Non
     culprit = kernels["patches"][2]["culprit"]
     assert culprit["sha"] == rp.culprit and culprit["subject"] == "Rewrite c"
     assert culprit["commits"] == 70 and culprit["trials"] <= 7
-    assert kernels["patches"][2]["hunks"][0][0] == "c.txt"
+    assert kernels["patches"][2]["hunks"][0]["path"] == "c.txt"
     assert "GitHub unreachable" in payload["github"]
     assert payload["committed"] is False
     assert rp.tracked() == before  # kpatch.toml and patches/ byte-identical
@@ -61,7 +61,7 @@ def test_continue_commits_everything_in_one_step(rp: RebaseProject) -> None:
     resolve_c(rp)
     result = rp.run("rebase", "--continue", "--json")
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    payload = json.loads(result.stdout)["result"]
     assert classes(payload, "kernels") == ["upstream", "upstream", "three-way", "clean"]
     assert classes(payload, "app") == ["clean", "clean"]
     app_why = payload["stacks"][1]["patches"][0]["why"]
@@ -98,7 +98,7 @@ def test_recorded_resolution_resolves_the_next_rebase(rp: RebaseProject, tmp_pat
     shutil.copytree(kept, recorded)
     again = rp.run("rebase", "--json", "--cache-dir", str(tmp_path / "fresh-cache"))
     assert again.exit_code == 0, again.output
-    payload = json.loads(again.stdout)
+    payload = json.loads(again.stdout)["result"]
     assert classes(payload, "kernels") == ["upstream", "upstream", "three-way", "clean"]
     assert payload["stacks"][0]["patches"][2]["why"] == "conflict resolved by a recorded resolution"
 
@@ -145,11 +145,11 @@ def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: 
     assert rp.tracked() == before
     cont = rp.run("rebase", "--continue", "--json", "--cache-dir", str(cache))
     assert cont.exit_code == ExitCode.CONFLICT, cont.output
-    assert classes(json.loads(cont.stdout), "kernels") == ["upstream", "upstream", "conflict", "clean"]
+    assert classes(json.loads(cont.stdout)["result"], "kernels") == ["upstream", "upstream", "conflict", "clean"]
     resolve_c(rp)
     done = rp.run("rebase", "--continue", "--json", "--cache-dir", str(cache))
     assert done.exit_code == 0, done.output
-    assert classes(json.loads(done.stdout), "kernels") == ["upstream", "upstream", "three-way", "clean"]
+    assert classes(json.loads(done.stdout)["result"], "kernels") == ["upstream", "upstream", "three-way", "clean"]
 
 
 def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,7 +163,7 @@ def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypat
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
         result = rp.run("rebase", "--json")
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    payload = json.loads(result.stdout)["result"]
     assert payload["github"] is None
     assert classes(payload, "kernels") == ["upstream", "upstream", "upstream", "clean"]
     assert payload["stacks"][0]["patches"][2]["why"] == f"up/kernels#13 is merged upstream as {rp.culprit[:12]}"
@@ -177,7 +177,7 @@ def test_github_server_errors_degrade(rp: RebaseProject, monkeypatch: pytest.Mon
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
         result = rp.run("rebase", "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output  # the rebase itself goes on as usual
-    payload = json.loads(result.stdout)
+    payload = json.loads(result.stdout)["result"]
     assert payload["github"] == f"GitHub unavailable ({fake.url} answered {status}): Upstream-PR states not checked"
     assert f"warning: GitHub unavailable ({fake.url} answered {status})" in result.stderr
 
@@ -190,22 +190,22 @@ def test_every_conflict_is_reported_in_one_run(rp: RebaseProject) -> None:
                     "Rewrite d", 500)
     result = rp.run("rebase", "--json")
     assert result.exit_code == ExitCode.CONFLICT
-    kernels = json.loads(result.stdout)["stacks"][0]["patches"]
-    assert [p["klass"] for p in kernels] == ["upstream", "upstream", "conflict", "conflict"]
+    kernels = json.loads(result.stdout)["result"]["stacks"][0]["patches"]
+    assert [p["class"] for p in kernels] == ["upstream", "upstream", "conflict", "conflict"]
     assert kernels[2]["culprit"]["sha"] == rp.culprit and kernels[3]["culprit"]["sha"] == second
     assert kernels[3]["why"] == "trial apply" and kernels[3]["culprit"]["trials"] <= 7
     resolve_c(rp)
     again = rp.run("rebase", "--continue", "--json")
     assert again.exit_code == ExitCode.CONFLICT  # now "Fix d" conflicts for real
-    kernels = json.loads(again.stdout)["stacks"][0]["patches"]
-    assert [p["klass"] for p in kernels] == ["upstream", "upstream", "three-way", "conflict"]
+    kernels = json.loads(again.stdout)["result"]["stacks"][0]["patches"]
+    assert [p["class"] for p in kernels] == ["upstream", "upstream", "three-way", "conflict"]
     assert kernels[3]["applied"] is False and kernels[3]["why"] == "" and kernels[3]["culprit"]["sha"] == second
     tree = rp.root / "work" / ".rebase" / "kernels"
     (tree / "d.txt").write_text(replace_line(FILES["d"], 20, "d line 20 rewritten upstream, fixed by us"))
     git(tree, "add", "d.txt")
     done = rp.run("rebase", "--continue", "--json")
     assert done.exit_code == 0, done.output
-    assert classes(json.loads(done.stdout), "kernels") == ["upstream", "upstream", "three-way", "three-way"]
+    assert classes(json.loads(done.stdout)["result"], "kernels") == ["upstream", "upstream", "three-way", "three-way"]
 
 
 @pytest.mark.parametrize("verb", ["abort", "continue"])

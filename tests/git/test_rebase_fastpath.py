@@ -36,7 +36,7 @@ class Case:
 
     def run(self, *args: str) -> tuple[int, dict[str, Any]]:
         result = run_kpatch(self.root, *args, "--json", "--cache-dir", str(self.root.parent / "cache"))
-        return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
+        return result.exit_code, json.loads(result.stdout)["result"] if result.stdout.strip() else {}
 
     def tracked(self) -> dict[str, bytes]:
         return {str(p.relative_to(self.root)): p.read_bytes() for p in sorted((self.root / "patches").rglob("*"))
@@ -124,7 +124,7 @@ def picked(case: Case) -> list[str]:
 
 def stacks(payload: dict[str, Any]) -> list[tuple[str, str, object, object]]:
     """What a rebase reports per patch, without what differs between two projects (their paths)."""
-    return [(p["name"], p["klass"], p["culprit"] and p["culprit"]["sha"], p["hunks"])
+    return [(p["name"], p["class"], p["culprit"] and p["culprit"]["sha"], p["hunks"])
             for s in payload["stacks"] for p in s["patches"]]
 
 

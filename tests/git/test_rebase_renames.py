@@ -49,8 +49,8 @@ def test_a_rename_upstream_made_too_is_classed_upstream_by_patch_id(tmp_path: Pa
     assert run_kpatch(root, "apply").exit_code == 0
     result = run_kpatch(root, "rebase", "--json")
     assert result.exit_code == 0, result.output
-    patches = json.loads(result.stdout)["stacks"][0]["patches"]
-    assert [p["klass"] for p in patches] == ["upstream", "clean"]
+    patches = json.loads(result.stdout)["result"]["stacks"][0]["patches"]
+    assert [p["class"] for p in patches] == ["upstream", "clean"]
     assert "same patch-id as upstream" in patches[0]["why"]
     assert not (root / "patches" / "up" / "0001-Move-old.txt-to-new.txt.patch").exists()
 
@@ -60,5 +60,5 @@ def test_a_rename_upstream_did_not_make_is_still_applied(tmp_path: Path) -> None
     assert run_kpatch(root, "apply").exit_code == 0
     result = run_kpatch(root, "rebase", "--json")
     assert result.exit_code == 0, result.output
-    assert [p["klass"] for p in json.loads(result.stdout)["stacks"][0]["patches"]] == ["clean", "clean"]
+    assert [p["class"] for p in json.loads(result.stdout)["result"]["stacks"][0]["patches"]] == ["clean", "clean"]
     assert (root / "work" / "up" / "new.txt").read_text() == MOVED

@@ -216,7 +216,7 @@ def test_a_commit_whose_crs_were_stripped_is_not_applied_in_status(project: Proj
     git(tree, "commit", "-q", "-a", "-C", kimi)
     git(tree, "cherry-pick", test)
     ran = kpatch(project.root, "status", "--json")
-    kernels = json.loads(ran.stdout)["upstreams"][0]
+    kernels = json.loads(ran.stdout)["result"]["upstreams"][0]
     assert [p["state"] for p in kernels["patches"]] == ["modified", "applied"]
     assert kpatch(project.root, "export", "--check").exit_code == ExitCode.CONFLICT
 
@@ -225,15 +225,15 @@ def test_rebase_keeps_the_crs_of_a_crlf_file(project: Project) -> None:
     patch = project.root / "patches" / "kernels" / KIMI
     ran = kpatch(project.root, "rebase", "--json")
     assert ran.exit_code == 0, ran.output
-    kernels = json.loads(ran.stdout)["stacks"][0]
+    kernels = json.loads(ran.stdout)["result"]["stacks"][0]
     assert kernels["old_base"] == project.kernels_base and kernels["new_base"] == git(project.kernels, "rev-parse",
                                                                                        "main")
-    assert [p["klass"] for p in kernels["patches"]] == ["clean", "clean"]
+    assert [p["class"] for p in kernels["patches"]] == ["clean", "clean"]
     assert b"+kimi = on\r\n" in patch.read_bytes()
     assert (project.workdir / "kernels" / "csrc" / "kernels.ini").read_bytes() == INI
     assert kpatch(project.root, "export", "--check").exit_code == 0
     assert kpatch(project.root, "apply").exit_code == 0
-    states = [p["state"] for u in json.loads(kpatch(project.root, "status", "--json").stdout)["upstreams"]
+    states = [p["state"] for u in json.loads(kpatch(project.root, "status", "--json").stdout)["result"]["upstreams"]
               for p in u["patches"]]
     assert states == ["applied"] * 4
 

@@ -183,7 +183,7 @@ def test_full_workdir_during_a_rebase(project: Project, mounts: Mounts, tmp_path
     assert {n: subprocess.run(["git", "rev-parse", "HEAD"], cwd=work / n, capture_output=True, text=True).stdout
             for n in ("kernels", "app")} == heads
     assert not (work / ".rebase").exists()
-    assert json.loads(kpatch(project, "status", "--json").stdout)["operation"] is None
+    assert json.loads(kpatch(project, "status", "--json").stdout)["result"]["operation"] is None
 
 
 @pytest.mark.parametrize(("kib", "free", "step"), [(256, 64, "git init"), (1024, 100, "git fetch")])
@@ -224,4 +224,4 @@ def test_log_folder_full_or_read_only_costs_the_log_not_the_command(project: Pro
         assert "Traceback" not in result.stderr and "Logging error" not in result.stderr, result.stderr
         expected = ExitCode.WORKTREE if command == ["apply", "--abort"] else ExitCode.OK
         assert result.returncode == expected, (command, result.stderr)
-    assert json.loads(kpatch(project, "status", "--json").stdout)["operation"] is None
+    assert json.loads(kpatch(project, "status", "--json").stdout)["result"]["operation"] is None

@@ -74,19 +74,20 @@ def copy_dist(built: Built, tmp_path: Path) -> Path:
 
 
 def checks(result: Result) -> dict[tuple[str, str], dict[str, str]]:
-    return {(c["area"], c["subject"]): c for c in json.loads(result.stdout)["checks"]}
+    return {(c["area"], c["subject"]): c for c in json.loads(result.stdout)["result"]["checks"]}
 
 
 def failures(result: Result) -> list[str]:
-    return [f"{c['area']} {c['subject']}: {c['detail']}" for c in json.loads(result.stdout)["checks"]
+    return [f"{c['area']} {c['subject']}: {c['detail']}" for c in json.loads(result.stdout)["result"]["checks"]
             if c["status"] == "fail"]
 
 
 def test_the_built_example_pair_verifies(built: Built) -> None:
     result = built.verify("--json")
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
-    assert payload["ok"] and payload["lock"] == str(built.root / "dist" / "pylock.toml")
+    envelope = json.loads(result.stdout)
+    payload = envelope["result"]
+    assert envelope["ok"] and payload["lock"] == str(built.root / "dist" / "pylock.toml")
     found = checks(result)
     assert found[("pin", "app -> vllm-xpu-kernels")]["status"] == "pass"
     assert {c["area"] for c in payload["checks"]} >= {"wheel", "pin", "torch", "contract"}
@@ -211,7 +212,7 @@ def test_a_pr592_registration_is_reported_with_both_files_and_lines(tmp_path: Pa
                  if p.is_file()}
     result = run_kpatch(root, "verify", *cache, "--json")
     assert result.exit_code == ExitCode.CONFLICT
-    report = json.loads(result.stdout)["contracts"][0]["report"]
+    report = json.loads(result.stdout)["result"]["contracts"][0]["report"]
     (mismatch,) = report["mismatches"]
     app_line = next(i for i, line in enumerate((root / "work" / "app" / "csrc" / "torch_bindings.cpp")
                                                .read_text().splitlines(), 1) if "fused_kimi_mla_insert(" in line)
@@ -249,7 +250,7 @@ def test_ops_not_served_on_xpu_are_grouped_by_calling_module(tmp_path: Path) -> 
         f.write("\n\ndef gather(x):\n    return torch.ops._C.gather_cache(x)\n")
     result = run_kpatch(root, "verify", *cache, "--json")
     assert result.exit_code == ExitCode.CONFLICT
-    missing = json.loads(result.stdout)["contracts"][0]["report"]["missing"]
+    missing = json.loads(result.stdout)["result"]["contracts"][0]["report"]["missing"]
     assert [(m["module"], [(o["op"], o["gap"], o["keys"], [(c["file"], c["line"], c["function"]) for c in o["sites"]])
                            for o in m["ops"]]) for m in missing] == [
         ("app.models.k3.xpu.ops", [("gather_cache", "not defined by the kernels", [],
@@ -265,7 +266,7 @@ def test_ops_not_served_on_xpu_are_grouped_by_calling_module(tmp_path: Path) -> 
     stale = next(i for i, line in enumerate(toml.read_text().splitlines(), 1) if "no_such_op" in line)
     listed = run_kpatch(root, "verify", *cache, "--json")
     assert listed.exit_code == 0, listed.output
-    warned = [c for c in json.loads(listed.stdout)["checks"] if c["status"] == "warn"]
+    warned = [c for c in json.loads(listed.stdout)["result"]["checks"] if c["status"] == "warn"]
     assert [c["detail"] for c in warned] == [
         f"[verify] cuda-only op no_such_op (kpatch.toml:{stale}): nothing it names is called on the XPU path any more"]
 
@@ -275,7 +276,7 @@ def test_the_installed_pair_verifies_and_says_which_lock_it_came_from(built: Bui
     monkeypatch.syspath_prepend(str(site))
     result = built.verify("--installed", "--json")
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    payload = json.loads(result.stdout)["result"]
     lock = built.root / "dist" / "pylock.toml"
     stacks = tomllib.loads(lock.read_text())["tool"]["kpatch"]["upstreams"]
     assert payload["provenance"] == {"lock": str(lock), "detail": f"installed from {lock}",
@@ -303,7 +304,7 @@ def test_only_one_half_installed_names_the_missing_one(built: Built, tmp_path: P
     assert missing["detail"] == (f"only one half of the set is installed (app {app.version}); vllm-xpu-kernels "
                                  "is missing")
     assert missing["fix"] == f"pip install --force-reinstall --no-deps {lock.parent / kernels.filename}"
-    assert json.loads(result.stdout)["provenance"]["lock"] is None
+    assert json.loads(result.stdout)["result"]["provenance"]["lock"] is None
 
 
 def test_a_changed_installed_file_fails_record_and_patch_checks(built: Built, site: Path, tmp_path: Path,
@@ -333,7 +334,7 @@ def test_an_environment_from_another_build_came_from_no_lock(built: Built, site:
     monkeypatch.syspath_prepend(str(site))
     result = built.verify("--installed", "--lock", str(lock), "--json")
     assert result.exit_code == ExitCode.CONFLICT
-    payload = json.loads(result.stdout)
+    payload = json.loads(result.stdout)["result"]
     assert payload["provenance"] == {"lock": None, "stacks": [],
                                      "detail": f"not from {lock}: app is {app.version}, the lock has {other.version}"}
     assert checks(result)[("installed", "app")]["detail"] == f"{app.version} is installed, the lock has {other.version}"

@@ -64,7 +64,7 @@ class Runner:
         proc = self.run("status", "--json")
         if proc.returncode != 0:
             return None, proc.stderr.strip()
-        return json.loads(proc.stdout), ""
+        return json.loads(proc.stdout)["result"], ""
 
 
 def tracked_files(root: Path) -> dict[str, str]:

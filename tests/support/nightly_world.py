@@ -69,7 +69,8 @@ class World:
         return self.project.root
 
     def night(self, *args: str, env: dict[str, str | None] | None = None) -> tuple[Result, dict[str, Any]]:
-        """`kpatch nightly --json` from the project folder; the report JSON it printed (or {})."""
+        """`kpatch nightly --json` from the project folder; the report JSON it printed (its envelope's result, or
+        its error when there is none; {} when it printed none)."""
         old = Path.cwd()
         os.chdir(self.root)
         try:
@@ -78,7 +79,8 @@ class World:
         finally:
             os.chdir(old)
         try:
-            report = json.loads(result.stdout) if result.stdout.strip() else {}
+            envelope = json.loads(result.stdout) if result.stdout.strip() else {}
+            report = envelope.get("result") or envelope.get("error") or {}
         except ValueError:
             report = {}
         return result, report

@@ -11,12 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from kpatch.cli import all_commands, main
+from kpatch.commands import doctor as doctor_command
+from kpatch.commands import status as status_command
+from kpatch.commands._views import show_rebase
 from kpatch.doctor import DoctorReport, Finding, Level
 from kpatch.engine.rebase import Outcome, PatchReport, RebaseResult, StackReport
 from kpatch.engine.status import StatusResult, UpstreamReport
 from kpatch.gitx.checkout import git_dir, head_commit
 from kpatch.output.ui import UI, article, count, styled_columns
-from kpatch.printers import print_doctor, print_rebase, print_status
 from kpatch.project.state import Culprit
 from tests.support.readme import all_text
 
@@ -49,7 +51,7 @@ def _status(behind: int, operation: str | None) -> StatusResult:
 
 
 def test_status_says_one_commit_behind_and_an_apply_in_progress(capsys: pytest.CaptureFixture[str]) -> None:
-    print_status(UI(), _status(1, "apply"))
+    status_command.show(UI(), _status(1, "apply"))
     out = capsys.readouterr().out
     assert "; 1 commit behind" in out and "an apply is in progress" in out
     assert "1 worktree commit not in the patch files" in out
@@ -62,14 +64,14 @@ def test_a_culprit_found_in_one_trial_over_one_commit_is_said_in_the_singular(
     patch = PatchReport(name="0001-x.patch", klass="conflict", applied=False, why="", commit=None, hunks=(),
                         culprit=culprit)
     stack = StackReport(name="kernels", old_base=SHA, new_base=SHA, outcome=Outcome.CONFLICT, patches=(patch,))
-    print_rebase(UI(), RebaseResult(stacks=(stack,), github=None, committed=False), Path("/p/work/.rebase"))
+    show_rebase(UI(), RebaseResult(stacks=(stack,), github=None, committed=False), Path("/p/work/.rebase"))
     out, err = capsys.readouterr()
     assert "found in 1 trial apply over 1 commit" in out and "commits" not in out
     assert "resolve it in /p/work/.rebase/kernels," in err and "<name>" not in err
 
 
 def test_doctor_counts_what_is_missing_in_the_singular(capsys: pytest.CaptureFixture[str]) -> None:
-    print_doctor(UI(), DoctorReport(findings=(Finding("git", Level.FAIL, "no git", "install git"),)))
+    doctor_command.show(UI(), DoctorReport(findings=(Finding("git", Level.FAIL, "no git", "install git"),)))
     assert capsys.readouterr().out.splitlines()[-1] == "doctor: 1 thing needed is missing"
 
 

@@ -10,7 +10,7 @@ from kpatch.cli import all_commands
 from kpatch.output.help import EXAMPLES
 from tests.support.cli import run_kpatch
 
-COMMANDS = all_commands()  # those of kpatch/cli_pair.py and cli_start.py too (loaded on demand)
+COMMANDS = all_commands()  # every module of kpatch/commands/ (each loaded on demand)
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

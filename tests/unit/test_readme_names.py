@@ -6,7 +6,7 @@ from __future__ import annotations
 from kpatch.cli import all_commands
 from tests.support.readme import README, RUNNABLE, blocks, documents, invocations, spans
 
-COMMANDS = all_commands()  # those of kpatch/cli_pair.py and cli_start.py too (loaded on demand)
+COMMANDS = all_commands()  # every module of kpatch/commands/ (each loaded on demand)
 
 # Commands named before they exist (none now): allowed only while they are missing, then checked like every other.
 PENDING: dict[str, set[str]] = {}

@@ -62,8 +62,8 @@ def test_output_json_and_the_log_file_are_redacted(tmp_path: Path, capsys: pytes
         handler.flush()
     out, err = capsys.readouterr()
     assert "secret" not in out + err and "secret" not in log_file.read_text()
-    error = json.loads(out.splitlines()[-1])
-    assert (error["error"], error["exit_code"], error["detail"]) == ("cannot fetch https://***@host/x.git", 4, [])
+    error = json.loads(out[out.rindex('{\n  "kpatch"'):])["error"]
+    assert (error["message"], error["exit_code"], error["detail"]) == ("cannot fetch https://***@host/x.git", 4, [])
     assert log_file.read_text().count("https://***@host/x.git") == 5  # note, warning, error and two debug lines
 
 

@@ -1,4 +1,5 @@
-"""How each command's result reads for a person (the CLI's printing half; --json prints the result itself)."""
+"""How the results that more than one command shows read for a person: apply, rebase, build, verify and test
+(each its own command's output, and a step of the demo and the nightly). Imported by the command modules only."""
 
 from __future__ import annotations
 
@@ -6,49 +7,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kpatch.gitx.checkout import in_git_checkout
-from kpatch.output.ui import UI, article, columns, count, escape, styled_columns
+from kpatch.output.ui import UI, columns, count, escape, styled_columns
 
 if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test, rebase or the nightly
-    from kpatch.commands.build_wheels import BuildResult
-    from kpatch.commands.verify import VerifyResult
-    from kpatch.doctor import DoctorReport
     from kpatch.engine.apply import ApplyResult
     from kpatch.engine.rebase import RebaseResult
-    from kpatch.engine.status import StatusResult
-    from kpatch.examples.demo import DemoResult
-    from kpatch.examples.demo import Step as DemoStep
-    from kpatch.nightly.model import Stage
-    from kpatch.nightly.run import Night
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
+    from kpatch.verify.run import VerifyResult
+    from kpatch.wheels.build import BuildResult
 
 
-def print_status(ui: UI, result: StatusResult) -> None:
-    for report in result.upstreams:
-        behind = "? commits" if report.behind is None else count(report.behind, "commit")
-        ui.line(f"[bold]{escape(report.name)}[/]  {escape(report.url)} ({escape(report.branch)})")
-        resolved = report.base_commit or "unresolved (no mirror yet)"
-        pin = report.base if report.base == report.base_commit else f"{report.base} = {resolved}"
-        ui.plain(f"  base {pin}; mirror head {report.mirror_head or '-'}; {behind} behind")
-        if result.journal:  # patches/ is half-written until the interrupted write is resumed or undone
-            ui.plain(f"  worktree head {report.head or '-'}; patches not read")
-            continue
-        rows = [["#", "patch", "state", "upstream", "PR", "requires"]]
-        rows += [[str(index), patch.name, patch.state.value, patch.upstream_status or "-",
-                  ", ".join(patch.upstream_prs) or "-", ", ".join(patch.requires) or "-"]
-                 for index, patch in enumerate(report.patches, start=1)]
-        for line in columns(rows, indent="  "):
-            ui.plain(line)
-        if report.unexported:
-            ui.plain(f"  {count(report.unexported, 'worktree commit')} not in the patch files: run 'kpatch export'")
-    if result.journal:
-        ui.plain(f"an interrupted 'kpatch {result.journal}' is pending: run 'kpatch {result.journal} --continue' "
-                 "or '--abort'")
-    elif result.operation:
-        ui.plain(f"{article(result.operation)} is in progress: 'kpatch {result.operation} --continue' or '--abort'")
-
-
-def print_apply(ui: UI, result: ApplyResult) -> None:
+def show_apply(ui: UI, result: ApplyResult) -> None:
     for line in columns([[stack.upstream, stack.outcome.value, f"{stack.applied}/{stack.total} patches",
                           f"on {stack.base[:12]} -> {stack.head[:12] if stack.head else '-'}", str(stack.worktree)]
                          for stack in result.stacks]):
@@ -64,7 +34,7 @@ def print_apply(ui: UI, result: ApplyResult) -> None:
         ui.detail("  fix the files, 'git add' them, then 'kpatch apply --continue' (or 'kpatch apply --abort')")
 
 
-def print_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | None = None) -> None:
+def show_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | None = None) -> None:
     for stack in result.stacks:
         ui.line(f"[bold]{escape(stack.name)}[/]  {stack.old_base[:12]} -> {stack.new_base[:12]}  "
                 f"({stack.outcome.value})")
@@ -76,7 +46,7 @@ def print_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | No
                 why = (f"broken by {c.sha[:12]} \"{c.subject}\" ({c.author}, {c.date}); "
                        f"found in {count(c.trials, 'trial apply', 'trial applies')} over {count(c.commits, 'commit')}")
             if patch.hunks:
-                why += " [" + ", ".join(p + (f":{line}" if line else "") for p, line in patch.hunks) + "]"
+                why += " [" + ", ".join(h.path + (f":{h.line}" if h.line else "") for h in patch.hunks) + "]"
             rows.append([patch.name, patch.klass, why])
         for line in columns(rows, indent="  "):
             ui.plain(line)
@@ -100,7 +70,7 @@ def _written(changed: int | None, project: Path | None) -> str:
     return what
 
 
-def print_verify(ui: UI, result: VerifyResult, explain: bool = False) -> None:
+def show_verify(ui: UI, result: VerifyResult, explain: bool = False) -> None:
     styles = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
     rows: list[list[str]] = [["", "check", "subject", "detail"]]
     row_styles: list[str | None] = [None]
@@ -115,11 +85,11 @@ def print_verify(ui: UI, result: VerifyResult, explain: bool = False) -> None:
         ui.line(line)
     for contract in result.contracts:
         if contract.report is not None and (explain or not contract.report.ok):
-            print_contract(ui, contract.kernels, contract.app, contract.report, explain)
+            show_contract(ui, contract.kernels, contract.app, contract.report, explain)
     ui.line("verify " + ("[green]passed[/]" if result.ok else "[bold red]FAILED[/]"))
 
 
-def print_contract(ui: UI, kernels: str, app: str, report: ContractReport, explain: bool = False) -> None:
+def show_contract(ui: UI, kernels: str, app: str, report: ContractReport, explain: bool = False) -> None:
     ui.line(f"\n[bold]op contract {escape(kernels)} -> {escape(app)}[/] (libraries {', '.join(report.namespaces)})")
     for module in report.missing:
         ui.line(f"  [bold]{escape(module.module)}[/] calls, not served on XPU:")
@@ -152,7 +122,7 @@ def print_contract(ui: UI, kernels: str, app: str, report: ContractReport, expla
             f"{'' if explain else ' (--explain says why)'}[/]")
 
 
-def print_test(ui: UI, result: TestRun) -> None:
+def show_test(ui: UI, result: TestRun) -> None:
     rows: list[list[str]] = [["upstream", "outcome", "passed", "failed", "errors", "skipped", "time"]]
     row_styles: list[str | None] = [None]
     for suite in result.suites:
@@ -183,7 +153,7 @@ def print_test(ui: UI, result: TestRun) -> None:
             f"{escape(' '.join(result.devices)) or 'none'})")
 
 
-def print_build(ui: UI, result: BuildResult) -> None:
+def show_build(ui: UI, result: BuildResult) -> None:
     from kpatch.wheels.compiler_cache import describe
 
     for wheel in result.wheels:
@@ -192,110 +162,3 @@ def print_build(ui: UI, result: BuildResult) -> None:
                 f"  (torch {wheel.torch or 'none'}{cache})")
     ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
             f"{count(result.containers, 'build container')} started)")
-
-
-def print_nightly_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:
-    """A stage's own result, as its command prints it (inside the stage's log group)."""
-    from kpatch.commands.build_wheels import BuildResult
-    from kpatch.commands.verify import VerifyResult
-    from kpatch.engine.rebase import RebaseResult
-    from kpatch.testing.run import TestRun
-
-    if isinstance(result, RebaseResult):
-        print_rebase(ui, result, scratch)
-    elif isinstance(result, BuildResult):
-        print_build(ui, result)
-    elif isinstance(result, VerifyResult):
-        print_verify(ui, result)
-    elif isinstance(result, TestRun):
-        print_test(ui, result)
-
-
-def print_demo_step(ui: UI, step: DemoStep, result: object) -> None:
-    """One demo step as it ends: a header line, then the step's own output as the command prints it."""
-    from kpatch.commands.build_wheels import BuildResult
-    from kpatch.commands.verify import VerifyResult
-    from kpatch.engine.apply import ApplyResult
-    from kpatch.engine.rebase import RebaseResult
-    from kpatch.examples.moves import UpstreamMove
-    from kpatch.testing.run import TestRun
-
-    mark = "[green]ok[/]" if step.ok else "[bold red]FAILED[/]"
-    ui.line(f"\n[bold]== {escape(step.name)}[/] {mark} ({step.seconds:.1f} s): {escape(step.summary)}")
-    for line in step.detail:
-        ui.plain(f"  {line}")
-    if isinstance(result, ApplyResult):
-        print_apply(ui, result)
-    elif isinstance(result, tuple) and result and isinstance(result[0], UpstreamMove):
-        for move in result:
-            ui.plain(f"  {move.upstream}: {move.commit[:12]} \"{move.subject}\": {move.effect}")
-    elif isinstance(result, RebaseResult):
-        print_rebase(ui, result, Path("work/.rebase"))
-    elif isinstance(result, BuildResult):
-        for wheel in result.wheels:
-            ui.plain(f"  {wheel.upstream:<8} {'cached' if wheel.cached else 'built':<6} {wheel.filename}")
-    elif isinstance(result, VerifyResult):
-        print_verify(ui, result)
-    elif isinstance(result, TestRun):
-        print_test(ui, result)
-
-
-def print_nightly(ui: UI, night: Night) -> None:
-    from kpatch.nightly.render import headline
-
-    report = night.report
-    styles = {"passed": "green", "failed": "bold red", "skipped": "dim"}
-    ui.line(f"\n[bold]{escape(headline(report))}[/]")
-    for run in report.stages:
-        ui.line(f"  {run.stage.value:<7} [{styles[run.status.value]}]{run.status.value:<7}[/] {run.seconds:6.1f} s  "
-                f"{escape(run.summary)}")
-    for flag in report.flags:
-        ui.line(f"  [yellow]flag[/] {escape(flag.upstream)}/{escape(flag.patch)}: {escape(flag.pr)} {flag.note}")
-    if report.failure:
-        for step in report.failure.resolve:
-            ui.line(f"  next: {escape(step)}")
-    if report.dry_run:
-        ui.line(f"  dry run ({escape(report.dry_run)}): nothing pushed, opened, commented on or closed")
-    if report.push:
-        ui.line(f"  {escape(report.push.branch)}: {escape(report.push.message)}")
-    for result in report.github:
-        ui.line(f"  GitHub: {escape(result.message)}")
-    ui.line(f"report: {escape(str(night.markdown))} and {escape(night.json.name)}")
-
-
-def print_demo_summary(ui: UI, result: DemoResult) -> None:
-    """What happened, how long each step took, and where the wheels and the lock are (or that they went away)."""
-    ui.line("\n[bold]summary[/]")
-    for line in columns([[s.name, "ok" if s.ok else "FAILED", f"{s.seconds:.1f} s", s.summary] for s in result.steps],
-                        indent="  "):
-        ui.plain(line)
-    ui.plain(f"  backend: {result.backend.backend.value} ({result.backend.why})")
-    if result.wheels:
-        ui.plain(f"  wheels:  {', '.join(w.name for w in result.wheels)}")
-    if result.lock:
-        ui.plain(f"  lock:    {result.lock}")
-    if result.kept:
-        ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
-                 f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
-    else:
-        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo --keep' keeps it")
-    failed = next((s for s in result.steps if not s.ok), None)
-    if failed is not None:  # the cause where it is reported: the error's own lines, then where the whole log is
-        ui.plain(f"  {failed.name} failed: {failed.summary}")
-        for line in failed.detail:
-            ui.plain(f"    {line}")
-        ui.plain(f"  log: {ui.log_file}" if ui.log_file else "  log: none could be written")
-    verdict = "[green]passed[/]" if failed is None else f"[bold red]FAILED[/] at {failed.name}"
-    ui.line(f"demo {verdict} in {result.seconds:.1f} s")
-
-
-def print_doctor(ui: UI, report: DoctorReport) -> None:
-    styles = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
-    for finding in report.findings:
-        level = finding.level.value
-        ui.line(f"[{styles[level]}]{level:<4}[/] {finding.area:<8} {escape(finding.detail)}")
-        if finding.fix and finding.level.value != "ok":
-            ui.line(f"              [dim]->[/] {escape(finding.fix)}")
-    failed = sum(f.level.value == "fail" for f in report.findings)
-    missing = f"{count(failed, 'thing')} needed {'is' if failed == 1 else 'are'} missing"
-    ui.line("doctor: " + ("[green]ready[/]" if report.ok else f"[bold red]{missing}[/]"))

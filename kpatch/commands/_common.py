@@ -1,0 +1,138 @@
+"""What every command shares: its options (config, cache, workdir, URL overrides, --json, -q, -v), the Context it
+gets, and its click class (the example at the end of --help). Imported by the command modules only."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from kpatch.errors import UsageError
+from kpatch.output.ui import UI, setup_logging
+
+if TYPE_CHECKING:
+    from kpatch.project.workspace import Workspace
+
+F = TypeVar("F", bound=Callable[..., Any])
+UI_KEY = "kpatch.ui"  # click's meta: the command's UI, for the error boundary in kpatch/cli.py
+
+# Commands that only read: a run that succeeds leaves no log file (export --check is one too).
+READERS = frozenset({"status", "verify", "doctor"})
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    """The options every command takes."""
+
+    config_path: Path | None
+    cache_dir: Path | None
+    workdir: Path | None
+    urls: tuple[str, ...]
+    command: str
+    reads_only: bool = False  # its log file is written only if it fails
+
+
+class Context:
+    """What every command gets: the UI and, lazily, the workspace built from the shared options."""
+
+    def __init__(self, ui: UI, options: CommonOptions) -> None:
+        self.ui = ui
+        self.options = options
+
+    def workspace(self) -> Workspace:
+        from kpatch import config
+        from kpatch.project.workspace import Workspace
+
+        found = self.options.config_path or config.find_config(Path.cwd())
+        stack = config.load(found)
+        overrides = config.parse_assignments(self.options.urls, "--url")
+        stack = config.with_url_overrides(stack, overrides, os.environ)
+        ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir)
+        start_log(self.ui, ws.log_dir, self.options.command, deferred=self.options.reads_only)
+        return ws
+
+
+def start_log(ui: UI, folder: Path, command: str, *, deferred: bool = False) -> None:
+    """The run's log file in `folder` (see setup_logging); a bad $KPATCH_LOG_KEEP is a usage error."""
+    try:
+        ui.log_file = setup_logging(folder, command, deferred=deferred)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+class KpatchCommand(click.Command):
+    """Every command's --help ends with its example (kpatch/output/help.py, read only when help is shown)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self.epilog is None:
+            from kpatch.output.help import epilog
+
+            self.epilog = epilog(self.name or "")
+        super().format_epilog(ctx, formatter)
+
+
+def output_options(func: F) -> F:
+    """--json, --quiet and --verbose, for every command."""
+    func = click.option("-v", "--verbose", is_flag=True,
+                        help="Also show the log's debug lines (git commands, docker steps) on stderr.")(func)
+    func = click.option("-q", "--quiet", is_flag=True, help="Only results and errors: no notes, no progress.")(func)
+    return click.option("--json", "json_mode", is_flag=True, help="Print the result as JSON.")(func)
+
+
+def make_ui(command: str, json_mode: bool, quiet: bool, verbose: bool) -> UI:
+    """The command's UI, also where kpatch/cli.py's error boundary finds it."""
+    ui = UI(json_mode=json_mode, quiet=quiet, verbose=verbose, command=command)
+    click.get_current_context().meta[UI_KEY] = ui
+    return ui
+
+
+def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]], click.Command]:
+    """The click command `name` with the shared options; its function gets a Context and returns its exit code."""
+
+    def decorate(func: Callable[..., int]) -> click.Command:
+        own = func.__dict__.pop("__click_params__", [])  # listed in --help before the shared ones, as always
+
+        @functools.wraps(func)
+        def wrapper(config_path: Path | None, cache_dir: Path | None, workdir: Path | None, urls: tuple[str, ...],
+                    json_mode: bool, quiet: bool, verbose: bool, **kwargs: Any) -> int:
+            ui = make_ui(name, json_mode, quiet, verbose)
+            options = CommonOptions(config_path=config_path, cache_dir=cache_dir, workdir=workdir, urls=urls,
+                                    command=name, reads_only=name in READERS or bool(kwargs.get("check")))
+            return func(Context(ui, options), **kwargs)
+
+        shared = output_options(wrapper)
+        shared = click.option("--url", "urls", multiple=True, metavar="NAME=URL",
+                              help="Fetch upstream NAME from URL instead.")(shared)
+        shared = click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
+                              help="Worktrees (default: the last apply's, else ./work next to kpatch.toml).")(shared)
+        shared = click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+                              envvar="KPATCH_CACHE_DIR",
+                              help="Mirrors and logs (default: $XDG_CACHE_HOME/kpatch).")(shared)
+        shared = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                              help="kpatch.toml (default: the nearest one, here or above).")(shared)
+        shared.__click_params__.extend(own)  # type: ignore[attr-defined]
+        return click.command(name, cls=KpatchCommand, **settings)(shared)
+
+    return decorate
+
+
+def checked_base_image(backend: str, image: str | None, base_image: str | None) -> str | None:
+    """--base-image, checked against --image and --backend; $KPATCH_BASE_IMAGE gives way to either of them."""
+    source = click.get_current_context().get_parameter_source("base_image")
+    if source is click.core.ParameterSource.ENVIRONMENT and (image or backend == "local"):
+        return None
+    if image and base_image or backend == "local" and (image or base_image):
+        raise UsageError("--image and --base-image go alone, and only with --backend docker")
+    return base_image
+
+
+def assignments(values: tuple[str, ...], option: str) -> dict[str, str]:
+    """NAME=VALUE options (--onto) as a mapping; a usage error names the bad one."""
+    from kpatch.config import parse_assignments
+
+    return parse_assignments(values, option)

@@ -1,0 +1,61 @@
+"""`kpatch doctor`: what this machine lacks for the configured stacks (the checks are kpatch/doctor.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from kpatch.commands._common import Context, kpatch_command
+from kpatch.errors import ConfigError, ExitCode
+from kpatch.output.ui import UI, count, escape
+
+if TYPE_CHECKING:
+    from kpatch.doctor import DoctorReport
+
+
+@kpatch_command("doctor")
+@click.option("--fsck", is_flag=True, help="Also run git fsck on every mirror in the cache (slow on big mirrors).")
+@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
+              help="The backend you build and test with: what it needs must be there.")
+@click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
+              help="The base image build-wheels will use (default: $KPATCH_BASE_IMAGE, else Intel oneAPI's).")
+def command(ctx: Context, fsck: bool, backend: str, base_image: str | None) -> int:
+    """Check this machine for the configured stacks: each line OK or what to do; exit 1 if something needed is
+    missing."""
+    from kpatch.doctor import DoctorOptions, diagnose
+    from kpatch.project.workspace import default_cache_dir
+    from kpatch.wheels.pipeline import DEFAULT_BASE_IMAGE
+
+    stack, problem = None, None
+    try:
+        ws = ctx.workspace()
+        stack, cache = ws.stack, ws.cache_dir
+    except ConfigError as err:  # doctor is for broken set-ups too: a missing or bad kpatch.toml is a finding
+        problem, cache = err, (ctx.options.cache_dir or default_cache_dir()).resolve()
+    root = stack.root if stack else Path.cwd()
+    options = DoctorOptions(backend=backend, base_image=base_image or DEFAULT_BASE_IMAGE, fsck=fsck, cache_dir=cache,
+                            dist=root / "dist", root=root)
+    report = diagnose(stack, problem, options)
+    code = 0 if report.ok else int(ExitCode.CONFLICT)
+    if ctx.ui.json_mode:
+        ctx.ui.result(report, exit_code=code, message=_missing(report))
+    else:
+        show(ctx.ui, report)
+    return code
+
+
+def _missing(report: DoctorReport) -> str:
+    failed = sum(f.level.value == "fail" for f in report.findings)
+    return f"{count(failed, 'thing')} needed {'is' if failed == 1 else 'are'} missing"
+
+
+def show(ui: UI, report: DoctorReport) -> None:
+    styles = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+    for finding in report.findings:
+        level = finding.level.value
+        ui.line(f"[{styles[level]}]{level:<4}[/] {finding.area:<8} {escape(finding.detail)}")
+        if finding.fix and finding.level.value != "ok":
+            ui.line(f"              [dim]->[/] {escape(finding.fix)}")
+    ui.line("doctor: " + ("[green]ready[/]" if report.ok else f"[bold red]{_missing(report)}[/]"))

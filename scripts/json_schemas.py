@@ -1,0 +1,150 @@
+"""Write kpatch/commands/schemas/<command>.json: the JSON Schema (draft 2020-12) of each command's --json output,
+made from the result types the command prints (dataclasses, enums, paths; a field's JSON name from its metadata).
+
+  python scripts/json_schemas.py          # write them
+  python scripts/json_schemas.py --check  # exit 1 when a shipped schema differs from what the types give
+
+docs/json.md says what the envelope holds and when its version changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from kpatch.doctor import DoctorReport
+from kpatch.engine.apply import ApplyResult
+from kpatch.engine.export import FileChange
+from kpatch.engine.rebase import RebaseResult
+from kpatch.engine.status import StatusResult
+from kpatch.examples.demo import DemoResult
+from kpatch.nightly.model import Report
+from kpatch.output.ui import JSON_VERSION
+from kpatch.testing.run import TestRun
+from kpatch.verify.run import VerifyResult
+from kpatch.wheels.build import BuildResult
+
+FOLDER = Path(__file__).resolve().parents[1] / "kpatch" / "commands" / "schemas"
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def of_type(kind: Any) -> dict[str, Any]:
+    """The schema of a value of type `kind` as kpatch.output.ui.to_jsonable writes it."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        options = [of_type(a) for a in args]
+        return {"anyOf": options}
+    if origin in (tuple, list, set, frozenset):
+        return {"type": "array", "items": of_type(args[0])}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": of_type(args[1])}
+    if kind is type(None):
+        return {"type": "null"}
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return {"enum": [m.value for m in kind]}
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return of_dataclass(kind)
+    simple = {str: "string", Path: "string", bool: "boolean", int: "integer", float: "number"}
+    if kind in simple:
+        return {"type": simple[kind]}
+    if kind is object or kind is Any:
+        return {}
+    raise TypeError(f"no JSON schema for {kind!r}")
+
+
+def of_dataclass(kind: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(kind)
+    fields = dataclasses.fields(kind)
+    names = [f.metadata.get("json", f.name) for f in fields]
+    return {"type": "object", "properties": {name: of_type(hints[f.name]) for name, f in zip(names, fields,
+                                                                                             strict=True)},
+            "required": names, "additionalProperties": False}
+
+
+def obj(**properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def nightly_result() -> dict[str, Any]:
+    """The night's report as report.json has it, but a patch's class as `class` and its hunks as {path, line}."""
+    schema = of_type(Report)
+    patch = schema["properties"]["patches"]["items"]
+    properties = {("class" if k == "klass" else k): v for k, v in patch["properties"].items()}
+    properties["hunks"] = {"type": "array", "items": obj(path={"type": "string"},
+                                                         line={"type": ["integer", "null"]})}
+    patch["properties"] = properties
+    patch["required"] = list(properties)
+    return schema
+
+
+def results() -> dict[str, dict[str, Any]]:
+    """Each command's result schema (several when its options give different results: one of them)."""
+    return {
+        "apply": {"oneOf": [of_type(ApplyResult), obj(restored=STRINGS)]},
+        "rebase": {"oneOf": [of_type(RebaseResult), obj(aborted=STRINGS)]},
+        "export": {"oneOf": [obj(written={"type": "boolean"}, files={"type": "array", "items": of_type(FileChange)}),
+                             obj(aborted={"const": True})]},
+        "status": of_type(StatusResult),
+        "build-wheels": of_type(BuildResult),
+        "verify": of_type(VerifyResult),
+        "test": of_type(TestRun),
+        "nightly": nightly_result(),
+        "demo": {**of_type(DemoResult), "properties": {"log": {"type": ["string", "null"]},
+                                                       **of_type(DemoResult)["properties"]},
+                 "required": ["log", *of_type(DemoResult)["required"]]},
+        "doctor": of_type(DoctorReport),
+    }
+
+
+def schema(command: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The envelope around `result`: ok with a result, or not ok with an error (and a result when the command
+    got one: a conflict, a failed check)."""
+    error = obj(message={"type": "string"}, exit_code={"type": "integer", "minimum": 1},
+                detail={"type": "array", "items": {"type": "string"}}, log={"type": ["string", "null"]})
+    return {
+        "$schema": DIALECT,
+        "$id": f"https://github.com/kpatch-dev/kpatch/kpatch/commands/schemas/{command}.json",
+        "title": f"kpatch {command} --json",
+        "description": f"The output of `kpatch {command} --json` (envelope version {JSON_VERSION}; docs/json.md).",
+        "type": "object",
+        "properties": {"kpatch": {"const": JSON_VERSION}, "command": {"const": command}, "ok": {"type": "boolean"},
+                       "result": {"anyOf": [{"$ref": "#/$defs/result"}, {"type": "null"}]},
+                       "error": {"anyOf": [error, {"type": "null"}]}},
+        "required": ["kpatch", "command", "ok", "result", "error"],
+        "additionalProperties": False,
+        "oneOf": [{"properties": {"ok": {"const": True}, "result": {"$ref": "#/$defs/result"},
+                                  "error": {"type": "null"}}},
+                  {"properties": {"ok": {"const": False}, "error": error}}],
+        "$defs": {"result": result},
+    }
+
+
+def rendered() -> dict[str, str]:
+    """File name -> its text."""
+    return {f"{command}.json": json.dumps(schema(command, result), indent=2) + "\n"
+            for command, result in results().items()}
+
+
+def main(argv: list[str]) -> int:
+    files = rendered()
+    if "--check" in argv:
+        stale = [name for name, text in files.items()
+                 if not (FOLDER / name).is_file() or (FOLDER / name).read_text(encoding="utf-8") != text]
+        for name in stale:
+            print(f"kpatch/commands/schemas/{name} is stale: run python scripts/json_schemas.py", file=sys.stderr)
+        return 1 if stale else 0
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (FOLDER / name).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
