@@ -58,7 +58,8 @@ READERS = frozenset({"status", "verify", "doctor"})
 
 # Commands registered by other modules, imported only when one of them runs or all are listed (`--help`).
 _ELSEWHERE = {"build-wheels": "kpatch.cli_pair", "verify": "kpatch.cli_pair", "test": "kpatch.cli_pair",
-              "nightly": "kpatch.cli_pair", "demo": "kpatch.cli_start", "doctor": "kpatch.cli_start"}
+              "nightly": "kpatch.cli_pair", "demo": "kpatch.cli_start", "doctor": "kpatch.cli_start",
+              "init": "kpatch.cli_adopt", "import": "kpatch.cli_adopt"}
 
 
 class KpatchCommand(click.Command):
