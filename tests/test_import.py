@@ -1,0 +1,178 @@
+"""`kpatch import` of a fork branch and of a folder of patches, on the example upstreams (real git repositories):
+the round trip through kpatch's own stacks, and every refusal (one line, its exit code, nothing written)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from gitrepos import Project, git, run_kpatch
+
+from kpatch.errors import ExitCode
+
+
+@dataclass
+class Adopting:
+    """The example project applied (its worktrees are the "fork"), and a new empty project made by kpatch init."""
+
+    old: Project
+    new: Path
+
+    def fork(self, name: str) -> Path:
+        return self.old.workdir / name
+
+    def run(self, *args: str) -> Result:
+        return run_kpatch(self.new, *args)
+
+    def files(self) -> dict[str, str]:
+        return {str(p.relative_to(self.new)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(self.new.rglob("*")) if p.is_file() and ".kpatch" not in p.parts}
+
+
+@pytest.fixture
+def adopting(project: Project, tmp_path: Path) -> Adopting:
+    applied = project.run("apply")
+    assert applied.exit_code == 0, applied.output
+    for name in ("kernels", "app"):
+        git(project.workdir / name, "branch", "fork")
+    new = tmp_path / "new"
+    new.mkdir()
+    made = run_kpatch(new, "init", "--upstream", f"kernels={project.kernels}@{project.kernels_base}",
+                      "--upstream", f"app={project.app}@v1.0", "--requires", "app:kernels")
+    assert made.exit_code == 0, made.output
+    return Adopting(old=project, new=new)
+
+
+def _one_error(result: Result, code: ExitCode, text: str) -> None:
+    assert result.exit_code == code, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and text in errors[0], result.stderr
+
+
+def _stack(root: Path, name: str) -> dict[str, bytes]:
+    folder = root / "patches" / name
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_importing_the_applied_stacks_as_a_fork_gives_byte_identical_patch_files(adopting: Adopting) -> None:
+    for name in ("kernels", "app"):
+        result = adopting.run("import", name, "--from", f"{adopting.fork(name)}@fork")
+        assert result.exit_code == 0, result.output
+        assert _stack(adopting.new, name) == _stack(adopting.old.root, name)
+    assert adopting.run("apply").exit_code == 0
+    assert adopting.run("export", "--check").exit_code == 0
+
+
+def _leftovers(adopting: Adopting, name: str) -> tuple[list[str], bool]:
+    """Refs the import left in the upstream's mirror, and whether its scratch worktree is still there."""
+    mirror = next((adopting.new.parent / "home" / ".cache" / "kpatch" / "mirrors").glob(f"{name}.git"))
+    refs = git(mirror, "for-each-ref", "--format=%(refname)", "refs/kpatch/import/").split()
+    return refs, (adopting.new / "work" / ".import" / name).exists()
+
+
+def _fork_with(adopting: Adopting, name: str, branch: str, steps: list[tuple[str, ...]]) -> Path:
+    """A branch `branch` in the old project's worktree `name`, made from its base by git commands."""
+    tree = adopting.fork(name)
+    base = git(tree, "rev-parse", "fork~2")
+    git(tree, "checkout", "--quiet", "-b", branch, base)
+    for step in steps:
+        git(tree, *step)
+    return tree
+
+
+def _kernels_first(adopting: Adopting) -> None:
+    """The app's first patch requires the kernels' first: the kernels stack goes in first."""
+    result = adopting.run("import", "kernels", "--from", f"{adopting.fork('kernels')}@fork")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_commit_already_upstream_is_reported_with_its_upstream_commit_and_left_out(adopting: Adopting) -> None:
+    _kernels_first(adopting)
+    upstream_next = git(adopting.old.app, "rev-list", "--reverse", "v1.0..main").split()[0]
+    tree = _fork_with(adopting, "app", "mixed", [("cherry-pick", "fork~1"), ("cherry-pick", upstream_next),
+                                                 ("cherry-pick", "fork")])
+    result = adopting.run("import", "app", "--from", f"{tree}@mixed")
+    assert result.exit_code == 0, result.output
+    picked = git(tree, "rev-parse", "mixed~1")
+    assert f"skipped commit {picked[:12]} \"churn 16\": already upstream as {upstream_next[:12]}" in result.stdout
+    assert _stack(adopting.new, "app") == _stack(adopting.old.root, "app")
+    assert _leftovers(adopting, "app") == ([], False)
+
+
+def test_include_upstream_keeps_a_commit_already_upstream(adopting: Adopting) -> None:
+    _kernels_first(adopting)
+    upstream_next = git(adopting.old.app, "rev-list", "--reverse", "v1.0..main").split()[0]
+    tree = _fork_with(adopting, "app", "mixed", [("cherry-pick", "fork~1"), ("cherry-pick", "fork"),
+                                                 ("cherry-pick", upstream_next)])
+    result = adopting.run("import", "app", "--from", f"{tree}@mixed", "--include-upstream")
+    assert result.exit_code == 0, result.output
+    assert (adopting.new / "patches" / "app" / "series").read_text().splitlines()[-1] == "0003-churn-16.patch"
+
+
+def test_an_empty_commit_is_skipped_and_named(adopting: Adopting) -> None:
+    tree = _fork_with(adopting, "kernels", "gaps", [("cherry-pick", "fork~1"),
+                                                    ("commit", "--allow-empty", "-m", "Nothing at all"),
+                                                    ("cherry-pick", "fork")])
+    result = adopting.run("import", "kernels", "--from", f"{tree}@gaps")
+    assert result.exit_code == 0, result.output
+    assert re.search(r"skipped commit [0-9a-f]{12} \"Nothing at all\": it changes nothing", result.stdout)
+    assert _stack(adopting.new, "kernels") == _stack(adopting.old.root, "kernels")
+
+
+def test_importing_app_before_the_kernels_it_requires_is_refused_naming_the_trailer(adopting: Adopting) -> None:
+    before = adopting.files()
+    result = adopting.run("import", "app", "--from", f"{adopting.fork('app')}@fork")
+    _one_error(result, ExitCode.WORKTREE, "0001-Route-k3-to-the-XPU-path.patch (line ")
+    assert "which is not in kernels's series" in result.stderr
+    assert adopting.files() == before and _leftovers(adopting, "app") == ([], False)
+
+
+@pytest.mark.parametrize(("make", "args", "code", "says"), [
+    ("merge", (), ExitCode.BAD_INPUT, "is a merge; a patch stack is a straight line of commits"),
+    ("unrelated", (), ExitCode.BAD_INPUT, "does not descend from the base"),
+    ("fork", ("--max-commits", "1"), ExitCode.BAD_INPUT, "has 2 commits since the base",),
+    ("nosuch", (), ExitCode.UPSTREAM, "cannot fetch branch 'nosuch' from"),
+    ("fork", ("--base", "v9.9"), ExitCode.UPSTREAM, "'v9.9' is not a commit, tag or branch of"),
+])
+def test_a_bad_fork_branch_is_refused_in_one_line_and_nothing_is_written(adopting: Adopting, make: str,
+                                                                          args: tuple[str, ...], code: ExitCode,
+                                                                          says: str) -> None:
+    tree = adopting.fork("kernels")
+    if make == "merge":
+        git(tree, "checkout", "--quiet", "-b", "merge", "fork~1")
+        git(tree, "commit", "--quiet", "--allow-empty", "-m", "side")
+        git(tree, "merge", "--quiet", "--no-ff", "-m", "Merge the tests", "fork")
+        says = f"commit {git(tree, 'rev-parse', 'HEAD')[:12]} \"Merge the tests\" " + says
+    elif make == "unrelated":
+        git(tree, "checkout", "--quiet", "-b", "unrelated", "v1.0~5")
+        git(tree, "commit", "--quiet", "--allow-empty", "-m", "old")
+    before = adopting.files()
+    result = adopting.run("import", "kernels", "--from", f"{tree}@{make}", *args)
+    _one_error(result, code, says)
+    assert adopting.files() == before
+    assert _leftovers(adopting, "kernels") == ([], False)
+
+
+@pytest.mark.parametrize(("source", "says"), [
+    ("ext::sh -c touch% /tmp/pwned@main", "git remote helpers (ext::) are not allowed"),
+    ("http://example.invalid/fork.git@main", "URL scheme 'http' is not allowed"),
+    ("/no/such/fork@main", "--from: no folder /no/such/fork"),
+    ("/no/branch/given", "--from takes URL_OR_PATH@BRANCH"),
+])
+def test_a_disallowed_fork_url_is_refused_in_one_line_and_nothing_is_written(adopting: Adopting, source: str,
+                                                                             says: str) -> None:
+    before = adopting.files()
+    result = adopting.run("import", "kernels", "--from", source)
+    _one_error(result, ExitCode.BAD_INPUT, says)
+    assert adopting.files() == before
+
+
+def test_import_into_a_stack_that_has_patches_is_refused(project: Project) -> None:
+    before = project.snapshot()
+    result = project.run("import", "kernels", "--from", f"{project.kernels}@main")
+    _one_error(result, ExitCode.BAD_INPUT, "already lists 2 patches: kpatch import fills an empty stack")
+    assert project.snapshot() == before
