@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,3 +177,102 @@ def test_import_into_a_stack_that_has_patches_is_refused(project: Project) -> No
     result = project.run("import", "kernels", "--from", f"{project.kernels}@main")
     _one_error(result, ExitCode.BAD_INPUT, "already lists 2 patches: kpatch import fills an empty stack")
     assert project.snapshot() == before
+
+
+# --- a folder of patches (--series) ------------------------------------------------------------------------------
+
+
+def _quilt(adopting: Adopting, name: str, folder: Path, *, series: bool = True) -> list[str]:
+    """`git diff` of each commit of the old project's stack, as plain diffs named like its patch files."""
+    tree = adopting.fork(name)
+    names = [line for line in (adopting.old.root / "patches" / name / "series").read_text().splitlines()
+             if not line.startswith("#")]
+    commits = git(tree, "rev-list", "--reverse", f"fork~{len(names)}..fork").split()
+    folder.mkdir(parents=True)
+    for patch, commit in zip(names, commits, strict=True):
+        diff = subprocess.run(["git", "diff", f"{commit}~1", commit], cwd=tree, check=True, capture_output=True)
+        (folder / patch).write_bytes(diff.stdout)  # bytes: the kernels' .ini file has CRLF lines
+    if series:
+        (folder / "series").write_text("# quilt\n" + "".join(f"{n} -p1\n" for n in names))
+    return names
+
+
+def _diffs(root: Path, name: str) -> dict[str, str]:
+    """Each patch file's diff (from its first 'diff --git' line), by file name."""
+    return {n: text[text.index("\ndiff --git "):] for n, text in
+            ((n, data.decode()) for n, data in _stack(root, name).items() if n.endswith(".patch"))}
+
+
+AUTHOR = "Pat Cher <pat@example.invalid>"
+
+
+def test_importing_git_diffs_of_the_stacks_gives_the_same_diffs_and_trees(adopting: Adopting, tmp_path: Path) -> None:
+    for name in ("kernels", "app"):
+        names = _quilt(adopting, name, tmp_path / f"quilt-{name}", series=name == "kernels")
+        result = adopting.run("import", name, "--series", str(tmp_path / f"quilt-{name}"), "--author", AUTHOR)
+        assert result.exit_code == 0, result.output
+        assert _diffs(adopting.new, name) == _diffs(adopting.old.root, name)
+        series = (adopting.new / "patches" / name / "series").read_text().splitlines()
+        assert series[1:] == names  # the subjects come from the file names, which came from the subjects
+        first = (adopting.new / "patches" / name / names[0]).read_text()
+        assert f"From: {AUTHOR}" in first
+    assert adopting.run("apply").exit_code == 0
+    for name in ("kernels", "app"):
+        assert git(adopting.new / "work" / name, "rev-parse", "HEAD^{tree}") == \
+            git(adopting.fork(name), "rev-parse", "fork^{tree}")
+
+
+def test_a_quilt_header_gives_the_subject_body_and_author(adopting: Adopting, tmp_path: Path) -> None:
+    folder = tmp_path / "quilt"
+    _quilt(adopting, "kernels", folder)
+    first = folder / "0001-Add-the-kimi-op.patch"
+    first.write_bytes(b"From: Ann Other <ann@example.invalid>\nSubject: [PATCH] kimi: the op\n\nWhy it is needed.\n\n"
+                      b"---\n" + first.read_bytes())
+    result = adopting.run("import", "kernels", "--series", str(folder), "--author", AUTHOR)
+    assert result.exit_code == 0, result.output
+    written = (adopting.new / "patches" / "kernels" / "0001-kimi-the-op.patch").read_text()
+    assert "From: Ann Other <ann@example.invalid>\n" in written and "Subject: [PATCH] kimi: the op\n" in written
+    assert "\nWhy it is needed.\n---\n" in written
+
+
+def test_plain_diffs_without_a_series_file_go_in_name_order(adopting: Adopting, tmp_path: Path) -> None:
+    folder = tmp_path / "diffs"
+    names = _quilt(adopting, "kernels", folder, series=False)
+    (folder / names[1]).rename(folder / "10_second.diff")
+    (folder / names[0]).rename(folder / "09_first.diff")
+    (folder / "README").write_text("not a patch\n")
+    result = adopting.run("import", "kernels", "--series", str(folder), "--author", AUTHOR)
+    assert result.exit_code == 0, result.output
+    series = (adopting.new / "patches" / "kernels" / "series").read_text().splitlines()
+    assert series[1:] == ["0001-first.patch", "0002-second.patch"]
+
+
+@pytest.mark.parametrize(("spoil", "code", "says"), [
+    ("latin1", ExitCode.BAD_INPUT, "0002-Test-the-kimi-op.patch:1: not UTF-8 (byte 0xe9)"),
+    ("outside", ExitCode.BAD_INPUT, "0002-Test-the-kimi-op.patch: it writes '../escaped.py', outside the tree"),
+    ("stale", ExitCode.CONFLICT, ": hunk at csrc/kimi.cpp:1 does not apply (nothing was written)"),
+    ("no-author", ExitCode.BAD_INPUT, "0001-Add-the-kimi-op.patch: no author in its header: give --author"),
+    ("unlisted", ExitCode.BAD_INPUT, "series:2: no patch file 'gone.patch'"),
+])
+def test_a_bad_patch_folder_is_refused_in_one_line_and_nothing_is_written(adopting: Adopting, tmp_path: Path,
+                                                                          spoil: str, code: ExitCode,
+                                                                          says: str) -> None:
+    folder = tmp_path / "quilt"
+    _quilt(adopting, "kernels", folder)
+    second = folder / "0002-Test-the-kimi-op.patch"
+    if spoil == "latin1":
+        second.write_bytes(b"Caf\xe9 notes\n" + second.read_bytes())
+    elif spoil == "outside":
+        second.write_text("diff --git a/../escaped.py b/../escaped.py\nnew file mode 100644\n--- /dev/null\n"
+                          "+++ b/../escaped.py\n@@ -0,0 +1 @@\n+print('out')\n")
+    elif spoil == "stale":
+        second.write_text("diff --git a/csrc/kimi.cpp b/csrc/kimi.cpp\n--- a/csrc/kimi.cpp\n+++ b/csrc/kimi.cpp\n"
+                          "@@ -1,2 +1,2 @@\n-// not what is there\n+// kimi op\n void kimi() {}\n")
+    elif spoil == "unlisted":
+        (folder / "series").write_text("0001-Add-the-kimi-op.patch\ngone.patch\n")
+    before = adopting.files()
+    args = () if spoil == "no-author" else ("--author", AUTHOR)
+    result = adopting.run("import", "kernels", "--series", str(folder), *args)
+    _one_error(result, code, says)
+    assert adopting.files() == before
+    assert _leftovers(adopting, "kernels")[1] is False

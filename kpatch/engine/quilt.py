@@ -101,14 +101,14 @@ def read_plain(path: Path, strip: int) -> Plain:
         at = data.count(b"\n", 0, err.start) + 1
         raise SeriesError(f"{path}:{at}: not UTF-8 (byte 0x{data[err.start]:02x}); kpatch reads UTF-8 patches "
                           "only (nothing was written)") from None
-    lines = text.splitlines(keepends=True)
+    lines = text.split("\n")  # a CRLF file's CRs are content: they stay in the diff
     cut = next((i for i, line in enumerate(lines) if _DIFF_START.match(line)), None)
     if cut is None:
         raise SeriesError(f"{path}: no diff in it (no 'diff --git', '--- ' or 'Index: ' line)")
     headers: dict[str, str] = {}
     body: list[str] = []
     for line in lines[:cut]:
-        match = _HEADER.match(line.rstrip("\n"))
+        match = _HEADER.match(line.rstrip())
         if match and not body and match.group(1) not in headers:
             headers[match.group(1)] = match.group(2).strip()
         elif line.startswith("From ") and not body and not headers:
@@ -130,7 +130,7 @@ def read_plain(path: Path, strip: int) -> Plain:
         name, address = email.utils.parseaddr(author)
         author = f"{name or address} <{address}>" if address else None
     return Plain(path=path, message=message, author=author, date=headers.get("Date"),
-                 diff="".join(lines[cut:]).encode("utf-8"), strip=strip)
+                 diff="\n".join(lines[cut:]).encode("utf-8"), strip=strip)
 
 
 def _diffstat(line: str) -> bool:
@@ -167,7 +167,7 @@ def _apply(tree: Repository, plain: Plain, base: str) -> None:
 
 
 def _commit(tree: Repository, plain: Plain, author: str | None) -> None:
-    who = author or plain.author
+    who = plain.author or author  # the header's own, else --author
     assert who is not None
     env = {"GIT_AUTHOR_DATE": plain.date} if plain.date else None
     tree.run(["commit", "--quiet", "--no-verify", "--no-gpg-sign", f"--author={who}", "--cleanup=verbatim",
