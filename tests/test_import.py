@@ -276,3 +276,42 @@ def test_a_bad_patch_folder_is_refused_in_one_line_and_nothing_is_written(adopti
     _one_error(result, code, says)
     assert adopting.files() == before
     assert _leftovers(adopting, "kernels")[1] is False
+
+
+# --- Requires: from the op contract ------------------------------------------------------------------------------
+
+
+def _app_fork_without_requires(adopting: Adopting) -> Path:
+    tree = _fork_with(adopting, "app", "loose", [("cherry-pick", "fork~1")])
+    message = git(tree, "log", "-1", "--format=%B")
+    assert "Requires: kernels/0001-Add-the-kimi-op.patch" in message
+    git(tree, "commit", "--quiet", "--amend", "-m", message.replace("Requires: kernels/0001-Add-the-kimi-op.patch", ""))
+    git(tree, "cherry-pick", "fork")
+    return tree
+
+
+def test_an_app_patch_calling_an_op_a_kernels_patch_registers_gets_a_suggested_requires(adopting: Adopting) -> None:
+    _kernels_first(adopting)
+    tree = _app_fork_without_requires(adopting)
+    result = adopting.run("import", "app", "--from", f"{tree}@loose")
+    assert result.exit_code == 0, result.output
+    assert ("0001-Route-k3-to-the-XPU-path.patch calls op _C.fused_kimi_mla_insert: add "
+            "'Requires: kernels/0001-Add-the-kimi-op.patch'") in result.stdout
+    assert "Requires:" not in (adopting.new / "patches" / "app" / "0001-Route-k3-to-the-XPU-path.patch").read_text()
+
+
+def test_requires_auto_writes_the_suggested_trailer_giving_the_original_patch_files(adopting: Adopting) -> None:
+    _kernels_first(adopting)
+    tree = _app_fork_without_requires(adopting)
+    result = adopting.run("import", "app", "--from", f"{tree}@loose", "--requires-auto")
+    assert result.exit_code == 0, result.output
+    assert _stack(adopting.new, "app") == _stack(adopting.old.root, "app")
+    assert _leftovers(adopting, "app") == ([], False)
+    assert not (adopting.new / "work" / ".import" / "kernels.ops").exists()
+
+
+def test_no_requires_is_suggested_when_the_patch_carries_it(adopting: Adopting) -> None:
+    _kernels_first(adopting)
+    result = adopting.run("import", "app", "--from", f"{adopting.fork('app')}@fork")
+    assert result.exit_code == 0, result.output
+    assert "calls op" not in result.stdout

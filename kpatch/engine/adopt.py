@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kpatch.config import Upstream
 from kpatch.engine.plan import check_base, fetch, load_all_series, requires_problem
+from kpatch.engine.suggest import Suggestion, add_trailers, suggest
 from kpatch.errors import PatchConflict, UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Mirror, Repository, commit_patch_ids, url_problem
 from kpatch.gitx.mirror import fetch_failure
@@ -34,15 +35,6 @@ class Skipped:
     subject: str
     why: str  # "empty" or "upstream"
     upstream_commit: str | None = None  # the upstream commit with the same patch-id
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    """A `Requires:` an app patch should carry: it calls an op a patch of the stack it requires registers."""
-
-    patch: str  # file name in NAME's stack
-    requires: str  # "kernels:0001-....patch"
-    op: str
 
 
 @dataclass(frozen=True)
@@ -168,8 +160,14 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
     if tree.head() == base:
         raise UsageError(f"no commits to import for {upstream.name}: the stack would be empty (nothing was written)")
     rendered = render(tree, base, series, series.dropped)
-    suggestions: tuple[Suggestion, ...] = ()
-    files = dict(rendered.files)
+    suggestions = suggest(ws, upstream, tree, rendered) if upstream.requires else ()
+    if requires_auto and suggestions:
+        made_from = {path.name: commit for path, commit in rendered.commits.items()}
+        wanted: dict[str, list[str]] = {}
+        for suggestion in suggestions:
+            wanted.setdefault(made_from[suggestion.patch], []).append(suggestion.requires)
+        add_trailers(tree, base, wanted)
+        rendered = render(tree, base, series, series.dropped)
     after = load_all_series(ws.stack)
     after[upstream.name] = rendered.as_series(series, series.dropped)
     wrong = requires_problem(ws.stack, after)
@@ -177,7 +175,7 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
         patch, ref, why = wrong
         raise WorktreeError(f"{patch.path.name} (line {ref.line}): {why}; nothing was written")
     ws.check_writable(ws.kpatch_dir, upstream.patches)
-    writes = {**files, upstream.patches / SERIES: rendered.series}
+    writes = {**rendered.files, upstream.patches / SERIES: rendered.series}
     journal.write(ws.journal_dir, "import", writes, [])
     journal.close(ws.journal_dir)
     return tuple(rendered.files), suggestions
