@@ -52,7 +52,7 @@ def init_(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tuple
 
 
 @main.command("import")
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("--from", "source", metavar="URL_OR_PATH@BRANCH", help="A fork's branch: its commits since the base.")
 @click.option("--series", "folder", type=click.Path(path_type=Path), metavar="DIR",
               help="A quilt series, or a folder of .patch/.diff files (applied in name order).")
@@ -65,7 +65,7 @@ def init_(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tuple
 @click.option("--continue", "continue_", is_flag=True, help="Finish an import that was interrupted.")
 @click.option("--abort", is_flag=True, help="Undo an import that was interrupted: every file as it was.")
 @kpatch_command
-def import_(ctx: Context, name: str, source: str | None, folder: Path | None, base_ref: str | None,
+def import_(ctx: Context, name: str | None, source: str | None, folder: Path | None, base_ref: str | None,
             author: str | None, include_upstream: bool, max_commits: int, requires_auto: bool, continue_: bool,
             abort: bool) -> int:
     """Make NAME's empty stack from a fork branch (--from) or a folder of patches (--series), as one step."""
@@ -73,7 +73,7 @@ def import_(ctx: Context, name: str, source: str | None, folder: Path | None, ba
     from kpatch.printers_adopt import print_import
 
     if continue_ or abort:
-        if continue_ and abort or source or folder:
+        if continue_ and abort or name or source or folder:
             raise UsageError("--continue and --abort go alone")
         ws = ctx.workspace()
         if abort:
@@ -84,6 +84,8 @@ def import_(ctx: Context, name: str, source: str | None, folder: Path | None, ba
         else:
             ctx.ui.note("the interrupted import had written nothing: run it again")
         return 0
+    if name is None:
+        raise UsageError("kpatch import needs the NAME of the upstream whose stack it makes")
     if (source is None) == (folder is None):
         raise UsageError("give one of --from URL_OR_PATH@BRANCH and --series DIR")
     ws = ctx.workspace()

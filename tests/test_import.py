@@ -4,8 +4,11 @@ the round trip through kpatch's own stacks, and every refusal (one line, its exi
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,3 +318,39 @@ def test_no_requires_is_suggested_when_the_patch_carries_it(adopting: Adopting) 
     result = adopting.run("import", "app", "--from", f"{adopting.fork('app')}@fork")
     assert result.exit_code == 0, result.output
     assert "calls op" not in result.stdout
+
+
+# --- an import killed while it writes -----------------------------------------------------------------------------
+
+
+def _killed_import(adopting: Adopting, point: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kpatch", "import", "kernels", "--from",
+                           f"{adopting.fork('kernels')}@fork"], cwd=adopting.new, text=True, capture_output=True,
+                          env={**os.environ, "KPATCH_TEST_KILL_AT": point}, timeout=300)
+
+
+@pytest.mark.parametrize("recovery", ["--continue", "--abort"])
+def test_an_import_killed_mid_write_is_finished_by_continue_or_undone_by_abort(adopting: Adopting,
+                                                                               recovery: str) -> None:
+    before = adopting.files()
+    killed = _killed_import(adopting, "journal:1")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert adopting.files() != before  # one file written, the others not yet
+    again = adopting.run("import", "kernels", "--from", f"{adopting.fork('kernels')}@fork")
+    _one_error(again, ExitCode.WORKTREE, "run 'kpatch import --continue' or 'kpatch import --abort'")
+    result = adopting.run("import", recovery)
+    assert result.exit_code == 0, result.output
+    if recovery == "--continue":
+        assert _stack(adopting.new, "kernels") == _stack(adopting.old.root, "kernels")
+    else:
+        assert adopting.files() == before
+    assert not (adopting.new / ".kpatch" / "journal").exists()
+
+
+def test_an_import_killed_before_its_commit_point_wrote_nothing_and_continue_says_so(adopting: Adopting) -> None:
+    before = adopting.files()
+    killed = _killed_import(adopting, "journal:0")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    result = adopting.run("import", "--continue")
+    assert result.exit_code == 0 and "had written nothing: run it again" in result.stderr, result.output
+    assert adopting.files() == before

@@ -69,7 +69,7 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
     with ws.writer("import", ui):
         upstream, series = _empty_stack(ws, name)
         mirror, base = _base(ws, ui, upstream, base_ref)
-        ref = f"refs/kpatch/import/{name}"
+        ref = _ref(name)
         try:
             tip = _fetch_branch(mirror, name, url, branch, ref)
             commits = _checked_range(mirror, base, tip, f"{redact_url(url)}@{branch}", max_commits)
@@ -95,6 +95,7 @@ def continue_import(ws: Workspace, ui: UI) -> bool:
     with ws.writer("import --continue", ui):
         if ws.pending_journal() != "import":
             raise WorktreeError("nothing to continue: no interrupted import")
+        clear_leftovers(ws)
         if not journal.committed(ws.journal_dir):
             journal.back(ws.journal_dir)
             return False
@@ -108,6 +109,7 @@ def abort_import(ws: Workspace, ui: UI) -> None:
     with ws.writer("import --abort", ui):
         if ws.pending_journal() != "import":
             raise WorktreeError("nothing to abort: no interrupted import")
+        clear_leftovers(ws)
         aside = journal.back(ws.journal_dir)
         if aside is not None:
             ui.warn(f"the journal could not be read: set aside as {aside}; patches/ is as the interrupted import "
@@ -117,9 +119,27 @@ def abort_import(ws: Workspace, ui: UI) -> None:
 # --- shared by both imports ------------------------------------------------------------------------------------
 
 
+def _ref(name: str) -> str:
+    return f"refs/kpatch/import/{name}"
+
+
+def clear_leftovers(ws: Workspace) -> None:
+    """Remove the scratch worktrees and fetched-branch refs a killed import left."""
+    for upstream in ws.stack.upstreams:
+        mirror = ws.mirror(upstream.name)
+        if not mirror.exists:
+            continue
+        for path in (ws.workdir / ".import" / upstream.name, ws.workdir / ".import" / f"{upstream.name}.ops"):
+            if path.exists() or mirror.owns(path):
+                mirror.remove_worktree(path)
+        if mirror.resolve(_ref(upstream.name)) is not None:
+            mirror.run(["update-ref", "-d", _ref(upstream.name)])
+
+
 def _empty_stack(ws: Workspace, name: str) -> tuple[Upstream, Series]:
     upstream = ws.stack.get(name)
     ws.refuse_if_busy()
+    clear_leftovers(ws)
     series = load_all_series(ws.stack)[name]
     if series.patches:
         raise UsageError(f"{upstream.patches / SERIES} already lists {count(len(series.patches), 'patch', 'patches')}:"
