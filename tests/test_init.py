@@ -9,8 +9,10 @@ import pytest
 from click.testing import Result
 from gitrepos import Project, git, run_kpatch
 
+from kpatch import __version__
 from kpatch.config import load
 from kpatch.engine.init import SERIES_HEADER, workflow
+from kpatch.engine.init import WORKFLOW as WORKFLOW_PATH
 from kpatch.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,8 +81,10 @@ def test_init_ci_writes_the_nightly_workflow_installing_the_kpatch_release(proje
     assert written == workflow()
     ours = (ROOT / "ci" / "nightly.yml").read_text()
     assert "pip install --quiet 'kpatch==" in written and "ci/nightly-requirements.txt" not in written
-    assert [line for line in written.splitlines() if line not in ours.splitlines()] == \
-        [line for line in written.splitlines() if "'kpatch==" in line]
+    new = [line for line in written.splitlines() if line not in ours.splitlines()]
+    assert new[0].startswith("# Written by 'kpatch init --ci'") and len(new) == 4  # the note, both jobs' installs
+    assert new[2] == new[3] == f"          python -m pip install --quiet 'kpatch=={__version__}'"
+    assert len(written.splitlines()) == len(ours.splitlines()) - 2  # in each job two install lines became one
 
 
 def test_the_packaged_nightly_workflow_is_ci_nightly_yml_byte_for_byte() -> None:
@@ -120,12 +124,15 @@ def test_init_refuses_a_base_the_upstream_does_not_have_and_writes_nothing(proje
     assert _files(new) == {}
 
 
+X = "https://example.invalid"
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--upstream", "kernels=/x"], "--upstream takes NAME=URL@BASE"),
     (["--upstream", "Bad Name=/x@v1"], "bad name 'Bad Name'"),
-    (["--upstream", "a=/x@v1", "--requires", "a:b"], "--requires a:b: no --upstream named 'b'"),
-    (["--upstream", "a=/x@v1", "--upstream", "b=/y@v1", "--requires", "a:b", "--requires", "b:a"], "cycle"),
-    (["--upstream", "a=/x@v1", "--upstream", "a=/y@v1"], "--upstream a is given twice"),
+    (["--upstream", f"a={X}/x@v1", "--requires", "a:b"], "--requires a:b: no --upstream named 'b'"),
+    (["--upstream", f"a={X}/x@v1", "--upstream", f"b={X}/y@v1", "--requires", "a:b", "--requires", "b:a"], "cycle"),
+    (["--upstream", f"a={X}/x@v1", "--upstream", f"a={X}/y@v1"], "--upstream a is given twice"),
 ])
 def test_init_refuses_bad_arguments_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     new = tmp_path / "new"
@@ -133,3 +140,45 @@ def test_init_refuses_bad_arguments_in_one_line(tmp_path: Path, args: list[str],
     result = run_kpatch(new, "init", *args)
     _one_error(result, ExitCode.BAD_INPUT, says)
     assert _files(new) == {}
+
+
+def test_an_upstream_url_is_split_at_its_last_at_and_a_local_path_made_absolute(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from kpatch.engine.init import parse_upstream
+
+    ssh = parse_upstream("app=git@github.com:acme/app.git@v1.0")
+    assert (ssh.name, ssh.url, ssh.base) == ("app", "git@github.com:acme/app.git", "v1.0")
+    (tmp_path / "up").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert parse_upstream("app=up@main").url == str(tmp_path / "up")
+
+
+def test_init_json_names_the_pins_and_the_files_it_wrote(project: Project, tmp_path: Path) -> None:
+    import json
+
+    result = _init(tmp_path / "new", project, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [u["name"] for u in data["upstreams"]] == ["kernels", "app"]
+    assert str(tmp_path / "new" / "kpatch.toml") in data["written"]
+
+
+def test_the_written_nightly_workflow_passes_actionlint_and_zizmor(tmp_path: Path) -> None:
+    import subprocess
+    import sysconfig
+
+    scripts = Path(sysconfig.get_path("scripts"))
+    tools = [scripts / "actionlint", scripts / "zizmor"]
+    missing = [t.name for t in tools if not t.is_file()]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (pip install -e '.[test]')")
+    path = tmp_path / WORKFLOW_PATH
+    path.parent.mkdir(parents=True)
+    path.write_text(workflow())
+    env = {"PATH": f"{scripts}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    lint = subprocess.run([str(tools[0]), "-config-file", str(ROOT / ".github" / "actionlint.yaml"), str(path)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    audit = subprocess.run([str(tools[1]), "--offline", "--no-progress", "--persona", "pedantic", str(path)],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert audit.returncode == 0, audit.stdout + audit.stderr

@@ -3,17 +3,17 @@ the step every import ends with (the stack writer's files, written in one journa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.config import Upstream
+from kpatch.engine.init import fetchable
 from kpatch.engine.plan import check_base, fetch, load_all_series, requires_problem
 from kpatch.engine.suggest import Suggestion, add_trailers, suggest
 from kpatch.errors import PatchConflict, UpstreamError, UsageError, WorktreeError
-from kpatch.gitx import Mirror, Repository, commit_patch_ids, url_problem
+from kpatch.gitx import Mirror, Repository, commit_patch_ids
 from kpatch.gitx.mirror import fetch_failure
 from kpatch.gitx.repo import UPSTREAM_REFS
 from kpatch.output.redact import redact_url
@@ -24,7 +24,6 @@ from kpatch.stack import SERIES, Series
 from kpatch.stack.writer import render
 
 MAX_COMMITS = 1000
-_SCP_LIKE = re.compile(r"^[^/]+:")  # host:path, git's short form of an ssh URL
 
 
 @dataclass(frozen=True)
@@ -51,15 +50,7 @@ def parse_source(value: str) -> tuple[str, str]:
     url, at, branch = value.rpartition("@")
     if not at or not url or not branch or ":" in branch:
         raise UsageError(f"--from takes URL_OR_PATH@BRANCH, got {value!r}")
-    problem = url_problem(url)
-    if problem:
-        raise UsageError(f"--from: {problem}")
-    if "://" not in url and not _SCP_LIKE.match(url):  # a path: git fetches it from the mirror's folder
-        path = Path(url).resolve()
-        if not path.is_dir():
-            raise UsageError(f"--from: no folder {path}")
-        url = str(path)
-    return url, branch
+    return fetchable(url, "--from"), branch
 
 
 def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, base_ref: str | None,

@@ -4,6 +4,7 @@ entries, and with `--ci` the nightly workflow; every base resolved through the u
 from __future__ import annotations
 
 import graphlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -24,7 +25,11 @@ SERIES_HEADER = "# applied in this order\n"  # what `kpatch import` and `export`
 IGNORED = ("/work/", "/.kpatch-cache/", "/dist/", "/reports/")  # worktrees, the nightly's cache, wheels, reports
 WORKFLOW = Path(".github") / "workflows" / "nightly.yml"
 _DEFAULT_BRANCHES = ("main", "master")
+_SCP_LIKE = re.compile(r"^[^/]+:")  # host:path, git's short form of an ssh URL
 # The workflow kpatch's own repository runs installs kpatch from its checkout; a project's installs the release.
+_SELF_NOTE = ("# The source of truth is ci/nightly.yml; GitHub runs workflows only from .github/workflows/, so\n"
+              "# .github/workflows/nightly.yml is a byte-for-byte copy that ci/lint-workflows checks. "
+              "See ci/README.md.\n")
 _SELF_INSTALL = ("          python -m pip install --quiet --require-hashes --no-deps -r ci/nightly-requirements.txt\n"
                  "          python -m pip install --quiet --no-deps --no-build-isolation .\n")
 
@@ -66,10 +71,21 @@ def parse_upstream(value: str) -> UpstreamSpec:
         raise UsageError(f"--upstream takes NAME=URL@BASE (BASE: a tag or commit), got {value!r}")
     if not NAME_RE.match(name):
         raise UsageError(f"--upstream {value!r}: bad name {name!r} (lower-case letters, digits, '.', '_', '-')")
+    return UpstreamSpec(name=name, url=fetchable(url, f"--upstream {name}"), base=base)
+
+
+def fetchable(url: str, option: str) -> str:
+    """`url` checked as apply checks upstream URLs; a local path made absolute (git fetches from the mirror's
+    folder, and kpatch.toml may be read from anywhere) and required to exist."""
     problem = url_problem(url)
     if problem:
-        raise UsageError(f"--upstream {name}: {problem}")
-    return UpstreamSpec(name=name, url=url, base=base)
+        raise UsageError(f"{option}: {problem}")
+    if "://" in url or _SCP_LIKE.match(url):
+        return url
+    path = Path(url).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"{option}: no folder {path}")
+    return str(path)
 
 
 def parse_requires(values: Sequence[str], names: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -225,6 +241,10 @@ def workflow() -> str:
     """The nightly workflow for a project: kpatch's own (ci/nightly.yml, shipped as package data), installing the
     kpatch release this is instead of kpatch from a checkout."""
     text = resources.files("kpatch.engine").joinpath("data/nightly.yml").read_text(encoding="utf-8")
-    if _SELF_INSTALL not in text:
-        raise AssertionError("kpatch/engine/data/nightly.yml: its install step changed; update engine/init.py")
-    return text.replace(_SELF_INSTALL, f"          python -m pip install --quiet 'kpatch=={__version__}'\n")
+    if _SELF_INSTALL not in text or _SELF_NOTE not in text:
+        raise AssertionError("kpatch/engine/data/nightly.yml: its install step or note changed; update engine/init.py")
+    note = (f"# Written by 'kpatch init --ci' (kpatch {__version__}): kpatch's own nightly, installing that release.\n"
+            "# Its jobs and the token they need (KPATCH_NIGHTLY_TOKEN, environment 'nightly'): "
+            "kpatch's ci/README.md.\n")
+    return text.replace(_SELF_NOTE, note).replace(
+        _SELF_INSTALL, f"          python -m pip install --quiet 'kpatch=={__version__}'\n")
