@@ -354,3 +354,26 @@ def test_an_import_killed_before_its_commit_point_wrote_nothing_and_continue_say
     result = adopting.run("import", "--continue")
     assert result.exit_code == 0 and "had written nothing: run it again" in result.stderr, result.output
     assert adopting.files() == before
+
+
+def test_importing_the_patches_folder_itself_gives_byte_identical_files(adopting: Adopting) -> None:
+    """A folder of `git format-patch` mails with a series (kpatch's own patches/NAME) goes through git am."""
+    for name in ("kernels", "app"):
+        result = adopting.run("import", name, "--series", str(adopting.old.root / "patches" / name))
+        assert result.exit_code == 0, result.output
+        assert _stack(adopting.new, name) == _stack(adopting.old.root, name)
+
+
+def test_a_mail_that_does_not_apply_is_named_with_its_hunk(adopting: Adopting, tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "mails"
+    shutil.copytree(adopting.old.root / "patches" / "kernels", folder)
+    second = folder / "0002-Test-the-kimi-op.patch"
+    second.write_text(second.read_text().replace("new file mode 100644\n", "").replace("--- /dev/null",
+                                                                                       "--- a/tests/test_kimi.py"))
+    before = adopting.files()
+    result = adopting.run("import", "kernels", "--series", str(folder))
+    _one_error(result, ExitCode.CONFLICT, "0002-Test-the-kimi-op.patch does not apply onto ")
+    assert ": tests/test_kimi.py: does not exist in index (nothing was written)" in result.stderr, result.stderr
+    assert adopting.files() == before and _leftovers(adopting, "kernels") == ([], False)

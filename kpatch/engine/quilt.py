@@ -21,6 +21,7 @@ _HEADER = re.compile(r"^(From|Subject|Date):\s*(.*)$")
 _PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _NUMBER = re.compile(r"^\d+[-_.]")
 _AUTHOR = re.compile(r"^[^<>\n]+ <[^<>\s]+>$")
+_FORMAT_PATCH = re.compile(r"^From [0-9a-f]{40} ")  # the first line git format-patch writes
 _FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
 
 
@@ -34,6 +35,7 @@ class Plain:
     date: str | None
     diff: bytes
     strip: int  # -pN
+    mail: bool = False  # a `git format-patch` mail: git am reads it (message, trailers, author, date exactly)
 
 
 def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: str | None, author: str | None,
@@ -52,6 +54,9 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
         with scratch(ws, mirror, name, base) as tree:
             for plain in plains:
                 _check_paths(tree, plain)
+                if plain.mail:
+                    _am(tree, plain, base)
+                    continue
                 _apply(tree, plain, base)
                 if not tree.out(["diff", "--cached", "--name-only"]):
                     skipped.append(Skipped(commit="", subject=plain.path.name, why="empty"))
@@ -130,7 +135,7 @@ def read_plain(path: Path, strip: int) -> Plain:
         name, address = email.utils.parseaddr(author)
         author = f"{name or address} <{address}>" if address else None
     return Plain(path=path, message=message, author=author, date=headers.get("Date"),
-                 diff="\n".join(lines[cut:]).encode("utf-8"), strip=strip)
+                 diff="\n".join(lines[cut:]).encode("utf-8"), strip=strip, mail=_FORMAT_PATCH.match(text) is not None)
 
 
 def _diffstat(line: str) -> bool:
@@ -158,12 +163,28 @@ def _check_paths(tree: Repository, plain: Plain) -> None:
 def _apply(tree: Repository, plain: Plain, base: str) -> None:
     proc = tree.run(["apply", "--index", f"-p{plain.strip}", "--whitespace=nowarn", "-"], stdin=plain.diff,
                     check=False)
+    if proc.status != 0:
+        raise _conflict(plain, base, proc.stderr)
+
+
+def _am(tree: Repository, plain: Plain, base: str) -> None:
+    from kpatch.gitx.am import AM_OPTIONS
+
+    options = [o for o in AM_OPTIONS if o != "-3"]  # a patch that does not apply is named, not merged
+    proc = tree.run(["am", *options, f"-p{plain.strip}", "--", str(plain.path)], check=False)
     if proc.status == 0:
         return
-    failed = _FAILED.search(proc.stderr)
+    tree.run(["am", "--abort"], check=False)
+    raise _conflict(plain, base, proc.stderr + proc.text)
+
+
+def _conflict(plain: Plain, base: str, output: str) -> PatchConflict:
+    """The refusal of a patch that does not apply: its first failing hunk (git's "patch failed: FILE:LINE")."""
+    failed = _FAILED.search(output)
+    said = [line.removeprefix("error: ") for line in output.splitlines() if line.startswith("error: ")]
     where = f"hunk at {failed.group(1)}:{failed.group(2)} does not apply" if failed else \
-        (proc.stderr.strip().splitlines() or ["git apply failed"])[-1].removeprefix("error: ")
-    raise PatchConflict(f"{plain.path.name} does not apply onto {base[:12]}: {where} (nothing was written)")
+        (said or output.strip().splitlines() or ["git failed"])[0]
+    return PatchConflict(f"{plain.path.name} does not apply onto {base[:12]}: {where} (nothing was written)")
 
 
 def _commit(tree: Repository, plain: Plain, author: str | None) -> None:
