@@ -38,5 +38,7 @@ def print_import(ui: UI, result: ImportResult, root: Path) -> None:
                  "(or import with --requires-auto)")
     for path in result.files:
         ui.plain(f"wrote {path.relative_to(root)}")
+    if result.base_pinned:
+        ui.plain(f"kpatch.toml: base of {result.name} set to {result.base} (--base)")
     ui.note(f"{result.name}: {count(len(result.files), 'patch', 'patches')} on {result.base[:12]}; "
             "'kpatch apply' puts them in a worktree")

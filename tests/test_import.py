@@ -16,6 +16,7 @@ import pytest
 from click.testing import Result
 from gitrepos import Project, git, run_kpatch
 
+from kpatch.config import load
 from kpatch.errors import ExitCode
 
 
@@ -377,3 +378,32 @@ def test_a_mail_that_does_not_apply_is_named_with_its_hunk(adopting: Adopting, t
     _one_error(result, ExitCode.CONFLICT, "0002-Test-the-kimi-op.patch does not apply onto ")
     assert ": tests/test_kimi.py: does not exist in index (nothing was written)" in result.stderr, result.stderr
     assert adopting.files() == before and _leftovers(adopting, "kernels") == ([], False)
+
+
+def test_base_names_where_the_fork_started_and_kpatch_toml_is_pinned_to_it(adopting: Adopting) -> None:
+    _kernels_first(adopting)
+    later = git(adopting.old.app, "rev-parse", "main~3")
+    tree = adopting.fork("app")
+    git(tree, "checkout", "--quiet", "-b", "later", later)
+    git(tree, "cherry-pick", "fork~1", "fork")
+    result = adopting.run("import", "app", "--from", f"{tree}@later", "--base", later)
+    assert result.exit_code == 0, result.output
+    assert f"kpatch.toml: base of app set to {later}" in result.stdout
+    app = load(adopting.new / "kpatch.toml").get("app")
+    assert (app.base, app.base_commit) == (later, None)
+    assert "# the branch 'kpatch rebase' and the nightly follow" in (adopting.new / "kpatch.toml").read_text()
+    applied = adopting.run("apply")
+    assert applied.exit_code == 0, applied.output
+    assert git(adopting.new / "work" / "app", "rev-parse", "HEAD^{tree}") == git(tree, "rev-parse", "later^{tree}")
+
+
+def test_without_base_the_upstream_commits_of_a_later_fork_are_left_out_and_named(adopting: Adopting) -> None:
+    _kernels_first(adopting)
+    later = git(adopting.old.app, "rev-parse", "main~3")
+    tree = adopting.fork("app")
+    git(tree, "checkout", "--quiet", "-b", "later", later)
+    git(tree, "cherry-pick", "fork~1", "fork")
+    result = adopting.run("import", "app", "--from", f"{tree}@later")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count(": already upstream as ") == len(git(tree, "rev-list", f"v1.0..{later}").split())
+    assert _stack(adopting.new, "app") == _stack(adopting.old.root, "app")

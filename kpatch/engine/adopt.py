@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.config import Upstream
+from kpatch.config.edit import with_new_bases
 from kpatch.engine.init import fetchable
 from kpatch.engine.plan import check_base, fetch, load_all_series, requires_problem
 from kpatch.engine.suggest import Suggestion, add_trailers, suggest
@@ -43,6 +44,7 @@ class ImportResult:
     files: tuple[Path, ...]  # the patch files written, in series order
     skipped: tuple[Skipped, ...] = ()
     suggestions: tuple[Suggestion, ...] = ()
+    base_pinned: bool = False  # kpatch.toml's base was set to `base` (--base named another commit)
 
 
 def parse_source(value: str) -> tuple[str, str]:
@@ -58,8 +60,9 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
                   requires_auto: bool = False) -> ImportResult:
     """The commits of `branch` at `url` since the base, as NAME's stack (nothing written on any refusal)."""
     with ws.writer("import", ui):
-        upstream, series = _empty_stack(ws, name)
-        mirror, base = _base(ws, ui, upstream, base_ref)
+        upstream, series = empty_stack(ws, name)
+        where = resolve_base(ws, ui, upstream, base_ref)
+        mirror, base = where.mirror, where.commit
         ref = _ref(name)
         try:
             tip = _fetch_branch(mirror, name, url, branch, ref)
@@ -72,12 +75,13 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
             with scratch(ws, mirror, name, base if gone else tip) as tree:
                 if gone:
                     _pick(tree, kept)
-                files, suggestions = write_stack(ws, upstream, series, tree, base, requires_auto=requires_auto)
+                files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
         finally:
             mirror.run(["update-ref", "-d", ref], check=False)
     order = {c: i for i, c in enumerate(commits)}
     skipped.sort(key=lambda s: order[s.commit])
-    return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions)
+    return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions,
+                        base_pinned=where.moved)
 
 
 def continue_import(ws: Workspace, ui: UI) -> bool:
@@ -127,7 +131,7 @@ def clear_leftovers(ws: Workspace) -> None:
             mirror.run(["update-ref", "-d", _ref(upstream.name)])
 
 
-def _empty_stack(ws: Workspace, name: str) -> tuple[Upstream, Series]:
+def empty_stack(ws: Workspace, name: str) -> tuple[Upstream, Series]:
     upstream = ws.stack.get(name)
     ws.refuse_if_busy()
     clear_leftovers(ws)
@@ -138,7 +142,17 @@ def _empty_stack(ws: Workspace, name: str) -> tuple[Upstream, Series]:
     return upstream, series
 
 
-def _base(ws: Workspace, ui: UI, upstream: Upstream, base_ref: str | None) -> tuple[Mirror, str]:
+@dataclass(frozen=True)
+class Base:
+    """Where the imported stack goes: the upstream's mirror and the base commit; `moved` when `--base` named
+    another commit than kpatch.toml's base (the import then pins kpatch.toml to it, in the same step)."""
+
+    mirror: Mirror
+    commit: str
+    moved: bool
+
+
+def resolve_base(ws: Workspace, ui: UI, upstream: Upstream, base_ref: str | None) -> Base:
     """The upstream's mirror (fetched when it lacks the base) and the base commit: `--base`, else kpatch.toml's."""
     mirror = ws.mirror(upstream.name)
     ref = base_ref or upstream.base
@@ -151,7 +165,8 @@ def _base(ws: Workspace, ui: UI, upstream: Upstream, base_ref: str | None) -> tu
                             f"{upstream.display_url}")
     if base_ref is None:
         check_base(ws.stack, upstream, base, None, ui)
-    return mirror, base
+        return Base(mirror=mirror, commit=base, moved=False)
+    return Base(mirror=mirror, commit=base, moved=mirror.resolve(upstream.base) != base)
 
 
 @contextmanager
@@ -165,9 +180,11 @@ def scratch(ws: Workspace, mirror: Mirror, name: str, commit: str) -> Iterator[R
         mirror.remove_worktree(path)
 
 
-def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Repository, base: str, *,
+def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Repository, where: Base, *,
                 requires_auto: bool) -> tuple[tuple[Path, ...], tuple[Suggestion, ...]]:
-    """base..HEAD of `tree` as the stack's patch files and series (as export writes them), in one journaled step."""
+    """base..HEAD of `tree` as the stack's patch files and series (as export writes them), and kpatch.toml's base
+    when it moved, in one journaled step."""
+    base = where.commit
     if tree.head() == base:
         raise UsageError(f"no commits to import for {upstream.name}: the stack would be empty (nothing was written)")
     rendered = render(tree, base, series, series.dropped)
@@ -185,8 +202,10 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
     if wrong is not None:
         patch, ref, why = wrong
         raise WorktreeError(f"{patch.path.name} (line {ref.line}): {why}; nothing was written")
-    ws.check_writable(ws.kpatch_dir, upstream.patches)
+    ws.check_writable(ws.kpatch_dir, upstream.patches, *([ws.stack.path] if where.moved else []))
     writes = {**rendered.files, upstream.patches / SERIES: rendered.series}
+    if where.moved:
+        writes[ws.stack.path] = with_new_bases(ws.stack.path, {upstream.name: base})
     journal.write(ws.journal_dir, "import", writes, [])
     journal.close(ws.journal_dir)
     return tuple(rendered.files), suggestions

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch.engine.adopt import ImportResult, Skipped, _base, _empty_stack, scratch, write_stack
+from kpatch.engine.adopt import ImportResult, Skipped, empty_stack, resolve_base, scratch, write_stack
 from kpatch.errors import PatchConflict, SeriesError, UsageError
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
@@ -48,8 +48,9 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
         if plain.author is None and author is None:
             raise UsageError(f"{plain.path}: no author in its header: give --author 'Name <email>'")
     with ws.writer("import", ui):
-        upstream, series = _empty_stack(ws, name)
-        mirror, base = _base(ws, ui, upstream, base_ref)
+        upstream, series = empty_stack(ws, name)
+        where = resolve_base(ws, ui, upstream, base_ref)
+        mirror, base = where.mirror, where.commit
         skipped: list[Skipped] = []
         with scratch(ws, mirror, name, base) as tree:
             for plain in plains:
@@ -62,8 +63,9 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
                     skipped.append(Skipped(commit="", subject=plain.path.name, why="empty"))
                     continue
                 _commit(tree, plain, author)
-            files, suggestions = write_stack(ws, upstream, series, tree, base, requires_auto=requires_auto)
-    return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions)
+            files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
+    return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions,
+                        base_pinned=where.moved)
 
 
 def listed(folder: Path) -> list[tuple[Path, int]]:
