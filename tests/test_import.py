@@ -239,6 +239,18 @@ def test_a_quilt_header_gives_the_subject_body_and_author(adopting: Adopting, tm
     assert "\nWhy it is needed.\n---\n" in written
 
 
+def test_a_dep3_header_gives_the_subject_and_author(adopting: Adopting, tmp_path: Path) -> None:
+    folder = tmp_path / "quilt"
+    _quilt(adopting, "kernels", folder)
+    first = folder / "0001-Add-the-kimi-op.patch"
+    first.write_bytes(b"Description: Add the kimi op for XPU\nAuthor: Deb Ian <deb@example.invalid>\n"
+                      b"Forwarded: no\n\n" + first.read_bytes())
+    result = adopting.run("import", "kernels", "--series", str(folder), "--author", AUTHOR)
+    assert result.exit_code == 0, result.output
+    written = (adopting.new / "patches" / "kernels" / "0001-Add-the-kimi-op-for-XPU.patch").read_text()
+    assert "From: Deb Ian <deb@example.invalid>\n" in written and "\nForwarded: no\n" in written
+
+
 def test_plain_diffs_without_a_series_file_go_in_name_order(adopting: Adopting, tmp_path: Path) -> None:
     folder = tmp_path / "diffs"
     names = _quilt(adopting, "kernels", folder, series=False)

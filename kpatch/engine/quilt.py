@@ -17,7 +17,8 @@ from kpatch.project.workspace import Workspace
 
 SUFFIXES = (".patch", ".diff")
 _DIFF_START = re.compile(r"^(diff --git |--- |Index: )")
-_HEADER = re.compile(r"^(From|Subject|Date):\s*(.*)$")
+_HEADER = re.compile(r"^(From|Author|Subject|Description|Date):\s*(.*)$")  # mail and DEP-3 (Debian) headers
+_ALIASES = {"Author": "From", "Description": "Subject"}
 _PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _NUMBER = re.compile(r"^\d+[-_.]")
 _AUTHOR = re.compile(r"^[^<>\n]+ <[^<>\s]+>$")
@@ -116,8 +117,9 @@ def read_plain(path: Path, strip: int) -> Plain:
     body: list[str] = []
     for line in lines[:cut]:
         match = _HEADER.match(line.rstrip())
-        if match and not body and match.group(1) not in headers:
-            headers[match.group(1)] = match.group(2).strip()
+        key = _ALIASES.get(match.group(1), match.group(1)) if match else ""
+        if match and not body and key not in headers:
+            headers[key] = match.group(2).strip()
         elif line.startswith("From ") and not body and not headers:
             continue  # an mbox's separator line
         else:
