@@ -128,6 +128,19 @@ def test_an_empty_commit_is_skipped_and_named(adopting: Adopting) -> None:
     assert _stack(adopting.new, "kernels") == _stack(adopting.old.root, "kernels")
 
 
+def test_import_json_names_the_files_and_the_skipped_commits(adopting: Adopting) -> None:
+    import json
+
+    tree = _fork_with(adopting, "kernels", "gaps", [("cherry-pick", "fork~1"),
+                                                    ("commit", "--allow-empty", "-m", "Nothing at all"),
+                                                    ("cherry-pick", "fork")])
+    result = adopting.run("import", "kernels", "--from", f"{tree}@gaps", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [Path(f).name for f in data["files"]] == sorted(_stack(adopting.old.root, "kernels"))[:2]
+    assert [(s["subject"], s["why"]) for s in data["skipped"]] == [("Nothing at all", "empty")]
+
+
 def test_importing_app_before_the_kernels_it_requires_is_refused_naming_the_trailer(adopting: Adopting) -> None:
     before = adopting.files()
     result = adopting.run("import", "app", "--from", f"{adopting.fork('app')}@fork")

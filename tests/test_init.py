@@ -81,9 +81,9 @@ def test_init_ci_writes_the_nightly_workflow_installing_the_kpatch_release(proje
     assert written == workflow()
     ours = (ROOT / "ci" / "nightly.yml").read_text()
     assert "pip install --quiet 'kpatch==" in written and "ci/nightly-requirements.txt" not in written
-    new = [line for line in written.splitlines() if line not in ours.splitlines()]
-    assert new[0].startswith("# Written by 'kpatch init --ci'") and len(new) == 4  # the note, both jobs' installs
-    assert new[2] == new[3] == f"          python -m pip install --quiet 'kpatch=={__version__}'"
+    added = [line for line in written.splitlines() if line not in ours.splitlines()]
+    assert added[0].startswith("# Written by 'kpatch init --ci'") and len(added) == 4  # the note, two installs
+    assert added[2] == added[3] == f"          python -m pip install --quiet 'kpatch=={__version__}'"
     assert len(written.splitlines()) == len(ours.splitlines()) - 2  # in each job two install lines became one
 
 
