@@ -201,7 +201,9 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
     wrong = requires_problem(ws.stack, after)
     if wrong is not None:
         patch, ref, why = wrong
-        raise WorktreeError(f"{patch.path.name} (line {ref.line}): {why}; nothing was written")
+        first = after.get(ref.upstream)
+        hint = f" (import {ref.upstream} first)" if first is not None and not first.patches else ""
+        raise WorktreeError(f"{patch.path.name} (line {ref.line}): {why}{hint}; nothing was written")
     ws.check_writable(ws.kpatch_dir, upstream.patches, *([ws.stack.path] if where.moved else []))
     writes = {**rendered.files, upstream.patches / SERIES: rendered.series}
     if where.moved:
