@@ -89,6 +89,7 @@ def import_(ctx: Context, name: str | None, source: str | None, folder: Path | N
     if (source is None) == (folder is None):
         raise UsageError("give one of --from URL_OR_PATH@BRANCH and --series DIR")
     ws = ctx.workspace()
+    ws.stack.get(name)  # an unknown NAME is the first thing to say
     if source is not None:
         url, branch = adopt.parse_source(source)
         result = adopt.import_branch(ws, ctx.ui, name, url, branch, base_ref=base_ref,

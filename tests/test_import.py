@@ -432,3 +432,22 @@ def test_without_base_the_upstream_commits_of_a_later_fork_are_left_out_and_name
     assert result.exit_code == 0, result.output
     assert result.stdout.count(": already upstream as ") == len(git(tree, "rev-list", f"v1.0..{later}").split())
     assert _stack(adopting.new, "app") == _stack(adopting.old.root, "app")
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("kernels",), "give one of --from URL_OR_PATH@BRANCH and --series DIR"),
+    (("kernels", "--from", "/x@main", "--series", "/x"), "give one of --from URL_OR_PATH@BRANCH and --series DIR"),
+    (("--from", "/x@main"), "kpatch import needs the NAME of the upstream"),
+    (("kernels", "--continue"), "--continue and --abort go alone"),
+    (("--continue",), "nothing to continue: no interrupted import"),
+    (("nosuch", "--series", "/x"), "unknown upstream 'nosuch'"),
+    (("kernels", "--series", "/no/such/folder", "--author", "Pat <pat@example.invalid>"),
+     "--series: no folder /no/such/folder"),
+    (("kernels", "--series", "/tmp", "--author", "just a name"), "--author takes 'Name <email>'"),
+])
+def test_import_refuses_bad_arguments_in_one_line(project: Project, args: tuple[str, ...], says: str) -> None:
+    before = project.snapshot()
+    result = project.run("import", *args)
+    code = ExitCode.WORKTREE if "nothing to continue" in says else ExitCode.BAD_INPUT
+    _one_error(result, code, says)
+    assert project.snapshot() == before
