@@ -45,7 +45,10 @@ def init_(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tuple
         specs = [replace(s, branch=chosen.get(s.name)) for s in specs]
         graph = engine.parse_requires(requires, [s.name for s in specs])
         result = engine.init(Path.cwd(), specs, graph, ui, ci=ci, cache_dir=cache_dir)
-        ui.json(result) if ui.json_mode else print_init(ui, result)
+        if ui.json_mode:
+            ui.json(result)
+        else:
+            print_init(ui, result)
         return 0
 
     sys.exit(guarded(ui, body))
@@ -59,7 +62,7 @@ def init_(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tuple
 @click.option("--base", "base_ref", metavar="REF", help="The commit the fork started from (default: kpatch.toml's).")
 @click.option("--author", metavar="'NAME <EMAIL>'", help="--series: the author of patches whose header has none.")
 @click.option("--include-upstream", is_flag=True, help="--from: keep commits already on the upstream branch.")
-@click.option("--max-commits", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--max-commits", type=click.IntRange(min=1), default=1000, show_default=True,  # adopt.MAX_COMMITS
               help="--from: refuse a branch with more commits than this since the base.")
 @click.option("--requires-auto", is_flag=True, help="Write the suggested Requires: trailers (printed otherwise).")
 @click.option("--continue", "continue_", is_flag=True, help="Finish an import that was interrupted.")
@@ -101,5 +104,8 @@ def import_(ctx: Context, name: str | None, source: str | None, folder: Path | N
         assert folder is not None
         result = quilt.import_series(ws, ctx.ui, name, folder.resolve(), base_ref=base_ref, author=author,
                                      requires_auto=requires_auto)
-    ctx.ui.json(result) if ctx.ui.json_mode else print_import(ctx.ui, result, ws.stack.root)
+    if ctx.ui.json_mode:
+        ctx.ui.json(result)
+    else:
+        print_import(ctx.ui, result, ws.stack.root)
     return 0
