@@ -106,3 +106,9 @@ class VerifyFailed(KpatchError):
     """`verify` (or build-wheels' last step) found the set broken: a person must fix the stacks or rebuild."""
 
     exit_code = ExitCode.CONFLICT
+
+
+class PatchConflict(KpatchError):
+    """A patch being imported does not apply onto the base: a person must fix it (nothing was written)."""
+
+    exit_code = ExitCode.CONFLICT

@@ -18,9 +18,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from kpatch.adopt.branch import ImportResult
 from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.export import FileChange
+from kpatch.engine.init import InitResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.examples.demo import DemoResult
@@ -100,6 +102,8 @@ def results() -> dict[str, dict[str, Any]]:
                                                        **of_type(DemoResult)["properties"]},
                  "required": ["log", *of_type(DemoResult)["required"]]},
         "doctor": of_type(DoctorReport),
+        "init": of_type(InitResult),
+        "import": {"oneOf": [of_type(ImportResult), obj(aborted={"type": "boolean"}, finished={"type": "boolean"})]},
     }
 
 

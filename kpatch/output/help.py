@@ -24,6 +24,10 @@ EXAMPLES = {
                     "run the kernels' suite on the locked pair; stop it after 10 minutes"),
     "demo": Example("kpatch demo --keep", "the whole pipeline on example upstreams; keep the folder to look around"),
     "doctor": Example("kpatch doctor --fsck", "check git, Docker, the image, GPU, mirrors (fsck), token and disk"),
+    "init": Example("kpatch init --upstream vllm=https://github.com/vllm-project/vllm.git@v0.33.0 --ci",
+                    "start a project on vLLM's v0.33.0 tag, with the nightly workflow"),
+    "import": Example("kpatch import vllm --from https://github.com/acme/vllm.git@xpu-fixes",
+                      "make vLLM's stack from the commits of a fork's branch since the base"),
     "nightly": Example("kpatch nightly --dry-run", "rebase, build, verify and test; say what it would report"),
 }
 

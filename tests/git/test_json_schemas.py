@@ -17,8 +17,9 @@ from kpatch.examples.upstreams import make_example_project
 from tests.support.cli import run_kpatch
 from tests.support.json_envelope import checked, schema
 
-ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ("apply", "rebase", "export", "status", "build-wheels", "verify", "test", "nightly", "demo", "doctor")
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = ("apply", "rebase", "export", "status", "build-wheels", "verify", "test", "nightly", "demo", "doctor",
+            "init", "import")
 
 
 @pytest.mark.unit

@@ -19,7 +19,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(floor.split()) for floor in
     "cli",
     "commands",
     "examples",
-    "nightly",
+    "nightly adopt",
     "testing verify doctor",
     "wheels",
     "engine",

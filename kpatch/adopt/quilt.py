@@ -1,0 +1,199 @@
+"""`kpatch import NAME --series DIR`: a quilt series (or a folder of .patch/.diff files, sorted) applied onto the
+base one by one in a scratch worktree, each committed, then written as NAME's stack; the first patch that does not
+apply is named with its failing hunk, and nothing is written."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpatch.adopt.branch import ImportResult, Skipped, empty_stack, resolve_base, scratch, write_stack
+from kpatch.errors import PatchConflict, SeriesError, UsageError
+from kpatch.gitx import Repository
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
+
+SUFFIXES = (".patch", ".diff")
+_DIFF_START = re.compile(r"^(diff --git |--- |Index: )")
+_HEADER = re.compile(r"^(From|Author|Subject|Description|Date):\s*(.*)$")  # mail and DEP-3 (Debian) headers
+_ALIASES = {"Author": "From", "Description": "Subject"}
+_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
+_NUMBER = re.compile(r"^\d+[-_.]")
+_AUTHOR = re.compile(r"^[^<>\n]+ <[^<>\s]+>$")
+_FORMAT_PATCH = re.compile(r"^From [0-9a-f]{40} ")  # the first line git format-patch writes
+_FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Plain:
+    """One patch file read as a commit to make: its message, author and date (None: the caller's), and its diff."""
+
+    path: Path
+    message: str
+    author: str | None
+    date: str | None
+    diff: bytes
+    strip: int  # -pN
+    mail: bool = False  # a `git format-patch` mail: git am reads it (message, trailers, author, date exactly)
+
+
+def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: str | None, author: str | None,
+                  requires_auto: bool = False) -> ImportResult:
+    """Every patch of `folder` applied onto the base in order and written as NAME's stack."""
+    if author is not None and not _AUTHOR.match(author):
+        raise UsageError(f"--author takes 'Name <email>', got {author!r}")
+    plains = [read_plain(path, strip) for path, strip in listed(folder)]
+    for plain in plains:
+        if plain.author is None and author is None:
+            raise UsageError(f"{plain.path}: no author in its header: give --author 'Name <email>'")
+    with ws.writer("import", ui):
+        upstream, series = empty_stack(ws, name)
+        where = resolve_base(ws, ui, upstream, base_ref)
+        mirror, base = where.mirror, where.commit
+        skipped: list[Skipped] = []
+        with scratch(ws, mirror, name, base) as tree:
+            for plain in plains:
+                _check_paths(tree, plain)
+                if plain.mail:
+                    _am(tree, plain, base)
+                    continue
+                _apply(tree, plain, base)
+                if not tree.out(["diff", "--cached", "--name-only"]):
+                    skipped.append(Skipped(commit="", subject=plain.path.name, why="empty"))
+                    continue
+                _commit(tree, plain, author)
+            files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
+    return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions,
+                        base_pinned=where.moved)
+
+
+def listed(folder: Path) -> list[tuple[Path, int]]:
+    """The patch files in order, each with its -p level: the `series` file's (quilt: `name [-pN]`, `#` comments),
+    else every .patch and .diff file, sorted by name."""
+    if not folder.is_dir():
+        raise UsageError(f"--series: no folder {folder}")
+    series = folder / "series"
+    if not series.is_file():
+        found = sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file())
+        if not found:
+            raise UsageError(f"--series: {folder} has no series file and no .patch or .diff files")
+        return [(p, 1) for p in found]
+    out = []
+    for number, line in enumerate(series.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        strip = 1
+        for option in words[1:]:
+            if not re.fullmatch(r"-p[0-9]", option):
+                raise SeriesError(f"{series}:{number}: unknown option {option!r} (quilt's -pN only)")
+            strip = int(option[2:])
+        path = (folder / words[0]).resolve()
+        if not path.is_relative_to(folder.resolve()) or not path.is_file():
+            raise SeriesError(f"{series}:{number}: no patch file {words[0]!r} in {folder}")
+        out.append((path, strip))
+    if not out:
+        raise UsageError(f"--series: {series} lists no patches")
+    return out
+
+
+def read_plain(path: Path, strip: int) -> Plain:
+    """A patch file: the leading text (mail-style From/Subject/Date headers, or free text) and the diff after it.
+    Its message: the Subject, else the first line of text, else words made from the file name."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        at = data.count(b"\n", 0, err.start) + 1
+        raise SeriesError(f"{path}:{at}: not UTF-8 (byte 0x{data[err.start]:02x}); kpatch reads UTF-8 patches "
+                          "only (nothing was written)") from None
+    lines = text.split("\n")  # a CRLF file's CRs are content: they stay in the diff
+    cut = next((i for i, line in enumerate(lines) if _DIFF_START.match(line)), None)
+    if cut is None:
+        raise SeriesError(f"{path}: no diff in it (no 'diff --git', '--- ' or 'Index: ' line)")
+    headers: dict[str, str] = {}
+    body: list[str] = []
+    for line in lines[:cut]:
+        match = _HEADER.match(line.rstrip())
+        key = _ALIASES.get(match.group(1), match.group(1)) if match else ""
+        if match and not body and key not in headers:
+            headers[key] = match.group(2).strip()
+        elif line.startswith("From ") and not body and not headers:
+            continue  # an mbox's separator line
+        else:
+            body.append(line.rstrip())
+    while body and body[-1] in ("", "---") or body and _diffstat(body[-1]):
+        body.pop()
+    while body and not body[0]:
+        body.pop(0)
+    subject = _PREFIX.sub("", headers.get("Subject", ""))
+    if not subject:
+        subject = body.pop(0) if body else _from_name(path)
+        while body and not body[0]:
+            body.pop(0)
+    message = subject + ("\n\n" + "\n".join(body) if body else "") + "\n"
+    author = headers.get("From")
+    if author is not None:
+        name, address = email.utils.parseaddr(author)
+        author = f"{name or address} <{address}>" if address else None
+    return Plain(path=path, message=message, author=author, date=headers.get("Date"),
+                 diff="\n".join(lines[cut:]).encode("utf-8"), strip=strip, mail=_FORMAT_PATCH.match(text) is not None)
+
+
+def _diffstat(line: str) -> bool:
+    return bool(re.match(r"^ \S.* \| +\d+ ?[-+]*$", line) or re.match(r"^ \d+ files? changed", line))
+
+
+def _from_name(path: Path) -> str:
+    """`0003-fix_the-cache.patch` -> `fix the cache`."""
+    words = _NUMBER.sub("", path.stem).replace("_", " ").replace("-", " ").split()
+    return " ".join(words) or path.stem
+
+
+def _check_paths(tree: Repository, plain: Plain) -> None:
+    """Refuse a diff that writes outside the tree or into .git (before git sees it)."""
+    listing = tree.run(["apply", f"-p{plain.strip}", "--numstat", "-z", "-"], stdin=plain.diff, check=False)
+    if listing.status != 0:
+        return  # _apply names what is wrong with it
+    for entry in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        path = entry.split("\t")[-1] if "\t" in entry else entry
+        parts = path.split("/")
+        if path and (path.startswith("/") or ".." in parts or ".git" in parts):
+            raise SeriesError(f"{plain.path}: it writes {path!r}, outside the tree (nothing was written)")
+
+
+def _apply(tree: Repository, plain: Plain, base: str) -> None:
+    proc = tree.run(["apply", "--index", f"-p{plain.strip}", "--whitespace=nowarn", "-"], stdin=plain.diff,
+                    check=False)
+    if proc.status != 0:
+        raise _conflict(plain, base, proc.stderr)
+
+
+def _am(tree: Repository, plain: Plain, base: str) -> None:
+    from kpatch.gitx.am import AM_OPTIONS
+
+    options = [o for o in AM_OPTIONS if o != "-3"]  # a patch that does not apply is named, not merged
+    proc = tree.run(["am", *options, f"-p{plain.strip}", "--", str(plain.path)], check=False)
+    if proc.status == 0:
+        return
+    tree.run(["am", "--abort"], check=False)
+    raise _conflict(plain, base, proc.stderr + proc.text)
+
+
+def _conflict(plain: Plain, base: str, output: str) -> PatchConflict:
+    """The refusal of a patch that does not apply: its first failing hunk (git's "patch failed: FILE:LINE")."""
+    failed = _FAILED.search(output)
+    said = [line.removeprefix("error: ") for line in output.splitlines() if line.startswith("error: ")]
+    where = f"hunk at {failed.group(1)}:{failed.group(2)} does not apply" if failed else \
+        (said or output.strip().splitlines() or ["git failed"])[0]
+    return PatchConflict(f"{plain.path.name} does not apply onto {base[:12]}: {where} (nothing was written)")
+
+
+def _commit(tree: Repository, plain: Plain, author: str | None) -> None:
+    who = plain.author or author  # the header's own, else --author
+    assert who is not None
+    env = {"GIT_AUTHOR_DATE": plain.date} if plain.date else None
+    tree.run(["commit", "--quiet", "--no-verify", "--no-gpg-sign", f"--author={who}", "--cleanup=verbatim",
+              "--file=-"], stdin=plain.message.encode("utf-8"), env=env)

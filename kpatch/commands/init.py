@@ -1,0 +1,61 @@
+"""`kpatch init`: a new project in the current folder (kpatch.toml, an empty series per upstream, .gitignore)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from kpatch.commands._common import KpatchCommand, assignments, make_ui, output_options
+from kpatch.errors import UsageError
+from kpatch.output.ui import UI, escape
+
+if TYPE_CHECKING:
+    from kpatch.engine.init import InitResult
+
+
+@click.command("init", cls=KpatchCommand)
+@click.option("--upstream", "upstreams", multiple=True, metavar="NAME=URL@BASE", required=True,
+              help="An upstream and the tag or commit its stack goes onto (repeatable; the last '@' ends the URL).")
+@click.option("--branch", "branches", multiple=True, metavar="NAME=BRANCH",
+              help="The branch NAME follows (default: main, else master, else its only branch).")
+@click.option("--requires", multiple=True, metavar="NAME:OTHER", help="NAME's stack goes onto OTHER's (repeatable).")
+@click.option("--ci", is_flag=True, help="Also write .github/workflows/nightly.yml, the nightly workflow.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), envvar="KPATCH_CACHE_DIR",
+              help="Mirrors and logs (default: $XDG_CACHE_HOME/kpatch).")
+@output_options
+def command(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tuple[str, ...], ci: bool,
+            cache_dir: Path | None, json_mode: bool, quiet: bool, verbose: bool) -> int:
+    """Start a project here: kpatch.toml, an empty series per upstream, .gitignore entries; writes only new
+    files."""
+    from kpatch.engine import init as engine
+
+    ui = make_ui("init", json_mode, quiet, verbose)
+    specs = [engine.parse_upstream(value) for value in upstreams]
+    chosen = assignments(branches, "--branch")
+    unknown = next((n for n in chosen if n not in {s.name for s in specs}), None)
+    if unknown:
+        raise UsageError(f"--branch {unknown}: no --upstream named {unknown!r}")
+    specs = [replace(s, branch=chosen.get(s.name)) for s in specs]
+    graph = engine.parse_requires(requires, [s.name for s in specs])
+    result = engine.init(Path.cwd(), specs, graph, ui, ci=ci, cache_dir=cache_dir)
+    if ui.json_mode:
+        ui.result(result)
+    else:
+        show(ui, result)
+    return 0
+
+
+def show(ui: UI, result: InitResult) -> None:
+    for pin in result.upstreams:
+        base = pin.base if pin.base == pin.base_commit else f"{pin.base} = {pin.base_commit[:12]}"
+        ui.plain(f"{pin.name}  {escape(pin.url)} ({escape(pin.branch)}), base {escape(base)}")
+    for path in result.written:
+        ui.plain(f"wrote {path.relative_to(result.root)}")
+    for path in result.extended:
+        ui.plain(f"added lines to {path.relative_to(result.root)}")
+    names = [pin.name for pin in result.upstreams]
+    ui.note(f"next: 'kpatch import {names[0]} --from URL_OR_PATH@BRANCH' (a fork) or '--series DIR' (patches), "
+            "then 'kpatch apply'")

@@ -1,0 +1,250 @@
+"""`kpatch init`: a new project in a folder: kpatch.toml (commented), an empty series per upstream, .gitignore
+entries, and with `--ci` the nightly workflow; every base resolved through the upstream's mirror first."""
+
+from __future__ import annotations
+
+import graphlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from kpatch import __version__
+from kpatch.config import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream, load
+from kpatch.errors import UpstreamError, UsageError
+from kpatch.files import write_atomic
+from kpatch.gitx import Mirror, url_problem
+from kpatch.gitx.repo import UPSTREAM_REFS
+from kpatch.output.redact import redact_url
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
+from kpatch.stack import SERIES
+
+SERIES_HEADER = "# applied in this order\n"  # what `kpatch import` and `export` keep at the top of the series
+IGNORED = ("/work/", "/.kpatch-cache/", "/dist/", "/reports/")  # worktrees, the nightly's cache, wheels, reports
+WORKFLOW = Path(".github") / "workflows" / "nightly.yml"
+_DEFAULT_BRANCHES = ("main", "master")
+_SCP_LIKE = re.compile(r"^[^/]+:")  # host:path, git's short form of an ssh URL
+# The workflow kpatch's own repository runs installs kpatch from its checkout; a project's installs the release.
+_SELF_NOTE = ("# The source of truth is ci/nightly.yml; GitHub runs workflows only from .github/workflows/, so\n"
+              "# .github/workflows/nightly.yml is a byte-for-byte copy that ci/lint-workflows checks. "
+              "See ci/README.md.\n")
+_SELF_INSTALL = ("          python -m pip install --quiet --require-hashes --no-deps -r ci/nightly-requirements.txt\n"
+                 "          python -m pip install --quiet --no-deps --no-build-isolation .\n")
+
+
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """One `--upstream NAME=URL@BASE` (and its `--branch NAME=BRANCH`, if given)."""
+
+    name: str
+    url: str
+    base: str
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """An upstream as init recorded it: the branch it follows and the base, resolved."""
+
+    name: str = field(metadata={"json": "upstream"})
+    url: str
+    branch: str
+    base: str  # a tag or a full SHA, as written to kpatch.toml
+    base_commit: str  # the SHA it resolves to
+
+
+@dataclass(frozen=True)
+class InitResult:
+    root: Path
+    upstreams: tuple[Pinned, ...]
+    written: tuple[Path, ...]  # new files
+    extended: tuple[Path, ...]  # existing files lines were added to (.gitignore)
+
+
+def parse_upstream(value: str) -> UpstreamSpec:
+    """`NAME=URL@BASE`; the last `@` ends the URL (an ssh URL such as git@host:org/repo has one of its own)."""
+    name, sep, rest = value.partition("=")
+    url, at, base = rest.rpartition("@")
+    if not sep or not at or not name or not url or not base or ":" in base:
+        raise UsageError(f"--upstream takes NAME=URL@BASE (BASE: a tag or commit), got {value!r}")
+    if not NAME_RE.match(name):
+        raise UsageError(f"--upstream {value!r}: bad name {name!r} (lower-case letters, digits, '.', '_', '-')")
+    return UpstreamSpec(name=name, url=fetchable(url, f"--upstream {name}"), base=base)
+
+
+def fetchable(url: str, option: str) -> str:
+    """`url` checked as apply checks upstream URLs; a local path made absolute (git fetches from the mirror's
+    folder, and kpatch.toml may be read from anywhere) and required to exist."""
+    problem = url_problem(url)
+    if problem:
+        raise UsageError(f"{option}: {problem}")
+    if "://" in url or _SCP_LIKE.match(url):
+        return url
+    path = Path(url).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"{option}: no folder {path}")
+    return str(path)
+
+
+def parse_requires(values: Sequence[str], names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """`NAME:OTHER` pairs: NAME's stack goes onto OTHER's (both given with --upstream); no cycle."""
+    found: dict[str, list[str]] = {name: [] for name in names}
+    for value in values:
+        name, sep, other = value.partition(":")
+        if not sep or not name or not other:
+            raise UsageError(f"--requires takes NAME:OTHER, got {value!r}")
+        for each in (name, other):
+            if each not in found:
+                raise UsageError(f"--requires {value}: no --upstream named {each!r}")
+        if other not in found[name]:
+            found[name].append(other)
+    try:
+        tuple(graphlib.TopologicalSorter(found).static_order())
+    except graphlib.CycleError as err:
+        raise UsageError(f"--requires: cycle {' -> '.join(err.args[1])}") from None
+    return {name: tuple(others) for name, others in found.items()}
+
+
+def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple[str, ...]], ui: UI, *,
+         ci: bool, cache_dir: Path | None) -> InitResult:
+    """Write a new project into `root`; nothing is written when a file it would write exists or a base is not
+    found."""
+    if not specs:
+        raise UsageError("kpatch init needs at least one --upstream NAME=URL@BASE")
+    names = [s.name for s in specs]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice:
+        raise UsageError(f"--upstream {twice} is given twice")
+    root = root.resolve()
+    files = [root / CONFIG_NAME, *(root / "patches" / s.name / SERIES for s in specs)] + ([root / WORKFLOW] if ci
+                                                                                          else [])
+    there = next((f for f in files if f.exists() or f.is_symlink()), None)
+    if there is not None:
+        raise UsageError(f"{there} exists: kpatch init writes only new files (nothing was written)")
+    ws = Workspace(stack=_stack(root, specs), cache_dir=_cache(cache_dir), workdir=root / "work")
+    pinned = tuple(_pin(ws, ui, spec) for spec in specs)
+    texts = {root / CONFIG_NAME: render_config(pinned, requires).encode()}
+    texts |= {root / "patches" / s.name / SERIES: SERIES_HEADER.encode() for s in specs}
+    if ci:
+        texts[root / WORKFLOW] = workflow().encode()
+    gitignore = root / ".gitignore"
+    old = gitignore.read_text(encoding="utf-8", errors="replace") if gitignore.is_file() else None
+    extra = [line for line in IGNORED if old is None or line not in old.splitlines()]
+    written: list[Path] = []
+    try:
+        for path, data in texts.items():
+            write_atomic(path, data)
+            written.append(path)
+        if extra:
+            lead = "" if not old else "\n" if old.endswith("\n") else "\n\n"
+            block = f"{lead}# kpatch: worktrees, the nightly's cache, wheels and reports\n" + "".join(
+                f"{line}\n" for line in extra)
+            write_atomic(gitignore, ((old or "") + block).encode())
+    except BaseException:
+        for path in written:  # all or nothing: the files this run made go again
+            path.unlink(missing_ok=True)
+        raise
+    load(root / CONFIG_NAME)  # what was written reads back (a bug otherwise)
+    new = [*written, *([gitignore] if extra and old is None else [])]
+    return InitResult(root=root, upstreams=pinned, written=tuple(new),
+                      extended=(gitignore,) if extra and old is not None else ())
+
+
+def _cache(cache_dir: Path | None) -> Path:
+    from kpatch.project.workspace import default_cache_dir
+
+    return (cache_dir or default_cache_dir()).resolve()
+
+
+def _stack(root: Path, specs: Sequence[UpstreamSpec]) -> Stack:
+    """The project as it will read (bases not yet resolved): what the workspace's mirrors are named from."""
+    ups = tuple(Upstream(name=s.name, url=s.url, branch=s.branch or "", base=s.base, base_commit=None,
+                         patches=root / "patches" / s.name, requires=(), line=0) for s in specs)
+    return Stack(root=root, path=root / CONFIG_NAME, upstreams=ups)
+
+
+def _pin(ws: Workspace, ui: UI, spec: UpstreamSpec) -> Pinned:
+    """Fetch the upstream into its mirror (unless the mirror has the base already), then the branch and base."""
+    mirror = ws.mirror(spec.name)
+    found = mirror.resolve(spec.base) if mirror.exists else None
+    if found is None or not _branches(mirror):
+        with ui.progress(f"fetching {spec.name} from {redact_url(spec.url)}", 100) as report:
+            mirror.fetch(spec.url, report)
+        found = mirror.resolve(spec.base)
+    if found is None:
+        raise UpstreamError(f"upstream {spec.name}: {spec.base!r} is not a commit, tag or branch of "
+                            f"{redact_url(spec.url)} (nothing was written)")
+    branch = spec.branch or _default_branch(mirror, spec)
+    if mirror.resolve(f"{UPSTREAM_REFS}{branch}") is None:
+        raise UpstreamError(f"upstream {spec.name}: no branch {branch!r} at {redact_url(spec.url)}")
+    tag = mirror.resolve(f"refs/tags/{spec.base}") if not SHA_RE.match(spec.base) else None
+    # A tag is kept with the commit it names (apply refuses a tag that moved); anything else that moves (a branch,
+    # main~3, a short SHA) is pinned as its full SHA.
+    return Pinned(name=spec.name, url=spec.url, branch=branch, base=spec.base if tag == found else found,
+                  base_commit=found)
+
+
+def _branches(mirror: Mirror) -> list[str]:
+    return [ref.removeprefix(UPSTREAM_REFS) for ref, _ in mirror.refs(UPSTREAM_REFS)]
+
+
+def _default_branch(mirror: Mirror, spec: UpstreamSpec) -> str:
+    branches = _branches(mirror)
+    for name in _DEFAULT_BRANCHES:
+        if name in branches:
+            return name
+    if len(branches) == 1:
+        return branches[0]
+    listed = ", ".join(sorted(branches)[:8]) or "none"
+    raise UsageError(f"upstream {spec.name}: which branch does it follow? give --branch {spec.name}=BRANCH "
+                     f"(branches: {listed})")
+
+
+def render_config(pinned: Sequence[Pinned], requires: Mapping[str, tuple[str, ...]]) -> str:
+    """kpatch.toml for these upstreams, each key explained in a comment."""
+    import tomlkit
+
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("kpatch stack file: the upstreams kept as patch stacks, in any order ('requires' decides"))
+    doc.add(tomlkit.comment("the order they are applied in). Written by 'kpatch init'; edit it freely."))
+    doc.add("version", CONFIG_VERSION)
+    tables = tomlkit.aot()
+    for pin in pinned:
+        table = tomlkit.table()
+        table.add("name", pin.name)
+        table.add("url", pin.url)
+        table.add("branch", _noted(pin.branch, "the branch 'kpatch rebase' and the nightly follow"))
+        if pin.base == pin.base_commit:
+            table.add("base", _noted(pin.base, "the commit the stack applies onto"))
+        else:
+            table.add("base", _noted(pin.base, "the tag the stack applies onto"))
+            table.add("base-commit", _noted(pin.base_commit, "what the tag named at init: apply refuses a moved tag"))
+        table.add("patches", _noted(f"patches/{pin.name}", "its series file and patch files"))
+        table.add("requires", _noted(list(requires.get(pin.name, ())), "upstreams whose stacks go first"))
+        table.add(tomlkit.comment("[upstream.build] command = \"...\": how 'kpatch build-wheels' builds its wheel"))
+        tables.append(table)
+    doc.add("upstream", tables)
+    return tomlkit.dumps(doc)
+
+
+def _noted(value: object, note: str) -> object:
+    import tomlkit
+
+    item = tomlkit.item(value)
+    item.comment(note)
+    return item
+
+
+def workflow() -> str:
+    """The nightly workflow for a project: kpatch's own (ci/nightly.yml, shipped as package data), installing the
+    kpatch release this is instead of kpatch from a checkout."""
+    text = resources.files("kpatch.engine").joinpath("data/nightly.yml").read_text(encoding="utf-8")
+    if _SELF_INSTALL not in text or _SELF_NOTE not in text:
+        raise AssertionError("kpatch/engine/data/nightly.yml: its install step or note changed; update engine/init.py")
+    note = (f"# Written by 'kpatch init --ci' (kpatch {__version__}): kpatch's own nightly, installing that release.\n"
+            "# Its jobs and the token they need (KPATCH_NIGHTLY_TOKEN, environment 'nightly'): "
+            "kpatch's ci/README.md.\n")
+    return text.replace(_SELF_NOTE, note).replace(
+        _SELF_INSTALL, f"          python -m pip install --quiet 'kpatch=={__version__}'\n")

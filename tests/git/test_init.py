@@ -1,0 +1,185 @@
+"""`kpatch init` on the example upstreams (real git repositories): what it writes, and what it refuses."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from kpatch import __version__
+from kpatch.config import load
+from kpatch.engine.init import SERIES_HEADER, workflow
+from kpatch.engine.init import WORKFLOW as WORKFLOW_PATH
+from kpatch.errors import ExitCode
+from tests.support.cli import run_kpatch
+from tests.support.gitrepos import Project, git
+from tests.support.json_envelope import checked
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _init(folder: Path, project: Project, *extra: str, kernels: str | None = None) -> Result:
+    folder.mkdir(exist_ok=True)
+    return run_kpatch(folder, "init", "--upstream", kernels or f"kernels={project.kernels}@{project.kernels_base}",
+                      "--upstream", f"app={project.app}@v1.0", "--requires", "app:kernels", *extra)
+
+
+def _one_error(result: Result, code: ExitCode, text: str) -> None:
+    assert result.exit_code == code, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and text in errors[0], result.stderr
+
+
+def test_init_writes_a_kpatch_toml_kpatch_reads_back_with_the_tag_and_its_commit(project: Project,
+                                                                                    tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    result = _init(new, project)
+    assert result.exit_code == 0, result.output
+    stack = load(new / "kpatch.toml")
+    app, kernels = stack.get("app"), stack.get("kernels")
+    assert (app.base, app.base_commit) == ("v1.0", git(project.app, "rev-parse", "v1.0"))
+    assert (kernels.base, kernels.base_commit) == (project.kernels_base, None)  # a SHA needs no base-commit
+    assert app.requires == ("kernels",) and [u.name for u in stack.upstreams] == ["kernels", "app"]
+    assert app.branch == kernels.branch == "main" and app.url == str(project.app)
+    text = (new / "kpatch.toml").read_text()
+    assert "# the tag the stack applies onto" in text and "# upstreams whose stacks go first" in text
+    for name in ("app", "kernels"):
+        assert (new / "patches" / name / "series").read_text() == SERIES_HEADER
+    assert (new / ".gitignore").read_text().splitlines()[1:] == ["/work/", "/.kpatch-cache/", "/dist/", "/reports/"]
+    assert not (new / ".github").exists()
+    status = run_kpatch(new, "status")
+    assert status.exit_code == 0, status.output
+
+
+def test_init_pins_a_branch_base_as_the_commit_it_names_today(project: Project, tmp_path: Path) -> None:
+    result = _init(tmp_path / "new", project, kernels=f"kernels={project.kernels}@main~2")
+    assert result.exit_code == 0, result.output
+    kernels = load(tmp_path / "new" / "kpatch.toml").get("kernels")
+    assert kernels.base == git(project.kernels, "rev-parse", "main~2") and kernels.base_commit is None
+
+
+def test_init_adds_its_lines_to_an_existing_gitignore_and_keeps_the_rest(project: Project, tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / ".gitignore").write_text("*.pyc\n/work/\n")
+    result = _init(new, project)
+    assert result.exit_code == 0, result.output
+    lines = (new / ".gitignore").read_text().splitlines()
+    assert lines[:2] == ["*.pyc", "/work/"] and lines.count("/work/") == 1 and "/dist/" in lines
+
+
+def test_init_ci_writes_the_nightly_workflow_installing_the_kpatch_release(project: Project, tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    result = _init(new, project, "--ci")
+    assert result.exit_code == 0, result.output
+    written = (new / ".github" / "workflows" / "nightly.yml").read_text()
+    assert written == workflow()
+    ours = (ROOT / "ci" / "nightly.yml").read_text()
+    assert "pip install --quiet 'kpatch==" in written and "ci/nightly-requirements.txt" not in written
+    added = [line for line in written.splitlines() if line not in ours.splitlines()]
+    assert added[0].startswith("# Written by 'kpatch init --ci'") and len(added) == 4  # the note, two installs
+    assert added[2] == added[3] == f"          python -m pip install --quiet 'kpatch=={__version__}'"
+    assert len(written.splitlines()) == len(ours.splitlines()) - 2  # in each job two install lines became one
+
+
+def test_the_packaged_nightly_workflow_is_ci_nightly_yml_byte_for_byte() -> None:
+    assert (ROOT / "kpatch" / "engine" / "data" / "nightly.yml").read_bytes() == \
+        (ROOT / "ci" / "nightly.yml").read_bytes(), "cp ci/nightly.yml kpatch/engine/data/"
+
+
+@pytest.mark.parametrize("existing", ["kpatch.toml", "patches/app/series", ".github/workflows/nightly.yml"])
+def test_init_refuses_to_overwrite_a_file_naming_it_and_writes_nothing(project: Project, tmp_path: Path,
+                                                                       existing: str) -> None:
+    new = tmp_path / "new"
+    (new / existing).parent.mkdir(parents=True)
+    (new / existing).write_text("mine\n")
+    before = _files(new)
+    result = _init(new, project, "--ci")
+    _one_error(result, ExitCode.BAD_INPUT, f"{new / existing} exists")
+    assert _files(new) == before
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("ext::sh -c touch% /tmp/pwned", "git remote helpers (ext::) are not allowed"),
+    ("http://example.invalid/app.git", "URL scheme 'http' is not allowed (use https://)"),
+    ("-uploadpack=touch /tmp/x", "looks like a command-line option"),
+])
+def test_init_refuses_a_url_apply_would_refuse_and_writes_nothing(project: Project, tmp_path: Path, url: str,
+                                                                  says: str) -> None:
+    new = tmp_path / "new"
+    result = _init(new, project, kernels=f"kernels={url}@v1.0")
+    _one_error(result, ExitCode.BAD_INPUT, says)
+    assert _files(new) == {}
+
+
+def test_init_refuses_a_base_the_upstream_does_not_have_and_writes_nothing(project: Project, tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    result = _init(new, project, kernels=f"kernels={project.kernels}@v9.9")
+    _one_error(result, ExitCode.UPSTREAM, "'v9.9' is not a commit, tag or branch of")
+    assert _files(new) == {}
+
+
+X = "https://example.invalid"
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--upstream", "kernels=/x"], "--upstream takes NAME=URL@BASE"),
+    (["--upstream", "Bad Name=/x@v1"], "bad name 'Bad Name'"),
+    (["--upstream", f"a={X}/x@v1", "--requires", "a:b"], "--requires a:b: no --upstream named 'b'"),
+    (["--upstream", f"a={X}/x@v1", "--upstream", f"b={X}/y@v1", "--requires", "a:b", "--requires", "b:a"], "cycle"),
+    (["--upstream", f"a={X}/x@v1", "--upstream", f"a={X}/y@v1"], "--upstream a is given twice"),
+])
+def test_init_refuses_bad_arguments_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    new = tmp_path / "new"
+    new.mkdir()
+    result = run_kpatch(new, "init", *args)
+    _one_error(result, ExitCode.BAD_INPUT, says)
+    assert _files(new) == {}
+
+
+def test_an_upstream_url_is_split_at_its_last_at_and_a_local_path_made_absolute(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from kpatch.engine.init import parse_upstream
+
+    ssh = parse_upstream("app=git@github.com:acme/app.git@v1.0")
+    assert (ssh.name, ssh.url, ssh.base) == ("app", "git@github.com:acme/app.git", "v1.0")
+    (tmp_path / "up").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert parse_upstream("app=up@main").url == str(tmp_path / "up")
+
+
+def test_init_json_names_the_pins_and_the_files_it_wrote(project: Project, tmp_path: Path) -> None:
+
+    result = _init(tmp_path / "new", project, "--json")
+    assert result.exit_code == 0, result.output
+    data = checked(result.stdout, "init")["result"]
+    assert [u["upstream"] for u in data["upstreams"]] == ["kernels", "app"]
+    assert str(tmp_path / "new" / "kpatch.toml") in data["written"]
+
+
+def test_the_written_nightly_workflow_passes_actionlint_and_zizmor(tmp_path: Path) -> None:
+    import subprocess
+    import sysconfig
+
+    scripts = Path(sysconfig.get_path("scripts"))
+    tools = [scripts / "actionlint", scripts / "zizmor"]
+    missing = [t.name for t in tools if not t.is_file()]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (pip install -e '.[test]')")
+    path = tmp_path / WORKFLOW_PATH
+    path.parent.mkdir(parents=True)
+    path.write_text(workflow())
+    env = {"PATH": f"{scripts}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    lint = subprocess.run([str(tools[0]), "-config-file", str(ROOT / ".github" / "actionlint.yaml"), str(path)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    audit = subprocess.run([str(tools[1]), "--offline", "--no-progress", "--persona", "pedantic", str(path)],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
