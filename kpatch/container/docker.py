@@ -7,7 +7,6 @@ e.g. ssh:// to an XPU build host) works the same as a local one.
 from __future__ import annotations
 
 import codecs
-import hashlib
 import io
 import logging
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.errors import BuildError
+from kpatch.files import sha256
 from kpatch.wheels.backend import TAIL, BuildJob, BuildOutput, Output, Toolchain, collect
 from kpatch.wheels.compiler_cache import MOUNT, OFF, CacheConfig
 
@@ -393,7 +393,7 @@ class DockerBackend:
         return self.engine.created_since(since)
 
     def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutput:
-        digest = hashlib.sha256(job.source_tar).hexdigest()[:12]
+        digest = sha256(job.source_tar)[:12]
         container_name = f"kpatch-build-{job.name}-{digest}-{os.getpid()}"
         # pip in the container trusts what pip on the host trusts (PIP_CERT)
         ca, env = ca_files({**job.env, **self.cache.env})

@@ -18,7 +18,7 @@ from pathlib import Path
 from kpatch.config import Stack, TestSuite
 from kpatch.container.docker import BUILD_UID, Engine, host_ca_bundle
 from kpatch.errors import BuildError, ConfigError
-from kpatch.files import NotAFile, open_regular
+from kpatch.files import NotAFile, open_regular, sha256
 from kpatch.wheels.backend import Toolchain
 from kpatch.wheels.lock import read as read_lock
 from kpatch.wheels.metadata import read_wheel
@@ -85,7 +85,7 @@ def read_pair(path: Path) -> LockedPair:
     for wheel in lock.wheels:
         file = path.parent / wheel.filename
         data = _locked_bytes(file, wheel.size, path)
-        actual = hashlib.sha256(data).hexdigest()
+        actual = sha256(data)
         if actual != wheel.sha256:
             raise ConfigError(f"{file}: sha256 {actual} differs from {wheel.sha256} in {path}")
         requires = tuple(str(r) for r in read_wheel(file).requires)
@@ -128,8 +128,8 @@ def env_key(image: Toolchain, suite: TestSuite, wheels: tuple[PairWheel, ...], s
     ours = {_name(w.package) for w in wheels}
     requires = sorted({r for w in wheels for r in w.requires if _name(r) not in ours})
     parts = {"image": image.digest, "requires": requires, "suite-requires": suite.requires, "env": suite.env,
-             "source": source_sha, "install": hashlib.sha256(INSTALL_PY).hexdigest()}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+             "source": source_sha, "install": sha256(INSTALL_PY)}
+    return sha256(json.dumps(parts, sort_keys=True).encode())
 
 
 def tree_sha(tar: bytes) -> str:

@@ -6,7 +6,6 @@ as the build user, unprivileged, with only the Intel GPU devices passed through,
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -22,7 +21,7 @@ from typing import TextIO
 from kpatch.config import Stack, TestSuite, Upstream
 from kpatch.container.docker import Container, Engine, TimedRun
 from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
-from kpatch.files import new_file_mode, temp_beside, write_atomic
+from kpatch.files import new_file_mode, sha256, temp_beside, write_atomic
 from kpatch.output.ui import UI, activity
 from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
@@ -396,4 +395,4 @@ class _Suite:
 
 def _project_id(stack: Stack) -> str:
     """Which project a test image belongs to (its kpatch.toml's folder), for removing that project's old ones."""
-    return hashlib.sha256(str(stack.root).encode()).hexdigest()[:12]
+    return sha256(str(stack.root).encode())[:12]

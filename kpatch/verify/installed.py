@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata
@@ -12,6 +10,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from kpatch.files import record_digest
 from kpatch.output.ui import count
 from kpatch.stack import Series
 from kpatch.verify.model import Check, Status, failed, passed
@@ -83,17 +82,13 @@ def check_record(wheel: LockedWheel, dist: metadata.Distribution, folder: Path) 
         except OSError:
             bad.append(f"{file} (missing)")
             continue
-        if _urlsafe(data) != file.hash.value:
+        if record_digest(data) != file.hash.value:
             bad.append(str(file))
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         return failed("record", wheel.package, f"{len(bad)} of {count} installed files differ from RECORD: "
                       f"{', '.join(bad[:3])}{more}", _install(folder, wheel))
     return passed("record", wheel.package, f"{count} installed files match their RECORD hashes")
-
-
-def _urlsafe(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def provenance(lock: Lock, path: Path, found: dict[str, metadata.Distribution]) -> Provenance:

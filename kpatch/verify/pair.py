@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from kpatch.config import Stack
 from kpatch.errors import BuildError
-from kpatch.files import NotAFile, open_regular
+from kpatch.files import NotAFile, open_regular, sha256
 from kpatch.verify.model import Check, Status, failed, passed
 from kpatch.wheels.lock import Lock, LockedWheel
 from kpatch.wheels.metadata import Wheel, read_wheel
@@ -34,7 +33,7 @@ def _check_file(wheel: LockedWheel, folder: Path) -> Check:
             size = os.fstat(handle.fileno()).st_size
             if size != wheel.size:
                 return failed("wheel", wheel.filename, f"size {size} differs from the lock's {wheel.size}", REBUILD)
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            digest = sha256(handle)
     except FileNotFoundError:
         return failed("wheel", wheel.filename, f"missing from {folder}", REBUILD)
     except NotAFile as err:

@@ -3,7 +3,6 @@ that can change a wheel."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.errors import BuildError
+from kpatch.files import sha256
 from kpatch.wheels.metadata import Wheel, read_wheel
 
 log = logging.getLogger("kpatch.wheels")
@@ -29,7 +29,7 @@ class CachedWheel:
 
 def cache_key(parts: dict[str, object]) -> str:
     """sha256 of everything that can change a wheel, as canonical JSON."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode())
 
 
 def cached(cache: Path, name: str, key: str) -> CachedWheel | None:

@@ -10,7 +10,6 @@ run's environment). `python3`, `python` and `pip` on the run's PATH are the run'
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from kpatch import procs
 from kpatch.errors import BuildError
+from kpatch.files import sha256
 
 SEED_PACKAGES = ("pip", "setuptools", "wheel")
 RECIPE = 1  # a change to how a seed is made: a new seed, and new toolchain digests for the build cache
@@ -51,7 +51,7 @@ class Seed:
         """What identifies this environment in the build cache's keys (the docker backend uses the image ID)."""
         text = json.dumps({"recipe": RECIPE, "base": _base_interpreter(), "python": self.python,
                            "packages": dict(self.packages)}, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return sha256(text.encode())
 
     def describe(self) -> str:
         held = ", ".join(f"{name} {version}" for name, version in sorted(self.packages.items()))
@@ -69,7 +69,7 @@ def _site_packages(prefix: Path) -> Path:
 
 def _seed_folder(cache_dir: Path) -> Path:
     """Where the seed lives: KPATCH_PYTHON_ENVS (one folder for every cache: the tests share one), else the cache."""
-    key = hashlib.sha256(f"{RECIPE}\0{_base_interpreter()}\0{sys.version}".encode()).hexdigest()[:16]
+    key = sha256(f"{RECIPE}\0{_base_interpreter()}\0{sys.version}".encode())[:16]
     home = os.environ.get("KPATCH_PYTHON_ENVS")
     return (Path(home) if home else cache_dir / "python-envs") / f"seed-{key}"
 

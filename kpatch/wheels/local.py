@@ -9,7 +9,6 @@ in a process group of its own: at its timeout the whole group is killed.
 from __future__ import annotations
 
 import codecs
-import hashlib
 import io
 import os
 import select
@@ -22,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from kpatch.files import extract_tar
+from kpatch.files import extract_tar, sha256
 from kpatch.wheels import hostenv
 from kpatch.wheels.backend import BuildJob, BuildOutput, Output, Toolchain, collect
 
@@ -36,7 +35,7 @@ class LocalBackend:
         self._seed = hostenv.seed(cache_dir, self._environ)
         compiler = self._environ.get("CMPLR_ROOT", "")
         # What identifies this host's toolchain in the cache keys (the docker backend uses the image digest).
-        digest = "local:" + hashlib.sha256(f"{self._seed.digest}\0{compiler}".encode()).hexdigest()
+        digest = "local:" + sha256(f"{self._seed.digest}\0{compiler}".encode())
         self._toolchain = Toolchain(reference="local", digest=digest)
 
     @property

@@ -8,7 +8,6 @@ included.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import tempfile
@@ -24,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kpatch.errors import BuildError, LockError
-from kpatch.files import NotAFile, new_file_mode, open_regular
+from kpatch.files import NotAFile, new_file_mode, open_regular, sha256
 
 LOCK_NAME = "pylock.toml"
 FORMAT = 1  # [tool.kpatch] format: bump when its meaning changes
@@ -232,6 +231,6 @@ def check(path: Path) -> list[str]:
             problems.append(f"{wheel.filename}: missing")
         elif file.stat().st_size != wheel.size:
             problems.append(f"{wheel.filename}: size {file.stat().st_size} != {wheel.size}")
-        elif hashlib.sha256(file.read_bytes()).hexdigest() != wheel.sha256:
+        elif sha256(file) != wheel.sha256:
             problems.append(f"{wheel.filename}: sha256 differs")
     return problems

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import zipfile
 from dataclasses import dataclass
@@ -17,7 +15,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from kpatch.errors import BuildError
-from kpatch.files import NotAFile, open_regular
+from kpatch.files import NotAFile, open_regular, record_digest, sha256
 
 
 @dataclass(frozen=True)
@@ -32,7 +30,7 @@ class Wheel:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+        return sha256(self.path)
 
     def requirement(self, package: str) -> Requirement | None:
         """Its Requires-Dist on `package`, if any."""
@@ -102,7 +100,7 @@ def _requires(line: str, package: str) -> bool:
 
 
 def _record(content: bytes, member: str, new_meta: bytes) -> bytes:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(new_meta).digest()).rstrip(b"=").decode()
+    digest = record_digest(new_meta)
     lines = content.decode("utf-8").splitlines()
     out = [f"{member},sha256={digest},{len(new_meta)}" if line.split(",", 1)[0] == member else line
            for line in lines]

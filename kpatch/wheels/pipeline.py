@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -12,6 +11,7 @@ from pathlib import Path
 from kpatch.config import Upstream
 from kpatch.container.docker import DockerBackend, Engine, host_ca_bundle
 from kpatch.errors import BuildError
+from kpatch.files import sha256
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI, activity
 from kpatch.wheels import cache as wheel_cache
@@ -94,7 +94,7 @@ def image_recipe(dockerfile: bytes, base_image: str, base_digest: str) -> tuple[
     args = {"BASE_IMAGE": base_image}
     labels = {"kpatch.base-image": base_image, "kpatch.base-image-digest": base_digest}
     recipe = dockerfile + json.dumps([args, labels], sort_keys=True).encode()
-    return "kpatch-build:" + hashlib.sha256(recipe).hexdigest()[:16], args, labels
+    return "kpatch-build:" + sha256(recipe)[:16], args, labels
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, r
         deps = [built[d].wheel.wheel for d in upstream.requires]
         key = wheel_cache.cache_key({
             "base": item.base, "commit": item.commit, "stack": item.stack_hash, "image": backend.toolchain.digest,
-            "script": hashlib.sha256(script.data).hexdigest(), "command": build.command, "env": build.env,
+            "script": sha256(script.data), "command": build.command, "env": build.env,
             "pin-files": build.pin_files, "deps": [d.sha256 for d in deps], "torch": set_torch})
         labels[upstream.name] = versions.label(key, [labels[d] for d in upstream.requires])
         found = versions.upstream_version(item.worktree, item.base)
