@@ -30,6 +30,7 @@ from kpatch.project.state import (
     Hunk,
     Kind,
     Operation,
+    PatchClass,
     PatchRun,
     Phase,
     Resolved,
@@ -52,7 +53,7 @@ class Outcome(Enum):
 @dataclass(frozen=True)
 class PatchReport:
     name: str
-    klass: str  # clean, three-way, upstream, conflict or "not tried"
+    klass: PatchClass
     applied: bool  # in the scratch worktree (False for a class found by a trial apply)
     why: str
     commit: str | None
@@ -78,7 +79,7 @@ class RebaseResult:
 
     @property
     def conflict(self) -> PatchReport | None:
-        return next((p for s in self.stacks for p in s.patches if p.klass == "conflict"), None)
+        return next((p for s in self.stacks for p in s.patches if p.klass is PatchClass.CONFLICT), None)
 
 
 def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, discard: bool = False) -> RebaseResult:
@@ -387,11 +388,9 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
         patches = []
         for patch in stack.patches:
             now_upstream = _requires(ws, name, patch.name, op)
-            klass = patch.phase.value if patch.phase in (Phase.UPSTREAM, Phase.CONFLICT) else \
-                patch.how.value if patch.phase is Phase.APPLIED and patch.how else \
-                patch.predicted.value if patch.predicted else "not tried"
-            patches.append(PatchReport(name=patch.name, klass=klass, applied=patch.phase is Phase.APPLIED,
-                                       why=classify.why(patch, now_upstream), commit=patch.commit,
+            patches.append(PatchReport(name=patch.name, klass=classify.patch_class(patch),
+                                       applied=patch.phase is Phase.APPLIED, why=classify.why(patch, now_upstream),
+                                       commit=patch.commit,
                                        hunks=tuple((h.path, h.line) for h in patch.hunks), culprit=patch.culprit))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
                                    outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches)))

@@ -20,6 +20,7 @@ from kpatch.nightly.model import Outcome, Push, PushStatus, Report
 from kpatch.nightly.render import for_github
 from kpatch.output.redact import redact_text, redact_url
 from kpatch.output.ui import UI
+from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 
 BRANCH = "kpatch/nightly"
@@ -138,7 +139,7 @@ def _message(report: Report) -> str:
     lines = [_title(report), ""]
     lines += [f"{m.upstream}: {m.old_base[:12]} -> {m.new_base[:12]} ({m.commits} upstream commit(s))"
               for m in report.moves]
-    dropped = [f"{p.upstream}/{p.patch}" for p in report.patches if p.klass == "upstream"]
+    dropped = [f"{p.upstream}/{p.patch}" for p in report.patches if p.klass is PatchClass.UPSTREAM]
     if dropped:
         lines += ["", "Dropped as already upstream: " + ", ".join(dropped)]
     lines += ["", f"Written by kpatch {report.kpatch_version} nightly ({report.started}); built, verified and tested."]
