@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -92,15 +91,15 @@ def seed(cache_dir: Path, environ: Mapping[str, str]) -> Seed:
         venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(new)
         command = [sys.executable, "-m", "pip", "--python", str(new / "bin" / "python"), "install", "--quiet",
                    "--disable-pip-version-check", "--no-input", "--no-warn-script-location", *SEED_PACKAGES]
-        done = _run(command, procs.upstream_env(environ, {}))
-        if done.returncode != 0:
+        done = procs.run(command, env=procs.upstream_env(environ, {}))
+        if done.status != 0:
             raise BuildError(_failed(f"cannot make the local build environment in {home}: pip could not install "
-                                     f"{', '.join(SEED_PACKAGES)} from the package index", done.stdout))
-        probe = _run([str(new / "bin" / "python"), "-I", "-c", _PROBE, *SEED_PACKAGES], {"PATH": os.defpath})
+                                     f"{', '.join(SEED_PACKAGES)} from the package index", done.output))
+        probe = procs.run([str(new / "bin" / "python"), "-I", "-c", _PROBE, *SEED_PACKAGES], env={"PATH": os.defpath})
         try:
-            facts = json.loads(probe.stdout.strip().splitlines()[-1])
+            facts = json.loads(probe.output.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            raise BuildError(_failed(f"the local build environment made in {home} does not start", probe.stdout)) \
+            raise BuildError(_failed(f"the local build environment made in {home} does not start", probe.output)) \
                 from None
         (new / _READY).write_text(json.dumps(facts), encoding="utf-8")
         try:
@@ -144,12 +143,6 @@ def run_env(bin_dir: Path, environ: Mapping[str, str], given: Mapping[str, str])
     return env
 
 
-def _run(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace", check=False, stdin=subprocess.DEVNULL)
-    except OSError as err:
-        return subprocess.CompletedProcess(command, 127, f"{command[0]}: {err.strerror}", None)
 
 
 def _failed(what: str, output: str) -> str:
