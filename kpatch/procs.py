@@ -95,7 +95,8 @@ def run(command: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = No
     for stream in streams:
         sinks[stream.fileno()] = []
         decoders[stream.fileno()] = codecs.getincrementaldecoder("utf-8")("replace")
-    out_fd = streams[0].fileno()
+    fds = [stream.fileno() for stream in streams]  # stdout, then stderr when kept apart
+    out_fd = fds[0]
     timed_out = False
     try:
         if proc.stdin is not None:
@@ -132,7 +133,7 @@ def run(command: Sequence[str], *, env: Mapping[str, str], cwd: Path | None = No
         for stream in streams:
             stream.close()
     status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-    errors = "" if merge else "".join(sinks[streams[1].fileno()])
+    errors = "" if merge else "".join(sinks[fds[1]])
     return Finished(status=status, timed_out=timed_out, output="".join(sinks[out_fd]), errors=errors)
 
 
