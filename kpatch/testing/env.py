@@ -11,8 +11,8 @@ import os
 import re
 import shlex
 import tarfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch.config import Stack, TestSuite
@@ -22,6 +22,7 @@ from kpatch.files import NotAFile, open_regular, sha256
 from kpatch.wheels.backend import Toolchain
 from kpatch.wheels.lock import read as read_lock
 from kpatch.wheels.metadata import read_wheel
+from kpatch.wheels.record import Wheel
 
 ENV_REPOSITORY = "kpatch-test-env"
 ENV_LABEL = "kpatch.test-env"  # on every test image: "<project hash>/<upstream>", so old ones can be removed
@@ -47,25 +48,15 @@ print("kpatch: test image ready")
 
 
 @dataclass(frozen=True)
-class PairWheel:
-    upstream: str
-    package: str
-    version: str
-    filename: str
-    sha256: str
-    requires: tuple[str, ...]  # Requires-Dist from the wheel's METADATA
-    data: bytes  # the bytes whose sha256 matched the lock: what goes into the container
-
-
-@dataclass(frozen=True)
 class LockedPair:
     path: Path
     image: str
     image_digest: str
-    wheels: tuple[PairWheel, ...]  # in the lock's order
+    wheels: tuple[Wheel, ...]  # in the lock's order, each with its Requires-Dist
+    files: Mapping[str, bytes]  # file name -> the bytes whose sha256 matched the lock: what goes into the container
     commits: tuple[tuple[str, str], ...]  # (upstream, patched commit that was built)
 
-    def wheel(self, upstream: str) -> PairWheel:
+    def wheel(self, upstream: str) -> Wheel:
         for wheel in self.wheels:
             if wheel.upstream == upstream:
                 return wheel
@@ -81,7 +72,7 @@ def read_pair(path: Path) -> LockedPair:
         raise ConfigError(f"{path}: no lock here: run 'kpatch build-wheels' first (or give --lock)")
     lock = read_lock(path)
     commits = {u.name: u.commit for u in lock.upstreams}
-    wheels = []
+    wheels, files = [], {}
     for wheel in lock.wheels:
         file = path.parent / wheel.filename
         data = _locked_bytes(file, wheel.size, path)
@@ -89,10 +80,10 @@ def read_pair(path: Path) -> LockedPair:
         if actual != wheel.sha256:
             raise ConfigError(f"{file}: sha256 {actual} differs from {wheel.sha256} in {path}")
         requires = tuple(str(r) for r in read_wheel(file).requires)
-        wheels.append(PairWheel(upstream=wheel.upstream, package=wheel.package, version=wheel.version,
-                                filename=file.name, sha256=actual, requires=requires, data=data))
+        wheels.append(replace(wheel, requires=requires))
+        files[wheel.filename] = data
     return LockedPair(path=path, image=lock.image, image_digest=lock.image_digest, wheels=tuple(wheels),
-                      commits=tuple(commits.items()))
+                      files=files, commits=tuple(commits.items()))
 
 
 def _locked_bytes(file: Path, size: int, lock: Path) -> bytes:
@@ -111,7 +102,7 @@ def _locked_bytes(file: Path, size: int, lock: Path) -> bytes:
         raise ConfigError(f"{lock}: cannot read wheel {file}: {err.strerror}") from None
 
 
-def closure(stack: Stack, pair: LockedPair, upstream: str) -> tuple[PairWheel, ...]:
+def closure(stack: Stack, pair: LockedPair, upstream: str) -> tuple[Wheel, ...]:
     """The wheels `upstream`'s tests run against: its own and those of everything it requires, in lock order."""
     names = {upstream} | stack.closure(upstream)
     return tuple(pair.wheel(w.upstream) for w in pair.wheels if w.upstream in names)
@@ -122,7 +113,7 @@ def _name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
 
 
-def env_key(image: Toolchain, suite: TestSuite, wheels: tuple[PairWheel, ...], source_sha: str) -> str:
+def env_key(image: Toolchain, suite: TestSuite, wheels: tuple[Wheel, ...], source_sha: str) -> str:
     """What the test image depends on. Not the pair's bytes, only what they require of others, so a new build
     of the pair reuses the image; requirements between the pair's own packages are left out for the same reason."""
     ours = {_name(w.package) for w in wheels}
@@ -155,13 +146,13 @@ def owned_tar(data: bytes, prefix: str, uid: int = BUILD_UID) -> bytes:
     return out.getvalue()
 
 
-def image_tag(base: Toolchain, suite: TestSuite, wheels: tuple[PairWheel, ...], source_tar: bytes) -> str:
+def image_tag(base: Toolchain, suite: TestSuite, wheels: tuple[Wheel, ...], source_tar: bytes) -> str:
     """The test image's tag: kept on the engine and reused while `env_key` stays the same."""
     return f"{ENV_REPOSITORY}:{env_key(base, suite, wheels, tree_sha(source_tar))[:16]}"
 
 
 def build_image(engine: Engine, base: Toolchain, tag: str, upstream: str, suite: TestSuite,
-                wheels: tuple[PairWheel, ...], source_tar: bytes, project: str,
+                wheels: tuple[Wheel, ...], data: Mapping[str, bytes], source_tar: bytes, project: str,
                 on_text: Callable[[str], None]) -> Toolchain:
     """The build image plus the dependencies, committed as `tag`; the project's older test images are removed."""
     key = tag.rpartition(":")[2]
@@ -172,7 +163,7 @@ def build_image(engine: Engine, base: Toolchain, tag: str, upstream: str, suite:
         ("kpatch-env", None, 0o755), ("kpatch-env/wheels", None, 0o755), ("kpatch-env/src", None, 0o755),
         ("kpatch-env/install.py", INSTALL_PY, 0o644),
         ("kpatch-env/request.json", json.dumps(request).encode(), 0o644),
-        *((f"kpatch-env/wheels/{w.filename}", w.data, 0o644) for w in wheels)]
+        *((f"kpatch-env/wheels/{w.filename}", data[w.filename], 0o644) for w in wheels)]
     ca = host_ca_bundle()
     if ca is not None:  # pip in the container trusts what pip on the host trusts
         files.append(("kpatch-env/ca.pem", ca.read_bytes(), 0o644))

@@ -63,7 +63,7 @@ class _HostSuite(_Suite):
             with tarfile.open(fileobj=BytesIO(source)) as tar:
                 extract_tar(tar, root / "test")
             for wheel in wheels:
-                (root / "wheels" / wheel.filename).write_bytes(wheel.data)
+                (root / "wheels" / wheel.filename).write_bytes(self.pair.files[wheel.filename])
             (root / "run-tests.sh").write_text(RUN_HERE_SH, encoding="utf-8")
             junit_file = root / "test" / self.suite.junit
             bin_dir = hostenv.fresh(hostenv.seed(self.ws.cache_dir, os.environ), root / "venv")

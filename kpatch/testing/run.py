@@ -27,6 +27,7 @@ from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing import junit
 from kpatch.wheels.backend import Toolchain
+from kpatch.wheels.record import Wheel
 
 log = logging.getLogger("kpatch.test")
 TEST_DIR = "/kpatch/test"  # the suite runs in a writable copy of the test files, here
@@ -301,8 +302,8 @@ class _Suite:
         else:
             with activity(self.ui, f"{self.name}: building the test image {tag} (the pair's dependencies and "
                                    f"{' '.join(self.suite.requires) or 'no test requirements'})") as on:
-                env_image = testenv.build_image(engine, image, tag, self.name, self.suite, wheels, source,
-                                                _project_id(self.ws.stack), on)
+                env_image = testenv.build_image(engine, image, tag, self.name, self.suite, wheels, self.pair.files,
+                                                source, _project_id(self.ws.stack), on)
         previous = self._previous()
         env = {**dict(self.suite.env), "KPATCH_TEST_COMMAND": self.suite.command, "PYTHONUNBUFFERED": "1",
                "KPATCH_JUNIT": f"{TEST_DIR}/{self.suite.junit}", "KPATCH_DEVICES": " ".join(devices.paths)}
@@ -336,10 +337,10 @@ class _Suite:
             self.ui.warn(f"{self.junit_path}: previous report unreadable ({err}); nothing to compare with")
             return None
 
-    def _start(self, box: Container, wheels: tuple[testenv.PairWheel, ...], source: bytes, live: LiveLog,
+    def _start(self, box: Container, wheels: tuple[Wheel, ...], source: bytes, live: LiveLog,
                timeout: float) -> TimedRun:
         box.put("/kpatch", [("run-tests.sh", RUN_TESTS_SH, 0o555), ("wheels", None, 0o555), ("src", None, 0o555),
-                            *((f"wheels/{w.filename}", w.data, 0o444) for w in wheels)])
+                            *((f"wheels/{w.filename}", self.pair.files[w.filename], 0o444) for w in wheels)])
         box.put_tar("/kpatch/src", source)  # root-owned: the suite runs on a copy
         return box.run_until(live, timeout)
 

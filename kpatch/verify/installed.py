@@ -14,7 +14,8 @@ from kpatch.files import record_digest
 from kpatch.output.ui import count
 from kpatch.stack import Series
 from kpatch.verify.model import Check, Status, failed, passed
-from kpatch.wheels.lock import Lock, LockedWheel
+from kpatch.wheels.lock import Lock
+from kpatch.wheels.record import Wheel
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def check_versions(lock: Lock, folder: Path) -> tuple[list[Check], dict[str, met
     return out, found
 
 
-def _install(folder: Path, wheel: LockedWheel) -> str:
+def _install(folder: Path, wheel: Wheel) -> str:
     return f"pip install --force-reinstall --no-deps {folder / wheel.filename}"
 
 
@@ -69,7 +70,7 @@ def _same(a: str, b: str) -> bool:
         return a == b
 
 
-def check_record(wheel: LockedWheel, dist: metadata.Distribution, folder: Path) -> Check:
+def check_record(wheel: Wheel, dist: metadata.Distribution, folder: Path) -> Check:
     """Every installed file with a RECORD hash still has that hash."""
     bad, count = [], 0
     for file in dist.files or ():
