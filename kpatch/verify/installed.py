@@ -13,6 +13,8 @@ from packaging.version import InvalidVersion, Version
 from kpatch.files import record_digest
 from kpatch.output.ui import count
 from kpatch.stack import Series
+from kpatch.stack.diff import post_images
+from kpatch.stack.mbox import read_diff
 from kpatch.verify.model import Check, Status, failed, passed
 from kpatch.wheels.lock import Lock
 from kpatch.wheels.record import Wheel
@@ -129,9 +131,8 @@ def check_patches(series: Series, dist: metadata.Distribution) -> list[Check]:
     files = {str(f): f for f in dist.files or ()}
     out = []
     for patch in series.patches:
-        text = patch.path.read_text(encoding="utf-8", errors="replace")
         checked, missing = [], []
-        for name, hunks in _post_images(text).items():
+        for name, hunks in post_images(read_diff(patch.path)).items():
             if name not in files:
                 continue  # compiled, or not shipped in the wheel (csrc/, tests/)
             checked.append(name)
@@ -152,26 +153,6 @@ def check_patches(series: Series, dist: metadata.Distribution) -> list[Check]:
         else:
             out.append(Check("patches", subject, Status.SKIP, "touches no installed Python file (compiled or not "
                              "shipped): the dispatcher check covers compiled code"))
-    return out
-
-
-def _post_images(text: str) -> dict[str, list[list[str]]]:
-    """path -> the new side of each hunk (context and added lines), from a git patch."""
-    out: dict[str, list[list[str]]] = {}
-    current: list[list[str]] | None = None
-    for raw in text.split("\n"):
-        line = raw.rstrip("\r")
-        if line.startswith("diff --git "):
-            current = None
-        elif line.startswith("+++ "):
-            name = line[4:]
-            current = out.setdefault(name[2:], []) if name.startswith("b/") else None
-        elif line.startswith("@@ ") and current is not None:
-            current.append([])
-        elif current and line[:1] in (" ", "+"):
-            current[-1].append(line[1:])
-        elif line == "-- " and current is not None:
-            current = None  # the mbox signature separator ends the last diff
     return out
 
 
