@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kpatch.forge.github import PullCheck
+from kpatch.forge.model import PullCheck
 from kpatch.gitx import SHA_RE, Mirror, Trial, commit_patch_ids, file_patch_ids, trial
 from kpatch.project.state import Culprit, Evidence, PatchClass, PatchRun, Phase, Prediction, StackRun
 from kpatch.stack import Patch

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from kpatch.forge.github import Result
+from kpatch.forge.model import Result
 from kpatch.project.state import Culprit, PatchClass
 from kpatch.verify.model import Check
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kpatch.errors import KpatchError
-from kpatch.forge import github
+from kpatch.forge import Forge, github
 from kpatch.gitx import branch
 from kpatch.nightly.model import Outcome, Push, PushStatus, Report
 from kpatch.nightly.render import for_github
@@ -38,7 +38,8 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
     """Report the night: an issue when it failed; else the branch, its pull request, and the issue closed."""
     results: list[github.Result] = []
     push = None
-    with github.Reporter(tgt, retry=retry) as gh:
+    reporter: Forge = github.Reporter(tgt, retry=retry)
+    with reporter as gh:
         if report.outcome is Outcome.FAILED:
             stage = report.failure.stage.value if report.failure else "?"
             results.append(gh.report_failure(f"{ISSUE_TITLE} at {stage}", for_github(report)))

@@ -112,8 +112,8 @@ def _conflict(ws: Workspace, found: Findings, conflicts: list[PatchLine]) -> Fai
 
 def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str]) -> list[Flag]:
     """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base)."""
+    from kpatch import forge
     from kpatch.engine.plan import load_all_series
-    from kpatch.forge import github
 
     series = load_all_series(ws.stack)
     applied = {(p.upstream, p.patch) for p in patches if p.klass.applies}
@@ -121,7 +121,7 @@ def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str
            if (name, patch.name) in applied and patch.prs}
     if not prs:
         return []
-    check = github.check_pulls({pr for names in prs.values() for pr in names})
+    check = forge.check_pulls({pr for names in prs.values() for pr in names})
     if check.unavailable:
         notes.append(f"merged Upstream-PRs not flagged: {check.unavailable}")
         return []
