@@ -19,6 +19,7 @@ from kpatch.config import Stack, TestSuite
 from kpatch.container.docker import BUILD_UID, Engine, host_ca_bundle
 from kpatch.errors import BuildError, ConfigError
 from kpatch.files import NotAFile, open_regular, sha256
+from kpatch.testing.scripts import script
 from kpatch.wheels.backend import Toolchain
 from kpatch.wheels.lock import read as read_lock
 from kpatch.wheels.metadata import read_wheel
@@ -31,20 +32,7 @@ INSTALL_TIMEOUT = 3600.0  # seconds for installing the dependencies (real ones: 
 # Runs in the test-image container, as the build user, with network: the locked wheels and the suite's
 # requirements in ONE pip resolution (so nothing can pull another version of the pair), then the pair
 # itself is removed again: the image keeps only what does not change with each build of the pair.
-INSTALL_PY = b'''import json, os, shutil, subprocess, sys
-root = "/tmp/kpatch-env"
-request = json.load(open(os.path.join(root, "request.json")))
-os.chdir(os.path.join(root, "src"))
-cert = ["--cert", os.path.join(root, "ca.pem")] if os.path.exists(os.path.join(root, "ca.pem")) else []
-pip = [sys.executable, "-m", "pip"]
-step = subprocess.run([*pip, "install", "--user", "--no-cache-dir", "--progress-bar", "off", *cert,
-                       *request["wheels"], *request["requires"]])
-if step.returncode:
-    sys.exit(step.returncode)
-subprocess.run([*pip, "uninstall", "--yes", *request["packages"]], check=True)
-shutil.rmtree(root)
-print("kpatch: test image ready")
-'''
+INSTALL_PY = script("install-env.py")
 
 
 @dataclass(frozen=True)

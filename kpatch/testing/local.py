@@ -24,16 +24,10 @@ from kpatch.output.ui import UI, activity
 from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing.run import LiveLog, SuiteResult, TestRun, _Suite, checked, each_suite
+from kpatch.testing.scripts import script
 from kpatch.wheels import hostenv
 
-RUN_HERE_SH = """set -eu
-python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check "$@" || {
-    echo "kpatch: the locked wheels did not install" >&2; exit 90; }
-cd "$KPATCH_TEST_DIR"
-mkdir -p "$(dirname "$KPATCH_JUNIT")" && rm -f "$KPATCH_JUNIT"
-echo "kpatch: running: $KPATCH_TEST_COMMAND"
-exec sh -c "$KPATCH_TEST_COMMAND"
-"""
+RUN_HERE_SH = script("run-here.sh")
 
 
 def run_local(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
@@ -64,7 +58,7 @@ class _HostSuite(_Suite):
                 extract_tar(tar, root / "test")
             for wheel in wheels:
                 (root / "wheels" / wheel.filename).write_bytes(self.pair.files[wheel.filename])
-            (root / "run-tests.sh").write_text(RUN_HERE_SH, encoding="utf-8")
+            (root / "run-tests.sh").write_bytes(RUN_HERE_SH)
             junit_file = root / "test" / self.suite.junit
             bin_dir = hostenv.fresh(hostenv.seed(self.ws.cache_dir, os.environ), root / "venv")
             given = {**dict(self.suite.env), "HOME": str(root / "home"), "PYTHONUNBUFFERED": "1",

@@ -26,6 +26,7 @@ from kpatch.output.ui import UI, activity
 from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing import junit
+from kpatch.testing.scripts import script
 from kpatch.wheels.backend import Toolchain
 from kpatch.wheels.record import Wheel
 
@@ -34,14 +35,7 @@ TEST_DIR = "/kpatch/test"  # the suite runs in a writable copy of the test files
 INSTALL_FAILED = 90  # the run script's exit status when the locked wheels do not install
 DRI_ENV = "KPATCH_DRI_DIR"  # where to look for Intel GPU render nodes (default /dev/dri)
 INTEL_VENDOR = "0x8086"
-RUN_TESTS_SH = b"""set -eu
-python3 -m pip install --quiet --user --no-deps --no-index --no-cache-dir /kpatch/wheels/*.whl || {
-    echo "kpatch: the locked wheels did not install" >&2; exit 90; }
-rm -rf /kpatch/test && cp -R /kpatch/src /kpatch/test && chmod -R u+w /kpatch/test && cd /kpatch/test
-mkdir -p "$(dirname "$KPATCH_JUNIT")" && rm -f "$KPATCH_JUNIT"
-echo "kpatch: running: $KPATCH_TEST_COMMAND"
-exec sh -c "$KPATCH_TEST_COMMAND"
-"""
+RUN_TESTS_SH = script("run-tests.sh")
 
 
 class Outcome(Enum):
