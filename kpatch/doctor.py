@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,8 @@ from kpatch.gitx.health import capabilities, fsck
 GIB = 1024**3
 DISK_FAIL = GIB // 2  # below this a wheel build cannot finish (the real vLLM wheel alone is hundreds of MB)
 DISK_WARN = 5 * GIB
+
+PROBE_TIMEOUT = 300  # seconds for a fresh venv to import the build tools; a hung one must still end
 
 
 class Level(Enum):
@@ -149,6 +150,7 @@ def _build_env(cache_dir: Path, needed: bool) -> Finding:
     """The probe a local build runs: the seed venv (made now if --backend local and the cache has none: the
     build would make it the same way), then a fresh venv from it with the build's environment, asked for the
     build tools."""
+    from kpatch import procs
     from kpatch.errors import BuildError
     from kpatch.wheels import hostenv
 
@@ -164,10 +166,11 @@ def _build_env(cache_dir: Path, needed: bool) -> Finding:
     with tempfile.TemporaryDirectory(prefix="kpatch-doctor-") as scratch:
         bin_dir = hostenv.fresh(made, Path(scratch) / "venv")
         env = hostenv.run_env(bin_dir, os.environ, {"HOME": scratch})
-        probe = subprocess.run(["python3", "-c", "import setuptools.build_meta, wheel, pip"], env=env,
-                               capture_output=True, text=True, check=False, cwd=scratch)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        probe = procs.run(["python3", "-c", "import setuptools.build_meta, wheel, pip"], env=env, cwd=Path(scratch),
+                          timeout=PROBE_TIMEOUT)
+    if probe.status != 0:
+        last = f"no answer in {PROBE_TIMEOUT} s" if probe.timed_out else \
+            (probe.output.strip().splitlines() or ["no output"])[-1]
         return Finding("python", Level.FAIL if needed else Level.WARN,
                        f"the local build environment {made.folder} does not start a build: {last}",
                        f"rm -r {made.folder} (kpatch makes it again)")

@@ -38,6 +38,27 @@ def open_regular(path: Path) -> BufferedReader:
     return os.fdopen(fd, "rb")
 
 
+def sha256(source: bytes | BufferedReader | Path) -> str:
+    """The hex sha256 of bytes, of an open file (read to its end) or of a regular file at a path: the one
+    digest a wheel, a lock entry and a cache key are compared by."""
+    import hashlib  # most commands never hash: they do not import it
+
+    if isinstance(source, bytes):
+        return hashlib.sha256(source).hexdigest()
+    if isinstance(source, Path):
+        with open_regular(source) as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    return hashlib.file_digest(source, "sha256").hexdigest()
+
+
+def record_digest(data: bytes) -> str:
+    """sha256 as a wheel's RECORD writes it (urlsafe base64, no padding)."""
+    import base64
+    import hashlib
+
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
 def new_file_mode() -> int:
     """What a plain `open(..., 'w')` would give a new file: 0o666 less the umask."""
     mask = os.umask(0)

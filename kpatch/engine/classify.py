@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kpatch.forge.github import PullCheck
+from kpatch.forge.model import PullCheck
 from kpatch.gitx import SHA_RE, Mirror, Trial, commit_patch_ids, file_patch_ids, trial
-from kpatch.project.state import Culprit, Evidence, PatchRun, Phase, Prediction, StackRun
+from kpatch.project.state import Culprit, Evidence, PatchClass, PatchRun, Phase, Prediction, StackRun
 from kpatch.stack import Patch
+
+
+def patch_class(run: PatchRun) -> PatchClass:
+    """A patch's class: its settled phase, how it applied, else what a trial apply predicted."""
+    if run.phase in (Phase.UPSTREAM, Phase.CONFLICT):
+        return PatchClass(run.phase.value)
+    if run.phase is Phase.APPLIED and run.how:
+        return PatchClass(run.how.value)
+    return PatchClass(run.predicted.value) if run.predicted else PatchClass.NOT_TRIED
+
 
 _PREDICTION = {Trial.CLEAN: Prediction.CLEAN, Trial.THREE_WAY: Prediction.THREE_WAY,
                Trial.EMPTY: Prediction.UPSTREAM, Trial.CONFLICT: Prediction.CONFLICT}

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from kpatch import config, killseam
+from kpatch import config, forge, killseam
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import UpstreamError, UsageError, WorktreeError
-from kpatch.forge import github
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
@@ -30,6 +29,7 @@ from kpatch.project.state import (
     Hunk,
     Kind,
     Operation,
+    PatchClass,
     PatchRun,
     Phase,
     Resolved,
@@ -52,7 +52,7 @@ class Outcome(Enum):
 @dataclass(frozen=True)
 class PatchReport:
     name: str
-    klass: str = field(metadata={"json": "class"})  # clean, three-way, upstream, conflict or "not tried"
+    klass: PatchClass = field(metadata={"json": "class"})
     applied: bool  # in the scratch worktree (False for a class found by a trial apply)
     why: str
     commit: str | None
@@ -78,7 +78,7 @@ class RebaseResult:
 
     @property
     def conflict(self) -> PatchReport | None:
-        return next((p for s in self.stacks for p in s.patches if p.klass == "conflict"), None)
+        return next((p for s in self.stacks for p in s.patches if p.klass is PatchClass.CONFLICT), None)
 
 
 @writes("rebase")
@@ -116,7 +116,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
     refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
     ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
                       *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
-    pulls = github.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
+    pulls = forge.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
     if pulls.unavailable:  # said once, here (stderr); the result carries it for --json and the nightly report
         ui.warn(pulls.unavailable)
     for upstream in ws.stack.upstreams:
@@ -390,11 +390,9 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
         patches = []
         for patch in stack.patches:
             now_upstream = _requires(ws, name, patch.name, op)
-            klass = patch.phase.value if patch.phase in (Phase.UPSTREAM, Phase.CONFLICT) else \
-                patch.how.value if patch.phase is Phase.APPLIED and patch.how else \
-                patch.predicted.value if patch.predicted else "not tried"
-            patches.append(PatchReport(name=patch.name, klass=klass, applied=patch.phase is Phase.APPLIED,
-                                       why=classify.why(patch, now_upstream), commit=patch.commit,
+            patches.append(PatchReport(name=patch.name, klass=classify.patch_class(patch),
+                                       applied=patch.phase is Phase.APPLIED, why=classify.why(patch, now_upstream),
+                                       commit=patch.commit,
                                        hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
                                    outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches)))

@@ -26,6 +26,7 @@ from kpatch.errors import ExitCode, KpatchError, UsageError
 from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, make_example_project
 from kpatch.output.ui import UI
+from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 from kpatch.testing.run import TestRun, run_suites
 from kpatch.verify.model import Status
@@ -226,11 +227,11 @@ def _moves(example: ExampleProject) -> tuple[tuple[UpstreamMove, ...], bool, str
 
 def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
     result = rebase(ws, ui, {}, force=False, discard=False)
-    classes: dict[str, int] = {}
+    classes: dict[PatchClass, int] = {}
     for patch in (p for s in result.stacks for p in s.patches):
         classes[patch.klass] = classes.get(patch.klass, 0) + 1
     recorded = sum("recorded resolution" in p.why for s in result.stacks for p in s.patches)
-    named = {"upstream": "dropped as merged upstream"}
+    named = {PatchClass.UPSTREAM: "dropped as merged upstream"}
     summary = ", ".join(f"{n} {named.get(k, k)}" for k, n in classes.items()) + \
         f"; {recorded} conflict resolved by a recorded resolution"
     return result, result.conflict is None and result.committed, summary

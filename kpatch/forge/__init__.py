@@ -1,1 +1,53 @@
-"""Where upstreams are hosted: GitHub, through PyGithub, is the one forge kpatch speaks to."""
+"""Where the project and its upstreams are hosted, behind one small Protocol: what the nightly and the engine need.
+
+GitHub, through PyGithub (`forge.github`), is its one implementation. Which forge a project uses is derived, not
+configured: kpatch.toml's `[github]` table (or `GITHUB_REPOSITORY`) names the repository the nightly reports to,
+and an Upstream-PR trailer (`owner/repo#N`) names a GitHub pull request. A GitLab upstream would add
+`forge/gitlab/` implementing the same Protocol and its own table; nothing above this package would change.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from kpatch.forge.model import PullCheck, Result
+
+
+class Forge(Protocol):
+    """The nightly's voice on the forge: one pull request and one failure issue, each step a Result that never
+    raises for anything the forge does. A context manager (it closes its session)."""
+
+    @property
+    def dry(self) -> bool:
+        """Nothing is written (a dry run, no token, offline): each step says what it would do."""
+        ...
+
+    def ensure_pull_request(self, head: str, base: str, title: str, body: str) -> Result:
+        """Open ONE pull request head -> base, or update the title and body of the open one."""
+        ...
+
+    def report_failure(self, title: str, body: str) -> Result:
+        """Open ONE failure issue, or comment on the open one."""
+        ...
+
+    def close_failure(self, comment: str) -> Result:
+        """Close the open failure issue (after a good night), saying why."""
+        ...
+
+    def __enter__(self) -> Forge: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class PullStates(Protocol):
+    """What the engine asks of a forge: is each Upstream-PR merged, and as which commit (checked, not trusted)."""
+
+    def __call__(self, prs: set[str]) -> PullCheck: ...
+
+
+def check_pulls(prs: set[str]) -> PullCheck:
+    """The Upstream-PR states, from the forge the PR names live on (`owner/repo#N`: GitHub)."""
+    from kpatch.forge.github.pulls import check_pulls as github_pulls
+
+    return github_pulls(prs)

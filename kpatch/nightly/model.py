@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from kpatch.forge.github import Result
-from kpatch.project.state import Culprit
+from kpatch.forge.model import Result
+from kpatch.project.state import Culprit, PatchClass
 from kpatch.verify.model import Check
 
 
@@ -68,7 +68,7 @@ class PatchLine:
 
     upstream: str
     patch: str
-    klass: str  # clean, three-way, upstream, conflict, or "not tried"
+    klass: PatchClass
     applied: bool  # False: a trial apply behind a conflict classified it
     why: str
     commit: str | None  # for an upstream patch: the upstream commit that carries it

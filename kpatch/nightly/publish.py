@@ -14,12 +14,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kpatch.errors import KpatchError
-from kpatch.forge import github
+from kpatch.forge import Forge, github
 from kpatch.gitx import branch
 from kpatch.nightly.model import Outcome, Push, PushStatus, Report
 from kpatch.nightly.render import for_github
 from kpatch.output.redact import redact_text, redact_url
 from kpatch.output.ui import UI
+from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 
 BRANCH = "kpatch/nightly"
@@ -37,7 +38,8 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
     """Report the night: an issue when it failed; else the branch, its pull request, and the issue closed."""
     results: list[github.Result] = []
     push = None
-    with github.Reporter(tgt, retry=retry) as gh:
+    reporter: Forge = github.Reporter(tgt, retry=retry)
+    with reporter as gh:
         if report.outcome is Outcome.FAILED:
             stage = report.failure.stage.value if report.failure else "?"
             results.append(gh.report_failure(f"{ISSUE_TITLE} at {stage}", for_github(report)))
@@ -138,7 +140,7 @@ def _message(report: Report) -> str:
     lines = [_title(report), ""]
     lines += [f"{m.upstream}: {m.old_base[:12]} -> {m.new_base[:12]} ({m.commits} upstream commit(s))"
               for m in report.moves]
-    dropped = [f"{p.upstream}/{p.patch}" for p in report.patches if p.klass == "upstream"]
+    dropped = [f"{p.upstream}/{p.patch}" for p in report.patches if p.klass is PatchClass.UPSTREAM]
     if dropped:
         lines += ["", "Dropped as already upstream: " + ", ".join(dropped)]
     lines += ["", f"Written by kpatch {report.kpatch_version} nightly ({report.started}); built, verified and tested."]

@@ -11,6 +11,7 @@ from kpatch.files import write_atomic
 from kpatch.nightly.model import Outcome, PatchLine, Report, StageStatus
 from kpatch.output.redact import redact_text
 from kpatch.output.ui import count, to_jsonable
+from kpatch.project.state import PatchClass
 
 MARKDOWN, JSON = "report.md", "report.json"
 GITHUB_LIMIT = 60_000  # GitHub refuses bodies and comments over 65,536 characters
@@ -69,7 +70,7 @@ def _patches(report: Report) -> list[str]:
     lines = ["", "## Patches", ""] + _table(["upstream", "patch", "class", "why"],
                                             [[_text(p.upstream), _text(p.patch), _text(p.klass), _why(p)]
                                              for p in report.patches])
-    conflicts = [p for p in report.patches if p.klass == "conflict"]
+    conflicts = [p for p in report.patches if p.klass is PatchClass.CONFLICT]
     if conflicts:
         lines += ["", "### Conflicts", ""]
         for p in conflicts:
@@ -80,7 +81,7 @@ def _patches(report: Report) -> list[str]:
             where = f"; hunks: {_text(', '.join(p.hunks))}" if p.hunks else ""
             lines.append(f"- {_code(f'{p.upstream}/{p.patch}')}"
                          f"{' (trial apply)' if p.why.startswith('trial') else ''}: {what}{where}")
-    dropped = [p for p in report.patches if p.klass == "upstream"]
+    dropped = [p for p in report.patches if p.klass is PatchClass.UPSTREAM]
     if dropped:
         lines += ["", "### Dropped as already upstream", ""]
         lines += [f"- {_code(f'{p.upstream}/{p.patch}')}: {_text(p.why)}"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kpatch.errors import ExitCode
 from kpatch.nightly.model import AcceptedFinding, Failure, Flag, Move, PatchLine, Stage, Suite, Wheel
 from kpatch.output.ui import UI
+from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 from kpatch.verify.model import Check, Status
 
@@ -69,15 +70,15 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str
                      for s in result.stacks for p in s.patches]
     if result.github:
         found.notes.append(result.github)
-    conflicts = [p for p in found.patches if p.klass == "conflict"]
+    conflicts = [p for p in found.patches if p.klass is PatchClass.CONFLICT]
     if conflicts:
         found.failure = _conflict(ws, found, conflicts)
         return int(ExitCode.CONFLICT), found.failure.message
     if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
         found.flags = _merged_but_applied(ws, found.patches, found.notes)
-    counts = {k: sum(p.klass == k for p in found.patches) for k in ("clean", "three-way", "upstream")}
-    return 0, (f"{len(found.patches)} patch(es) onto the branch heads: {counts['clean']} clean, "
-               f"{counts['three-way']} three-way, {counts['upstream']} dropped as upstream")
+    counts = {k: sum(p.klass is k for p in found.patches) for k in PatchClass}
+    return 0, (f"{len(found.patches)} patch(es) onto the branch heads: {counts[PatchClass.CLEAN]} clean, "
+               f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream")
 
 
 def _moves(ws: Workspace, result: RebaseResult, fetched: list[Move]) -> list[Move]:
@@ -112,16 +113,16 @@ def _conflict(ws: Workspace, found: Findings, conflicts: list[PatchLine]) -> Fai
 
 def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str]) -> list[Flag]:
     """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base)."""
+    from kpatch import forge
     from kpatch.engine.plan import load_all_series
-    from kpatch.forge import github
 
     series = load_all_series(ws.stack)
-    applied = {(p.upstream, p.patch) for p in patches if p.klass in ("clean", "three-way")}
+    applied = {(p.upstream, p.patch) for p in patches if p.klass.applies}
     prs = {(name, patch.name): patch.prs for name, s in series.items() for patch in s.patches
            if (name, patch.name) in applied and patch.prs}
     if not prs:
         return []
-    check = github.check_pulls({pr for names in prs.values() for pr in names})
+    check = forge.check_pulls({pr for names in prs.values() for pr in names})
     if check.unavailable:
         notes.append(f"merged Upstream-PRs not flagged: {check.unavailable}")
         return []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,21 @@ class Prediction(Enum):
     THREE_WAY = "three-way"
     UPSTREAM = "upstream"
     CONFLICT = "conflict"
+
+
+class PatchClass(StrEnum):
+    """What a rebase made of one patch: the class every report, table and JSON names it by."""
+
+    CLEAN = "clean"
+    THREE_WAY = "three-way"
+    UPSTREAM = "upstream"  # already in the new base: dropped
+    CONFLICT = "conflict"
+    NOT_TRIED = "not tried"  # behind a conflict, and no trial apply classified it
+
+    @property
+    def applies(self) -> bool:
+        """The patch applies onto the new base (cleanly or by a three-way merge)."""
+        return self in (PatchClass.CLEAN, PatchClass.THREE_WAY)
 
 
 class Resolved(Enum):

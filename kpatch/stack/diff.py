@@ -1,4 +1,5 @@
-"""The paths a git diff reads and writes, found by walking it the way `git apply` does: hunks by their counts.
+"""The one reader of a patch's git diff: its files and hunks, walked the way `git apply` does (hunks by their
+counts), every path checked to stay in the worktree.
 
 A line inside a hunk is content, whatever it looks like: a deleted SQL comment `-- x` is the line `--- x`,
 which a line-by-line reader would take for a file header.
@@ -7,7 +8,8 @@ which a line-by-line reader would take for a file header.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kpatch.errors import SeriesError
@@ -24,40 +26,76 @@ class DiffPaths:
     renamed: tuple[str, ...] = ()  # paths it renames a file to
 
 
-def diff_paths(lines: list[str], start: int, path: Path) -> DiffPaths:
-    """Walk the diff from `lines[start]` (a `diff --git` line); every path is checked to stay in the worktree."""
-    found: set[str] = set()
-    symlinks: set[str] = set()
-    created: set[str] = set()
-    renamed: set[str] = set()
+@dataclass
+class FileDiff:
+    """One file's part of a diff: the paths it names, what it creates or renames, and its hunks' lines."""
+
+    header: str  # its `diff --git ...` line
+    paths: set[str] = field(default_factory=set)  # every path it reads or writes
+    new_path: str | None = None  # the `+++ b/` side (None: deleted, or a mode-only or binary change)
+    new_file: bool = False
+    new_symlink: bool = False
+    renamed: set[str] = field(default_factory=set)  # paths it renames a file to
+    hunks: list[list[str]] = field(default_factory=list)  # each hunk's lines after its @@ header
+
+
+def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
+    """Walk the diff from `lines[start]` (a `diff --git` line) to its end (or the mbox signature `-- `)."""
+    files: list[FileDiff] = []
     index = start
     while index < len(lines):
         line = lines[index]
         if line.startswith("diff --git "):
-            before, header = len(found), index
-            index = _file_header(lines, index + 1, path, found, symlinks, created, renamed)
+            files.append(FileDiff(header=line))
+            header = index
+            index = _file_header(lines, index + 1, path, files[-1])
             same = _same_name(line)
-            if same is not None and len(found) == before:  # mode-only or binary: named only here
+            if same is not None and not files[-1].paths:  # mode-only or binary: named only here
                 _check_path(same, path, header)
-                found.add(same)
+                files[-1].paths.add(same)
         elif line.startswith("@@ "):
-            index = _hunk(lines, index, path)
+            end = _hunk(lines, index, path)
+            if files:
+                files[-1].hunks.append(lines[index + 1:end])
+            index = end
         elif line == "-- ":  # the signature after the last file
             break
         else:
             index += 1
-    return DiffPaths(paths=tuple(sorted(found)), new_symlinks=tuple(sorted(symlinks)), new_files=tuple(sorted(created)),
-                     renamed=tuple(sorted(renamed)))
+    return files
 
 
-def _file_header(lines: list[str], index: int, path: Path, found: set[str], symlinks: set[str],
-                 created: set[str], renamed: set[str]) -> int:
+def diff_paths(lines: list[str], start: int, path: Path) -> DiffPaths:
+    """The paths the diff from `lines[start]` reads, writes, creates (as files or symlinks) and renames to."""
+    files = file_diffs(lines, start, path)
+
+    def each(pick: Callable[[FileDiff], Iterable[str]]) -> tuple[str, ...]:
+        return tuple(sorted({name for f in files for name in pick(f)}))
+
+    return DiffPaths(paths=each(lambda f: f.paths),
+                     new_symlinks=each(lambda f: [f.new_path] if f.new_symlink and f.new_path else []),
+                     new_files=each(lambda f: [f.new_path] if f.new_file and f.new_path else []),
+                     renamed=each(lambda f: f.renamed))
+
+
+def post_images(files: list[FileDiff]) -> dict[str, list[list[str]]]:
+    """New path -> the new side of each of its hunks: context and added lines (an empty line is context whose space
+    was lost in transit, as git apply counts it), a CR at a line's end dropped."""
+    out: dict[str, list[list[str]]] = {}
+    for diff in files:
+        if diff.new_path is not None:
+            out.setdefault(diff.new_path, []).extend(
+                [line[1:].rstrip("\r") for line in hunk if line[:1] in (" ", "+") or line in ("", "\r")]
+                for hunk in diff.hunks)
+    return out
+
+
+def _file_header(lines: list[str], index: int, path: Path, diff: FileDiff) -> int:
     """The extended header of one file's diff, up to its first hunk (or the next file)."""
-    new_symlink = new_file = False
     while index < len(lines) and not lines[index].startswith(("diff --git ", "@@ ")):
         line = lines[index]
         if line.startswith("new file mode "):
-            new_file, new_symlink = True, line == "new file mode 120000"
+            diff.new_file, diff.new_symlink = True, line == "new file mode 120000"
         elif line == "GIT binary patch":
             while index < len(lines) and lines[index] != "":
                 index += 1
@@ -72,14 +110,11 @@ def _file_header(lines: list[str], index: int, path: Path, found: set[str], syml
                     raise SeriesError(f"{path}:{index + 1}: path {name!r} lacks the a/ or b/ prefix")
                 name = name[2:]
             _check_path(name, path, index)
-            found.add(name)
+            diff.paths.add(name)
             if line.startswith("rename to "):
-                renamed.add(name)
+                diff.renamed.add(name)
             if line.startswith("+++ "):
-                if new_symlink:
-                    symlinks.add(name)
-                if new_file:
-                    created.add(name)
+                diff.new_path = name
         index += 1
     return index
 

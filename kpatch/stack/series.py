@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpatch.errors import SeriesError
-from kpatch.stack.mbox import PATCH_NAME, Patch, parse_patch
+from kpatch.stack.mbox import PATCH_NAME, Patch, parse_patch, read_text
 
 SERIES = "series"
 _DROPPED = re.compile(r"^#\s*dropped\s+(\S+\.patch):\s*(.*?)\s*$")
@@ -60,16 +60,6 @@ def load_series(upstream: str, folder: Path) -> Series:
             raise SeriesError(f"{series_file}:{number}: patch file {name} {what}")
         patches.append(parse_patch(path))
     return Series(upstream=upstream, folder=folder, patches=tuple(patches), dropped=parse_dropped(text))
-
-
-def read_text(path: Path) -> str:
-    """A stack file's text; not UTF-8 or unreadable is a one-line SeriesError naming it."""
-    try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise SeriesError(f"{path}: not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise SeriesError(f"{path}: cannot read: {err.strerror}") from None
 
 
 def parse_dropped(text: str) -> dict[str, str]:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from kpatch.errors import SeriesError, WorktreeError
 from kpatch.gitx import CommitFacts, MailReading, Repository, format_patches, read_mails
-from kpatch.stack.mbox import Patch, parse_patch_text
-from kpatch.stack.series import SERIES, Series, header_comments, read_text, render_series
+from kpatch.stack.mbox import Patch, parse_patch_text, read_text
+from kpatch.stack.series import SERIES, Series, header_comments, render_series
 
 # What `git mailinfo` takes for a mail header when it opens the body (an "in-body header").
 _IN_BODY_HEADER = re.compile(r"^(From|Subject|Date):", re.IGNORECASE)

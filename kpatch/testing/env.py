@@ -11,17 +11,19 @@ import os
 import re
 import shlex
 import tarfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch.config import Stack, TestSuite
 from kpatch.container.docker import BUILD_UID, Engine, host_ca_bundle
 from kpatch.container.image import Toolchain
 from kpatch.errors import BuildError, ConfigError
-from kpatch.files import NotAFile, open_regular
+from kpatch.files import NotAFile, open_regular, sha256
+from kpatch.testing.scripts import script
 from kpatch.wheels.lock import read as read_lock
 from kpatch.wheels.metadata import read_wheel
+from kpatch.wheels.record import Wheel
 
 ENV_REPOSITORY = "kpatch-test-env"
 ENV_LABEL = "kpatch.test-env"  # on every test image: "<project hash>/<upstream>", so old ones can be removed
@@ -30,31 +32,7 @@ INSTALL_TIMEOUT = 3600.0  # seconds for installing the dependencies (real ones: 
 # Runs in the test-image container, as the build user, with network: the locked wheels and the suite's
 # requirements in ONE pip resolution (so nothing can pull another version of the pair), then the pair
 # itself is removed again: the image keeps only what does not change with each build of the pair.
-INSTALL_PY = b'''import json, os, shutil, subprocess, sys
-root = "/tmp/kpatch-env"
-request = json.load(open(os.path.join(root, "request.json")))
-os.chdir(os.path.join(root, "src"))
-cert = ["--cert", os.path.join(root, "ca.pem")] if os.path.exists(os.path.join(root, "ca.pem")) else []
-pip = [sys.executable, "-m", "pip"]
-step = subprocess.run([*pip, "install", "--user", "--no-cache-dir", "--progress-bar", "off", *cert,
-                       *request["wheels"], *request["requires"]])
-if step.returncode:
-    sys.exit(step.returncode)
-subprocess.run([*pip, "uninstall", "--yes", *request["packages"]], check=True)
-shutil.rmtree(root)
-print("kpatch: test image ready")
-'''
-
-
-@dataclass(frozen=True)
-class PairWheel:
-    upstream: str
-    package: str
-    version: str
-    filename: str
-    sha256: str
-    requires: tuple[str, ...]  # Requires-Dist from the wheel's METADATA
-    data: bytes  # the bytes whose sha256 matched the lock: what goes into the container
+INSTALL_PY = script("install-env.py")
 
 
 @dataclass(frozen=True)
@@ -62,10 +40,11 @@ class LockedPair:
     path: Path
     image: str
     image_digest: str
-    wheels: tuple[PairWheel, ...]  # in the lock's order
+    wheels: tuple[Wheel, ...]  # in the lock's order, each with its Requires-Dist
+    files: Mapping[str, bytes]  # file name -> the bytes whose sha256 matched the lock: what goes into the container
     commits: tuple[tuple[str, str], ...]  # (upstream, patched commit that was built)
 
-    def wheel(self, upstream: str) -> PairWheel:
+    def wheel(self, upstream: str) -> Wheel:
         for wheel in self.wheels:
             if wheel.upstream == upstream:
                 return wheel
@@ -81,18 +60,18 @@ def read_pair(path: Path) -> LockedPair:
         raise ConfigError(f"{path}: no lock here: run 'kpatch build-wheels' first (or give --lock)")
     lock = read_lock(path)
     commits = {u.name: u.commit for u in lock.upstreams}
-    wheels = []
+    wheels, files = [], {}
     for wheel in lock.wheels:
         file = path.parent / wheel.filename
         data = _locked_bytes(file, wheel.size, path)
-        actual = hashlib.sha256(data).hexdigest()
+        actual = sha256(data)
         if actual != wheel.sha256:
             raise ConfigError(f"{file}: sha256 {actual} differs from {wheel.sha256} in {path}")
         requires = tuple(str(r) for r in read_wheel(file).requires)
-        wheels.append(PairWheel(upstream=wheel.upstream, package=wheel.package, version=wheel.version,
-                                filename=file.name, sha256=actual, requires=requires, data=data))
+        wheels.append(replace(wheel, requires=requires))
+        files[wheel.filename] = data
     return LockedPair(path=path, image=lock.image, image_digest=lock.image_digest, wheels=tuple(wheels),
-                      commits=tuple(commits.items()))
+                      files=files, commits=tuple(commits.items()))
 
 
 def _locked_bytes(file: Path, size: int, lock: Path) -> bytes:
@@ -111,7 +90,7 @@ def _locked_bytes(file: Path, size: int, lock: Path) -> bytes:
         raise ConfigError(f"{lock}: cannot read wheel {file}: {err.strerror}") from None
 
 
-def closure(stack: Stack, pair: LockedPair, upstream: str) -> tuple[PairWheel, ...]:
+def closure(stack: Stack, pair: LockedPair, upstream: str) -> tuple[Wheel, ...]:
     """The wheels `upstream`'s tests run against: its own and those of everything it requires, in lock order."""
     names = {upstream} | stack.closure(upstream)
     return tuple(pair.wheel(w.upstream) for w in pair.wheels if w.upstream in names)
@@ -122,14 +101,14 @@ def _name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
 
 
-def env_key(image: Toolchain, suite: TestSuite, wheels: tuple[PairWheel, ...], source_sha: str) -> str:
+def env_key(image: Toolchain, suite: TestSuite, wheels: tuple[Wheel, ...], source_sha: str) -> str:
     """What the test image depends on. Not the pair's bytes, only what they require of others, so a new build
     of the pair reuses the image; requirements between the pair's own packages are left out for the same reason."""
     ours = {_name(w.package) for w in wheels}
     requires = sorted({r for w in wheels for r in w.requires if _name(r) not in ours})
     parts = {"image": image.digest, "requires": requires, "suite-requires": suite.requires, "env": suite.env,
-             "source": source_sha, "install": hashlib.sha256(INSTALL_PY).hexdigest()}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+             "source": source_sha, "install": sha256(INSTALL_PY)}
+    return sha256(json.dumps(parts, sort_keys=True).encode())
 
 
 def tree_sha(tar: bytes) -> str:
@@ -155,13 +134,13 @@ def owned_tar(data: bytes, prefix: str, uid: int = BUILD_UID) -> bytes:
     return out.getvalue()
 
 
-def image_tag(base: Toolchain, suite: TestSuite, wheels: tuple[PairWheel, ...], source_tar: bytes) -> str:
+def image_tag(base: Toolchain, suite: TestSuite, wheels: tuple[Wheel, ...], source_tar: bytes) -> str:
     """The test image's tag: kept on the engine and reused while `env_key` stays the same."""
     return f"{ENV_REPOSITORY}:{env_key(base, suite, wheels, tree_sha(source_tar))[:16]}"
 
 
 def build_image(engine: Engine, base: Toolchain, tag: str, upstream: str, suite: TestSuite,
-                wheels: tuple[PairWheel, ...], source_tar: bytes, project: str,
+                wheels: tuple[Wheel, ...], data: Mapping[str, bytes], source_tar: bytes, project: str,
                 on_text: Callable[[str], None]) -> Toolchain:
     """The build image plus the dependencies, committed as `tag`; the project's older test images are removed."""
     key = tag.rpartition(":")[2]
@@ -172,7 +151,7 @@ def build_image(engine: Engine, base: Toolchain, tag: str, upstream: str, suite:
         ("kpatch-env", None, 0o755), ("kpatch-env/wheels", None, 0o755), ("kpatch-env/src", None, 0o755),
         ("kpatch-env/install.py", INSTALL_PY, 0o644),
         ("kpatch-env/request.json", json.dumps(request).encode(), 0o644),
-        *((f"kpatch-env/wheels/{w.filename}", w.data, 0o644) for w in wheels)]
+        *((f"kpatch-env/wheels/{w.filename}", data[w.filename], 0o644) for w in wheels)]
     ca = host_ca_bundle()
     if ca is not None:  # pip in the container trusts what pip on the host trusts
         files.append(("kpatch-env/ca.pem", ca.read_bytes(), 0o644))

@@ -10,15 +10,13 @@ container runner.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import tarfile
 import tempfile
-import threading
 import time
 from io import BytesIO
 from pathlib import Path
 
+from kpatch import procs
 from kpatch.config import TestSuite, Upstream
 from kpatch.container.docker import TimedRun
 from kpatch.files import extract_tar
@@ -26,16 +24,10 @@ from kpatch.output.ui import UI, activity
 from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing.run import LiveLog, SuiteResult, TestRun, _Suite, checked, each_suite
+from kpatch.testing.scripts import script
 from kpatch.wheels import hostenv
 
-RUN_HERE_SH = """set -eu
-python3 -m pip install --quiet --no-warn-script-location --disable-pip-version-check "$@" || {
-    echo "kpatch: the locked wheels did not install" >&2; exit 90; }
-cd "$KPATCH_TEST_DIR"
-mkdir -p "$(dirname "$KPATCH_JUNIT")" && rm -f "$KPATCH_JUNIT"
-echo "kpatch: running: $KPATCH_TEST_COMMAND"
-exec sh -c "$KPATCH_TEST_COMMAND"
-"""
+RUN_HERE_SH = script("run-here.sh")
 
 
 def run_local(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
@@ -65,8 +57,8 @@ class _HostSuite(_Suite):
             with tarfile.open(fileobj=BytesIO(source)) as tar:
                 extract_tar(tar, root / "test")
             for wheel in wheels:
-                (root / "wheels" / wheel.filename).write_bytes(wheel.data)
-            (root / "run-tests.sh").write_text(RUN_HERE_SH, encoding="utf-8")
+                (root / "wheels" / wheel.filename).write_bytes(self.pair.files[wheel.filename])
+            (root / "run-tests.sh").write_bytes(RUN_HERE_SH)
             junit_file = root / "test" / self.suite.junit
             bin_dir = hostenv.fresh(hostenv.seed(self.ws.cache_dir, os.environ), root / "venv")
             given = {**dict(self.suite.env), "HOME": str(root / "home"), "PYTHONUNBUFFERED": "1",
@@ -78,44 +70,10 @@ class _HostSuite(_Suite):
             with activity(self.ui, f"{self.name}: running its tests at {self.commit[:12]} on this host") as on, \
                     LiveLog(self.log_path, on) as live:
                 started = time.monotonic()
-                run = _run_until(["sh", str(root / "run-tests.sh"), *args], root / "test", env, live, timeout)
+                done = procs.run(["sh", str(root / "run-tests.sh"), *args], cwd=root / "test", env=env,
+                                 on_output=live, timeout=timeout)
+                run = TimedRun(status=done.status, timed_out=done.timed_out, oom_killed=False)
                 seconds = round(time.monotonic() - started, 3)
             report = junit_file.read_bytes() if junit_file.is_file() else None
         return self._judge(run, report, live, previous, seconds, timeout)
-
-
-def _run_until(command: list[str], cwd: Path, env: dict[str, str], live: LiveLog, timeout: float) -> TimedRun:
-    """Run `command` in its own process group, its output into `live`; kill the whole group at the timeout."""
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    assert proc.stdout is not None
-    stream = proc.stdout
-    fd = stream.fileno()
-
-    def pump() -> None:  # raw reads: a hung test's id arrives without its newline, and must still be seen
-        for chunk in iter(lambda: os.read(fd, 4096), b""):
-            live(chunk.decode("utf-8", "replace"))
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    finally:
-        if proc.poll() is None or timed_out:
-            _kill_group(proc.pid)
-        proc.wait()
-        reader.join(timeout=5)
-        stream.close()
-    status = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: as a shell says
-    return TimedRun(status=status, timed_out=timed_out, oom_killed=False)
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 

@@ -6,7 +6,6 @@ as the build user, unprivileged, with only the Intel GPU devices passed through,
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -23,25 +22,20 @@ from kpatch.config import Stack, TestSuite, Upstream
 from kpatch.container.docker import Container, Engine, TimedRun
 from kpatch.container.image import Toolchain
 from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
-from kpatch.files import new_file_mode, temp_beside, write_atomic
+from kpatch.files import new_file_mode, sha256, temp_beside, write_atomic
 from kpatch.output.ui import UI, activity
 from kpatch.project.workspace import Workspace
 from kpatch.testing import env as testenv
 from kpatch.testing import junit
+from kpatch.testing.scripts import script
+from kpatch.wheels.record import Wheel
 
 log = logging.getLogger("kpatch.test")
 TEST_DIR = "/kpatch/test"  # the suite runs in a writable copy of the test files, here
 INSTALL_FAILED = 90  # the run script's exit status when the locked wheels do not install
 DRI_ENV = "KPATCH_DRI_DIR"  # where to look for Intel GPU render nodes (default /dev/dri)
 INTEL_VENDOR = "0x8086"
-RUN_TESTS_SH = b"""set -eu
-python3 -m pip install --quiet --user --no-deps --no-index --no-cache-dir /kpatch/wheels/*.whl || {
-    echo "kpatch: the locked wheels did not install" >&2; exit 90; }
-rm -rf /kpatch/test && cp -R /kpatch/src /kpatch/test && chmod -R u+w /kpatch/test && cd /kpatch/test
-mkdir -p "$(dirname "$KPATCH_JUNIT")" && rm -f "$KPATCH_JUNIT"
-echo "kpatch: running: $KPATCH_TEST_COMMAND"
-exec sh -c "$KPATCH_TEST_COMMAND"
-"""
+RUN_TESTS_SH = script("run-tests.sh")
 
 
 class Outcome(Enum):
@@ -314,8 +308,8 @@ class _Suite:
         else:
             with activity(self.ui, f"{self.name}: building the test image {tag} (the pair's dependencies and "
                                    f"{' '.join(self.suite.requires) or 'no test requirements'})") as on:
-                env_image = testenv.build_image(engine, image, tag, self.name, self.suite, wheels, source,
-                                                _project_id(self.ws.stack), on)
+                env_image = testenv.build_image(engine, image, tag, self.name, self.suite, wheels, self.pair.files,
+                                                source, _project_id(self.ws.stack), on)
         previous = self._previous()
         env = {**dict(self.suite.env), "KPATCH_TEST_COMMAND": self.suite.command, "PYTHONUNBUFFERED": "1",
                "KPATCH_JUNIT": f"{TEST_DIR}/{self.suite.junit}", "KPATCH_DEVICES": " ".join(devices.paths)}
@@ -349,10 +343,10 @@ class _Suite:
             self.ui.warn(f"{self.junit_path}: previous report unreadable ({err}); nothing to compare with")
             return None
 
-    def _start(self, box: Container, wheels: tuple[testenv.PairWheel, ...], source: bytes, live: LiveLog,
+    def _start(self, box: Container, wheels: tuple[Wheel, ...], source: bytes, live: LiveLog,
                timeout: float) -> TimedRun:
         box.put("/kpatch", [("run-tests.sh", RUN_TESTS_SH, 0o555), ("wheels", None, 0o555), ("src", None, 0o555),
-                            *((f"wheels/{w.filename}", w.data, 0o444) for w in wheels)])
+                            *((f"wheels/{w.filename}", self.pair.files[w.filename], 0o444) for w in wheels)])
         box.put_tar("/kpatch/src", source)  # root-owned: the suite runs on a copy
         return box.run_until(live, timeout)
 
@@ -408,4 +402,4 @@ class _Suite:
 
 def _project_id(stack: Stack) -> str:
     """Which project a test image belongs to (its kpatch.toml's folder), for removing that project's old ones."""
-    return hashlib.sha256(str(stack.root).encode()).hexdigest()[:12]
+    return sha256(str(stack.root).encode())[:12]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import importlib.machinery
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from kpatch import procs
 from kpatch.config import CudaOnly
 from kpatch.verify import probe
 from kpatch.verify.contract import Side, pycalls, schema
@@ -70,17 +70,16 @@ def run_probe(modules: list[str], ops: list[str], python: str = sys.executable) 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(import_path(sys.path, os.getcwd()))
     request = json.dumps({"modules": modules, "ops": ops, "key": "XPU"})
-    try:
-        with tempfile.TemporaryDirectory(prefix="kpatch-probe-") as empty:
-            done = subprocess.run([python, "-P", str(Path(probe.__file__).resolve())], input=request,
-                                  capture_output=True, text=True, cwd=empty, env=env, timeout=TIMEOUT, check=False)
-    except subprocess.TimeoutExpired:
+    with tempfile.TemporaryDirectory(prefix="kpatch-probe-") as empty:
+        done = procs.run([python, "-P", str(Path(probe.__file__).resolve())], stdin=request, cwd=Path(empty),
+                         env=env, timeout=TIMEOUT, merge=False)
+    if done.timed_out:
         return Answer("?", {m: f"the probe did not finish in {TIMEOUT} s" for m in modules}, {}, ())
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        why = f"the probe exited {done.returncode} ({tail})"
+    if done.status != 0:
+        tail = (done.errors.strip().splitlines() or [f"exit {done.status}"])[-1]
+        why = f"the probe exited {done.status} ({tail})"
         return Answer("?", {m: why for m in modules} or {"torch": why}, {}, ())
-    data = json.loads(done.stdout)
+    data = json.loads(done.output)
     states = {name: OpState(defined=v["defined"], keys=tuple(v["keys"]), xpu=v["xpu"], computed=v["computed"],
                             schema=v["schema"]) for name, v in data["ops"].items()}
     return Answer(data["torch"], data["imports"], states, tuple(data["namespaces"]))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata
@@ -12,10 +10,14 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from kpatch.files import record_digest
 from kpatch.output.ui import count
 from kpatch.stack import Series
+from kpatch.stack.diff import post_images
+from kpatch.stack.mbox import read_diff
 from kpatch.verify.model import Check, Status, failed, passed
-from kpatch.wheels.lock import Lock, LockedWheel
+from kpatch.wheels.lock import Lock
+from kpatch.wheels.record import Wheel
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ def check_versions(lock: Lock, folder: Path) -> tuple[list[Check], dict[str, met
     return out, found
 
 
-def _install(folder: Path, wheel: LockedWheel) -> str:
+def _install(folder: Path, wheel: Wheel) -> str:
     return f"pip install --force-reinstall --no-deps {folder / wheel.filename}"
 
 
@@ -70,7 +72,7 @@ def _same(a: str, b: str) -> bool:
         return a == b
 
 
-def check_record(wheel: LockedWheel, dist: metadata.Distribution, folder: Path) -> Check:
+def check_record(wheel: Wheel, dist: metadata.Distribution, folder: Path) -> Check:
     """Every installed file with a RECORD hash still has that hash."""
     bad, count = [], 0
     for file in dist.files or ():
@@ -83,17 +85,13 @@ def check_record(wheel: LockedWheel, dist: metadata.Distribution, folder: Path) 
         except OSError:
             bad.append(f"{file} (missing)")
             continue
-        if _urlsafe(data) != file.hash.value:
+        if record_digest(data) != file.hash.value:
             bad.append(str(file))
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         return failed("record", wheel.package, f"{len(bad)} of {count} installed files differ from RECORD: "
                       f"{', '.join(bad[:3])}{more}", _install(folder, wheel))
     return passed("record", wheel.package, f"{count} installed files match their RECORD hashes")
-
-
-def _urlsafe(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def provenance(lock: Lock, path: Path, found: dict[str, metadata.Distribution]) -> Provenance:
@@ -133,9 +131,8 @@ def check_patches(series: Series, dist: metadata.Distribution) -> list[Check]:
     files = {str(f): f for f in dist.files or ()}
     out = []
     for patch in series.patches:
-        text = patch.path.read_text(encoding="utf-8", errors="replace")
         checked, missing = [], []
-        for name, hunks in _post_images(text).items():
+        for name, hunks in post_images(read_diff(patch.path)).items():
             if name not in files:
                 continue  # compiled, or not shipped in the wheel (csrc/, tests/)
             checked.append(name)
@@ -156,26 +153,6 @@ def check_patches(series: Series, dist: metadata.Distribution) -> list[Check]:
         else:
             out.append(Check("patches", subject, Status.SKIP, "touches no installed Python file (compiled or not "
                              "shipped): the dispatcher check covers compiled code"))
-    return out
-
-
-def _post_images(text: str) -> dict[str, list[list[str]]]:
-    """path -> the new side of each hunk (context and added lines), from a git patch."""
-    out: dict[str, list[list[str]]] = {}
-    current: list[list[str]] | None = None
-    for raw in text.split("\n"):
-        line = raw.rstrip("\r")
-        if line.startswith("diff --git "):
-            current = None
-        elif line.startswith("+++ "):
-            name = line[4:]
-            current = out.setdefault(name[2:], []) if name.startswith("b/") else None
-        elif line.startswith("@@ ") and current is not None:
-            current.append([])
-        elif current and line[:1] in (" ", "+"):
-            current[-1].append(line[1:])
-        elif line == "-- " and current is not None:
-            current = None  # the mbox signature separator ends the last diff
     return out
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -13,10 +12,11 @@ from packaging.version import InvalidVersion, Version
 
 from kpatch.config import Stack
 from kpatch.errors import BuildError
-from kpatch.files import NotAFile, open_regular
+from kpatch.files import NotAFile, open_regular, sha256
 from kpatch.verify.model import Check, Status, failed, passed
-from kpatch.wheels.lock import Lock, LockedWheel
-from kpatch.wheels.metadata import Wheel, read_wheel
+from kpatch.wheels.lock import Lock
+from kpatch.wheels.metadata import WheelMetadata, read_wheel
+from kpatch.wheels.record import Wheel
 
 REBUILD = "run 'kpatch build-wheels' to rebuild the set and its lock"
 
@@ -26,7 +26,7 @@ def check_files(lock: Lock, folder: Path) -> list[Check]:
     return [_check_file(wheel, folder) for wheel in lock.wheels]
 
 
-def _check_file(wheel: LockedWheel, folder: Path) -> Check:
+def _check_file(wheel: Wheel, folder: Path) -> Check:
     """One wheel: only a regular file is opened, and only read (hashed) when its size is the locked one."""
     path = folder / wheel.filename
     try:
@@ -34,7 +34,7 @@ def _check_file(wheel: LockedWheel, folder: Path) -> Check:
             size = os.fstat(handle.fileno()).st_size
             if size != wheel.size:
                 return failed("wheel", wheel.filename, f"size {size} differs from the lock's {wheel.size}", REBUILD)
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            digest = sha256(handle)
     except FileNotFoundError:
         return failed("wheel", wheel.filename, f"missing from {folder}", REBUILD)
     except NotAFile as err:
@@ -47,7 +47,7 @@ def _check_file(wheel: LockedWheel, folder: Path) -> Check:
     return passed("wheel", wheel.filename, f"{size} bytes, sha256 {digest[:16]}… as locked")
 
 
-def read_locked(lock: Lock, folder: Path) -> tuple[dict[str, Wheel], list[Check]]:
+def read_locked(lock: Lock, folder: Path) -> tuple[dict[str, WheelMetadata], list[Check]]:
     """METADATA of each locked wheel that is on disk, by upstream; a wheel that is there but unreadable (not a
     zip, no or a bad METADATA) is a failed check. A missing one is left to check_files."""
     out, problems = {}, []
@@ -62,7 +62,7 @@ def read_locked(lock: Lock, folder: Path) -> tuple[dict[str, Wheel], list[Check]
     return out, problems
 
 
-def check_pins(lock: Lock, stack: Stack, wheels: dict[str, Wheel]) -> list[Check]:
+def check_pins(lock: Lock, stack: Stack, wheels: dict[str, WheelMetadata]) -> list[Check]:
     """Each wheel's METADATA names it as locked, and requires exactly the locked version of what it requires."""
     locked = {w.upstream: w for w in lock.wheels}
     out = []
@@ -88,7 +88,7 @@ def check_pins(lock: Lock, stack: Stack, wheels: dict[str, Wheel]) -> list[Check
     return out
 
 
-def _pin(mine: LockedWheel, theirs: LockedWheel, req: Requirement | None) -> Check:
+def _pin(mine: Wheel, theirs: Wheel, req: Requirement | None) -> Check:
     subject = f"{mine.package} -> {theirs.package}"
     if req is None:
         return failed("pin", subject, f"{mine.filename} METADATA has no Requires-Dist on {theirs.package}", REBUILD)
@@ -100,7 +100,7 @@ def _pin(mine: LockedWheel, theirs: LockedWheel, req: Requirement | None) -> Che
     return passed("pin", subject, f"requires exactly {theirs.package}=={theirs.version}, as locked")
 
 
-def check_torch(lock: Lock, wheels: dict[str, Wheel]) -> list[Check]:
+def check_torch(lock: Lock, wheels: dict[str, WheelMetadata]) -> list[Check]:
     """The halves were built against one torch, and every torch requirement admits it."""
     built = {u.name: u.torch for u in lock.upstreams if u.torch}
     fix = "name one torch for the whole set ([set] torch in kpatch.toml) and rebuild: kpatch build-wheels"
@@ -113,11 +113,12 @@ def check_torch(lock: Lock, wheels: dict[str, Wheel]) -> list[Check]:
             if not _admits(f"=={lock.set_torch}", torch):
                 out.append(failed("torch", name, f"built against {torch}, the lock's [set] torch is "
                                   f"{lock.set_torch}", fix))
+    files = {w.upstream: w.filename for w in lock.wheels}
     for name, wheel in sorted(wheels.items()):
         req = wheel.requirement("torch")
         for other, torch in sorted(built.items()):
             if req is not None and not _admits(str(req.specifier), torch):
-                out.append(failed("torch", name, f"{wheel.path.name} requires '{req}', but {other} was built "
+                out.append(failed("torch", name, f"{files[name]} requires '{req}', but {other} was built "
                                   f"against torch {torch}", fix))
     if not out:
         found = sorted(set(built.values()))
@@ -126,7 +127,7 @@ def check_torch(lock: Lock, wheels: dict[str, Wheel]) -> list[Check]:
     return out
 
 
-def check_environment_torch(lock: Lock, wheels: dict[str, Wheel], installed: str | None) -> Check:
+def check_environment_torch(lock: Lock, wheels: dict[str, WheelMetadata], installed: str | None) -> Check:
     """The environment's torch is the one the set was built against (and satisfies every requirement)."""
     built = sorted({u.torch for u in lock.upstreams if u.torch})
     if not built:

@@ -20,6 +20,8 @@ from kpatch.wheels.publish import publish
 
 @dataclass(frozen=True)
 class BuiltWheel:
+    """A wheel of the set as build-wheels --json shows it (the shape stays): the record's fields and the build's."""
+
     upstream: str
     filename: str
     version: str
@@ -56,17 +58,14 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
                                  timeout)
     tool = runner.toolchain
     content = lock.Lock(
-        wheels=tuple(lock.LockedWheel(upstream=m.input.upstream.name, package=m.wheel.wheel.package,
-                                      version=str(m.wheel.wheel.version), filename=m.wheel.wheel.path.name,
-                                      sha256=m.wheel.wheel.sha256, size=m.wheel.wheel.path.stat().st_size)
-                     for m in members),
+        wheels=tuple(m.wheel for m in members),
         upstreams=tuple(_locked(m) for m in members), image=tool.reference, image_digest=tool.digest,
         base_image=tool.base, base_image_digest=tool.base_digest, kpatch_version=__version__,
         set_torch=ws.stack.torch)
-    path = publish(out, [m.wheel.wheel.path for m in members], content)
-    wheels = tuple(BuiltWheel(upstream=m.input.upstream.name, filename=m.wheel.wheel.path.name,
-                              version=str(m.wheel.wheel.version), sha256=m.wheel.wheel.sha256, cached=m.cached,
-                              torch=m.wheel.torch, compiler_cache=m.compiler_cache) for m in members)
+    path = publish(out, [m.path for m in members], content)
+    wheels = tuple(BuiltWheel(upstream=m.wheel.upstream, filename=m.wheel.filename, version=m.wheel.version,
+                              sha256=m.wheel.sha256, cached=m.cached, torch=m.wheel.torch,
+                              compiler_cache=m.compiler_cache) for m in members)
     return BuildResult(wheels=wheels, lock=path, image=tool.reference, image_digest=tool.digest,
                        containers=runner.started_since(started), torch=ws.stack.torch)
 

@@ -3,50 +3,49 @@ that can change a wheel."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.errors import BuildError
-from kpatch.wheels.metadata import Wheel, read_wheel
+from kpatch.files import sha256
+from kpatch.wheels.metadata import read_wheel
+from kpatch.wheels.record import Wheel
 
 log = logging.getLogger("kpatch.wheels")
 INFO = "build.json"
 
 
-@dataclass(frozen=True)
-class CachedWheel:
-    """A built wheel in the cache and the torch (version with local label) it was built against."""
-
-    wheel: Wheel
-    torch: str | None
-
-
 def cache_key(parts: dict[str, object]) -> str:
     """sha256 of everything that can change a wheel, as canonical JSON."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode())
 
 
-def cached(cache: Path, name: str, key: str) -> CachedWheel | None:
-    """The wheel built under `key`, or None; an unreadable entry is a miss (it is rebuilt), not an error."""
+def path(cache: Path, wheel: Wheel, key: str) -> Path:
+    """Where the cache keeps `wheel`, built under `key`."""
+    return cache / wheel.upstream / key / wheel.filename
+
+
+def cached(cache: Path, name: str, key: str, commit: str | None = None) -> Wheel | None:
+    """The wheel of upstream `name` built under `key` (from `commit`), or None; an unreadable entry is a miss (it
+    is rebuilt), not an error."""
     folder = cache / name / key
     wheels = sorted(folder.glob("*.whl")) if folder.is_dir() else []
     if len(wheels) != 1 or not (folder / INFO).is_file():
         return None
     try:
         torch = json.loads((folder / INFO).read_text(encoding="utf-8"))["torch"]
-        return CachedWheel(wheel=read_wheel(wheels[0]), torch=torch)
+        return _record(wheels[0], name, torch, commit)
     except (BuildError, OSError, ValueError, KeyError) as err:
         log.warning("ignoring broken cache entry %s: %s", folder, err)
         return None
 
 
-def store(cache: Path, name: str, key: str, filename: str, data: bytes, torch: str | None) -> CachedWheel:
+def store(cache: Path, name: str, key: str, filename: str, data: bytes, torch: str | None,
+          commit: str | None = None) -> Wheel:
     """Put a freshly built wheel in the cache: a temp folder renamed into place, so a kill leaves no half."""
     target = cache / name / key
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +60,14 @@ def store(cache: Path, name: str, key: str, filename: str, data: bytes, torch: s
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return CachedWheel(wheel=read_wheel(target / filename), torch=torch)
+    return _record(target / filename, name, torch, commit)
+
+
+def _record(file: Path, upstream: str, torch: str | None, commit: str | None) -> Wheel:
+    meta = read_wheel(file)
+    return Wheel(upstream=upstream, package=meta.package, version=str(meta.version), filename=file.name,
+                 sha256=sha256(file), size=file.stat().st_size, torch=torch, commit=commit,
+                 requires=tuple(str(r) for r in meta.requires))
 
 
 def sweep(cache: Path) -> None:

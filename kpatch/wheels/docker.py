@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 
 from kpatch.container.docker import Engine, ca_files
 from kpatch.container.image import Toolchain
+from kpatch.files import sha256
 from kpatch.wheels.backend import BuildJob, BuildOutput, Output, collect
 from kpatch.wheels.compiler_cache import MOUNT, OFF, CacheConfig
 
@@ -30,7 +30,7 @@ class DockerBackend:
         return self.engine.created_since(since)
 
     def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutput:
-        digest = hashlib.sha256(job.source_tar).hexdigest()[:12]
+        digest = sha256(job.source_tar)[:12]
         container_name = f"kpatch-build-{job.name}-{digest}-{os.getpid()}"
         # pip in the container trusts what pip on the host trusts (PIP_CERT)
         ca, env = ca_files({**job.env, **self.cache.env})

@@ -10,10 +10,8 @@ run's environment). `python3`, `python` and `pip` on the run's PATH are the run'
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -24,6 +22,7 @@ from pathlib import Path
 
 from kpatch import procs
 from kpatch.errors import BuildError
+from kpatch.files import sha256
 
 SEED_PACKAGES = ("pip", "setuptools", "wheel")
 RECIPE = 1  # a change to how a seed is made: a new seed, and new toolchain digests for the build cache
@@ -51,7 +50,7 @@ class Seed:
         """What identifies this environment in the build cache's keys (the docker backend uses the image ID)."""
         text = json.dumps({"recipe": RECIPE, "base": _base_interpreter(), "python": self.python,
                            "packages": dict(self.packages)}, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return sha256(text.encode())
 
     def describe(self) -> str:
         held = ", ".join(f"{name} {version}" for name, version in sorted(self.packages.items()))
@@ -69,7 +68,7 @@ def _site_packages(prefix: Path) -> Path:
 
 def _seed_folder(cache_dir: Path) -> Path:
     """Where the seed lives: KPATCH_PYTHON_ENVS (one folder for every cache: the tests share one), else the cache."""
-    key = hashlib.sha256(f"{RECIPE}\0{_base_interpreter()}\0{sys.version}".encode()).hexdigest()[:16]
+    key = sha256(f"{RECIPE}\0{_base_interpreter()}\0{sys.version}".encode())[:16]
     home = os.environ.get("KPATCH_PYTHON_ENVS")
     return (Path(home) if home else cache_dir / "python-envs") / f"seed-{key}"
 
@@ -92,15 +91,15 @@ def seed(cache_dir: Path, environ: Mapping[str, str]) -> Seed:
         venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(new)
         command = [sys.executable, "-m", "pip", "--python", str(new / "bin" / "python"), "install", "--quiet",
                    "--disable-pip-version-check", "--no-input", "--no-warn-script-location", *SEED_PACKAGES]
-        done = _run(command, procs.upstream_env(environ, {}))
-        if done.returncode != 0:
+        done = procs.run(command, env=procs.upstream_env(environ, {}))
+        if done.status != 0:
             raise BuildError(_failed(f"cannot make the local build environment in {home}: pip could not install "
-                                     f"{', '.join(SEED_PACKAGES)} from the package index", done.stdout))
-        probe = _run([str(new / "bin" / "python"), "-I", "-c", _PROBE, *SEED_PACKAGES], {"PATH": os.defpath})
+                                     f"{', '.join(SEED_PACKAGES)} from the package index", done.output))
+        probe = procs.run([str(new / "bin" / "python"), "-I", "-c", _PROBE, *SEED_PACKAGES], env={"PATH": os.defpath})
         try:
-            facts = json.loads(probe.stdout.strip().splitlines()[-1])
+            facts = json.loads(probe.output.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            raise BuildError(_failed(f"the local build environment made in {home} does not start", probe.stdout)) \
+            raise BuildError(_failed(f"the local build environment made in {home} does not start", probe.output)) \
                 from None
         (new / _READY).write_text(json.dumps(facts), encoding="utf-8")
         try:
@@ -144,12 +143,6 @@ def run_env(bin_dir: Path, environ: Mapping[str, str], given: Mapping[str, str])
     return env
 
 
-def _run(command: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace", check=False, stdin=subprocess.DEVNULL)
-    except OSError as err:
-        return subprocess.CompletedProcess(command, 127, f"{command[0]}: {err.strerror}", None)
 
 
 def _failed(what: str, output: str) -> str:

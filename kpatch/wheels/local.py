@@ -3,27 +3,22 @@
 Each build runs in a fresh venv (`hostenv`: pip, setuptools and wheel from a seed kpatch made from the package
 index), never in the user's interpreter or its site-packages, with a private HOME and an allowlisted environment
 (`procs`: no credential reaches the upstream's build). The source it copies is extracted read-only. The build runs
-in a process group of its own: at its timeout the whole group is killed.
+in a process group of its own (`procs.run`): at its timeout the whole group is killed.
 """
 
 from __future__ import annotations
 
-import codecs
-import hashlib
 import io
 import os
-import select
-import signal
 import stat
-import subprocess
 import tarfile
 import tempfile
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from kpatch import procs
 from kpatch.container.image import Toolchain
-from kpatch.files import extract_tar
+from kpatch.files import extract_tar, sha256
 from kpatch.wheels import hostenv
 from kpatch.wheels.backend import BuildJob, BuildOutput, Output, collect
 
@@ -37,7 +32,7 @@ class LocalBackend:
         self._seed = hostenv.seed(cache_dir, self._environ)
         compiler = self._environ.get("CMPLR_ROOT", "")
         # What identifies this host's toolchain in the cache keys (the docker backend uses the image digest).
-        digest = "local:" + hashlib.sha256(f"{self._seed.digest}\0{compiler}".encode()).hexdigest()
+        digest = "local:" + sha256(f"{self._seed.digest}\0{compiler}".encode())
         self._toolchain = Toolchain(reference="local", digest=digest)
 
     @property
@@ -71,47 +66,11 @@ class LocalBackend:
             env = hostenv.run_env(bin_dir, self._environ, given)
             env.pop("KPATCH_SCCACHE", None)  # the host's sccache server (if any) is the user's: never stopped here
             output = Output(on_line)
-            status, timed_out = _run_group(["sh", str(root / "build-wheel.sh")], root, env, output, job.timeout)
-            if timed_out:
+            done = procs.run(["sh", str(root / "build-wheel.sh")], cwd=root, env=env, on_output=output,
+                             timeout=job.timeout)
+            if done.timed_out:
                 raise output.timed_out(job.name, job.timeout)
-            if status != 0:
-                raise output.failed(job.name, status)
+            if done.status != 0:
+                raise output.failed(job.name, done.status)
             return collect(job.name, {p.name: p.read_bytes() for p in (root / "out").iterdir() if p.is_file()})
 
-
-def _run_group(command: list[str], cwd: Path, env: dict[str, str], output: Callable[[str], None],
-               timeout: float) -> tuple[int, bool]:
-    """Run `command` in a process group of its own, its output into `output` as it comes; when it has not ended
-    (output closed, process exited) within `timeout` seconds, or kpatch is interrupted, kill the whole group.
-    Returns its exit status (128 + N when killed by signal N, as a shell says) and whether it timed out."""
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    deadline = time.monotonic() + timeout
-    timed_out = False
-    try:
-        while True:  # until the output ends (raw reads: an unfinished last line is seen too) or the deadline
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                timed_out = True
-                break
-            chunk = os.read(fd, 65536)
-            output(decoder.decode(chunk, final=not chunk))
-            if not chunk:
-                break
-        if not timed_out:
-            try:
-                proc.wait(timeout=max(deadline - time.monotonic(), 0))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-    finally:
-        if timed_out or proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait()
-        proc.stdout.close()
-    return (proc.returncode if proc.returncode >= 0 else 128 - proc.returncode), timed_out

@@ -8,7 +8,6 @@ included.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import tempfile
@@ -19,26 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError
+from packaging.pylock import Package, Pylock, PylockUnsupportedVersionError, PylockValidationError
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from kpatch.errors import BuildError, LockError
-from kpatch.files import NotAFile, new_file_mode, open_regular
+from kpatch.files import NotAFile, new_file_mode, open_regular, sha256
+from kpatch.wheels.record import Wheel
 
 LOCK_NAME = "pylock.toml"
 FORMAT = 1  # [tool.kpatch] format: bump when its meaning changes
 NO_TORCH = "none"  # how a build without torch is written in the lock
-
-
-@dataclass(frozen=True)
-class LockedWheel:
-    upstream: str
-    package: str  # normalized (PEP 503), as PEP 751 wants it
-    version: str
-    filename: str
-    sha256: str
-    size: int
 
 
 @dataclass(frozen=True)
@@ -56,7 +46,7 @@ class LockedUpstream:
 
 @dataclass(frozen=True)
 class Lock:
-    wheels: tuple[LockedWheel, ...]
+    wheels: tuple[Wheel, ...]  # read back: package names normalized, each with its upstream's torch and commit
     upstreams: tuple[LockedUpstream, ...]
     image: str
     image_digest: str
@@ -105,13 +95,13 @@ def parse(text: str, where: str) -> Lock:
     except tomllib.TOMLDecodeError as err:
         raise LockError(f"{where}: not valid TOML ({err}){REBUILD}") from None
     try:
-        Pylock.from_dict(data)
+        model = Pylock.from_dict(data)
     except PylockUnsupportedVersionError as err:
         raise LockError(f"{where}: {err} (kpatch writes lock-version 1.0)") from None
     except PylockValidationError as err:
         raise LockError(f"{where}: not a valid PEP 751 lock: {err}{REBUILD}") from None
     try:
-        lock = _from_dict(data)
+        lock = _from_model(model)
     except (KeyError, TypeError, ValueError, InvalidVersion) as err:
         raise LockError(f"{where}: bad [tool.kpatch] table ({type(err).__name__}: {err}){REBUILD}") from None
     for wheel in lock.wheels:
@@ -122,17 +112,11 @@ def parse(text: str, where: str) -> Lock:
     return lock
 
 
-def _from_dict(data: dict[str, Any]) -> Lock:
-    tool = data["tool"]["kpatch"]
+def _from_model(model: Pylock) -> Lock:
+    """packaging's validated model of the lock -> kpatch's Lock; only [tool.kpatch] is kpatch's to check."""
+    tool = (model.tool or {})["kpatch"]
     if tool.get("format") != FORMAT:
         raise ValueError(f"format {tool.get('format')!r}, this kpatch reads format {FORMAT}")
-    wheels = []
-    for package in data["packages"]:
-        (wheel,) = package["wheels"]
-        Version(package["version"])
-        wheels.append(LockedWheel(upstream=_str(package["tool"]["kpatch"]["upstream"]), package=package["name"],
-                                  version=package["version"], filename=_str(wheel["path"]),
-                                  sha256=_str(wheel["hashes"]["sha256"]), size=int(wheel["size"])))
     upstreams = []
     for name, up in tool["upstreams"].items():
         env = up["env"]
@@ -143,11 +127,23 @@ def _from_dict(data: dict[str, Any]) -> Lock:
                                         commit=_str(up["commit"]), stack_hash=_str(up["stack-hash"]),
                                         build_key=_str(up["build-key"]), command=_str(up["command"]), env=env,
                                         torch=None if torch == NO_TORCH else str(Version(torch))))
+    by_name = {u.name: u for u in upstreams}
+    wheels = tuple(_wheel(package, by_name) for package in model.packages)
     set_torch = tool.get("set-torch")
-    return Lock(wheels=tuple(wheels), upstreams=tuple(upstreams), image=_str(tool["image"]),
+    return Lock(wheels=wheels, upstreams=tuple(upstreams), image=_str(tool["image"]),
                 image_digest=_str(tool["image-digest"]), base_image=_str(tool["base-image"]),
                 base_image_digest=_str(tool["base-image-digest"]), kpatch_version=_str(tool["version"]),
                 set_torch=None if set_torch is None else _str(set_torch))
+
+
+def _wheel(package: Package, upstreams: Mapping[str, LockedUpstream]) -> Wheel:
+    """One locked package (one wheel, a path beside the lock, its size and sha256) as the set's Wheel record."""
+    (wheel,) = package.wheels or ()
+    if package.version is None or wheel.path is None or wheel.size is None or "sha256" not in wheel.hashes:
+        raise ValueError(f"package {package.name}: kpatch locks a version and one wheel with a path, size and sha256")
+    upstream = upstreams[_str((package.tool or {})["kpatch"]["upstream"])]
+    return Wheel(upstream=upstream.name, package=package.name, version=str(package.version), filename=wheel.path,
+                 sha256=wheel.hashes["sha256"], size=wheel.size, torch=upstream.torch, commit=upstream.commit)
 
 
 def _str(value: object) -> str:
@@ -211,9 +207,12 @@ def _mode(path: Path) -> int:
 
 
 def _normalized(lock: Lock) -> Lock:
-    """`lock` as it reads back: package names normalized, env as a plain dict."""
-    wheels = tuple(LockedWheel(upstream=w.upstream, package=canonicalize_name(w.package), version=w.version,
-                               filename=w.filename, sha256=w.sha256, size=w.size) for w in lock.wheels)
+    """`lock` as it reads back: package names and versions normalized, env as a plain dict, each wheel with its
+    upstream's torch and commit (and no Requires-Dist: the lock does not hold them)."""
+    by_name = {u.name: u for u in lock.upstreams}
+    wheels = tuple(Wheel(upstream=w.upstream, package=canonicalize_name(w.package), version=str(Version(w.version)),
+                         filename=w.filename, sha256=w.sha256, size=w.size, torch=by_name[w.upstream].torch,
+                         commit=by_name[w.upstream].commit) for w in lock.wheels)
     upstreams = tuple(LockedUpstream(name=u.name, url=u.url, base=u.base, commit=u.commit, stack_hash=u.stack_hash,
                                      build_key=u.build_key, command=u.command, env=dict(sorted(u.env.items())),
                                      torch=u.torch) for u in lock.upstreams)
@@ -232,6 +231,6 @@ def check(path: Path) -> list[str]:
             problems.append(f"{wheel.filename}: missing")
         elif file.stat().st_size != wheel.size:
             problems.append(f"{wheel.filename}: size {file.stat().st_size} != {wheel.size}")
-        elif hashlib.sha256(file.read_bytes()).hexdigest() != wheel.sha256:
+        elif sha256(file) != wheel.sha256:
             problems.append(f"{wheel.filename}: sha256 differs")
     return problems

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import zipfile
 from dataclasses import dataclass
@@ -17,22 +15,17 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from kpatch.errors import BuildError
-from kpatch.files import NotAFile, open_regular
+from kpatch.files import NotAFile, open_regular, record_digest
 
 
 @dataclass(frozen=True)
-class Wheel:
-    """A wheel file and what its METADATA says."""
+class WheelMetadata:
+    """What a wheel file's METADATA (and its name's tags) say; the wheel itself travels as `record.Wheel`."""
 
-    path: Path
     package: str
     version: Version
     requires: tuple[Requirement, ...]
     pure: bool  # tagged py*-none-any: no compiled code, so not bound to the torch it was built beside
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
     def requirement(self, package: str) -> Requirement | None:
         """Its Requires-Dist on `package`, if any."""
@@ -43,7 +36,7 @@ class Wheel:
 METADATA_LIMIT = 8 << 20  # bytes of METADATA kpatch reads; a larger one is refused before it is read
 
 
-def read_wheel(path: Path) -> Wheel:
+def read_wheel(path: Path) -> WheelMetadata:
     """Name, version, Requires-Dist and purity of a wheel; a broken wheel is one BuildError line.
 
     Only a regular file is opened, and only its METADATA member is read (after its size is checked)."""
@@ -55,8 +48,8 @@ def read_wheel(path: Path) -> Wheel:
     except OSError as err:
         raise BuildError(f"cannot read wheel {path}: {err.strerror}") from None
     meta = _parse(path.name, name, text)
-    return Wheel(path=path, package=meta.name, version=meta.version, requires=tuple(meta.requires_dist or ()),
-                 pure=is_pure(path.name))
+    return WheelMetadata(package=meta.name, version=meta.version, requires=tuple(meta.requires_dist or ()),
+                         pure=is_pure(path.name))
 
 
 def is_pure(filename: str) -> bool:
@@ -102,7 +95,7 @@ def _requires(line: str, package: str) -> bool:
 
 
 def _record(content: bytes, member: str, new_meta: bytes) -> bytes:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(new_meta).digest()).rstrip(b"=").decode()
+    digest = record_digest(new_meta)
     lines = content.decode("utf-8").splitlines()
     out = [f"{member},sha256={digest},{len(new_meta)}" if line.split(",", 1)[0] == member else line
            for line in lines]

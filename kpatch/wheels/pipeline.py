@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -13,6 +12,7 @@ from kpatch.config import Upstream
 from kpatch.container.docker import Engine, host_ca_bundle
 from kpatch.container.image import Toolchain
 from kpatch.errors import BuildError
+from kpatch.files import sha256
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI, activity
 from kpatch.wheels import cache as wheel_cache
@@ -20,8 +20,9 @@ from kpatch.wheels import compiler_cache, hostenv, resources, versions
 from kpatch.wheels.backend import Backend, BuildJob
 from kpatch.wheels.docker import DockerBackend
 from kpatch.wheels.local import LocalBackend
-from kpatch.wheels.metadata import Wheel, is_pure, require_exactly
+from kpatch.wheels.metadata import is_pure, require_exactly
 from kpatch.wheels.pins import Pin, pin_source
+from kpatch.wheels.record import Wheel
 
 DEFAULT_BASE_IMAGE = "intel/deep-learning-essentials:2026.0.0-devel-ubuntu24.04"
 SRC = "src/"  # where the source sits in the archive a build gets
@@ -40,10 +41,11 @@ class BuildInput:
 
 @dataclass(frozen=True)
 class SetMember:
-    """One built (or cached) wheel of the set, and what it was built from."""
+    """One built (or cached) wheel of the set, where the cache keeps it, and what it was built from."""
 
     input: BuildInput
-    wheel: wheel_cache.CachedWheel
+    wheel: Wheel
+    path: Path  # its file in the cache
     key: str
     cached: bool  # reused from the cache: nothing was started for it
     compiler_cache: compiler_cache.CacheStats | None = None  # what the compiler cache did in its build
@@ -96,7 +98,7 @@ def image_recipe(dockerfile: bytes, base_image: str, base_digest: str) -> tuple[
     args = {"BASE_IMAGE": base_image}
     labels = {"kpatch.base-image": base_image, "kpatch.base-image-digest": base_digest}
     recipe = dockerfile + json.dumps([args, labels], sort_keys=True).encode()
-    return "kpatch-build:" + hashlib.sha256(recipe).hexdigest()[:16], args, labels
+    return "kpatch-build:" + sha256(recipe)[:16], args, labels
 
 
 @dataclass(frozen=True)
@@ -133,21 +135,21 @@ def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, r
     for item in inputs:
         upstream, build = item.upstream, item.upstream.build
         assert build is not None
-        deps = [built[d].wheel.wheel for d in upstream.requires]
+        deps = [built[d] for d in upstream.requires]
         key = wheel_cache.cache_key({
             "base": item.base, "commit": item.commit, "stack": item.stack_hash, "image": backend.toolchain.digest,
-            "script": hashlib.sha256(script.data).hexdigest(), "command": build.command, "env": build.env,
-            "pin-files": build.pin_files, "deps": [d.sha256 for d in deps], "torch": set_torch})
+            "script": sha256(script.data), "command": build.command, "env": build.env,
+            "pin-files": build.pin_files, "deps": [d.wheel.sha256 for d in deps], "torch": set_torch})
         labels[upstream.name] = versions.label(key, [labels[d] for d in upstream.requires])
         found = versions.upstream_version(item.worktree, item.base)
         if found.tag is None:
             ui.warn(f"{upstream.name}: no PEP 440 version tag reaches {item.base[:12]}; its version starts at "
                     f"{found.public}")
         version = versions.with_label(found.public, labels[upstream.name])
-        hit = wheel_cache.cached(cache, upstream.name, key)
+        hit = wheel_cache.cached(cache, upstream.name, key, item.commit)
         if hit is not None:
-            ui.note(f"{upstream.name}: cached {hit.wheel.path.name}")
-        pins = tuple(Pin(d.package, str(d.version), append=True) for d in deps)
+            ui.note(f"{upstream.name}: cached {hit.filename}")
+        pins = tuple(Pin(d.wheel.package, d.wheel.version, append=True) for d in deps)
         if set_torch:
             pins += (Pin("torch", set_torch, append=False),)
         wheel, stats = hit, None
@@ -156,9 +158,9 @@ def build_set(inputs: list[BuildInput], backend: Backend, ui: UI, cache: Path, r
                 wheel, stats = _build_one(backend, ui, item, str(version), pins, deps, script.data, cache, key,
                                           set_torch, build.timeout if timeout is None else timeout)
             except BuildError as err:
-                raise _with_torch_hint(err, [built[d] for d in upstream.requires], set_torch) from None
+                raise _with_torch_hint(err, deps, set_torch) from None
         built[upstream.name] = SetMember(input=item, key=key, cached=hit is not None, wheel=wheel,
-                                         compiler_cache=stats)
+                                         path=wheel_cache.path(cache, wheel, key), compiler_cache=stats)
     return list(built.values())
 
 
@@ -172,8 +174,8 @@ def _with_torch_hint(err: BuildError, deps: list[SetMember], set_torch: str | No
 
 
 def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: tuple[Pin, ...],
-               deps: list[Wheel], script: bytes, cache: Path, key: str, set_torch: str | None,
-               timeout: float) -> tuple[wheel_cache.CachedWheel, compiler_cache.CacheStats | None]:
+               deps: list[SetMember], script: bytes, cache: Path, key: str, set_torch: str | None,
+               timeout: float) -> tuple[Wheel, compiler_cache.CacheStats | None]:
     upstream, build = item.upstream, item.upstream.build
     assert build is not None
     tree = Repository(item.worktree)
@@ -196,6 +198,7 @@ def _build_one(backend: Backend, ui: UI, item: BuildInput, version: str, pins: t
     if made.torch and not is_pure(made.filename):  # compiled code is bound to the torch it was built against
         data = require_exactly(data, made.filename, versions.exact("torch", made.torch))
     try:
-        return wheel_cache.store(cache, upstream.name, key, made.filename, data, made.torch), made.compiler_cache
+        return wheel_cache.store(cache, upstream.name, key, made.filename, data, made.torch,
+                                 item.commit), made.compiler_cache
     except OSError as err:
         raise BuildError(f"cannot write the wheel cache {cache}: {err.strerror}") from None

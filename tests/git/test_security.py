@@ -633,6 +633,7 @@ def write_lock(project: Project, wheels: dict[str, tuple[str, bytes]]) -> Path:
     import hashlib
 
     from kpatch.wheels import lock as lockfile
+    from kpatch.wheels.record import Wheel
 
     dist = project.root / "dist"
     dist.mkdir(exist_ok=True)
@@ -640,8 +641,8 @@ def write_lock(project: Project, wheels: dict[str, tuple[str, bytes]]) -> Path:
     for upstream, (name, data) in wheels.items():
         if not (dist / name).exists() and not (dist / name).is_symlink():
             (dist / name).write_bytes(data)
-        locked.append(lockfile.LockedWheel(upstream=upstream, package=upstream, version="1.0", filename=name,
-                                           sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
+        locked.append(Wheel(upstream=upstream, package=upstream, version="1.0", filename=name,
+                            sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
         upstreams.append(lockfile.LockedUpstream(name=upstream, url="file:///up", base="0" * 40, commit="1" * 40,
                                                  stack_hash="s" * 64, build_key="k" * 64, command="true", env={},
                                                  torch=None))

@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import BuildError, LockError
-from kpatch.wheels.lock import LOCK_NAME, Lock, LockedUpstream, LockedWheel, check, read, render, write
+from kpatch.wheels.lock import LOCK_NAME, Lock, LockedUpstream, check, read, render, write
+from kpatch.wheels.record import Wheel
 
 
 def _lock(folder: Path | None = None) -> Lock:
     data = b"wheel bytes"
     if folder is not None:
         (folder / "a_b-1.0+kpatch.abc-cp38-abi3-linux_x86_64.whl").write_bytes(data)
-    wheel = LockedWheel(upstream="a.b", package="A_B", version="1.0+kpatch.abc",
-                        filename="a_b-1.0+kpatch.abc-cp38-abi3-linux_x86_64.whl",
-                        sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    wheel = Wheel(upstream="a.b", package="A_B", version="1.0+kpatch.abc",
+                  filename="a_b-1.0+kpatch.abc-cp38-abi3-linux_x86_64.whl",
+                  sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     kernels = LockedUpstream(name="a.b", url="file:///up/a.b", base="0" * 40, commit="1" * 40, stack_hash="s" * 64,
                              build_key="k" * 64, command='python3 setup.py "bdist_wheel"',
                              env={"VLLM.TARGET": "xpu", "A": "1"}, torch="2.14.0+xpu")

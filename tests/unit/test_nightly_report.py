@@ -26,7 +26,7 @@ from kpatch.nightly.model import (
 )
 from kpatch.nightly.model import Outcome as Night
 from kpatch.nightly.publish import _repository_in, carries_credential
-from kpatch.project.state import Culprit
+from kpatch.project.state import Culprit, PatchClass
 from kpatch.verify.model import Check, Status
 
 CULPRIT = Culprit(sha="c" * 40, subject="Rework the silu | registration", author="Up Stream <up@example.invalid>",
@@ -42,10 +42,11 @@ def _failed_night() -> Report:
                 StageRun(Stage.VERIFY, StageStatus.PASSED, 0.5, 0, "4 check(s) passed"),
                 StageRun(Stage.TEST, StageStatus.FAILED, 7.75, 1, "test: kernels: 1 failed, 0 error(s)")),
         moves=(Move("kernels", "main", "a" * 40, "b" * 40, 12),),
-        patches=(PatchLine("kernels", "0001-op.patch", "three-way", True, "", None, None),
-                 PatchLine("kernels", "0002-gone.patch", "upstream", True, 'same patch-id as upstream "x"', "d" * 40,
+        patches=(PatchLine("kernels", "0001-op.patch", PatchClass.THREE_WAY, True, "", None, None),
+                 PatchLine("kernels", "0002-gone.patch", PatchClass.UPSTREAM, True,
+                           'same patch-id as upstream "x"', "d" * 40,
                            None),
-                 PatchLine("app", "0001-use.patch", "conflict", False, "trial apply", None, CULPRIT,
+                 PatchLine("app", "0001-use.patch", PatchClass.CONFLICT, False, "trial apply", None, CULPRIT,
                            ("app/x.py:12",))),
         flags=(Flag("kernels", "0001-op.patch", "o/k#592", "e" * 40, "merged upstream, not yet in the base: drop "
                     "after the next bump"),),
@@ -127,8 +128,10 @@ def _hostile_night(text: str) -> Report:
     culprit = replace(CULPRIT, subject=text, author=f"{text} <x@example.invalid>")
     night = _failed_night()
     return replace(night, summary=text,
-                   patches=(PatchLine("app", "0001-use.patch", "conflict", False, text, None, culprit, (text,)),
-                            PatchLine("kernels", "0002-gone.patch", "upstream", True, text, "d" * 40, None)),
+                   patches=(PatchLine("app", "0001-use.patch", PatchClass.CONFLICT, False, text, None, culprit,
+                                      (text,)),
+                            PatchLine("kernels", "0002-gone.patch", PatchClass.UPSTREAM, True, text, "d" * 40,
+                                      None)),
                    suites=(replace(night.suites[0], message=text, failing=(f"t.py::test[{text}]",),
                                    newly_failing=(text,), running=text),),
                    checks=(Check("contract", text, Status.FAIL, text, text),), contract=(text,),

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import SeriesError
-from kpatch.stack import UpstreamStatus, parse_dropped, parse_patch_text, parse_series_text
+from kpatch.stack import UpstreamStatus, added_file, added_text, parse_dropped, parse_patch_text, parse_series_text
+from kpatch.stack.diff import post_images
+from kpatch.stack.mbox import read_diff
 from kpatch.stack.series import header_comments, render_series
 
 HEAD = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
@@ -131,3 +133,32 @@ def test_a_path_outside_the_worktree_is_refused(path: str) -> None:
     diff = f"diff --git a/{path} b/{path}\nindex 1..2 100644\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n"
     with pytest.raises(SeriesError, match="patch writes outside the worktree"):
         parse_patch_text(patch(diff), P)
+
+
+def test_a_folded_subject_is_unfolded_by_the_mail_header_reader() -> None:
+    text = patch(DIFF).replace("Subject: [PATCH] Fix x", "Subject: [PATCH] Fix x\n  in two\n\tlines")
+    assert parse_patch_text(text, P).subject == "Fix x in two lines"
+
+
+def test_a_continuation_line_before_any_header_is_a_malformed_header() -> None:
+    text = patch(DIFF).replace("From: A U Thor", " From: A U Thor", 1)
+    with pytest.raises(SeriesError, match=r"^p\.patch:2: malformed mail header"):
+        parse_patch_text(text, P)
+
+
+def test_the_diff_reader_gives_each_new_files_hunks_and_their_post_images(tmp_path: Path) -> None:
+    diff = ("diff --git a/schema.sql b/schema.sql\nindex 1..2 100644\n--- a/schema.sql\n+++ b/schema.sql\n"
+            "@@ -1,3 +1,3 @@\n--- an SQL comment\n+-- new\n keep\n\n"
+            "diff --git a/gone.txt b/gone.txt\ndeleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n"
+            "@@ -1 +0,0 @@\n-bye\n"
+            "diff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n"
+            "@@ -0,0 +1,2 @@\n+one\n+two\n")
+    file = tmp_path / "0001-x.patch"
+    file.write_text(patch(diff))
+    # an empty context line (its space lost in transit) is context, as git apply counts it
+    assert post_images(read_diff(file)) == {"schema.sql": [["-- new", "keep", ""]], "new.txt": [["one", "two"]]}
+    assert added_file(file, "new.txt") == "one\ntwo\n" and added_text(file, "schema.sql") == "-- new\n"
+    with pytest.raises(SeriesError, match="is not a new file in this patch"):
+        added_file(file, "schema.sql")
+    with pytest.raises(SeriesError, match=r"does not touch other\.txt"):
+        added_text(file, "other.txt")

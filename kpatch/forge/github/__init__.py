@@ -1,4 +1,5 @@
-"""The one seam to GitHub (through PyGithub): Upstream-PR states for rebase, and the nightly's PR and issue.
+"""The one seam to GitHub (through PyGithub), the implementation of `kpatch.forge.Forge`: Upstream-PR states for
+rebase, and the nightly's PR and issue.
 
 Nothing else in kpatch imports PyGithub. PyGithub itself is imported lazily, so `kpatch --help` does not pay for it.
 
@@ -50,12 +51,14 @@ from kpatch.forge.github.names import NAME_PATTERN, OWNER_PATTERN, PR_PATTERN, R
 if TYPE_CHECKING:  # the rest loads on first use: kpatch.toml's [github] check must not slow `kpatch --help`
     from kpatch.forge.github.access import DEFAULT_API, PushTarget, Target, Token, push_target, target
     from kpatch.forge.github.identity import TokenCheck, check_token
-    from kpatch.forge.github.pulls import PullCheck, PullState, check_pulls, merge_commit
-    from kpatch.forge.github.report import FAILURE_LABEL, Action, Kind, Outcome, Ref, Reporter, Result, RetryPolicy
+    from kpatch.forge.github.pulls import check_pulls, merge_commit
+    from kpatch.forge.github.report import FAILURE_LABEL, Reporter, RetryPolicy
+    from kpatch.forge.model import Action, Kind, Outcome, PullCheck, PullState, Ref, Result
 
 _LAZY = {
-    "pulls": ("PullCheck", "PullState", "check_pulls", "merge_commit"),
-    "report": ("FAILURE_LABEL", "Action", "Kind", "Outcome", "Ref", "Reporter", "Result", "RetryPolicy"),
+    "pulls": ("check_pulls", "merge_commit"),
+    "report": ("FAILURE_LABEL", "Reporter", "RetryPolicy"),
+    "model": ("Action", "Kind", "Outcome", "PullCheck", "PullState", "Ref", "Result"),  # forge-neutral: kpatch.forge
     "access": ("DEFAULT_API", "PushTarget", "Target", "Token", "push_target", "target"),
     "identity": ("TokenCheck", "check_token"),
 }
@@ -72,4 +75,5 @@ def __getattr__(name: str) -> object:
     """Load the submodule that defines `name` on first use."""
     if name not in _WHERE:
         raise AttributeError(f"module 'kpatch.forge.github' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"kpatch.forge.github.{_WHERE[name]}"), name)
+    package = "kpatch.forge" if _WHERE[name] == "model" else "kpatch.forge.github"
+    return getattr(importlib.import_module(f"{package}.{_WHERE[name]}"), name)

@@ -5,33 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass
 
 from kpatch.forge.github.access import client, scrub, target
 from kpatch.forge.github.names import PR_PATTERN
+from kpatch.forge.model import PullCheck, PullState
 
 log = logging.getLogger("kpatch.forge.github")
 
 _PR = re.compile(PR_PATTERN)
 _SHA = re.compile(r"[0-9a-f]{40}")
-
-
-@dataclass(frozen=True)
-class PullState:
-    """One PR as GitHub reports it; `merge_commit` is None unless GitHub gave a 40-hex SHA."""
-
-    pr: str  # owner/repo#N
-    merged: bool
-    merge_commit: str | None
-    problem: str | None = None  # why a merged PR's commit was not accepted
-
-
-@dataclass(frozen=True)
-class PullCheck:
-    """Merged PRs by name, or why GitHub could not be asked (then nothing is known)."""
-
-    pulls: dict[str, PullState]
-    unavailable: str | None
 
 
 def merge_commit(value: object) -> str | None:

@@ -6,72 +6,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from kpatch.forge.github.access import Target, client
+from kpatch.forge.model import Action, Kind, Outcome, Ref, Result
 
 log = logging.getLogger("kpatch.forge.github")
 
 FAILURE_LABEL = "nightly-failure"
-
-
-class Kind(Enum):
-    """What a result is about."""
-
-    PULL = "pull request"
-    ISSUE = "issue"
-
-
-class Action(Enum):
-    """What was done (or would be, in a dry run; or was being tried, when GitHub failed)."""
-
-    OPEN = "open"
-    UPDATE = "update"
-    COMMENT = "comment"
-    CLOSE = "close"
-    NOTHING = "nothing"
-
-
-class Outcome(Enum):
-    """How the step ended: only DONE wrote anything."""
-
-    DONE = "done"
-    DRY_RUN = "dry-run"
-    UNAVAILABLE = "unavailable"  # 5xx, rate limits or no connection, after every retry
-    DENIED = "denied"  # 401/403: the token lacks a permission (or is wrong)
-    REJECTED = "rejected"  # another 4xx: no such repository, a head branch that does not exist, ...
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A pull request or issue on GitHub."""
-
-    number: int
-    url: str
-    title: str
-
-
-@dataclass(frozen=True)
-class Result:
-    """One reporting step: the action, how it ended, what it touched, and one line for people."""
-
-    kind: Kind
-    action: Action
-    outcome: Outcome
-    ref: Ref | None
-    attempts: int  # rounds of requests made (0: GitHub was not asked)
-    message: str
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome in (Outcome.DONE, Outcome.DRY_RUN)
-
-    def to_json(self) -> dict[str, object]:
-        """Plain values for a --json report."""
-        return {"kind": self.kind.value, "action": self.action.value, "outcome": self.outcome.value,
-                "number": self.ref.number if self.ref else None, "url": self.ref.url if self.ref else None,
-                "attempts": self.attempts, "message": self.message}
 
 
 @dataclass(frozen=True)
