@@ -54,11 +54,12 @@ class Context:
 
 
 # Commands that only read: a run that succeeds leaves no log file (export --check is one too).
-READERS = frozenset({"status", "verify", "doctor"})
+READERS = frozenset({"status", "verify", "doctor", "report"})
 
 # Commands registered by other modules, imported only when one of them runs or all are listed (`--help`).
 _ELSEWHERE = {"build-wheels": "kpatch.cli_pair", "verify": "kpatch.cli_pair", "test": "kpatch.cli_pair",
-              "nightly": "kpatch.cli_pair", "demo": "kpatch.cli_start", "doctor": "kpatch.cli_start"}
+              "nightly": "kpatch.cli_pair", "demo": "kpatch.cli_start", "doctor": "kpatch.cli_start",
+              "report": "kpatch.cli_report"}
 
 
 class KpatchCommand(click.Command):

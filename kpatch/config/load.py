@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.config.model import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream
-from kpatch.config.tables import baseline, build_table, cuda_only, github_table, key_line, set_torch, test_table
+from kpatch.config.tables import (
+    baseline,
+    build_table,
+    cuda_only,
+    dashboard_history,
+    github_table,
+    key_line,
+    set_torch,
+    test_table,
+)
 from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx.mirror import url_problem
 
@@ -49,7 +58,7 @@ def load(path: Path) -> Stack:
     lines = text.splitlines()
     headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
-        if key not in ("version", "upstream", "github", "set", "verify"):
+        if key not in ("version", "upstream", "github", "set", "verify", "dashboard"):
             raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
@@ -72,7 +81,8 @@ def load(path: Path) -> Stack:
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
                  github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
                  cuda_only=cuda_only(path, lines, data.get("verify")),
-                 baseline=baseline(path, lines, data.get("verify")))
+                 baseline=baseline(path, lines, data.get("verify")),
+                 history=dashboard_history(path, lines, data.get("dashboard")))
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:

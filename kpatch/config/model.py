@@ -102,6 +102,7 @@ class Stack:
     torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
     cuda_only: tuple[CudaOnly, ...] = ()  # [verify] cuda-only
     baseline: str = "verify-baseline.toml"  # [verify] baseline: accepted contract findings, relative to root
+    history: Path | None = None  # [dashboard] history: the carry history file; None: the nightly's report folder
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch import __version__
+from kpatch.dashboard.record import location, record_night
 from kpatch.errors import KpatchError, UsageError
 from kpatch.files import write_atomic
 from kpatch.forge import github
@@ -81,6 +82,7 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
         write_atomic(kept, found.lock.read_bytes())
         report = replace(report, kept_lock=str(kept))
     render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing
+    record_night(ui, ws.stack, report, location(ws.stack, options.report_dir))  # the carry history (dashboard)
     if options.publish:
         return _published(ws, ui, options, report, tgt, environ)
     return _written(ui, options, report)

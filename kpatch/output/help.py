@@ -25,6 +25,7 @@ EXAMPLES = {
     "demo": Example("kpatch demo --keep", "the whole pipeline on example upstreams; keep the folder to look around"),
     "doctor": Example("kpatch doctor --fsck", "check git, Docker, the image, GPU, mirrors (fsck), token and disk"),
     "nightly": Example("kpatch nightly --dry-run", "rebase, build, verify and test; say what it would report"),
+    "report": Example("kpatch report --html site", "the carry dashboard from the nightly's history: site/index.html"),
 }
 
 
