@@ -14,23 +14,26 @@ from kpatch.dashboard.svg import line_chart, sparkline
 from kpatch.files import write_atomic
 
 INDEX = "index.html"
+_NUM = ' class="num"'
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 _STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; padding: 0 1em }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 1400px; color: #222; padding: 0 1em }
 h1 { font-size: 1.5em; margin-bottom: .2em } h2 { font-size: 1.15em; margin-top: 1.6em }
 .meta { color: #666 } table { border-collapse: collapse; width: 100% }
 th, td { border-bottom: 1px solid #ddd; padding: .3em .5em; text-align: left; vertical-align: middle }
 #stack th { cursor: pointer; user-select: none; background: #f5f5f5; white-space: nowrap }
 #stack th[aria-sort=ascending]::after { content: " \\25B2" }
 #stack th[aria-sort=descending]::after { content: " \\25BC" }
-td.num { text-align: right; font-variant-numeric: tabular-nums } code { font-size: .92em }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums } code { font-size: .92em }
 .k-clean, .s-passed { color: #1a7f37 } .k-three-way { color: #9a6700 }
 .k-conflict, .s-failed { color: #cf222e; font-weight: 600 } .k-upstream { color: #8250df } .s-skipped { color: #666 }
 .spark polyline { fill: none; stroke: #1f77b4; stroke-width: 1.5 }
 .spark-conflicts polyline { stroke: #cf222e } .spark circle { fill: #1f77b4 } .spark-conflicts circle { fill: #cf222e }
 .spark circle.unknown { fill: #fff; stroke: #999 } .chart .axis { stroke: #999 } .chart polyline { stroke-width: 2 }
-.chart text { font-size: 11px; fill: #444; stroke: none } #filter { padding: .3em; width: 22em; margin-bottom: .5em }
+.chart text { font-size: 11px; fill: #444; stroke: none }
+#stack td:nth-child(3) { min-width: 10em }
+#stack { font-size: 13px } #filter { padding: .3em; width: 22em; margin-bottom: .5em }
 """
 
 _SCRIPT = """
@@ -74,10 +77,10 @@ _SCRIPT = """
 })();
 """
 
-# (header, numeric?) of the stack table, in order
-COLUMNS = (("upstream", False), ("patch", False), ("subject", False), ("class", False), ("conflicts", True),
-           ("culprit", False), ("lines", True), ("files", True), ("age (days)", True), ("PR", False),
-           ("tests", False), ("size", True), ("conflict history", True))
+# (header, how it sorts: "text", "num", or "chart": by the number its sparkline ends on) of the stack table
+COLUMNS = (("upstream", "text"), ("patch", "text"), ("subject", "text"), ("class", "text"), ("conflicts", "num"),
+           ("culprit", "text"), ("lines", "num"), ("files", "num"), ("age (days)", "num"), ("PR", "text"),
+           ("tests", "text"), ("size", "chart"), ("conflict history", "chart"))
 
 
 def e(value: object) -> str:
@@ -117,13 +120,14 @@ def _last_night(board: Dashboard) -> list[str]:
         return ["<h2>Last nightly</h2>", "<p>No night recorded yet: run <code>kpatch nightly</code>.</p>"]
     out = [f"<h2>Last nightly: {e(night.date)}, <span class=\"s-{e(night.outcome)}\">{e(night.outcome)}</span></h2>",
            f"<p>{e(night.summary)}</p>", '<table id="stages"><thead><tr><th>stage</th><th>status</th>'
-           "<th>seconds</th><th>summary</th></tr></thead><tbody>"]
+           '<th class="num">seconds</th><th>summary</th></tr></thead><tbody>']
     out += [f'<tr><td>{e(s.stage)}</td><td class="s-{e(s.status)}">{e(s.status)}</td>'
             f'<td class="num">{s.seconds:.1f}</td><td>{e(s.summary)}</td></tr>' for s in night.stages]
     out.append("</tbody></table>")
     if night.suites:
-        out.append('<table id="suites"><thead><tr><th>suite</th><th>outcome</th><th>passed</th><th>failed</th>'
-                   "<th>errors</th><th>skipped</th><th>message</th></tr></thead><tbody>")
+        out.append('<table id="suites"><thead><tr><th>suite</th><th>outcome</th>'
+                   + "".join(f'<th class="num">{n}</th>' for n in ("passed", "failed", "errors", "skipped"))
+                   + "<th>message</th></tr></thead><tbody>")
         out += [f'<tr><td>{e(s.upstream)}</td><td class="s-{e(s.outcome)}">{e(s.outcome)}</td>'
                 f'<td class="num">{s.passed}</td><td class="num">{s.failed}</td><td class="num">{s.errors}</td>'
                 f'<td class="num">{s.skipped}</td><td>{e(s.message)}</td></tr>' for s in night.suites]
@@ -138,7 +142,8 @@ def _stack(board: Dashboard) -> list[str]:
            '<input id="filter" type="search" placeholder="filter rows (patch, class, culprit, ...)" '
            'aria-label="filter the stack table">',
            '<table id="stack"><thead><tr>'
-           + "".join(f'<th data-type="{"num" if num else "text"}">{e(name)}</th>' for name, num in COLUMNS)
+           + "".join(f'<th data-type="{"text" if kind == "text" else "num"}"{_NUM if kind == "num" else ""}>'
+                     f"{e(name)}</th>" for name, kind in COLUMNS)
            + "</tr></thead><tbody>"]
     out += [_row(row) for row in board.patches]
     out.append("</tbody></table>")

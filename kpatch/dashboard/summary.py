@@ -76,7 +76,9 @@ def _row(records: list[PatchRecord]) -> PatchRow:
     last = records[-1]
     conflicted = [r for r in records if r.conflict]
     culprit = conflicted[-1] if conflicted else None
-    return PatchRow(upstream=last.upstream, patch=last.patch, subject=last.subject, klass=last.klass,
+    read = [r for r in records if r.lines is not None]  # its file was read that night (a dropped one's is gone)
+    subject = read[-1].subject if read else last.subject
+    return PatchRow(upstream=last.upstream, patch=last.patch, subject=subject, klass=last.klass,
                     last_seen=last.date, nights=len(records), conflicts=len(conflicted),
                     culprit=culprit.culprit if culprit else None,
                     culprit_subject=culprit.culprit_subject if culprit else None,

@@ -34,7 +34,7 @@ def _scale(value: float, top: float, low: float, high: float) -> float:
     return round(low + (high - low) * (value / top if top else 0.0), 1)
 
 
-def sparkline(points: Sequence[Point], kind: str, label: str, width: int = 120, height: int = 26) -> str:
+def sparkline(points: Sequence[Point], kind: str, label: str, width: int = 100, height: int = 26) -> str:
     """A small line of `points` in order, its last value emphasised."""
     top = max((p.value or 0 for p in points), default=0) or 1
     step = (width - 6) / max(len(points) - 1, 1)
@@ -64,7 +64,8 @@ def line_chart(series: Sequence[Series], chart_id: str, label: str, width: int =
              f'<text class="tick" x="{left - 6}" y="{upper + 4}" text-anchor="end">{top}</text>']
     for i, d in enumerate(dates):
         if i in (0, len(dates) - 1) or len(dates) <= 8:
-            parts.append(f'<text class="tick" x="{x_of[d]}" y="{lower + 16}" text-anchor="middle">{_attr(d)}</text>')
+            anchor = "start" if i == 0 else "end" if i == len(dates) - 1 else "middle"
+            parts.append(f'<text class="tick" x="{x_of[d]}" y="{lower + 16}" text-anchor="{anchor}">{_attr(d)}</text>')
     for index, s in enumerate(series):
         colour = COLOURS[index % len(COLOURS)]
         xy = [(x_of[p.date], _scale(p.value or 0, top, lower, upper)) for p in s.points]
