@@ -30,7 +30,8 @@ def _kpatch(*args: str, cwd: Path | None = None) -> tuple[int, str]:
 
 
 def test_records_come_back_from_the_file_as_they_were_written(tmp_path: Path) -> None:
-    written = [night("2026-11-28", {"kernels": 3}), patch("2026-11-28", "kernels", "0001-a.patch", subject=HOSTILE)]
+    written: list[history.Record] = [night("2026-11-28", {"kernels": 3}),
+                                     patch("2026-11-28", "kernels", "0001-a.patch", subject=HOSTILE)]
     history.append(tmp_path / "h.jsonl", written)
     held = history.read(tmp_path / "h.jsonl")
     assert (list(held.nights), list(held.patches)) == ([written[0]], [written[1]])
@@ -143,3 +144,16 @@ def test_an_unknown_dashboard_key_is_refused_naming_its_line(tmp_path: Path) -> 
     (tmp_path / "kpatch.toml").write_text(f'version = 1\n[dashboard]\nhistroy = "h.jsonl"\n\n{UPSTREAM}')
     code, output = _kpatch("report", "--json", "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
     assert code == 2 and f"{tmp_path / 'kpatch.toml'}:3: unknown key 'histroy' in [dashboard]" in output, output
+
+
+def test_a_secret_in_a_failure_message_never_lands_in_the_history(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from kpatch.output.redact import MASK, add_secret
+
+    secret = "ghs_dashboardSECRETdashboard0123456789"
+    add_secret(secret)
+    record = replace(night("2026-11-28", {"kernels": 1}), summary=f"push to https://x:{secret}@github.com failed")
+    history.append(tmp_path / "h.jsonl", [record])
+    text = (tmp_path / "h.jsonl").read_text()
+    assert secret not in text and MASK in text

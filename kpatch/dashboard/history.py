@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kpatch.errors import UsageError
 from kpatch.files import write_atomic
+from kpatch.output.redact import redact_text
 
 VERSION = 1
 NAME = "history.jsonl"  # in the nightly's report folder unless [dashboard] history says where
@@ -103,9 +104,10 @@ class History:
 
 
 def to_line(record: Record) -> str:
+    """The record as one JSON line; a secret kpatch knows of (a token in a failure message) never lands in it."""
     kind = "patch" if isinstance(record, PatchRecord) else "night"
-    return json.dumps({"v": VERSION, "kind": kind, **dataclasses.asdict(record)}, ensure_ascii=False,
-                      separators=(",", ":"))
+    return redact_text(json.dumps({"v": VERSION, "kind": kind, **dataclasses.asdict(record)}, ensure_ascii=False,
+                      separators=(",", ":")))
 
 
 def from_line(text: str, where: str) -> Record:
