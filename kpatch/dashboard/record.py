@@ -56,8 +56,9 @@ def records(stack: Stack, report: Report) -> list[history.Record]:
     for line in report.patches:
         size = _size(stack, line)
         prs = size.prs
-        state = "merged" if (line.upstream, line.patch) in merged or line.klass == "upstream" and prs else (
-            "not merged" if prs and asked else None)
+        # GitHub's answer that night: a merged PR on a patch that still applied is flagged; an unflagged PR was
+        # asked about and is not merged, unless GitHub was not asked (offline, down) or the rebase failed first
+        state = "merged" if (line.upstream, line.patch) in merged else "not merged" if prs and asked else None
         out.append(PatchRecord(
             date=day, started=started, upstream=line.upstream, behind=behind.get(line.upstream, 0), patch=line.patch,
             subject=size.subject, klass=line.klass, conflict=line.klass == "conflict",
