@@ -114,7 +114,7 @@ def test_report_json_gives_the_numbers_the_page_draws(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--html", "site"), "error: --history {tmp}/none.jsonl: no carry history there"),
+    (("--html", "{tmp}/site"), "error: no carry history at {tmp}/none.jsonl (each 'kpatch nightly' appends to it"),
     (("--history", "{tmp}/h.jsonl"), "error: give --html DIR (the page) or --json (the numbers), or both"),
     (("--history", "{tmp}/h.jsonl", "--html", "{tmp}/h.jsonl"), "error: --html {tmp}/h.jsonl: a file is there"),
 ])
