@@ -157,3 +157,17 @@ def test_a_secret_in_a_failure_message_never_lands_in_the_history(tmp_path: Path
     history.append(tmp_path / "h.jsonl", [record])
     text = (tmp_path / "h.jsonl").read_text()
     assert secret not in text and MASK in text
+
+
+def test_the_issue_body_escapes_upstream_text_and_stays_within_the_limit(tmp_path: Path) -> None:
+    from kpatch.dashboard.markdown import issue_body
+
+    path = three_nights(tmp_path / "h.jsonl")
+    history.append(path, [patch("2026-11-30", "app", f"{n:04}-More.patch", subject="@someone fixes #12")
+                          for n in range(2, 200)])
+    board = summarise(history.read(path), "h")
+    whole = issue_body(board, limit=10**6)
+    assert "<script" not in whole and "&lt;script&gt;" in whole and "@someone" not in whole and "#12" not in whole
+    assert "| kernels | `0001-Add-the-op.patch` | Add the op | clean | 1 of 3 |" in whole
+    cut = issue_body(board, limit=8000)
+    assert len(cut) <= 8000 and "more patch(es): see the page" in cut and "## Upstream PRs" in cut

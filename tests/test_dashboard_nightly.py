@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from fake_github import fake_github
 from gitrepos import Project, git
-from nightly_world import BINDINGS, BROKEN, CULPRIT_SUBJECT, K1, World, make_world
+from nightly_world import BINDINGS, BROKEN, CULPRIT_SUBJECT, K1, REPO, World, make_world
 
 from kpatch.dashboard import history
+from kpatch.dashboard.markdown import LABEL
 
 
 @pytest.fixture
@@ -77,3 +78,21 @@ def test_a_history_that_cannot_be_written_is_a_warning_and_the_night_keeps_its_e
     assert result.exit_code == 1 and report["failure"]["stage"] == "rebase", result.output
     assert "warning: carry history not updated:" in result.output and "carry" in result.output
     assert not (world.root / "reports" / "nightly" / history.NAME).exists()
+
+
+def test_with_dashboard_issue_the_nightly_keeps_one_carry_dashboard_issue_edited_in_place(world: World) -> None:
+    _break(world)
+    (world.root / "kpatch.toml").write_text((world.root / "kpatch.toml").read_text()
+                                            + "\n[dashboard]\nissue = true\n")
+    result, report = world.night()
+    assert result.exit_code == 1, result.output
+    dashboards = [i for i in world.fake.items(REPO, pull=False) if i.labels == [LABEL]]
+    assert len(dashboards) == 1 and dashboards[0].title == "kpatch carry dashboard"
+    first = dashboards[0].body
+    assert "## The stack" in first and K1 in first and CULPRIT_SUBJECT in first and "failed" in first
+    assert report["github"][-1]["action"] == "open" and report["github"][0]["action"] == "open"  # failure, then it
+    result, report = world.night()
+    assert result.exit_code == 3, result.output
+    (again,) = [i for i in world.fake.items(REPO, pull=False) if i.labels == [LABEL]]
+    assert again.number == dashboards[0].number and again.body != first and "a rebase is in progress" in again.body
+    assert report["github"][-1]["action"] == "update" and again.comments == []

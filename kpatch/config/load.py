@@ -14,7 +14,7 @@ from kpatch.config.tables import (
     baseline,
     build_table,
     cuda_only,
-    dashboard_history,
+    dashboard_table,
     github_table,
     key_line,
     set_torch,
@@ -78,11 +78,12 @@ def load(path: Path) -> Stack:
             if dep not in names:
                 line = key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
+    history, dashboard_issue = dashboard_table(path, lines, data.get("dashboard"))
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
                  github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
                  cuda_only=cuda_only(path, lines, data.get("verify")),
                  baseline=baseline(path, lines, data.get("verify")),
-                 history=dashboard_history(path, lines, data.get("dashboard")))
+                 history=history, dashboard_issue=dashboard_issue)
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:

@@ -35,6 +35,21 @@ def record_night(ui: UI, stack: Stack, report: Report, path: Path) -> None:
     ui.note(f"carry history: {path} ({held} record(s))")
 
 
+def dashboard_issue(ui: UI, path: Path) -> str | None:
+    """The carry dashboard issue's body from the history; None (nothing to edit) when there is no history or it
+    cannot be read (a warning: the night's report goes on)."""
+    from kpatch.dashboard.markdown import issue_body
+    from kpatch.dashboard.summary import summarise
+
+    if not path.is_file():
+        return None
+    try:
+        return issue_body(summarise(history.read(path), str(path)))
+    except KpatchError as err:
+        ui.warn(f"carry dashboard issue not edited: {err}")
+        return None
+
+
 def records(stack: Stack, report: Report) -> list[history.Record]:
     """The night's record, then one per patch the rebase saw."""
     started = report.started

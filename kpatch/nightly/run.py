@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch import __version__
-from kpatch.dashboard.record import location, record_night
+from kpatch.dashboard.record import dashboard_issue, location, record_night
 from kpatch.errors import KpatchError, UsageError
 from kpatch.files import write_atomic
 from kpatch.forge import github
@@ -112,7 +112,8 @@ def _published(ws: Workspace, ui: UI, options: Options, report: Report, tgt: git
         kept = ws.stack.root / lockfile.LOCK_NAME
         paths = [ws.stack.path, *(u.patches for u in ws.stack.upstreams), ws.stack.root / "patches" / ".rerere",
                  kept]
-        done = publish(ws, ui, report, tgt, environ, _retry(environ), paths)
+        board = dashboard_issue(ui, location(ws.stack, options.report_dir)) if ws.stack.dashboard_issue else None
+        done = publish(ws, ui, report, tgt, environ, _retry(environ), paths, board)
     return _written(ui, options, replace(report, push=done.push, github=done.results))
 
 
