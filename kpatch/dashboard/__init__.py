@@ -6,5 +6,9 @@
 
 Modules: `history` (the JSON-lines file: records, version, compaction), `record` (a night's report as records),
 `summary` (the numbers the page and --json share), `svg` (sparklines and the line chart), `page` (the HTML),
-`report` (what `kpatch report` does).
+`markdown` (the same as the "carry dashboard" issue's body, [dashboard] issue = true), `report` (what
+`kpatch report` does).
+
+kpatch.toml: `[dashboard] history = "path"` (default: history.jsonl in the nightly's report folder, the folder a
+CI job keeps as its artifact) and `issue = true` (the nightly edits one GitHub issue in place; a person pins it).
 """
