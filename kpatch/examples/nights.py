@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from kpatch import config
@@ -92,13 +92,13 @@ def _workspace(example: ExampleProject, folder: Path) -> Iterator[Workspace]:
     yield Workspace.create(config.load(example.root / config.CONFIG_NAME), folder / "cache", None)
 
 
-def _redate(path: Path, day: object) -> None:
+def _redate(path: Path, day: date) -> None:
     """Move the records of the night that just ran (today's) to `day`, keeping their time of day."""
-    records = [from_today(r, str(day)) for r in history.read_records(path)]
+    records = [_from_today(r, day.isoformat()) for r in history.read_records(path)]
     write_atomic(path, "".join(history.to_line(r) + "\n" for r in records).encode("utf-8"))
 
 
-def from_today(record: history.Record, day: str) -> history.Record:
+def _from_today(record: history.Record, day: str) -> history.Record:
     today = datetime.now(UTC).date().isoformat()
     if record.date != today:
         return record
