@@ -20,7 +20,8 @@ from kpatch.output.ui import UI, keep_log
 # Every command, by name: its module in kpatch/commands/, imported only when it runs or all are listed (`--help`).
 COMMANDS = {"apply": "apply", "rebase": "rebase", "export": "export", "status": "status",
             "build-wheels": "build_wheels", "verify": "verify", "test": "test", "nightly": "nightly",
-            "demo": "demo", "doctor": "doctor", "init": "init", "import": "import_"}
+            "demo": "demo", "doctor": "doctor", "init": "init", "import": "import_",
+            "report": "report"}
 
 
 class KpatchGroup(click.Group):

@@ -26,6 +26,7 @@ from kpatch.engine.init import InitResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.examples.demo import DemoResult
+from kpatch.nightly.dashboard.report import Written
 from kpatch.nightly.model import Report
 from kpatch.output.ui import JSON_VERSION
 from kpatch.testing.run import TestRun
@@ -103,6 +104,7 @@ def results() -> dict[str, dict[str, Any]]:
                  "required": ["log", *of_type(DemoResult)["required"]]},
         "doctor": of_type(DoctorReport),
         "init": of_type(InitResult),
+        "report": of_type(Written),
         "import": {"oneOf": [of_type(ImportResult), obj(aborted={"type": "boolean"}, finished={"type": "boolean"})]},
     }
 

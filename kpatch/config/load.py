@@ -10,12 +10,21 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.config.model import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream
-from kpatch.config.tables import baseline, build_table, cuda_only, github_table, key_line, set_torch, test_table
+from kpatch.config.tables import (
+    baseline,
+    build_table,
+    cuda_only,
+    dashboard_table,
+    github_table,
+    key_line,
+    set_torch,
+    test_table,
+)
 from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
-TOP_KEYS = ("version", "upstream", "github", "set", "verify")  # the keys of the file itself
+TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard")  # the keys of the file itself
 UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test")
 REQUIRED = ("name", "url", "branch", "base", "patches")  # of an [[upstream]]
 
@@ -70,10 +79,12 @@ def load(path: Path) -> Stack:
             if dep not in names:
                 line = key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
+    history, dashboard_issue = dashboard_table(path, lines, data.get("dashboard"))
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
                  github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
                  cuda_only=cuda_only(path, lines, data.get("verify")),
-                 baseline=baseline(path, lines, data.get("verify")))
+                 baseline=baseline(path, lines, data.get("verify")),
+                 history=history, dashboard_issue=dashboard_issue)
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:

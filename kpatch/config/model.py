@@ -102,6 +102,8 @@ class Stack:
     torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
     cuda_only: tuple[CudaOnly, ...] = ()  # [verify] cuda-only
     baseline: str = "verify-baseline.toml"  # [verify] baseline: accepted contract findings, relative to root
+    history: Path | None = None  # [dashboard] history: the carry history file; None: the nightly's report folder
+    dashboard_issue: bool = False  # [dashboard] issue: the nightly keeps a "carry dashboard" issue on GitHub
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:

@@ -23,6 +23,7 @@ from kpatch.config.model import (
 from kpatch.config.tables import (
     BUILD_KEYS,
     CUDA_ONLY_KEYS,
+    DASHBOARD_KEYS,
     DEFAULT_BASELINE,
     GITHUB_KEYS,
     SET_KEYS,
@@ -50,6 +51,9 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                       "branch": "main", "base": "v0.33.0", "patches": "patches/vllm"}]]},
     ("", "github"): {"description": "Where `kpatch nightly` opens its pull request and issue (else "
                                     "$GITHUB_REPOSITORY).", "examples": [{"repository": "owner/name"}]},
+    ("", "dashboard"): {"description": "The carry history the nightly appends to, and the dashboard issue "
+                                       "(`kpatch report`).",
+                        "examples": [{"history": "reports/nightly/history.jsonl"}]},
     ("", "set"): {"description": "What the whole set of wheels builds against.",
                   "examples": [{"torch": "2.14.0+xpu"}]},
     ("", "verify"): {"description": "What `kpatch verify` allows vLLM to call without an XPU kernel.",
@@ -118,6 +122,13 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                    "examples": [3600]},
     ("github", "repository"): {"type": "string", "pattern": f"^{OWNER_PATTERN}/[A-Za-z0-9_.-]{{1,100}}$",
                                "description": "owner/name, by GitHub's name rules.", "examples": ["owner/name"]},
+    ("dashboard", "history"): {"type": "string", "pattern": r"^.*[^/]$",
+                               "description": "The carry history file (JSON lines), relative to kpatch.toml or "
+                                              "absolute (default: history.jsonl in the nightly's report folder).",
+                               "examples": ["reports/nightly/history.jsonl"]},
+    ("dashboard", "issue"): {"type": "boolean", "default": False,
+                             "description": "The nightly keeps one \"kpatch carry dashboard\" issue on GitHub and "
+                                            "edits it in place.", "examples": [True]},
     ("set", "torch"): {"type": "string", "pattern": r"^[0-9][0-9A-Za-z.!+_-]*$",
                        "description": "One exact torch version every upstream builds against (a local label such "
                                       "as +xpu allowed); written into every upstream's pin files.",
@@ -149,6 +160,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "github": (GITHUB_KEYS, ("repository",)),
     "set": (SET_KEYS, ()),
     "verify": (VERIFY_KEYS, ()),
+    "dashboard": (DASHBOARD_KEYS, ()),
     "verify.cuda-only": (CUDA_ONLY_KEYS, ("why",)),
 }
 _ARRAYS = {"upstream": 1, "verify.cuda-only": 0}  # the tables that come as arrays, with their fewest items

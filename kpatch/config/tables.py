@@ -19,6 +19,7 @@ GITHUB_KEYS = ("repository",)
 SET_KEYS = ("torch",)
 VERIFY_KEYS = ("cuda-only", "baseline")
 CUDA_ONLY_KEYS = ("op", "module", "why")
+DASHBOARD_KEYS = ("history", "issue")
 
 
 def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> Build | None:
@@ -194,6 +195,30 @@ def baseline(path: Path, lines: list[str], verify: Any) -> str:
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'baseline')}: 'baseline' must be a "
                           "relative path to a .toml file inside the project folder")
     return value
+
+
+def dashboard_table(path: Path, lines: list[str], table: Any) -> tuple[Path | None, bool]:
+    """`[dashboard] history = "path"` (the carry history file, relative to kpatch.toml or absolute: a CI artifact's
+    folder; None: the nightly's report folder) and `issue = true` (the nightly keeps a carry dashboard issue)."""
+    if table is None:
+        return None, False
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[dashboard]"), 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'dashboard')}: 'dashboard' must be a table")
+    for key in table:
+        if key not in DASHBOARD_KEYS:
+            raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in "
+                              "[dashboard]")
+    issue = table.get("issue", False)
+    if not isinstance(issue, bool):
+        raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'issue')}: 'issue' must be true or false")
+    value = table.get("history")
+    if value is None:
+        return None, issue
+    if not isinstance(value, str) or not value.strip() or value.endswith("/"):
+        raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'history')}: 'history' must be the path "
+                          "of a file (relative to kpatch.toml, or absolute)")
+    return (path.parent / value).resolve(), issue
 
 
 def relative(value: str) -> bool:

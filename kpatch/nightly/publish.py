@@ -34,8 +34,9 @@ class Published:
 
 
 def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: Mapping[str, str],
-            retry: github.RetryPolicy, paths: list[Path]) -> Published:
-    """Report the night: an issue when it failed; else the branch, its pull request, and the issue closed."""
+            retry: github.RetryPolicy, paths: list[Path], dashboard: str | None = None) -> Published:
+    """Report the night: an issue when it failed; else the branch, its pull request, and the issue closed. The
+    carry dashboard issue (`dashboard`, its body) is edited in place every night."""
     results: list[github.Result] = []
     push = None
     reporter: Forge = github.Reporter(tgt, retry=retry)
@@ -43,7 +44,7 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
         if report.outcome is Outcome.FAILED:
             stage = report.failure.stage.value if report.failure else "?"
             results.append(gh.report_failure(f"{ISSUE_TITLE} at {stage}", for_github(report)))
-            return Published(None, tuple(results))
+            return Published(None, (*results, *_dashboard(gh, dashboard)))
         if report.outcome is Outcome.PASSED:
             top = branch.checkout_of(ws.stack.root)
             push = _push(ws, report, tgt, top, paths)
@@ -53,9 +54,17 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
                                                       for_github(report)))
         results.append(gh.close_failure(f"kpatch nightly {report.outcome.value} ({report.started}): "
                                         f"{report.summary}"))
+        results += _dashboard(gh, dashboard)
     for result in results:
         (ui.note if result.ok else ui.warn)(f"GitHub: {result.message}")
     return Published(push, tuple(results))
+
+
+def _dashboard(gh: Forge, body: str | None) -> list[github.Result]:
+    """The carry dashboard issue, edited in place ([dashboard] issue = true in kpatch.toml; else body is None)."""
+    from kpatch.nightly.dashboard.markdown import ABOUT, LABEL, TITLE
+
+    return [] if body is None else [gh.keep_issue(f"kpatch {TITLE}", body, LABEL, ABOUT)]
 
 
 def _push(ws: Workspace, report: Report, tgt: github.Target, top: Path | None, paths: list[Path]) -> Push:

@@ -19,6 +19,7 @@ from kpatch.errors import KpatchError, UsageError
 from kpatch.files import write_atomic
 from kpatch.forge import github
 from kpatch.nightly import noop, render, stages
+from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
 from kpatch.nightly.model import Failure, Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import publish
 from kpatch.nightly.stages import Findings, Settings, Show
@@ -96,6 +97,7 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
         write_atomic(kept, found.lock.read_bytes())
         report = replace(report, kept_lock=str(kept))
     render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing
+    record_night(ui, ws.stack, report, location(ws.stack, options.report_dir))  # the carry history (dashboard)
     if options.publish:
         return _published(ws, ui, options, report, tgt, environ)
     return _written(ui, options, report)
@@ -125,7 +127,8 @@ def _published(ws: Workspace, ui: UI, options: Options, report: Report, tgt: git
         kept = ws.stack.root / lockfile.LOCK_NAME
         paths = [ws.stack.path, *(u.patches for u in ws.stack.upstreams), ws.stack.root / "patches" / ".rerere",
                  kept]
-        done = publish(ws, ui, report, tgt, environ, _retry(environ), paths)
+        board = dashboard_issue(ui, location(ws.stack, options.report_dir)) if ws.stack.dashboard_issue else None
+        done = publish(ws, ui, report, tgt, environ, _retry(environ), paths, board)
     return _written(ui, options, replace(report, push=done.push, github=done.results))
 
 

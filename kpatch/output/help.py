@@ -29,6 +29,7 @@ EXAMPLES = {
     "import": Example("kpatch import vllm --from https://github.com/acme/vllm.git@xpu-fixes",
                       "make vLLM's stack from the commits of a fork's branch since the base"),
     "nightly": Example("kpatch nightly --dry-run", "rebase, build, verify and test; say what it would report"),
+    "report": Example("kpatch report --html site", "the carry dashboard from the nightly's history: site/index.html"),
 }
 
 

@@ -106,6 +106,27 @@ class Reporter:
 
         return self._step(Kind.ISSUE, Action.OPEN, f"labelled {label}", work)
 
+    def keep_issue(self, title: str, body: str, label: str, about: str) -> Result:
+        """ONE issue with `label` whose body is edited in place each time; opened when there is none open."""
+        progress = _Progress()
+
+        def work(repo: Any) -> tuple[Action, Ref | None]:
+            issues = _open_issues(repo, label)
+            if issues:
+                issue = issues[0]
+                if progress.created and (issue.title, issue.body or "") == (title, body):
+                    return Action.OPEN, _ref(issue)
+                if not self.dry and (issue.title, issue.body or "") != (title, body):
+                    issue.edit(title=title, body=body)
+                return Action.UPDATE, _ref(issue)
+            if self.dry:
+                return Action.OPEN, None
+            _ensure_label(repo, label, about)
+            progress.created = True
+            return Action.OPEN, _ref(repo.create_issue(title=title, body=body, labels=[label]))
+
+        return self._step(Kind.ISSUE, Action.OPEN, f"labelled {label}", work)
+
     def close_failure(self, comment: str, label: str = FAILURE_LABEL) -> Result:
         """Comment on and close every open issue with `label`; NOTHING when there is none."""
         progress = _Progress()
@@ -226,13 +247,14 @@ def _open_issues(repo: Any, label: str) -> list[Any]:
     return sorted(issues, key=lambda i: i.number)
 
 
-def _ensure_label(repo: Any, label: str) -> None:
+def _ensure_label(repo: Any, label: str,
+                  about: str = "kpatch nightly failed; closed by the next passing night") -> None:
     from github import UnknownObjectException
 
     try:
         repo.get_label(label).complete()  # the client is lazy: ask now, so a missing label is a 404 here
     except UnknownObjectException:
-        repo.create_label(label, "b60205", "kpatch nightly failed; closed by the next passing night")
+        repo.create_label(label, "b60205", about)
 
 
 def _retry_after(headers: Mapping[str, str], now: float) -> float | None:

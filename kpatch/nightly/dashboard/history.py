@@ -1,0 +1,209 @@
+"""The carry history: one JSON line per patch per night, and one per night, versioned, append-only, compacted.
+
+A line is `{"v": 1, "kind": "patch" | "night", ...}`. Appending a night whose day is already there rewrites the
+file with one record per patch per day (the last) and one night per day: the file grows by a day, never by a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpatch.errors import UsageError
+from kpatch.files import write_atomic
+from kpatch.output.redact import redact_text
+
+VERSION = 1
+NAME = "history.jsonl"  # in the nightly's report folder unless [dashboard] history says where
+
+
+@dataclass(frozen=True)
+class PatchRecord:
+    """One patch on one night: what keeping it cost."""
+
+    date: str  # the night's day, UTC, YYYY-MM-DD
+    started: str  # the night's start, UTC, ISO 8601
+    upstream: str
+    behind: int  # upstream commits between the pinned base and the branch head that night
+    patch: str  # the patch file's name
+    subject: str
+    klass: str  # clean, three-way, upstream, conflict, not tried
+    conflict: bool
+    culprit: str | None  # for a conflict: the upstream commit that broke it
+    culprit_subject: str | None
+    lines: int | None  # lines the diff adds or removes; None: the patch file is gone (dropped as upstream)
+    files: int | None  # files the diff touches
+    age_days: int | None  # days since the patch's Date: header
+    prs: tuple[str, ...]  # its Upstream-PR trailers
+    pr_state: str | None  # merged, not merged, or None (not known that night)
+    tests: str | None  # its upstream's suite outcome that night (passed, failed, ...); None: not run
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return ("patch", self.date, self.upstream, self.patch)
+
+
+@dataclass(frozen=True)
+class Behind:
+    upstream: str
+    branch: str
+    commits: int  # upstream commits between the pinned base and the branch head
+    head: str  # the branch head that night
+
+
+@dataclass(frozen=True)
+class StageLine:
+    stage: str
+    status: str
+    seconds: float
+    summary: str
+
+
+@dataclass(frozen=True)
+class SuiteLine:
+    upstream: str
+    outcome: str
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    message: str
+
+
+@dataclass(frozen=True)
+class NightRecord:
+    """One night: its outcome, stages, suites and how far behind each upstream the pins were."""
+
+    date: str
+    started: str
+    outcome: str  # passed, failed, no-op
+    summary: str
+    behind: tuple[Behind, ...]
+    stages: tuple[StageLine, ...]
+    suites: tuple[SuiteLine, ...]
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return ("night", self.date)
+
+
+Record = PatchRecord | NightRecord
+_KINDS: dict[str, type[PatchRecord] | type[NightRecord]] = {"patch": PatchRecord, "night": NightRecord}
+
+
+@dataclass(frozen=True)
+class History:
+    nights: tuple[NightRecord, ...]
+    patches: tuple[PatchRecord, ...]
+
+
+def to_line(record: Record) -> str:
+    """The record as one JSON line; a secret kpatch knows of (a token in a failure message) never lands in it."""
+    kind = "patch" if isinstance(record, PatchRecord) else "night"
+    return redact_text(json.dumps({"v": VERSION, "kind": kind, **dataclasses.asdict(record)}, ensure_ascii=False,
+                      separators=(",", ":")))
+
+
+def from_line(text: str, where: str) -> Record:
+    """One line back as its record; UsageError naming `where` (file:line) if it is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise UsageError(f"{where}: not JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: not a history record (a JSON object)")
+    version = data.pop("v", None)
+    if version != VERSION:
+        newer = isinstance(version, int) and version > VERSION
+        raise UsageError(f"{where}: history version {version!r} " + ("is newer than this kpatch reads (upgrade "
+                         "kpatch)" if newer else f"is not {VERSION}"))
+    kind = _KINDS.get(str(data.pop("kind", None)))
+    if kind is None:
+        raise UsageError(f"{where}: 'kind' must be one of {', '.join(_KINDS)}")
+    try:
+        value = _decode(kind, data)
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"{where}: not a {kind.__name__}: {err}") from None
+    assert isinstance(value, (PatchRecord, NightRecord))
+    return value
+
+
+def _decode(kind: object, data: object) -> object:
+    """`data` as `kind`: a record dataclass, tuple[X, ...], X | None, str, int, float or bool."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        options = typing.get_args(kind)
+        if data is None and type(None) in options:
+            return None
+        return _decode(next(k for k in options if k is not type(None)), data)
+    if typing.get_origin(kind) is tuple:
+        if not isinstance(data, list):
+            raise ValueError(f"expected a list, got {data!r}"[:120])
+        return tuple(_decode(typing.get_args(kind)[0], item) for item in data)
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        if not isinstance(data, dict):
+            raise ValueError(f"expected an object for {kind.__name__}")
+        hints = typing.get_type_hints(kind)
+        names = [f.name for f in dataclasses.fields(kind)]
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        return kind(**{n: _decode(hints[n], data[n]) for n in names})
+    if kind is float and isinstance(data, int) and not isinstance(data, bool):
+        return float(data)
+    if not isinstance(kind, type) or not isinstance(data, kind) or isinstance(data, bool) and kind is not bool:
+        raise ValueError(f"expected {getattr(kind, '__name__', kind)}, got {data!r}"[:120])
+    return data
+
+
+def read(path: Path) -> History:
+    """Every record in the file, in order (a missing file is an empty history)."""
+    records = read_records(path)
+    return History(nights=tuple(r for r in records if isinstance(r, NightRecord)),
+                   patches=tuple(r for r in records if isinstance(r, PatchRecord)))
+
+
+def read_records(path: Path) -> list[Record]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
+    return [from_line(line, f"{path}:{number}") for number, line in enumerate(text.splitlines(), 1)
+            if line.strip()]
+
+
+def compact(records: Sequence[Record]) -> list[Record]:
+    """One record per patch per day and one night per day: the last of each, in file order."""
+    seen: set[tuple[str, ...]] = set()
+    kept: list[Record] = []
+    for record in reversed(records):
+        if record.key not in seen:
+            seen.add(record.key)
+            kept.append(record)
+    return kept[::-1]
+
+
+def append(path: Path, records: Iterable[Record]) -> int:
+    """Add the records; the file is rewritten compacted when a record's day is already there. Returns the
+    number of records the file holds."""
+    new = list(records)
+    old = read_records(path)  # a file this kpatch cannot read is never appended to
+    keys = {r.key for r in old}
+    if any(r.key in keys for r in new):
+        kept = compact([*old, *new])
+        write_atomic(path, "".join(to_line(r) + "\n" for r in kept).encode("utf-8"))
+        return len(kept)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write("".join(to_line(r) + "\n" for r in compact(new)))
+    return len(old) + len(compact(new))

@@ -1,0 +1,123 @@
+"""A night's report as history records: what the nightly knows about each patch, kept instead of thrown away."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+from kpatch.config import Stack
+from kpatch.errors import KpatchError
+from kpatch.nightly.dashboard import history
+from kpatch.nightly.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
+from kpatch.nightly.model import PatchLine, Report, Stage, StageStatus
+from kpatch.output.ui import UI
+
+log = logging.getLogger("kpatch")
+NOT_ASKED = "Upstream-PR states not checked"  # in a note: GitHub was not asked, so no PR's state is known
+
+
+def location(stack: Stack, report_dir: Path) -> Path:
+    """Where the history lives: [dashboard] history, else history.jsonl in the nightly's report folder (the
+    folder a CI job keeps as its artifact and brings back the next night)."""
+    return stack.history or report_dir / history.NAME
+
+
+def record_night(ui: UI, stack: Stack, report: Report, path: Path) -> None:
+    """Append the night to the history; a history that cannot be written is a warning, never the night's end."""
+    try:
+        held = history.append(path, records(stack, report))
+    except (KpatchError, OSError) as err:
+        ui.warn(f"carry history not updated: {err}")
+        return
+    ui.note(f"carry history: {path} ({held} record(s))")
+
+
+def dashboard_issue(ui: UI, path: Path) -> str | None:
+    """The carry dashboard issue's body from the history; None (nothing to edit) when there is no history or it
+    cannot be read (a warning: the night's report goes on)."""
+    from kpatch.nightly.dashboard.markdown import issue_body
+    from kpatch.nightly.dashboard.summary import summarise
+
+    if not path.is_file():
+        return None
+    try:
+        return issue_body(summarise(history.read(path), str(path)))
+    except KpatchError as err:
+        ui.warn(f"carry dashboard issue not edited: {err}")
+        return None
+
+
+def records(stack: Stack, report: Report) -> list[history.Record]:
+    """The night's record, then one per patch the rebase saw."""
+    started = report.started
+    day = started[:10]
+    behind = {m.upstream: m.commits for m in report.moves}
+    tests = {s.upstream: s.outcome for s in report.suites}
+    merged = {(f.upstream, f.patch) for f in report.flags}
+    rebase = report.stage(Stage.REBASE)
+    asked = rebase is not None and rebase.status is StageStatus.PASSED and not any(NOT_ASKED in n for n in report.notes)
+    night = NightRecord(
+        date=day, started=started, outcome=report.outcome.value, summary=report.summary,
+        behind=tuple(Behind(upstream=m.upstream, branch=m.branch, commits=m.commits, head=m.new_base)
+                     for m in report.moves),
+        stages=tuple(StageLine(stage=s.stage.value, status=s.status.value, seconds=s.seconds, summary=s.summary)
+                     for s in report.stages),
+        suites=tuple(SuiteLine(upstream=s.upstream, outcome=s.outcome, passed=s.passed, failed=s.failed,
+                               errors=s.errors, skipped=s.skipped, message=s.message) for s in report.suites))
+    out: list[history.Record] = [night]
+    for line in report.patches:
+        size = _size(stack, line)
+        prs = size.prs
+        # GitHub's answer that night: a merged PR on a patch that still applied is flagged; an unflagged PR was
+        # asked about and is not merged, unless GitHub was not asked (offline, down) or the rebase failed first
+        state = "merged" if (line.upstream, line.patch) in merged else "not merged" if prs and asked else None
+        out.append(PatchRecord(
+            date=day, started=started, upstream=line.upstream, behind=behind.get(line.upstream, 0), patch=line.patch,
+            subject=size.subject, klass=line.klass, conflict=line.klass == "conflict",
+            culprit=line.culprit.sha if line.culprit else None,
+            culprit_subject=line.culprit.subject if line.culprit else None, lines=size.lines, files=size.files,
+            age_days=_age(size.date, started), prs=prs, pr_state=state, tests=tests.get(line.upstream)))
+    return out
+
+
+@dataclass(frozen=True)
+class _Size:
+    subject: str
+    lines: int | None
+    files: int | None
+    date: str | None
+    prs: tuple[str, ...]
+
+
+def _size(stack: Stack, line: PatchLine) -> _Size:
+    """The patch file as it is after the night: subject, changed lines and files, date, PRs (all unknown when the
+    file is gone: a patch dropped as upstream)."""
+    from kpatch.stack.mbox import parse_patch
+
+    try:
+        path = stack.get(line.upstream).patches / line.patch
+        patch = parse_patch(path)
+        text = path.read_text(encoding="utf-8")
+    except (KpatchError, OSError) as err:
+        log.debug("history: %s/%s not read: %s", line.upstream, line.patch, err)
+        return _Size(line.patch, None, None, None, ())
+    body = text.split("\ndiff --git ", 1)
+    diff = body[1].splitlines() if len(body) == 2 else []
+    changed = sum(1 for row in diff if row[:1] in ("+", "-") and row != "-- " and not row.startswith(("+++ ", "--- ")))
+    return _Size(patch.subject, changed, text.count("\ndiff --git "), patch.date, patch.prs)
+
+
+def _age(date: str | None, started: str) -> int | None:
+    if date is None:
+        return None
+    try:
+        written = parsedate_to_datetime(date)
+        night = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except (TypeError, ValueError):
+        return None
+    if written.tzinfo is None:
+        written = written.replace(tzinfo=UTC)
+    return max(0, (night - written).days)

@@ -1,0 +1,98 @@
+"""The nightly keeps its carry history: a real conflict night on the example project (real git repos, the fake
+GitHub) appends a night record and one record per patch, with the class, culprit, size and distance behind."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kpatch.nightly.dashboard import history
+from kpatch.nightly.dashboard.markdown import LABEL
+from tests.support.fake_github import fake_github
+from tests.support.gitrepos import Project, git
+from tests.support.nightly_world import BINDINGS, BROKEN, CULPRIT_SUBJECT, K1, REPO, World, make_world
+
+
+@pytest.fixture
+def world(project: Project, tmp_path: Path) -> Iterator[World]:
+    with fake_github() as fake:
+        yield make_world(project, tmp_path / "cache", fake)
+
+
+def _break(world: World) -> str:
+    world.churn("kernels", 2)
+    culprit = world.move("kernels", {BINDINGS: BROKEN}, CULPRIT_SUBJECT)
+    world.churn("kernels", 3)
+    return culprit
+
+
+def test_a_conflict_night_records_each_patch_its_class_culprit_size_and_commits_behind(world: World) -> None:
+    base = tomllib.loads((world.root / "kpatch.toml").read_text())["upstream"]
+    (kernels_base,) = [u["base"] for u in base if u["name"] == "kernels"]
+    culprit = _break(world)
+    behind = int(git(world.project.kernels, "rev-list", "--count", f"{kernels_base}..main"))
+    result, report = world.night("--no-publish")
+    assert result.exit_code == 1, result.output
+    path = world.root / "reports" / "nightly" / history.NAME
+    held = history.read(path)
+    (night,) = held.nights
+    assert (night.outcome, night.date, night.started) == ("failed", report["started"][:10], report["started"])
+    assert [s.status for s in night.stages] == ["failed", "skipped", "skipped", "skipped"]
+    assert {b.upstream: b.commits for b in night.behind} == {m["upstream"]: m["commits"] for m in report["moves"]}
+    assert {b.upstream: b.commits for b in night.behind}["kernels"] == behind
+    assert [(p.upstream, p.patch, p.klass) for p in held.patches] == \
+        [(p["upstream"], p["patch"], p["klass"]) for p in report["patches"]]
+    (conflict,) = [p for p in held.patches if p.conflict]
+    assert (conflict.patch, conflict.culprit, conflict.culprit_subject) == (K1, culprit, CULPRIT_SUBJECT)
+    assert conflict.behind == behind and conflict.tests is None and conflict.subject == "Add the kimi op"
+    patch_file = (world.root / "patches" / "kernels" / K1).read_text()
+    assert conflict.files == patch_file.count("\ndiff --git ") and conflict.lines and conflict.lines > 0
+    assert conflict.age_days is not None and conflict.age_days > 0
+    assert "carry history:" in result.output
+
+
+def test_a_second_night_the_same_day_leaves_one_night_record_for_the_day(world: World) -> None:
+    _break(world)
+    assert world.night("--no-publish")[0].exit_code == 1
+    path = world.root / "reports" / "nightly" / history.NAME
+    patches_before = history.read(path).patches
+    result, report = world.night("--no-publish")
+    assert result.exit_code == 3, result.output  # the rebase waits for a person
+    held = history.read(path)
+    (night,) = held.nights
+    assert night.summary == report["summary"] and "a rebase is in progress" in night.summary
+    assert held.patches == patches_before  # that night saw no patch; the first night's records stay
+    assert all(json.loads(line)["v"] == history.VERSION for line in path.read_text().splitlines())
+
+
+def test_a_history_that_cannot_be_written_is_a_warning_and_the_night_keeps_its_exit_code(world: World) -> None:
+    _break(world)
+    (world.root / "kpatch.toml").write_text((world.root / "kpatch.toml").read_text()
+                                            + '\n[dashboard]\nhistory = "carry"\n')
+    (world.root / "carry").mkdir()
+    result, report = world.night("--no-publish")
+    assert result.exit_code == 1 and report["failure"]["stage"] == "rebase", result.output
+    assert "warning: carry history not updated:" in result.output and "carry" in result.output
+    assert not (world.root / "reports" / "nightly" / history.NAME).exists()
+
+
+def test_with_dashboard_issue_the_nightly_keeps_one_carry_dashboard_issue_edited_in_place(world: World) -> None:
+    _break(world)
+    (world.root / "kpatch.toml").write_text((world.root / "kpatch.toml").read_text()
+                                            + "\n[dashboard]\nissue = true\n")
+    result, report = world.night()
+    assert result.exit_code == 1, result.output
+    dashboards = [i for i in world.fake.items(REPO, pull=False) if i.labels == [LABEL]]
+    assert len(dashboards) == 1 and dashboards[0].title == "kpatch carry dashboard"
+    first = dashboards[0].body
+    assert "## The stack" in first and K1 in first and CULPRIT_SUBJECT in first and "failed" in first
+    assert report["github"][-1]["action"] == "open" and report["github"][0]["action"] == "open"  # failure, then it
+    result, report = world.night()
+    assert result.exit_code == 3, result.output
+    (again,) = [i for i in world.fake.items(REPO, pull=False) if i.labels == [LABEL]]
+    assert again.number == dashboards[0].number and again.body != first and "a rebase is in progress" in again.body
+    assert report["github"][-1]["action"] == "update" and again.comments == []
