@@ -124,7 +124,7 @@ def read_plain(path: Path, strip: int) -> Plain:
             continue  # an mbox's separator line
         else:
             body.append(line.rstrip())
-    while body and body[-1] in ("", "---") or body and _diffstat(body[-1]):
+    while (body and body[-1] in ("", "---")) or (body and _diffstat(body[-1])):
         body.pop()
     while body and not body[0]:
         body.pop(0)

@@ -126,7 +126,7 @@ def checked_base_image(backend: str, image: str | None, base_image: str | None) 
     source = click.get_current_context().get_parameter_source("base_image")
     if source is click.core.ParameterSource.ENVIRONMENT and (image or backend == "local"):
         return None
-    if image and base_image or backend == "local" and (image or base_image):
+    if (image and base_image) or (backend == "local" and (image or base_image)):
         raise UsageError("--image and --base-image go alone, and only with --backend docker")
     return base_image
 

@@ -18,7 +18,7 @@ def command(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool, d
     """Apply every stack onto its upstream, in dependency order."""
     from kpatch.engine import apply as engine
 
-    if continue_ and abort or (continue_ or abort) and (onto or discard):
+    if (continue_ and abort) or ((continue_ or abort) and (onto or discard)):
         raise UsageError("--continue and --abort go alone")
     onto_refs = assignments(onto, "--onto")
     ws = ctx.workspace()
@@ -34,8 +34,8 @@ def command(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool, d
     code = int(ExitCode.CONFLICT) if result.conflict else 0
     if ctx.ui.json_mode:
         conflict = result.conflict
-        ctx.ui.result(result, exit_code=code, message=conflict and f"{conflict.upstream}: patch {conflict.patch} "
-                      f"does not apply in {conflict.worktree}" or "")
+        ctx.ui.result(result, exit_code=code, message=(conflict and f"{conflict.upstream}: patch {conflict.patch} "
+                      f"does not apply in {conflict.worktree}") or "")
     else:
         show_apply(ctx.ui, result)
     return code

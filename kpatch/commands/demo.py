@@ -49,7 +49,7 @@ def command(folder: Path | None, keep: bool, backend: str, base_image: str | Non
     if ui.json_mode:
         failed = next((s for s in result.steps if not s.ok), None)
         ui.result({"log": str(ui.log_file) if ui.log_file else None, **to_jsonable(result)},
-                  exit_code=result.exit_code, message=failed and f"demo failed at {failed.name}: {failed.summary}"
+                  exit_code=result.exit_code, message=(failed and f"demo failed at {failed.name}: {failed.summary}")
                   or "")
     else:
         show(ui, result)

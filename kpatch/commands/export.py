@@ -18,7 +18,7 @@ def command(ctx: Context, names: tuple[str, ...], check: bool, continue_: bool, 
     """Regenerate patch files and series from the worktree commits."""
     from kpatch.engine import export as engine
 
-    if sum((check, continue_, abort)) > 1 or (continue_ or abort) and names:
+    if sum((check, continue_, abort)) > 1 or ((continue_ or abort) and names):
         raise UsageError("--check, --continue and --abort go alone")
     ws = ctx.workspace()
     if abort:

@@ -35,7 +35,7 @@ def command(ctx: Context, name: str | None, source: str | None, folder: Path | N
     from kpatch.adopt import branch as adopt
 
     if continue_ or abort:
-        if continue_ and abort or name or source or folder:
+        if (continue_ and abort) or name or source or folder:
             raise UsageError("--continue and --abort go alone")
         ws = ctx.workspace()
         if abort:

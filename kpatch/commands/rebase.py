@@ -19,7 +19,7 @@ def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
     """Move every stack onto its upstream's new head, as one transaction: all stacks or none."""
     from kpatch.engine import rebase as engine
 
-    if continue_ and abort or (continue_ or abort) and (onto or force or discard):
+    if (continue_ and abort) or ((continue_ or abort) and (onto or force or discard)):
         raise UsageError("--continue and --abort go alone")
     onto_refs = assignments(onto, "--onto")
     ws = ctx.workspace()
@@ -35,8 +35,8 @@ def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
     code = int(ExitCode.CONFLICT) if result.conflict else 0
     if ctx.ui.json_mode:
         conflict = result.conflict
-        ctx.ui.result(result, exit_code=code, message=conflict and f"patch {conflict.name} conflicts: nothing was "
-                      "written to kpatch.toml or patches/" or "")
+        ctx.ui.result(result, exit_code=code, message=(conflict and f"patch {conflict.name} conflicts: nothing was "
+                      "written to kpatch.toml or patches/") or "")
     else:
         show_rebase(ctx.ui, result, ws.scratch_dir, ws.stack.root)
     return code

@@ -30,8 +30,8 @@ def command(ctx: Context, lock_path: str | None, installed: bool, explain: bool,
     code = 0 if result.ok else int(ExitCode.CONFLICT)
     if ctx.ui.json_mode:
         failed = [c for c in result.checks if c.status is Status.FAIL]
-        ctx.ui.result(result, exit_code=code, message=failed and f"verify failed: {len(failed)} check(s), first "
-                      f"{failed[0].area} {failed[0].subject}: {failed[0].detail}" or "")
+        ctx.ui.result(result, exit_code=code, message=(failed and f"verify failed: {len(failed)} check(s), first "
+                      f"{failed[0].area} {failed[0].subject}: {failed[0].detail}") or "")
     else:
         show_verify(ctx.ui, result, explain)
     return code

@@ -341,7 +341,7 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None) ->
             # --discard lets go of the commits the worktree held when the rebase started, not of later ones.
             let_go = op.discard.get(name) == tree.head()
             if tree.dirty() or tree.operation() or \
-                    not let_go and unexported(tree, series[name], run.settled.get(name), None):
+                    (not let_go and unexported(tree, series[name], run.settled.get(name), None)):
                 ui.warn(f"worktree {path} has local changes or unexported commits: left as it is; run "
                         "'kpatch export' or 'kpatch apply' when ready")
             else:

@@ -202,7 +202,7 @@ def _decode(kind: object, data: object) -> object:
     import typing
 
     if kind is type(None) or data is None:
-        if data is not None or kind is not type(None) and type(None) not in typing.get_args(kind):
+        if data is not None or (kind is not type(None) and type(None) not in typing.get_args(kind)):
             raise ValueError(f"expected {kind}, got {data!r}")
         return None
     origin = typing.get_origin(kind)

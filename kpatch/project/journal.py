@@ -172,14 +172,14 @@ def _step(folder: Path, item: object) -> Step:
     target, new, old = item["target"], item["new"], item["old"]
     if not isinstance(target, str) or not target or "\0" in target:
         raise ValueError(f"step target {target!r} is not a path")
-    if not (new is None or isinstance(new, str) and _STAGED.match(new)) or \
-            not (old is None or isinstance(old, str) and _KEPT.match(old)):
+    if not (new is None or (isinstance(new, str) and _STAGED.match(new))) or \
+            not (old is None or (isinstance(old, str) and _KEPT.match(old))):
         raise ValueError(f"step of {target!r} names copies the journal does not make")
     root = Path(os.path.realpath(folder.parent.parent))
     path = Path(target)
     where = Path(os.path.realpath(path.parent)) / path.name  # the last part may be a symlink: it is replaced
     inside = where.relative_to(root).as_posix() if path.is_absolute() and where.is_relative_to(root) else None
-    if inside is None or inside in ("", ".") or inside.startswith(".kpatch/") and inside != ".kpatch/state.json" \
+    if inside is None or inside in ("", ".") or (inside.startswith(".kpatch/") and inside != ".kpatch/state.json") \
             or ".git" in Path(inside).parts:
         raise ValueError(f"step target {target!r} is not a file of the project {root}")
     if where.is_dir() and not where.is_symlink():

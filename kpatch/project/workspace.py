@@ -238,7 +238,7 @@ class Workspace:
             problem = place_problem(folder)
             if problem and problem.startswith("read-only"):
                 raise StorageError(f"{problem}: cannot write {path}")
-            if not os.access(folder, os.W_OK | os.X_OK) or path.is_file() and not os.access(path, os.W_OK):
+            if not os.access(folder, os.W_OK | os.X_OK) or (path.is_file() and not os.access(path, os.W_OK)):
                 raise StorageError(f"cannot write {path}: read-only (no permission)")
 
     def _ensure_kpatch_dir(self) -> None:

@@ -126,7 +126,7 @@ def check_round_trips(tree: Repository, texts: Sequence[tuple[str, bytes]]) -> N
 
 def _check(commit: str, reading: MailReading, fact: CommitFacts) -> None:
     what = f"commit {commit[:12]} \"{fact.subject}\""
-    if reading.mails == 0 or reading.mails == 1 and not reading.has_diff:
+    if reading.mails == 0 or (reading.mails == 1 and not reading.has_diff):
         raise WorktreeError(f"{what} changes nothing (an empty commit): drop it from the stack")
     if reading.mails != 1:
         raise WorktreeError(f"{what}: a message line that starts with 'From ' makes git am read {reading.mails} "

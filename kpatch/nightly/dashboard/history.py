@@ -156,7 +156,7 @@ def _decode(kind: object, data: object) -> object:
         return kind(**{n: _decode(hints[n], data[n]) for n in names})
     if kind is float and isinstance(data, int) and not isinstance(data, bool):
         return float(data)
-    if not isinstance(kind, type) or not isinstance(data, kind) or isinstance(data, bool) and kind is not bool:
+    if not isinstance(kind, type) or not isinstance(data, kind) or (isinstance(data, bool) and kind is not bool):
         raise ValueError(f"expected {getattr(kind, '__name__', kind)}, got {data!r}"[:120])
     return data
 
