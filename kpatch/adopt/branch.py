@@ -253,7 +253,7 @@ def _empty(mirror: Mirror, base: str, commits: list[str]) -> list[Skipped]:
     before = mirror.out(["rev-parse", "--end-of-options", f"{base}^{{tree}}"])
     found = []
     for line in listing.splitlines():
-        sha, tree, subject = (line.split(" ", 2) + [""])[:3]
+        sha, tree, subject = [*line.split(" ", 2), ""][:3]
         if tree == before:
             found.append(Skipped(commit=sha, subject=subject, why="empty"))
         before = tree

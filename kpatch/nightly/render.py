@@ -58,18 +58,18 @@ def markdown(report: Report) -> str:
 def _moves(report: Report) -> list[str]:
     if not report.moves:
         return []
-    return ["", "## Upstreams", ""] + _table(
+    return ["", "## Upstreams", "", *_table(
         ["upstream", "branch", "old base", "new base", "commits"],
         [[_text(m.upstream), _text(m.branch), _code(m.old_base[:12]), _code(m.new_base[:12]), str(m.commits)]
-         for m in report.moves])
+         for m in report.moves])]
 
 
 def _patches(report: Report) -> list[str]:
     if not report.patches:
         return []
-    lines = ["", "## Patches", ""] + _table(["upstream", "patch", "class", "why"],
-                                            [[_text(p.upstream), _text(p.patch), _text(p.klass), _why(p)]
-                                             for p in report.patches])
+    lines = ["", "## Patches", "", *_table(["upstream", "patch", "class", "why"],
+                                           [[_text(p.upstream), _text(p.patch), _text(p.klass), _why(p)]
+                                            for p in report.patches])]
     conflicts = [p for p in report.patches if p.klass is PatchClass.CONFLICT]
     if conflicts:
         lines += ["", "### Conflicts", ""]
@@ -104,10 +104,10 @@ def _why(p: PatchLine) -> str:
 def _wheels(report: Report) -> list[str]:
     if not report.wheels:
         return []
-    lines = ["", "## Wheels and lock", ""] + _table(
+    lines = ["", "## Wheels and lock", "", *_table(
         ["upstream", "wheel", "version", "sha256", "", "torch"],
         [[_text(w.upstream), _code(w.filename), _text(w.version), _code(f"{w.sha256[:16]}…"),
-          "cached" if w.cached else "built", _text(w.torch or "none")] for w in report.wheels])
+          "cached" if w.cached else "built", _text(w.torch or "none")] for w in report.wheels])]
     lines += ["", f"Lock: {_code(str(report.lock))}" + (f", kept for the branch as {_code(report.kept_lock)}"
                                                        if report.kept_lock else "")
               + f"; {report.containers} build container(s) started."]
@@ -117,11 +117,11 @@ def _wheels(report: Report) -> list[str]:
 def _checks(report: Report) -> list[str]:
     if not report.checks:
         return []
-    lines = ["", "## Verify: the pair and the op contract", ""] + _table(
+    lines = ["", "## Verify: the pair and the op contract", "", *_table(
         ["status", "check", "subject", "detail"],
         [[c.status.value, _text(c.area), _text(c.subject),
           _text(c.detail + (f" (next: {c.fix})" if c.fix and c.status.value != "pass" else ""))]
-         for c in report.checks])
+         for c in report.checks])]
     if report.contract:
         lines += ["", "Op contract:", "", *(f"- {_text(line)}" for line in report.contract)]
     if report.accepted:
@@ -134,10 +134,10 @@ def _checks(report: Report) -> list[str]:
 def _suites(report: Report) -> list[str]:
     if not report.suites:
         return []
-    lines = ["", "## Tests", ""] + _table(
+    lines = ["", "## Tests", "", *_table(
         ["upstream", "outcome", "passed", "failed", "errors", "skipped", "time"],
         [[_text(s.upstream), _text(s.outcome), str(s.passed), str(s.failed), str(s.errors), str(s.skipped),
-          f"{s.seconds:.1f} s"] for s in report.suites])
+          f"{s.seconds:.1f} s"] for s in report.suites])]
     for s in report.suites:
         name = _text(s.upstream)
         if s.newly_failing:
