@@ -87,7 +87,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True, mode: int | N
             os.fchmod(handle.fileno(), mode)
             if durable:
                 os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -7,7 +7,6 @@ environment it is given (`GIT_CONFIG_*` carrying an `http.extraheader`), never t
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -59,7 +58,7 @@ def snapshot(top: Path, paths: Sequence[Path], message: str) -> Snapshot:
     files = [str(p.resolve().relative_to(top)) for p in paths if p.is_file()]
     folders = [str(p.resolve().relative_to(top)) for p in paths if p.is_dir()]
     with tempfile.TemporaryDirectory(prefix="kpatch-index-") as scratch:
-        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         run(["read-tree", parent], top, env=env)
         if files:
             run(["add", "--force", "--", *literal(files)], top, env=env)

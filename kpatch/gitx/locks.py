@@ -63,7 +63,7 @@ def _open_files() -> set[Path] | None:
         try:
             for fd in os.scandir(fd_dir):
                 try:
-                    held.add(Path(os.readlink(fd.path)))
+                    held.add(Path(fd.path).readlink())
                 except OSError:
                     continue
         except OSError:

@@ -87,7 +87,7 @@ class Mirror(Repository):
         fresh = parent / f"{self.path.name}.new-{os.getpid()}"
         run(["init", "--quiet", "--bare", "--", str(fresh)])
         killseam.reached("mirror:init")
-        os.rename(fresh, self.path)
+        fresh.rename(self.path)
 
     def fetch(self, url: str, on_progress: Callable[[int], None] = lambda percent: None, *,
               sleep: Callable[[float], None] = time.sleep) -> None:

@@ -48,7 +48,7 @@ def orphans(folders: Iterable[Path]) -> list[Orphan]:
             env = (entry / "environ").read_bytes()
             if marker not in env:
                 continue
-            cwd = os.readlink(entry / "cwd")
+            cwd = str((entry / "cwd").readlink())
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue

@@ -152,7 +152,7 @@ class UI:
         if os.environ.get("GITHUB_ACTIONS") != "true" or not path:
             return
         try:
-            with open(path, "a", encoding="utf-8") as summary:
+            with Path(path).open("a", encoding="utf-8") as summary:
                 summary.write(redact_text(markdown).rstrip("\n") + "\n\n")
         except OSError as err:
             self.warn(f"cannot append to the job summary {path}: {err.strerror}")

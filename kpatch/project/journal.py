@@ -132,7 +132,7 @@ def back(folder: Path) -> Path | None:
     that cannot be read is set aside instead, the files left as they are: return where it went (else None)."""
     if problem(folder):
         aside = folder.with_name(f"journal-unreadable-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
-        os.replace(folder, aside)
+        folder.replace(aside)
         return aside
     for step in _steps(folder):
         target = Path(step.target)
@@ -198,7 +198,7 @@ def _keep(folder: Path, path: Path, name: str) -> str | None:
 def _move(staged: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        os.replace(staged, target)
+        staged.replace(target)
     except OSError as err:
         if err.errno != errno.EXDEV:
             raise

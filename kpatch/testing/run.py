@@ -187,7 +187,7 @@ def _check_device(host: str) -> None:
     """A local engine is given only a device file (or a folder of them, like /dev/dri): anything else is refused
     here in one line, not by the engine as an API error."""
     try:
-        mode = os.stat(host).st_mode
+        mode = Path(host).stat().st_mode
     except FileNotFoundError:
         raise UsageError(f"--device {host}: no such device on this host") from None
     except OSError as err:
@@ -242,7 +242,7 @@ def open_fresh(path: Path) -> TextIO:
         raise BuildError(f"cannot write {path}: {err.strerror}") from None
     try:
         os.fchmod(fd, new_file_mode())
-        os.replace(tmp, path)
+        Path(tmp).replace(path)
     except OSError as err:
         os.close(fd)
         Path(tmp).unlink(missing_ok=True)

@@ -68,7 +68,7 @@ def run_probe(modules: list[str], ops: list[str], python: str = sys.executable) 
     the probe is started as a file with -P, in an empty folder of its own, without the working folder on its path.
     """
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(import_path(sys.path, os.getcwd()))
+    env["PYTHONPATH"] = os.pathsep.join(import_path(sys.path, str(Path.cwd())))
     request = json.dumps({"modules": modules, "ops": ops, "key": "XPU"})
     with tempfile.TemporaryDirectory(prefix="kpatch-probe-") as empty:
         done = procs.run([python, "-P", str(Path(probe.__file__).resolve())], stdin=request, cwd=Path(empty),
@@ -88,7 +88,7 @@ def run_probe(modules: list[str], ops: list[str], python: str = sys.executable) 
 def import_path(path: list[str], cwd: str) -> list[str]:
     """This process's import path for the child, less the working folder and anything relative to it."""
     here = os.path.realpath(cwd)
-    return [p for p in path if os.path.isabs(p) and os.path.realpath(p) != here]
+    return [p for p in path if Path(p).is_absolute() and os.path.realpath(p) != here]
 
 
 def installed_calls(app: metadata.Distribution) -> list[CallSite]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -56,7 +55,7 @@ def store(cache: Path, name: str, key: str, filename: str, data: bytes, torch: s
         read_wheel(staging / filename)  # a broken wheel never enters the cache
         if target.exists():
             shutil.rmtree(target)
-        os.replace(staging, target)
+        staging.replace(target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

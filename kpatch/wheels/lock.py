@@ -187,7 +187,7 @@ def write(folder: Path, lock: Lock) -> Path:
         back = parse(Path(staged).read_text(encoding="utf-8"), str(path))
         if back != _normalized(lock):  # the writer must not change what the lock says
             raise BuildError(f"{path}: the lock does not read back as written (a kpatch bug)")
-        os.replace(staged, path)
+        Path(staged).replace(path)
     except OSError as err:
         Path(staged).unlink(missing_ok=True)
         raise BuildError(f"cannot write {path}: {err.strerror}") from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -24,7 +23,7 @@ def publish(out: Path, wheels: list[Path], content: lock.Lock) -> Path:
         for staging, target in staged.items():
             if not target.exists():
                 new.append(target)
-            os.replace(staging, target)
+            staging.replace(target)
         return lock.write(out, content)
     except (OSError, KpatchError) as err:
         for target in new:

@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 root = "/tmp/kpatch-env"
-request = json.load(open(os.path.join(root, "request.json")))
+with open(os.path.join(root, "request.json")) as file:
+    request = json.load(file)
 os.chdir(os.path.join(root, "src"))
 cert = ["--cert", os.path.join(root, "ca.pem")] if os.path.exists(os.path.join(root, "ca.pem")) else []
 pip = [sys.executable, "-m", "pip"]
