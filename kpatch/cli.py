@@ -103,7 +103,7 @@ def guarded(where: UI | Callable[[], UI], body: Callable[[], int | None]) -> int
             return _crash(ui())
         name = err.filename or "a file"
         return _failed(ui(), StorageError(f"cannot write {name}: {err.strerror or os.strerror(err.errno or 0)}"))
-    except Exception:  # a bug: keep the evidence
+    except Exception:  # noqa: BLE001  # the crash boundary: any bug ends as one line and a kept log
         return _crash(ui())
     finally:
         signal.signal(signal.SIGTERM, previous)

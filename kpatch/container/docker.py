@@ -82,7 +82,7 @@ def probe_engine(images: tuple[str, ...] = ()) -> EngineProbe:
                            present=tuple(i for i in images if engine.has_image(i)))
     except BuildError as err:
         return EngineProbe(where=where, version=None, problem=str(err))
-    except Exception as err:  # the engine answered the ping, then failed: still no usable engine
+    except Exception as err:  # noqa: BLE001  # the engine answered the ping, then failed: still no usable engine
         return EngineProbe(where=where, version=None, problem=f"the Docker engine at {where} failed: "
                            f"{engine_cause(err)}")
 
@@ -269,7 +269,7 @@ def _removed_after(created: Any, name: str) -> Iterator[Container]:
     finally:
         try:
             created.remove(force=True)
-        except Exception as err:  # the engine went away: nothing else to do
+        except Exception as err:  # noqa: BLE001  # the engine went away: nothing else to do
             log.warning("could not remove container %s: %r", name, err)
 
 
@@ -313,7 +313,7 @@ class Container:
             try:
                 for raw in stream:
                     on_text(decoder.decode(raw))
-            except Exception as err:  # the engine or the container went away: the run's status says the rest
+            except Exception as err:  # noqa: BLE001  # the engine or the container went away: the run's status says the rest
                 log.warning("output of the container stopped: %r", err)
             finally:
                 finished.set()

@@ -43,7 +43,7 @@ def check_token(environ: Mapping[str, str]) -> TokenCheck:
     except GithubException as err:
         message = (err.data or {}).get("message", "") if isinstance(err.data, dict) else ""
         return TokenCheck(present=True, problem=scrub(f"GitHub refused it ({err.status} {message})".strip(), tgt))
-    except Exception as err:  # no connection, TLS, DNS: requests' and urllib3's many kinds
+    except Exception as err:  # noqa: BLE001  # no connection, TLS, DNS: requests' and urllib3's many kinds
         return TokenCheck(present=True, problem=scrub(f"GitHub unreachable at {tgt.api} ({type(err).__name__})", tgt))
     header = gh.oauth_scopes
     scopes = None if header is None else tuple(s for s in header if s)

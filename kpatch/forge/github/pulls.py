@@ -50,7 +50,7 @@ def check_pulls(prs: set[str]) -> PullCheck:
                 log.warning("GitHub: %s not found", pr)
     except GithubException as err:
         return PullCheck({}, f"GitHub unavailable ({tgt.api} answered {err.status}): Upstream-PR states not checked")
-    except Exception as err:  # connection refused, DNS, TLS, timeouts: all mean "cannot ask now"
+    except Exception as err:  # noqa: BLE001  # connection refused, DNS, TLS, timeouts: all mean "cannot ask now"
         log.warning("GitHub unreachable: %s", scrub(f"{type(err).__name__}: {err}", tgt))
         return PullCheck({}, f"GitHub unreachable ({tgt.api}: {type(err).__name__}): Upstream-PR states not checked")
     finally:

@@ -163,7 +163,7 @@ class Reporter:
         for attempt in range(1, self.retry.attempts + 1):
             try:
                 action, ref = work(repo)
-            except Exception as err:  # every failure of GitHub or of the way to it becomes a typed result
+            except Exception as err:  # noqa: BLE001  # every failure of GitHub or of the way to it becomes a typed result
                 failure = self._failure(err, attempt)
                 last = attempt == self.retry.attempts
                 if failure.wait is None or last or failure.wait > self.retry.longest_wait:
