@@ -34,7 +34,7 @@ class KpatchGroup(click.Group):
             self.add_command(module.command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: ARG002  # click.Group's signature
         return sorted(COMMANDS)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -44,7 +44,9 @@ class KpatchGroup(click.Group):
         return guarded(lambda: ctx.meta.get(UI_KEY) or UI(), lambda: super(KpatchGroup, self).invoke(ctx))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+             complete_var: str | None = None,
+             standalone_mode: bool = True,  # noqa: ARG002  # click's signature; kpatch runs it non-standalone below
+             **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         try:
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
@@ -127,7 +129,7 @@ def _keep_log(ui: UI) -> None:
         ui.log_file = keep_log()
 
 
-def _terminate(signum: int, frame: object) -> None:
+def _terminate(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 

@@ -282,7 +282,7 @@ def _pick(tree: Repository, kept: list[str]) -> None:
 
     if not kept:
         return
-    done = picks.pick(tree, kept, lambda done: None)
+    done = picks.pick(tree, kept, lambda _done: None)
     if done is None or done.stopped:
         at = kept[len(done.picked)] if done is not None else kept[0]
         raise PatchConflict(f"commit {at[:12]} \"{tree.commit_info(at).subject}\" does not apply onto the base "

@@ -80,7 +80,7 @@ def _hunk(text: str) -> dict[str, Any]:
     return {"path": path, "line": int(line)} if path and line.isdigit() else {"path": text, "line": None}
 
 
-def show_stage(ui: UI, scratch: Path, stage: Stage, result: object) -> None:
+def show_stage(ui: UI, scratch: Path, _stage: Stage, result: object) -> None:
     """A stage's own result, as its command prints it (inside the stage's log group)."""
     from kpatch.engine.rebase import RebaseResult
     from kpatch.testing.run import TestRun

@@ -111,7 +111,7 @@ def abort_export(ws: Workspace, ui: UI) -> None:
                 "interrupted write left them (check them with 'git status')")
 
 
-def _tree_on_stack(ws: Workspace, item: Item, run: RunState) -> tuple[Repository, str]:
+def _tree_on_stack(_ws: Workspace, item: Item, run: RunState) -> tuple[Repository, str]:
     """The worktree and its base, refused when it is mid-operation or holds something other than the stack."""
     name, path = item.upstream.name, item.worktree
     if not path.exists():

@@ -123,7 +123,7 @@ def unexported(tree: Repository, series: Series, settled: Settled | None, base: 
     return [f"{sha[:12]} {tree.out(['log', '-1', '--format=%s', sha])}" for sha in lost]
 
 
-def refuse_unexported(ws: Workspace, items: list[Item], run: RunState, *, discard: bool, doing: str) -> None:
+def refuse_unexported(_ws: Workspace, items: list[Item], run: RunState, *, discard: bool, doing: str) -> None:
     """Stop before `doing` moves a worktree that holds commits not exported to patches/ (unless --discard)."""
     for item in items:
         path = item.worktree

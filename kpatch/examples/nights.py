@@ -84,7 +84,7 @@ def _night(example: ExampleProject, folder: Path, ui: UI, reports: Path) -> Outc
         options = run.Options(report_dir=reports, dry_run=True, settings=Settings(backend="local"), publish=False)
         with ws.writer("nightly") as notes:
             ui.notes(notes)
-            return run.night(ws, ui, options, tgt, os.environ, lambda stage, result: None).report.outcome
+            return run.night(ws, ui, options, tgt, os.environ, lambda _stage, _result: None).report.outcome
 
 
 @contextmanager

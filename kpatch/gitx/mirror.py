@@ -89,7 +89,7 @@ class Mirror(Repository):
         killseam.reached("mirror:init")
         fresh.rename(self.path)
 
-    def fetch(self, url: str, on_progress: Callable[[int], None] = lambda percent: None, *,
+    def fetch(self, url: str, on_progress: Callable[[int], None] = lambda _percent: None, *,
               sleep: Callable[[float], None] = time.sleep) -> None:
         """Fetch every branch and tag of `url` (tried FETCH_TRIES times); `on_progress` gets percent received."""
         problem = url_problem(url)

@@ -214,7 +214,7 @@ def read_mail(repo: Repository, data: bytes) -> MailReading:
     return read_mails(repo, [data])[0]
 
 
-def read_mails(repo: Repository, texts: Sequence[bytes]) -> list[MailReading]:
+def read_mails(_repo: Repository, texts: Sequence[bytes]) -> list[MailReading]:
     """`read_mail` of many mbox texts: one mailsplit for all of them, the mailinfo calls run side by side."""
     if not texts:
         return []

@@ -163,7 +163,7 @@ class UI:
         description = redact_text(description)
         if self.quiet or self.json_mode or not self.err.is_terminal:
             self.note(description)  # CI logs and pipes get the step as a plain line
-            yield lambda done: None
+            yield lambda _done: None
             return
         log.info("%s (%d steps)", description, total)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

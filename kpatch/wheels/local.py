@@ -43,7 +43,7 @@ class LocalBackend:
     def environment(self) -> str:
         return self._seed.describe()
 
-    def started_since(self, since: float) -> int:
+    def started_since(self, since: float) -> int:  # noqa: ARG002  # the Backend Protocol's signature
         return 0  # builds run as plain processes on this host
 
     def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutput:

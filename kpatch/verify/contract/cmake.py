@@ -116,12 +116,12 @@ def _values(text: str) -> list[str]:
     return [v for v in text.split(";") if v]
 
 
-def _resolve(root: Path, here: Path, name: str) -> Path:
+def _resolve(_root: Path, here: Path, name: str) -> Path:
     path = Path(name)
     return (path if path.is_absolute() else here / path).resolve()
 
 
-def _glob(root: Path, here: Path, patterns: list[str]) -> list[str]:
+def _glob(_root: Path, here: Path, patterns: list[str]) -> list[str]:
     out: list[str] = []
     for pattern in patterns:
         base = Path(pattern) if Path(pattern).is_absolute() else here / pattern

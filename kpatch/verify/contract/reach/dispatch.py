@@ -36,7 +36,7 @@ class Dispatch(Values):
         return Verdict(False, f"{m.where(f)}: on XPU the CustomOp {cls.name} runs {f.name}, which does not call "
                               f"{name}")
 
-    def _xpu_override(self, mod: Module, cls: ast.ClassDef, name: str) -> str:
+    def _xpu_override(self, _mod: Module, cls: ast.ClassDef, name: str) -> str:
         """An XPU subclass (in an xpu module, or XPU in its name) that overrides `name` without calling it."""
         subclass = re.compile(rb"^\s*class\s+(\w+)\s*\([^)]*\b" + cls.name.encode() + rb"\b", re.MULTILINE)
         for rel in self.mentions(cls.name):
