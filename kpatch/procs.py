@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -146,17 +147,13 @@ def _feed(pipe: IO[bytes], text: str) -> None:
         except BrokenPipeError:
             pass  # it ended without reading: its status says why
         finally:
-            try:
+            with suppress(BrokenPipeError):
                 pipe.close()
-            except BrokenPipeError:
-                pass
 
     threading.Thread(target=write, daemon=True).start()
 
 
 def kill_group(pid: int) -> None:
     """SIGKILL the process group `pid` leads (a process started by `run`), if any of it is left."""
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

@@ -27,10 +27,7 @@ def command(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool, d
         if ctx.ui.json_mode:
             ctx.ui.result({"restored": restored})
         return 0
-    if continue_:
-        result = engine.continue_apply(ws, ctx.ui)
-    else:
-        result = engine.apply(ws, ctx.ui, onto_refs, discard=discard)
+    result = engine.continue_apply(ws, ctx.ui) if continue_ else engine.apply(ws, ctx.ui, onto_refs, discard=discard)
     code = int(ExitCode.CONFLICT) if result.conflict else 0
     if ctx.ui.json_mode:
         conflict = result.conflict

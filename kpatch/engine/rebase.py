@@ -143,10 +143,9 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
         patches = series[stack.name].patches
         if stack.phase is StackPhase.RUNNING:  # killed while git am ran: undo its half, then go again
             _undo(ws, stack, patches)
-        elif stack.phase in (StackPhase.STOPPED, StackPhase.RESUMING):
-            if not _resume(ws, ui, run, stack, patches):
-                ws.write_state(run)
-                return _result(ws, op, committed=False)
+        elif stack.phase in (StackPhase.STOPPED, StackPhase.RESUMING) and not _resume(ws, ui, run, stack, patches):
+            ws.write_state(run)
+            return _result(ws, op, committed=False)
         ws.write_state(run)
     return _advance(ws, ui, run)
 

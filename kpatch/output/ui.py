@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
@@ -376,10 +376,8 @@ def prune_logs(folder: Path, keep: int) -> None:
     except OSError:
         return
     for old in logs[:max(len(logs) - keep, 0)]:
-        try:
+        with suppress(OSError):  # another kpatch pruned it first, or a read-only folder: the log costs nothing else
             old.unlink()
-        except OSError:
-            pass  # another kpatch pruned it first, or the folder is read-only: the log costs nothing else
 
 
 def setup_logging(log_dir: Path, command: str, *, deferred: bool = False) -> Path | None:
