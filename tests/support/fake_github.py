@@ -98,7 +98,7 @@ class FakeGitHub:
         self.reset = int(time.time()) + 3600
         self.lock = threading.Lock()
         self._ids = 1000
-        self.forks: dict[str, Path] = {}  # owner -> the local bare repository standing in for their fork
+        self.forks: dict[str, Path] = {}  # "owner/name" -> the local bare repository standing in for that fork
 
     def repo(self, full: str, *, private: bool = False) -> Repo:
         """The repository `owner/name`, created when new."""
@@ -130,11 +130,12 @@ class FakeGitHub:
     def secondary_limit(self, *, times: int = 1, retry_after: int | None = 7) -> None:
         self.fail(403, times=times, retry_after=retry_after, message=SECONDARY)
 
-    def fork_branch(self, owner: str, branch: str) -> str | None:
-        """The commit `branch` of `owner`'s fork points at (read with git from its bare repository), or None."""
+    def fork_branch(self, fork: str, branch: str) -> str | None:
+        """The commit `branch` of the fork `owner/name` points at (read with git from its bare repository), or
+        None."""
         import subprocess
 
-        folder = self.forks.get(owner)
+        folder = self.forks.get(fork)
         if folder is None:
             return None
         proc = subprocess.run(["git", "--git-dir", str(folder), "rev-parse", "--verify", "--quiet",
