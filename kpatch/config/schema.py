@@ -31,7 +31,7 @@ from kpatch.config.tables import (
     TEST_KEYS,
     VERIFY_KEYS,
 )
-from kpatch.forge.github.names import NAME_PATTERN, OWNER_PATTERN
+from kpatch.forge.github.names import OWNER_PATTERN
 
 SCHEMA_FILE = Path(__file__).with_name("kpatch.schema.json")
 SCHEMA_ID = "https://github.com/kpatch-dev/kpatch/blob/main/kpatch/config/kpatch.schema.json"
@@ -103,7 +103,7 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
     ("upstream", "propose"): {"description": "Where `kpatch propose` sends the stack's patches as pull requests "
                                              "(docs/propose.md).",
                               "examples": [{"fork": "https://github.com/acme/vllm.git"}]},
-    ("upstream.propose", "repository"): {"type": "string", "pattern": f"^{OWNER_PATTERN}/{NAME_PATTERN}$",
+    ("upstream.propose", "repository"): {"type": "string", "pattern": f"^{OWNER_PATTERN}/[A-Za-z0-9_.-]{{1,100}}$",
                                          "description": "The upstream on GitHub (owner/name), where the pull "
                                                         "requests open; default: from `url`.",
                                          "examples": ["vllm-project/vllm"]},

@@ -13,7 +13,7 @@ import pytest
 from click.testing import Result
 
 from kpatch.errors import ExitCode
-from kpatch.stack import load_series
+from kpatch.stack import UpstreamStatus, load_series
 from tests.support.cli import run_kpatch
 from tests.support.fake_github import FakeGitHub, fake_github
 from tests.support.gitrepos import Project, git
@@ -107,7 +107,8 @@ def test_an_app_patch_proposes_the_kernels_patch_it_requires_first_and_its_pr_na
     app = {p.name: p for p in load_series("app", world.project.root / "patches" / "app").patches}
     assert kernels[KERNELS_PATCH].prs == (f"{KERNELS_REPO}#{kernels_pr[0].number}",)
     assert app[APP_PATCH].prs == (f"{APP_REPO}#{app_pr[0].number}",)
-    assert kernels[KERNELS_PATCH].status is not None and kernels[KERNELS_PATCH].status.value == "submitted"
+    assert kernels[KERNELS_PATCH].status is UpstreamStatus.SUBMITTED
+    assert app[APP_PATCH].status is UpstreamStatus.SUBMITTED
     assert app[APP_PENDING].prs == ()  # not named: untouched
     assert not (world.project.root / ".kpatch" / "journal").exists()
 
@@ -190,8 +191,8 @@ def test_the_token_never_appears_in_output_logs_or_pull_requests(world: World, t
 def test_a_pull_request_body_stays_under_githubs_limit(world: World) -> None:
     path = world.patch("app", APP_PENDING)
     long = "\n".join(["A very long explanation line, repeated to pass GitHub's limit." * 2] * 700)
-    path.write_bytes(path.read_bytes().replace(b"Upstream-Status: pending", f"{long}\n\nUpstream-Status: pending".encode(),
-                                               1))
+    grown = f"{long}\n\nUpstream-Status: pending".encode()
+    path.write_bytes(path.read_bytes().replace(b"Upstream-Status: pending", grown, 1))
     ran = world.run("propose", f"app/{APP_PENDING}", "--fork", "alice")
     assert ran.exit_code == 0, ran.output
     (pull,) = world.fake.items(APP_REPO, pull=True)

@@ -126,7 +126,8 @@ def _create_pull(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json
     head, base = str(body.get("head", "")), str(body.get("base", ""))
     owner, _, branch = head.rpartition(":")
     owner = owner or repo.owner
-    known = branch in repo.branches if owner == repo.owner else fake.fork_branch(f"{owner}/{repo.name}", branch) is not None
+    fork = fake.fork_branch(f"{owner}/{repo.name}", branch) if owner != repo.owner else None
+    known = branch in repo.branches if owner == repo.owner else fork is not None
     if not body.get("title") or not known or base not in repo.branches:
         raise Answer(422, "Validation Failed", [{"resource": "PullRequest", "code": "invalid", "field": "head"}])
     if len(str(body.get("body") or "")) > 65536:
