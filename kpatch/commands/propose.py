@@ -56,4 +56,7 @@ def command(ctx: Context, names: tuple[str, ...], fork_owner: str | None, draft:
             ctx.ui.plain(f"\n# {escape(proposal.title)}\n\n{escape(proposal.body)}")
     for path in result.written:
         ctx.ui.note(f"marked submitted: {path.relative_to(ws.stack.root)}")
+    if result.written:
+        ctx.ui.note("run 'kpatch apply' so the worktrees' commits carry the new trailers (an export before that "
+                    "would write the patch files without them)")
     return 0
