@@ -3,8 +3,11 @@ standing in for the forks, and the stateful fake GitHub for the pull requests.""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,3 +217,25 @@ def test_tests_in_reports_are_the_evidence_the_body_carries(world: World) -> Non
     assert ran.exit_code == 0, ran.output
     (pull,) = world.fake.items(APP_REPO, pull=True)
     assert re.search(r"Tests \(kpatch test, `reports/app.xml`\): 3 passed, 1 failed, 1 skipped", pull.body)
+
+
+@pytest.mark.parametrize("recovery", ["--continue", "--abort"])
+def test_a_propose_killed_mid_trailer_write_is_finished_by_continue_or_undone_by_abort(world: World,
+                                                                                      recovery: str) -> None:
+    files = (world.patch("kernels", KERNELS_PATCH), world.patch("app", APP_PATCH))
+    before = [p.read_bytes() for p in files]
+    killed = subprocess.run([sys.executable, "-m", "kpatch", "propose", f"app/{APP_PATCH}", "--fork", "alice"],
+                            cwd=world.project.root, text=True, capture_output=True, timeout=300,
+                            env={**os.environ, "KPATCH_GITHUB_API": world.fake.url, "GITHUB_TOKEN": TOKEN,
+                                 "KPATCH_TEST_KILL_AT": "journal:1"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert sum(p.read_bytes() != old for p, old in zip(files, before, strict=True)) == 1  # one of two written
+    again = world.run("propose", f"app/{APP_PATCH}", "--fork", "alice")
+    _one_error(again, ExitCode.WORKTREE, "run 'kpatch propose --continue' or 'kpatch propose --abort'")
+    result = world.run("propose", recovery)
+    assert result.exit_code == 0, result.output
+    if recovery == "--continue":
+        assert all(b"Upstream-Status: submitted" in p.read_bytes() for p in files)
+    else:
+        assert [p.read_bytes() for p in files] == before
+    assert not (world.project.root / ".kpatch" / "journal").exists()
