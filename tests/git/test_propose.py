@@ -239,3 +239,24 @@ def test_a_propose_killed_mid_trailer_write_is_finished_by_continue_or_undone_by
     else:
         assert [p.read_bytes() for p in files] == before
     assert not (world.project.root / ".kpatch" / "journal").exists()
+
+
+def test_status_prs_shows_each_proposed_patchs_pull_request_state_from_github(world: World) -> None:
+    ran = world.run("propose", f"app/{APP_PATCH}", "--fork", "alice", "--draft")
+    assert ran.exit_code == 0, ran.output
+    (kernels,) = world.fake.items(KERNELS_REPO, pull=True)
+    (app,) = world.fake.items(APP_REPO, pull=True)
+    assert kernels.draft and app.draft
+    shown = world.run("status", "--prs")
+    assert shown.exit_code == 0, shown.output
+    assert f"{KERNELS_REPO}#{kernels.number} (draft)" in shown.stdout
+    kernels.merged, kernels.state, kernels.merge_commit_sha = True, "closed", "a" * 40
+    app.state = "closed"
+    again = world.run("status", "--prs", "--json")
+    assert again.exit_code == 0, again.output
+    pulls = checked(again.stdout, "status")["result"]["pulls"]
+    assert pulls[f"{KERNELS_REPO}#{kernels.number}"] == "merged"
+    assert pulls[f"{APP_REPO}#{app.number}"] == "closed"
+    assert set(pulls) == {f"{KERNELS_REPO}#{kernels.number}", f"{APP_REPO}#{app.number}"}  # #56462 replaced
+    plain = world.run("status")  # without --prs GitHub is not asked
+    assert plain.exit_code == 0 and "(merged)" not in plain.stdout
