@@ -295,7 +295,7 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
                  needs: Mapping[str, str], *, draft: bool, dry_run: bool, environ: Mapping[str, str]) -> Proposal:
     from kpatch import forge
     from kpatch.errors import GitError, StorageError
-    from kpatch.forge.model import Outcome
+    from kpatch.forge.model import Action, Outcome
     from kpatch.gitx.branch import push_lease, remote_branch
 
     upstream = group.upstream
@@ -324,6 +324,9 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
     ui.note(f"{upstream.name}: {branch} {push} ({count(len(group.patches), 'patch', 'patches')}) to {shown}")
     with forge.on_repository(repository, environ, dry_run=dry_run) as gh:
         result = gh.propose_pull(owner, branch, upstream.branch, title, body, draft=draft)
+    if result.action is Action.NOTHING and result.ref is not None:
+        raise UpstreamError(f"{repository}#{result.ref.number} from {head} is closed: kpatch neither reopens it nor "
+                            "opens another (reopen it on GitHub, or name the patches on a new branch)")
     if result.outcome is Outcome.DENIED:
         raise UpstreamError(f"GitHub refused the pull request on {repository} ({result.message}): {SCOPES}")
     if not result.ok:

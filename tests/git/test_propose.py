@@ -260,3 +260,13 @@ def test_status_prs_shows_each_proposed_patchs_pull_request_state_from_github(wo
     assert set(pulls) == {f"{KERNELS_REPO}#{kernels.number}", f"{APP_REPO}#{app.number}"}  # #56462 replaced
     plain = world.run("status")  # without --prs GitHub is not asked
     assert plain.exit_code == 0 and "(merged)" not in plain.stdout
+
+
+def test_a_closed_pull_request_is_neither_reopened_nor_followed_by_a_second_one(world: World) -> None:
+    first = world.run("propose", f"kernels/{KERNELS_PATCH}", "--fork", "alice")
+    assert first.exit_code == 0, first.output
+    (pull,) = world.fake.items(KERNELS_REPO, pull=True)
+    pull.state = "closed"
+    again = world.run("propose", f"kernels/{KERNELS_PATCH}", "--fork", "alice")
+    _one_error(again, ExitCode.UPSTREAM, f"{KERNELS_REPO}#{pull.number} from alice:kpatch/kernels/")
+    assert len(world.fake.items(KERNELS_REPO, pull=True)) == 1 and pull.state == "closed"

@@ -88,12 +88,15 @@ class Reporter:
     def propose_pull(self, head_owner: str, head: str, base: str, title: str, body: str, *,
                      draft: bool = False) -> Result:
         """ONE pull request from `head_owner:head` (a fork's branch) -> `base`, found by its head: opened when there
-        is none open, else its title and body edited (never a second one)."""
+        is none, else its title and body edited (never a second one); NOTHING (with it) when it was closed."""
         progress = _Progress()
 
         def work(repo: Any) -> tuple[Action, Ref | None]:
-            pulls = sorted(repo.get_pulls(state="open", head=f"{head_owner}:{head}", base=base),
+            found = sorted(repo.get_pulls(state="all", head=f"{head_owner}:{head}", base=base),
                            key=lambda p: p.number)
+            pulls = [p for p in found if p.state == "open"]
+            if found and not pulls and not progress.created:
+                return Action.NOTHING, _ref(found[-1])  # closed or merged: never reopened, never a second one
             if pulls:
                 pull = pulls[0]
                 if progress.created and (pull.title, pull.body or "") == (title, body):
