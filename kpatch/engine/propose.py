@@ -205,7 +205,7 @@ def pr_text(ws: Workspace, group: _Group, needs: Mapping[str, str], head: str) -
         f"{first.subject} (+{count(len(group.patches) - 1, 'patch', 'patches')})"
     parts: list[str] = []
     if len(group.patches) == 1:
-        parts.append(message_body(first) or first.subject)
+        parts += [message_body(first)] if message_body(first) else []  # the title says it all otherwise
     else:
         for patch in group.patches:
             parts.append(f"### {patch.subject}\n\n{message_body(patch)}".rstrip())
