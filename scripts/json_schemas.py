@@ -23,6 +23,7 @@ from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.export import FileChange
 from kpatch.engine.init import InitResult
+from kpatch.engine.propose import ProposeResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.examples.demo import DemoResult
@@ -106,6 +107,7 @@ def results() -> dict[str, dict[str, Any]]:
         "init": of_type(InitResult),
         "report": of_type(Written),
         "import": {"oneOf": [of_type(ImportResult), obj(aborted={"type": "boolean"}, finished={"type": "boolean"})]},
+        "propose": {"oneOf": [of_type(ProposeResult), obj(aborted={"type": "boolean"}, finished={"type": "boolean"})]},
     }
 
 

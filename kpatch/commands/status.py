@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import click
+
 from kpatch.commands._common import Context, kpatch_command
 from kpatch.output.ui import UI, article, columns, count, escape
 
@@ -12,11 +14,13 @@ if TYPE_CHECKING:
 
 
 @kpatch_command("status")
-def command(ctx: Context) -> int:
+@click.option("--prs", "pulls", is_flag=True,
+              help="Also ask GitHub each Upstream-PR's state (open, draft, merged, closed), in one call.")
+def command(ctx: Context, pulls: bool) -> int:
     """Show each upstream, its pin and mirror, and the state of every patch."""
     from kpatch.engine.status import status
 
-    result = status(ctx.workspace(), ctx.ui)
+    result = status(ctx.workspace(), ctx.ui, pulls=pulls)
     if ctx.ui.json_mode:
         ctx.ui.result(result)
     else:
@@ -36,14 +40,22 @@ def show(ui: UI, result: StatusResult) -> None:
             continue
         rows = [["#", "patch", "state", "upstream", "PR", "requires"]]
         rows += [[str(index), patch.name, patch.state.value, patch.upstream_status or "-",
-                  ", ".join(patch.upstream_prs) or "-", ", ".join(patch.requires) or "-"]
+                  ", ".join(_pr(pr, result.pulls) for pr in patch.upstream_prs) or "-",
+                  ", ".join(patch.requires) or "-"]
                  for index, patch in enumerate(report.patches, start=1)]
         for line in columns(rows, indent="  "):
             ui.plain(line)
         if report.unexported:
             ui.plain(f"  {count(report.unexported, 'worktree commit')} not in the patch files: run 'kpatch export'")
+    if result.pulls_unavailable:
+        ui.warn(result.pulls_unavailable)
     if result.journal:
         ui.plain(f"an interrupted 'kpatch {result.journal}' is pending: run 'kpatch {result.journal} --continue' "
                  "or '--abort'")
     elif result.operation:
         ui.plain(f"{article(result.operation)} is in progress: 'kpatch {result.operation} --continue' or '--abort'")
+
+
+def _pr(pr: str, pulls: dict[str, str] | None) -> str:
+    """`owner/repo#N`, with its state when --prs asked for it."""
+    return pr if pulls is None or pr not in pulls else f"{pr} ({pulls[pr]})"

@@ -17,6 +17,7 @@ from kpatch.config.tables import (
     dashboard_table,
     github_table,
     key_line,
+    propose_table,
     set_torch,
     test_table,
 )
@@ -25,7 +26,7 @@ from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
 TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard")  # the keys of the file itself
-UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test")
+UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test", "propose")
 REQUIRED = ("name", "url", "branch", "base", "patches")  # of an [[upstream]]
 
 
@@ -117,7 +118,7 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
     return Upstream(
         name=name, url=table["url"], branch=table["branch"], base=table["base"], base_commit=base_commit,
         patches=patches, requires=tuple(requires), line=start, build=build_table(path, lines, start, end, table),
-        test=test_table(path, lines, start, end, table),
+        test=test_table(path, lines, start, end, table), propose=propose_table(path, lines, start, end, table),
     )
 
 

@@ -46,6 +46,14 @@ class TestSuite:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Propose:
+    """Where `kpatch propose` sends the upstream's patches ([upstream.propose]); each key optional."""
+
+    repository: Repository | None = None  # the upstream on GitHub; default: from `url` (github.com/OWNER/NAME)
+    fork: str | None = None  # the fork's URL the branches are pushed to; default: `url` with --fork's owner
+
+
+@dataclass(frozen=True, kw_only=True)
 class Upstream:
     """One upstream repository and the patch stack kept for it."""
 
@@ -60,6 +68,7 @@ class Upstream:
     build: Build | None = None
     url_overridden: bool = False
     test: TestSuite | None = None
+    propose: Propose = Propose()
 
     @property
     def base_is_sha(self) -> bool:

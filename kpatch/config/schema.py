@@ -26,6 +26,7 @@ from kpatch.config.tables import (
     DASHBOARD_KEYS,
     DEFAULT_BASELINE,
     GITHUB_KEYS,
+    PROPOSE_KEYS,
     SET_KEYS,
     TEST_KEYS,
     VERIFY_KEYS,
@@ -99,6 +100,16 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                     "description": "Seconds one wheel's build may take, then it is killed and "
                                                    "nothing is kept (build-wheels --timeout overrides).",
                                     "examples": [14400]},
+    ("upstream", "propose"): {"description": "Where `kpatch propose` sends the stack's patches as pull requests "
+                                             "(docs/propose.md).",
+                              "examples": [{"fork": "https://github.com/acme/vllm.git"}]},
+    ("upstream.propose", "repository"): {"type": "string", "pattern": f"^{OWNER_PATTERN}/[A-Za-z0-9_.-]{{1,100}}$",
+                                         "description": "The upstream on GitHub (owner/name), where the pull "
+                                                        "requests open; default: from `url`.",
+                                         "examples": ["vllm-project/vllm"]},
+    ("upstream.propose", "fork"): {**_NONEMPTY, "description": "The fork's URL the branches are pushed to; "
+                                                               "default: `url` with --fork's owner.",
+                                   "examples": ["https://github.com/acme/vllm.git"]},
     ("upstream.test", "command"): {**_NONEMPTY, "description": "Runs the suite in a copy of `paths` of the patched "
                                                                "tree; writes JUnit XML to $KPATCH_JUNIT.",
                                    "examples": ["python3 -m pytest -v tests --junitxml=$KPATCH_JUNIT"]},
@@ -157,6 +168,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "upstream": (UPSTREAM_KEYS, REQUIRED),
     "upstream.build": (BUILD_KEYS, ("command",)),
     "upstream.test": (TEST_KEYS, ("command",)),
+    "upstream.propose": (PROPOSE_KEYS, ()),
     "github": (GITHUB_KEYS, ("repository",)),
     "set": (SET_KEYS, ()),
     "verify": (VERIFY_KEYS, ()),

@@ -8,7 +8,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kpatch.config.model import DEFAULT_BUILD_TIMEOUT, DEFAULT_TEST_TIMEOUT, DEVICE_KINDS, Build, CudaOnly, TestSuite
+from kpatch.config.model import (
+    DEFAULT_BUILD_TIMEOUT,
+    DEFAULT_TEST_TIMEOUT,
+    DEVICE_KINDS,
+    Build,
+    CudaOnly,
+    Propose,
+    TestSuite,
+)
 from kpatch.errors import ConfigError
 from kpatch.forge.github.names import Repository, parse_repository
 
@@ -16,6 +24,7 @@ from kpatch.forge.github.names import Repository, parse_repository
 BUILD_KEYS = ("command", "env", "pin-files", "timeout")
 TEST_KEYS = ("command", "junit", "paths", "requires", "devices", "env", "timeout")
 GITHUB_KEYS = ("repository",)
+PROPOSE_KEYS = ("repository", "fork")
 SET_KEYS = ("torch",)
 VERIFY_KEYS = ("cuda-only", "baseline")
 CUDA_ONLY_KEYS = ("op", "module", "why")
@@ -103,6 +112,32 @@ def set_torch(path: Path, lines: list[str], table: Any) -> str | None:
         pass
     raise ConfigError(f"{path}:{line}: [set] torch must be one exact version such as \"2.14.0\" or "
                       f"\"2.14.0+xpu\", got {value!r}")
+
+
+def propose_table(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> Propose:
+    """[upstream.propose]: `repository = "owner/name"` (the upstream on GitHub), `fork = URL` (where branches go)."""
+    found = table.get("propose")
+    if found is None:
+        return Propose()
+    header = re.compile(r"^\s*\[\s*upstream\s*\.\s*propose\s*\]")
+    line = next((n for n in range(start, min(end, len(lines) + 1)) if header.match(lines[n - 1])), start)
+    if not isinstance(found, dict):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'propose')}: 'propose' must be a table")
+    for key in found:
+        if key not in PROPOSE_KEYS:
+            raise ConfigError(f"{path}:{key_line(lines, line, end, key)}: [upstream.propose] has unknown key {key!r}")
+    repository = None
+    if "repository" in found:
+        value = found["repository"]
+        repository = parse_repository(value) if isinstance(value, str) else None
+        if repository is None:
+            raise ConfigError(f"{path}:{key_line(lines, line, end, 'repository')}: [upstream.propose] 'repository' "
+                              f"must be owner/name (GitHub's name rules), not {value!r}")
+    fork = found.get("fork")
+    if fork is not None and (not isinstance(fork, str) or not fork.strip() or fork.startswith("-")):
+        raise ConfigError(f"{path}:{key_line(lines, line, end, 'fork')}: [upstream.propose] 'fork' must be a URL or "
+                          f"path, not {fork!r}")
+    return Propose(repository=repository, fork=fork)
 
 
 def test_table(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> TestSuite | None:

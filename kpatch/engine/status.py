@@ -55,9 +55,27 @@ class StatusResult:
     upstreams: tuple[UpstreamReport, ...]
     operation: str | None  # "apply" or "rebase" when one is in progress
     journal: str | None  # the command whose journaled write was interrupted, if any
+    pulls: dict[str, str] | None = None  # --prs: each Upstream-PR's state (open, draft, merged, closed), as GitHub
+    # answered; None when not asked
+    pulls_unavailable: str | None = None  # --prs: why the forge could not be asked
 
 
-def status(ws: Workspace, ui: UI) -> StatusResult:
+def status(ws: Workspace, ui: UI, *, pulls: bool = False) -> StatusResult:
+    """Every upstream and patch; `pulls`: also each Upstream-PR's state, in one call to the forge."""
+    result = _status(ws, ui)
+    if not pulls:
+        return result
+    from kpatch.forge import check_pulls
+
+    wanted = {pr for report in result.upstreams for patch in report.patches for pr in patch.upstream_prs}
+    check = check_pulls(wanted)
+    states = {pr: (check.pulls[pr].state or "?") if pr in check.pulls else "not found" if check.unavailable is None
+              else "?" for pr in sorted(wanted)}
+    return StatusResult(upstreams=result.upstreams, operation=result.operation, journal=result.journal,
+                        pulls=states, pulls_unavailable=check.unavailable)
+
+
+def _status(ws: Workspace, ui: UI) -> StatusResult:
     run = ws.read_state()
     pending = ws.pending_journal()
     if pending:  # patches/ may be half-written (a series naming a file not there yet): not read until resumed

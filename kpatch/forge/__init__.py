@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from kpatch.forge.model import PullCheck, Result
 
 
@@ -25,6 +27,12 @@ class Forge(Protocol):
 
     def ensure_pull_request(self, head: str, base: str, title: str, body: str) -> Result:
         """Open ONE pull request head -> base, or update the title and body of the open one."""
+        ...
+
+    def propose_pull(self, head_owner: str, head: str, base: str, title: str, body: str, *,
+                     draft: bool = False) -> Result:
+        """ONE pull request from a fork's branch (`head_owner:head`) -> `base`, found by its head: opened, or its
+        title and body edited (kpatch propose)."""
         ...
 
     def report_failure(self, title: str, body: str) -> Result:
@@ -55,3 +63,19 @@ def check_pulls(prs: set[str]) -> PullCheck:
     from kpatch.forge.github.pulls import check_pulls as github_pulls
 
     return github_pulls(prs)
+
+
+def on_repository(repository: str, environ: Mapping[str, str], *, dry_run: bool) -> Forge:
+    """The forge for pull requests on `repository` (`owner/name` on GitHub): GITHUB_TOKEN, KPATCH_GITHUB_API."""
+    from kpatch.forge.github.access import target
+    from kpatch.forge.github.names import parse_repository
+    from kpatch.forge.github.report import Reporter
+
+    return Reporter(target(parse_repository(repository), environ, dry_run=dry_run))
+
+
+def push_env(url: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """What authenticates a `git push` to the fork at `url` (the token as a header, in the environment only)."""
+    from kpatch.forge.github.access import push_env as github_push_env
+
+    return github_push_env(url, environ)

@@ -72,6 +72,7 @@ class PullState:
     merged: bool
     merge_commit: str | None
     problem: str | None = None  # why a merged PR's commit was not accepted
+    state: str = ""  # "open", "draft", "merged" or "closed" (closed without a merge)
 
 
 @dataclass(frozen=True)

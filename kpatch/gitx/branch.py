@@ -83,3 +83,36 @@ def push(top: Path, commit: str, destination: str, branch: str, env: Mapping[str
     """
     run(["push", "--force", "--quiet", "--", destination, f"{commit}:refs/heads/{branch}"], top, env=env,
         user_config=True)
+
+
+def remote_branch(top: Path, destination: str, branch: str, env: Mapping[str, str]) -> str | None:
+    """The commit `branch` points at in `destination` (a fork), or None when it has no such branch."""
+    proc = run(["ls-remote", "--heads", "--", destination, f"refs/heads/{branch}"], top, env=env, user_config=True)
+    for line in proc.text.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref == f"refs/heads/{branch}":
+            return sha
+    return None
+
+
+def push_lease(top: Path, commit: str, destination: str, branch: str, expected: str | None,
+               env: Mapping[str, str]) -> str | None:
+    """Set `branch` at `destination` to `commit` only if it still points at `expected` (None: it must not exist):
+    git's --force-with-lease. None when it was pushed; else git's one-line reason."""
+    lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
+    proc = run(["push", "--quiet", lease, "--", destination, f"{commit}:refs/heads/{branch}"], top, env=env,
+               user_config=True, check=False)
+    if proc.status == 0:
+        return None
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    return next((line for line in lines if "rejected" in line or line.startswith(("fatal:", "error:", "remote:"))),
+                lines[0] if lines else f"git push exited {proc.status}")
+
+
+def with_trailers(top: Path, text: bytes, trailers: Sequence[tuple[str, str]]) -> bytes:
+    """A patch mail (or commit message) with `trailers` set: an existing trailer of the same key is replaced, a
+    new one goes at the end of the trailer block (git interpret-trailers stops at the mail's `---`)."""
+    args = ["interpret-trailers", "--if-exists", "replace", "--if-missing", "add"]
+    for key, value in trailers:
+        args += ["--trailer", f"{key}: {value}"]
+    return run(args, top, stdin=text).stdout

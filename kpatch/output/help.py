@@ -29,6 +29,8 @@ EXAMPLES = {
     "import": Example("kpatch import vllm --from https://github.com/acme/vllm.git@xpu-fixes",
                       "make vLLM's stack from the commits of a fork's branch since the base"),
     "nightly": Example("kpatch nightly --dry-run", "rebase, build, verify and test; say what it would report"),
+    "propose": Example("kpatch propose vllm/0001-XPU-route-k3.patch --fork acme --dry-run",
+                       "print the branch and pull request kpatch would send for a vLLM patch (kernels first)"),
     "report": Example("kpatch report --html site", "the carry dashboard from the nightly's history: site/index.html"),
 }
 

@@ -43,13 +43,13 @@ class Step:
     old: str | None  # copy of the target as it was (None: it did not exist)
 
 
-OPERATIONS = ("rebase", "export", "import")  # the commands that write through a journal
+OPERATIONS = ("rebase", "export", "import", "propose")  # the commands that write through a journal
 _STAGED = re.compile(r"^[0-9]+$")  # the names `write` gives: new/<n>, old/w<n> and old/d<n>
 _KEPT = re.compile(r"^[wd][0-9]+$")
 
 
 def pending(folder: Path) -> str | None:
-    """The operation whose journaled write was interrupted ("rebase", "export" or "import"), or None. One whose journal
+    """The operation whose journaled write was interrupted (one of OPERATIONS), or None. One whose journal
     cannot be read is "export" unless its `operation` marker names another: `--abort` of either sets it aside."""
     if not folder.is_dir():
         return None

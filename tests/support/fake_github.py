@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
@@ -69,6 +70,8 @@ class Item:
     base: str = ""
     merged: bool = False
     merge_commit_sha: Any = None  # anything at all: tests send `main~20`, '' and null
+    head_owner: str = ""  # the owner of the head branch's repository when it is a fork ("" the repository's own)
+    draft: bool = False
 
 
 @dataclass
@@ -95,6 +98,7 @@ class FakeGitHub:
         self.reset = int(time.time()) + 3600
         self.lock = threading.Lock()
         self._ids = 1000
+        self.forks: dict[str, Path] = {}  # "owner/name" -> the local bare repository standing in for that fork
 
     def repo(self, full: str, *, private: bool = False) -> Repo:
         """The repository `owner/name`, created when new."""
@@ -125,6 +129,18 @@ class FakeGitHub:
 
     def secondary_limit(self, *, times: int = 1, retry_after: int | None = 7) -> None:
         self.fail(403, times=times, retry_after=retry_after, message=SECONDARY)
+
+    def fork_branch(self, fork: str, branch: str) -> str | None:
+        """The commit `branch` of the fork `owner/name` points at (read with git from its bare repository), or
+        None."""
+        import subprocess
+
+        folder = self.forks.get(fork)
+        if folder is None:
+            return None
+        proc = subprocess.run(["git", "--git-dir", str(folder), "rev-parse", "--verify", "--quiet",
+                               f"refs/heads/{branch}"], capture_output=True, text=True, check=False)
+        return proc.stdout.strip() or None
 
     def items(self, full: str, *, pull: bool) -> list[Item]:
         return [i for i in self.repos[full].items.values() if i.pull == pull]

@@ -91,8 +91,9 @@ def _pull_json(fake: FakeGitHub, repo: Repo, item: Item) -> Json:
 
     return {
         "id": item.number + 900000, "number": item.number, "title": item.title, "body": item.body,
-        "state": item.state, "locked": False, "draft": False, "user": _user(fake, item.user),
-        "head": side(item.head), "base": side(item.base), "merged": item.merged,
+        "state": item.state, "locked": False, "draft": item.draft, "user": _user(fake, item.user),
+        "head": {**side(item.head), "label": f"{item.head_owner or repo.owner}:{item.head}"},
+        "base": side(item.base), "merged": item.merged,
         "merge_commit_sha": item.merge_commit_sha, "merged_at": STAMP if item.merged else None,
         "created_at": STAMP, "updated_at": STAMP, "closed_at": STAMP if item.state == "closed" else None,
         "url": f"{_base(fake, repo)}/pulls/{item.number}",
@@ -116,19 +117,28 @@ def _get_repo(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -
 def _list_pulls(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -> tuple[int, Any, dict[str, str]]:
     state, head, base = query.get("state", "open"), query.get("head"), query.get("base")
     rows = [_pull_json(fake, repo, i) for i in sorted(repo.items.values(), key=lambda i: -i.number)
-            if i.pull and state in ("all", i.state) and (head is None or head == f"{repo.owner}:{i.head}")
-            and (base is None or base == i.base)]
+            if i.pull and state in ("all", i.state) and (base is None or base == i.base)
+            and (head is None or head == f"{i.head_owner or repo.owner}:{i.head}")]
     return page(fake, f"/repos/{repo.owner}/{repo.name}/pulls", query, rows)
 
 
 def _create_pull(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json) -> Json:
     head, base = str(body.get("head", "")), str(body.get("base", ""))
-    if not body.get("title") or head not in repo.branches or base not in repo.branches:
+    owner, _, branch = head.rpartition(":")
+    owner = owner or repo.owner
+    fork = fake.fork_branch(f"{owner}/{repo.name}", branch) if owner != repo.owner else None
+    known = branch in repo.branches if owner == repo.owner else fork is not None
+    if not body.get("title") or not known or base not in repo.branches:
         raise Answer(422, "Validation Failed", [{"resource": "PullRequest", "code": "invalid", "field": "head"}])
-    if any(i.pull and i.state == "open" and (i.head, i.base) == (head, base) for i in repo.items.values()):
-        exists = f"A pull request already exists for {repo.owner}:{head}."
+    if len(str(body.get("body") or "")) > 65536:
+        raise Answer(422, "Validation Failed", [{"resource": "Issue", "code": "custom",
+                                                 "message": "body is too long (maximum is 65536 characters)"}])
+    if any(i.pull and i.state == "open" and (i.head_owner or repo.owner, i.head, i.base) == (owner, branch, base)
+           for i in repo.items.values()):
+        exists = f"A pull request already exists for {owner}:{branch}."
         raise Answer(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom", "message": exists}])
-    item = Item(fake._next(repo), body["title"], body.get("body") or "", "kpatch-bot", True, head=head, base=base)
+    item = Item(fake._next(repo), body["title"], body.get("body") or "", "kpatch-bot", True, head=branch, base=base,
+                head_owner="" if owner == repo.owner else owner, draft=bool(body.get("draft")))
     repo.items[item.number] = item
     return _pull_json(fake, repo, item)
 

@@ -18,7 +18,7 @@ FOREIGN = {
     "--privileged": "docker", "-v": "pytest", "-": "(a dash in prose)", "--": "git (the end of options)",
     "--end-of-options": "git", "--keep-cr": "git am", "---": "(a commit message line)",
     "--tree": "scripts/hostile_vectors.py", "--kpatch": "scripts/bench_*.py", "-MD": "the C++ compiler",
-    "--importtime": "scripts/bench_cli.py",
+    "--importtime": "scripts/bench_cli.py", "--force-with-lease": "git push (docs/propose.md)",
     "--version": "kpatch itself (no command)",
 }
 

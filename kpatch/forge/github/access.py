@@ -130,3 +130,17 @@ def client(tgt: Target) -> Any:
 def scrub(text: str, tgt: Target) -> str:
     """`text` with the target's token redacted."""
     return tgt.token.redact(text) if tgt.token else text
+
+
+def push_env(url: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """git config (GIT_CONFIG_*) that sends GITHUB_TOKEN as an auth header to an https `url`'s host; nothing for
+    another URL (ssh, a path: the person's own git credentials do). The token never goes in a URL or argv."""
+    secret = environ.get("GITHUB_TOKEN", "").strip()
+    match = re.match(r"^(https://[^/@]+)/", url)
+    if not secret or match is None:
+        return {}
+    token = Token(secret)
+    if all(known.reveal() != secret for known in _REDACT.tokens):
+        _REDACT.tokens.append(token)
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"http.{match.group(1)}/.extraheader",
+            "GIT_CONFIG_VALUE_0": f"AUTHORIZATION: basic {_basic(secret)}"}

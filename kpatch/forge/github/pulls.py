@@ -43,7 +43,10 @@ def check_pulls(prs: set[str]) -> PullCheck:
                 repo = session.get_repo(f"{match['owner']}/{match['name']}")
                 pull = repo.get_pull(int(match["number"]))
                 # raw: PyGithub's typed attribute raises on a non-string, and any reply must end as a state
-                pulls[pr] = _state(pr, pull.merged is True, pull.raw_data.get("merge_commit_sha"))
+                raw = pull.raw_data
+                state = ("merged" if raw.get("merged") is True else "closed" if raw.get("state") == "closed" else
+                         "draft" if raw.get("draft") is True else "open")
+                pulls[pr] = _state(pr, raw.get("merged") is True, raw.get("merge_commit_sha"), state)
             except GithubException as err:
                 if err.status != 404:
                     raise
@@ -58,10 +61,10 @@ def check_pulls(prs: set[str]) -> PullCheck:
     return PullCheck(pulls, None)
 
 
-def _state(pr: str, merged: bool, sha: object) -> PullState:
+def _state(pr: str, merged: bool, sha: object, state: str) -> PullState:
     commit = merge_commit(sha)
     if merged and commit is None:
         problem = f"{pr} is merged but its merge_commit_sha is not a commit SHA ({str(sha)[:60]!r}): not trusted"
         log.warning("GitHub: %s", problem)
-        return PullState(pr=pr, merged=True, merge_commit=None, problem=problem)
-    return PullState(pr=pr, merged=merged, merge_commit=commit if merged else None)
+        return PullState(pr=pr, merged=True, merge_commit=None, problem=problem, state=state)
+    return PullState(pr=pr, merged=merged, merge_commit=commit if merged else None, state=state)

@@ -85,6 +85,33 @@ class Reporter:
 
         return self._step(Kind.PULL, Action.OPEN, f"{head} -> {base}", work)
 
+    def propose_pull(self, head_owner: str, head: str, base: str, title: str, body: str, *,
+                     draft: bool = False) -> Result:
+        """ONE pull request from `head_owner:head` (a fork's branch) -> `base`, found by its head: opened when there
+        is none, else its title and body edited (never a second one); NOTHING (with it) when it was closed."""
+        progress = _Progress()
+
+        def work(repo: Any) -> tuple[Action, Ref | None]:
+            found = sorted(repo.get_pulls(state="all", head=f"{head_owner}:{head}", base=base),
+                           key=lambda p: p.number)
+            pulls = [p for p in found if p.state == "open"]
+            if found and not pulls and not progress.created:
+                return Action.NOTHING, _ref(found[-1])  # closed or merged: never reopened, never a second one
+            if pulls:
+                pull = pulls[0]
+                if progress.created and (pull.title, pull.body or "") == (title, body):
+                    return Action.OPEN, _ref(pull)
+                if not self.dry and (pull.title, pull.body or "") != (title, body):
+                    pull.edit(title=title, body=body)
+                return Action.UPDATE, _ref(pull)
+            if self.dry:
+                return Action.OPEN, None
+            progress.created = True
+            return Action.OPEN, _ref(repo.create_pull(base=base, head=f"{head_owner}:{head}", title=title, body=body,
+                                                      draft=draft, maintainer_can_modify=True))
+
+        return self._step(Kind.PULL, Action.OPEN, f"{head_owner}:{head} -> {base}", work)
+
     def report_failure(self, title: str, body: str, label: str = FAILURE_LABEL) -> Result:
         """Open ONE issue with `label`, or comment `body` on the open one."""
         progress = _Progress()
