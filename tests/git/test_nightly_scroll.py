@@ -123,3 +123,19 @@ def test_max_steps_running_out_is_reported_with_how_far_the_search_got(world: Wo
     # a dry run: nothing is written to GitHub, nothing pushed
     assert world.fake.writes() == [] and world.branch() is None
     assert "stopped early" in (world.root / "reports" / "nightly" / "report.md").read_text()
+
+
+def test_a_spent_budget_stops_the_search_says_how_far_it_got_and_leaves_the_stacks_on_the_heads(
+        world: World) -> None:
+    commits, _ = _day_with_a_break(world)
+    result, report = world.night("--backend", "local", "--dry-run", "--budget", "0.001")
+    assert result.exit_code == 1, result.output
+    scroll = report["scroll"]
+    (move,) = [m for m in report["moves"] if m["upstream"] == "app"]
+    assert scroll["steps"] == [] and scroll["budget"] == 0.001 and not scroll["advanced"]
+    assert scroll["stopped"].startswith("the budget (0.001 s) ran out after ")
+    assert scroll["stopped"].endswith(f": the search got as far as app: green at {move['old_base'][:12]}, red at "
+                                      f"{commits[4][:12]}, 4 commit(s) between untried")
+    # nothing past the pins is green: the stacks stay rebased onto the heads, as a red night leaves them
+    assert _app_base((world.root / "kpatch.toml").read_text()) == commits[4]
+    assert world.fake.writes() == [] and world.branch() is None
