@@ -139,3 +139,13 @@ def test_a_spent_budget_stops_the_search_says_how_far_it_got_and_leaves_the_stac
     # nothing past the pins is green: the stacks stay rebased onto the heads, as a red night leaves them
     assert _app_base((world.root / "kpatch.toml").read_text()) == commits[4]
     assert world.fake.writes() == [] and world.branch() is None
+
+
+@pytest.mark.parametrize(("option", "value"), [("--max-steps", "-1"), ("--budget", "0"), ("--budget", "soon")])
+def test_a_bad_search_bound_is_refused_and_nothing_changes(world: World, option: str, value: str) -> None:
+    world.churn("app", 1)
+    before = world.project.snapshot()
+    result, _ = world.night("--backend", "local", option, value)
+    assert result.exit_code == 2, result.output
+    assert option in result.output
+    assert world.project.snapshot() == before and world.fake.requests == [] and world.branch() is None
