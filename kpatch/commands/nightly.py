@@ -30,15 +30,21 @@ if TYPE_CHECKING:
 @click.option("--device", "devices", multiple=True, metavar="PATH", help="Pass this device to the tests (as test).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Stop a test suite after S seconds (as test).")
+@click.option("--max-steps", type=click.IntRange(min=0), metavar="N",
+              help="When the heads are red, bisect at most N steps for the last green upstream commits (default: "
+              "[nightly] max-steps, else 8; 0: no search).")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True), metavar="S",
+              help="Stop that search after S seconds of wall clock (default: [nightly] budget, else none).")
 @click.option("--no-publish", is_flag=True, help="Write the report and the refreshed files only; ask GitHub nothing "
               "(a later 'nightly --publish-saved', with the token, reports it).")
 @click.option("--publish-saved", is_flag=True, help="Run no stage: report to GitHub the night in --report (run "
               "with --no-publish elsewhere; its refreshed files in this checkout).")
 def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
-            base_image: str | None, devices: tuple[str, ...], timeout: float | None, no_publish: bool,
-            publish_saved: bool) -> int:
+            base_image: str | None, devices: tuple[str, ...], timeout: float | None, max_steps: int | None,
+            budget: float | None, no_publish: bool, publish_saved: bool) -> int:
     """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
     from kpatch.nightly import run
+    from kpatch.nightly.scroll import Limits
     from kpatch.nightly.stages import Settings
 
     base = checked_base_image(backend, image, base_image)
@@ -47,7 +53,10 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     ws = ctx.workspace()
     folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
     settings = Settings(backend=backend, image=image, base_image=base, devices=devices, timeout=timeout)
-    options = run.Options(report_dir=folder, dry_run=dry_run, settings=settings, publish=not no_publish)
+    limits = Limits(max_steps=ws.stack.max_steps if max_steps is None else max_steps,
+                    budget=ws.stack.budget if budget is None else budget)
+    options = run.Options(report_dir=folder, dry_run=dry_run, settings=settings, publish=not no_publish,
+                          limits=limits, scroll=limits.max_steps > 0)
     if publish_saved:
         night = run.publish_saved_night(ws, ctx.ui, options)
     else:

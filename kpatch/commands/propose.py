@@ -28,7 +28,7 @@ def command(ctx: Context, names: tuple[str, ...], fork_owner: str | None, draft:
     from kpatch.engine import propose as engine
 
     if continue_ or abort:
-        if continue_ and abort or names:
+        if (continue_ and abort) or names:
             raise UsageError("--continue and --abort go alone")
         ws = ctx.workspace()
         finished = False

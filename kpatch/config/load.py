@@ -17,6 +17,7 @@ from kpatch.config.tables import (
     dashboard_table,
     github_table,
     key_line,
+    nightly_table,
     propose_table,
     set_torch,
     test_table,
@@ -25,7 +26,7 @@ from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
-TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard")  # the keys of the file itself
+TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard", "nightly")  # the keys of the file itself
 UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test", "propose")
 REQUIRED = ("name", "url", "branch", "base", "patches")  # of an [[upstream]]
 
@@ -81,11 +82,12 @@ def load(path: Path) -> Stack:
                 line = key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
     history, dashboard_issue = dashboard_table(path, lines, data.get("dashboard"))
+    max_steps, budget = nightly_table(path, lines, data.get("nightly"))
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
                  github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
                  cuda_only=cuda_only(path, lines, data.get("verify")),
                  baseline=baseline(path, lines, data.get("verify")),
-                 history=history, dashboard_issue=dashboard_issue)
+                 history=history, dashboard_issue=dashboard_issue, max_steps=max_steps, budget=budget)
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:

@@ -113,6 +113,8 @@ class Stack:
     baseline: str = "verify-baseline.toml"  # [verify] baseline: accepted contract findings, relative to root
     history: Path | None = None  # [dashboard] history: the carry history file; None: the nightly's report folder
     dashboard_issue: bool = False  # [dashboard] issue: the nightly keeps a "carry dashboard" issue on GitHub
+    max_steps: int = 8  # [nightly] max-steps: bisection steps of the search for the last green upstream commits
+    budget: float | None = None  # [nightly] budget: seconds of wall clock for that search; None: no budget
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:

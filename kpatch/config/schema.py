@@ -25,7 +25,9 @@ from kpatch.config.tables import (
     CUDA_ONLY_KEYS,
     DASHBOARD_KEYS,
     DEFAULT_BASELINE,
+    DEFAULT_MAX_STEPS,
     GITHUB_KEYS,
+    NIGHTLY_KEYS,
     PROPOSE_KEYS,
     SET_KEYS,
     TEST_KEYS,
@@ -55,6 +57,9 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
     ("", "dashboard"): {"description": "The carry history the nightly appends to, and the dashboard issue "
                                        "(`kpatch report`).",
                         "examples": [{"history": "reports/nightly/history.jsonl"}]},
+    ("", "nightly"): {"description": "How far `kpatch nightly` searches, when the upstream heads are red, for the "
+                                     "last upstream commits at which the whole chain is green.",
+                      "examples": [{"max-steps": 8, "budget": 7200}]},
     ("", "set"): {"description": "What the whole set of wheels builds against.",
                   "examples": [{"torch": "2.14.0+xpu"}]},
     ("", "verify"): {"description": "What `kpatch verify` allows vLLM to call without an XPU kernel.",
@@ -140,6 +145,12 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
     ("dashboard", "issue"): {"type": "boolean", "default": False,
                              "description": "The nightly keeps one \"kpatch carry dashboard\" issue on GitHub and "
                                             "edits it in place.", "examples": [True]},
+    ("nightly", "max-steps"): {"type": "integer", "minimum": 0, "default": DEFAULT_MAX_STEPS,
+                               "description": "Bisection steps (a whole chain each: rebase, build, verify, test) the "
+                                              "search may take; 0: no search (--max-steps overrides).",
+                               "examples": [8]},
+    ("nightly", "budget"): {**_SECONDS, "description": "Seconds of wall clock the search may take (--budget "
+                                                       "overrides); no budget when not set.", "examples": [7200]},
     ("set", "torch"): {"type": "string", "pattern": r"^[0-9][0-9A-Za-z.!+_-]*$",
                        "description": "One exact torch version every upstream builds against (a local label such "
                                       "as +xpu allowed); written into every upstream's pin files.",
@@ -173,6 +184,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "set": (SET_KEYS, ()),
     "verify": (VERIFY_KEYS, ()),
     "dashboard": (DASHBOARD_KEYS, ()),
+    "nightly": (NIGHTLY_KEYS, ()),
     "verify.cuda-only": (CUDA_ONLY_KEYS, ("why",)),
 }
 _ARRAYS = {"upstream": 1, "verify.cuda-only": 0}  # the tables that come as arrays, with their fewest items

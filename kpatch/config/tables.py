@@ -29,6 +29,8 @@ SET_KEYS = ("torch",)
 VERIFY_KEYS = ("cuda-only", "baseline")
 CUDA_ONLY_KEYS = ("op", "module", "why")
 DASHBOARD_KEYS = ("history", "issue")
+NIGHTLY_KEYS = ("max-steps", "budget")
+DEFAULT_MAX_STEPS = 8  # [nightly] max-steps: bisection steps when the heads are red
 
 
 def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[str, Any]) -> Build | None:
@@ -254,6 +256,29 @@ def dashboard_table(path: Path, lines: list[str], table: Any) -> tuple[Path | No
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'history')}: 'history' must be the path "
                           "of a file (relative to kpatch.toml, or absolute)")
     return (path.parent / value).resolve(), issue
+
+
+def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float | None]:
+    """`[nightly] max-steps = N` (bisection steps the search for the last green commits may take, default 8) and
+    `budget = S` (seconds of wall clock for that search; none when not set)."""
+    if table is None:
+        return DEFAULT_MAX_STEPS, None
+    start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[nightly]"), 1)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'nightly')}: 'nightly' must be a table")
+    for key in table:
+        if key not in NIGHTLY_KEYS:
+            raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in "
+                              "[nightly]")
+    steps = table.get("max-steps", DEFAULT_MAX_STEPS)
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'max-steps')}: 'max-steps' must be a "
+                          "whole number, 0 or more")
+    budget = table.get("budget")
+    if budget is not None and (not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0):
+        raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'budget')}: 'budget' must be a number of "
+                          "seconds above 0")
+    return steps, None if budget is None else float(budget)
 
 
 def relative(value: str) -> bool:

@@ -69,7 +69,10 @@ def _export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expo
         tree, base = _tree_on_stack(ws, item, run)
         rendered = render(tree, base, item.series, item.series.dropped)
         planned.append((item, tree, rendered))
-        changes.extend(_compare(item, rendered))
+        compared = _compare(item, rendered)
+        if not check:
+            _refuse_overwriting_newer_files(item, run, compared)
+        changes.extend(compared)
     _check_requires(ws, planned, after)
     if check:
         return ExportResult(files=tuple(changes), written=False)
@@ -137,6 +140,20 @@ def _tree_on_stack(_ws: Workspace, item: Item, run: RunState) -> tuple[Repositor
                             f"upstream's (e.g. {sample[:12]} \"{tree.commit_info(sample).subject}\"), not patches; "
                             "was a branch checked out there? nothing was exported")
     return tree, base
+
+
+def _refuse_overwriting_newer_files(item: Item, run: RunState, compared: list[FileChange]) -> None:
+    """patches/ changed since the worktree was made from it (kpatch propose wrote trailers, a git pull, an edit):
+    writing what the worktree holds would throw that change away. Apply first, so the worktree holds it too."""
+    name = item.upstream.name
+    settled = run.settled.get(name)
+    if settled is None or settled.stack_hash is None or settled.stack_hash == item.series.stack_hash():
+        return
+    changed = [c for c in compared if c.change is not Change.UNCHANGED and c.path.name != SERIES]
+    if changed:
+        raise WorktreeError(f"{changed[0].path}: patches/ of {name} changed since its worktree was made from them "
+                            "(kpatch propose, a pull or an edit); export would overwrite that: run 'kpatch apply' "
+                            "to take them into the worktree first (nothing was written)")
 
 
 def _check_requires(ws: Workspace, planned: list[tuple[Item, Repository, Rendered]],

@@ -140,6 +140,78 @@ class Failure:
     log: str | None = None  # kpatch's log of the night, where the whole story is
 
 
+class StepResult(Enum):
+    GREEN = "green"  # the whole chain passed at this commit
+    RED = "red"  # a stage failed (a test failed again on its one retry)
+    FLAKY = "flaky"  # a test failed, then passed on one retry at the same commit: green, never a culprit
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One upstream's commit in a combination the search tried (or proposes)."""
+
+    upstream: str
+    commit: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """One upstream's range the search walked: first-parent commits of base..head, `commits` of them."""
+
+    upstream: str
+    base: str
+    head: str
+    commits: int
+    last_green: str  # the last commit of this range at which the chain is green (the base: none past it)
+    first_red: str | None  # the first red commit after it (None: the head is green, or not reached)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One bisection step: the chain at one upstream commit, the other upstreams at `pins`."""
+
+    upstream: str
+    commit: str
+    subject: str
+    result: StepResult
+    seconds: float
+    stage: Stage | None  # the stage that failed (red), or the test stage that needed its retry (flaky)
+    summary: str
+    pins: tuple[Pin, ...]  # the whole combination this step ran
+
+
+@dataclass(frozen=True)
+class Breaker:
+    """The first red upstream commit after the last green one: what broke the chain, and how."""
+
+    upstream: str
+    commit: str
+    subject: str
+    author: str
+    date: str
+    stage: Stage
+    message: str  # the failing stage's one line
+    failing: tuple[str, ...]  # the failing tests ("<id>: <first line>"), for a test failure
+    log_tail: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scroll:
+    """The search of the night's upstream range for the last commit at which the whole chain is green."""
+
+    spans: tuple[Span, ...]
+    steps: tuple[Step, ...]
+    last_green: tuple[Pin, ...]  # the combination proposed (the pinned bases when nothing past them is green)
+    advanced: bool  # the last green combination moves past the pinned bases: the pull request proposes it
+    culprit: Breaker | None  # the first red commit after the last green (None: not found, or no red step)
+    flaky: tuple[str, ...]  # tests that failed once and passed on their retry (at a step or at the heads)
+    complete: bool  # False: max-steps or the budget ran out before the search ended
+    stopped: str | None  # why it stopped early, and how far it got
+    max_steps: int
+    budget: float | None  # seconds; None: no wall-clock budget
+    seconds: float
+
+
 @dataclass(frozen=True)
 class Push:
     """The nightly branch: the commit of the refreshed files and where it went."""
@@ -176,6 +248,8 @@ class Report:
     suites: tuple[Suite, ...] = ()
     notes: tuple[str, ...] = ()  # things a person should know that are not failures (GitHub not asked, ...)
     failure: Failure | None = None
+    scroll: Scroll | None = None  # the heads were red: the search for the last green upstream commits
+    flaky: tuple[str, ...] = ()  # tests that failed once at the heads and passed on their retry
     dry_run: str | None = None  # why nothing is written to GitHub, or None
     push: Push | None = None
     github: tuple[Result, ...] = ()

@@ -44,7 +44,17 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
         if report.outcome is Outcome.FAILED:
             stage = report.failure.stage.value if report.failure else "?"
             results.append(gh.report_failure(f"{ISSUE_TITLE} at {stage}", for_github(report)))
-            return Published(None, (*results, *_dashboard(gh, dashboard)))
+            if report.scroll is not None and report.scroll.advanced:  # the heads are red, the last green is not
+                top = branch.checkout_of(ws.stack.root)
+                push = _push(ws, report, tgt, top, paths)
+                if push.status in (PushStatus.PUSHED, PushStatus.DRY_RUN):
+                    assert top is not None
+                    results.append(gh.ensure_pull_request(BRANCH, _base(top, environ), _title(report),
+                                                          for_github(report)))
+            results += _dashboard(gh, dashboard)
+            for result in results:
+                (ui.note if result.ok else ui.warn)(f"GitHub: {result.message}")
+            return Published(push, tuple(results))
         if report.outcome is Outcome.PASSED:
             top = branch.checkout_of(ws.stack.root)
             push = _push(ws, report, tgt, top, paths)
@@ -141,12 +151,21 @@ def _base(top: Path, environ: Mapping[str, str]) -> str:
 
 
 def _title(report: Report) -> str:
+    if report.scroll is not None and report.scroll.advanced:
+        bases = ", ".join(f"{p.upstream} {p.commit[:12]}" for p in report.scroll.last_green)
+        return f"kpatch nightly: the stacks on the last green {bases} (the heads are red)"
     bases = ", ".join(f"{m.upstream} {m.new_base[:12]}" for m in report.moves)
     return f"kpatch nightly: the stacks on {bases}" if bases else "kpatch nightly: refreshed stacks"
 
 
 def _message(report: Report) -> str:
     lines = [_title(report), ""]
+    if report.scroll is not None and report.scroll.advanced:
+        lines += [f"{s.upstream}: {s.base[:12]} -> {s.last_green[:12]} (the last green of {s.commits} upstream "
+                  f"commit(s); the head {s.head[:12]} is red)" for s in report.scroll.spans]
+        lines += ["", f"Written by kpatch {report.kpatch_version} nightly ({report.started}); built, verified and "
+                  "tested at these commits."]
+        return "\n".join(lines) + "\n"
     lines += [f"{m.upstream}: {m.old_base[:12]} -> {m.new_base[:12]} ({m.commits} upstream commit(s))"
               for m in report.moves]
     dropped = [f"{p.upstream}/{p.patch}" for p in report.patches if p.klass is PatchClass.UPSTREAM]

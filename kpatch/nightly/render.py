@@ -50,7 +50,7 @@ def markdown(report: Report) -> str:
     lines += _table(["stage", "result", "time", "summary"],
                     [[s.stage.value, s.status.value.upper() if s.status is StageStatus.FAILED else s.status.value,
                       f"{s.seconds:.1f} s", _text(s.summary)] for s in report.stages])
-    for section in (_moves, _patches, _wheels, _checks, _suites, _failure, _github):
+    for section in (_moves, _scroll, _patches, _wheels, _checks, _suites, _failure, _github):
         lines += section(report)
     return redact_text("\n".join(lines).rstrip() + "\n")
 
@@ -62,6 +62,50 @@ def _moves(report: Report) -> list[str]:
         ["upstream", "branch", "old base", "new base", "commits"],
         [[_text(m.upstream), _text(m.branch), _code(m.old_base[:12]), _code(m.new_base[:12]), str(m.commits)]
          for m in report.moves])]
+
+
+def _scroll(report: Report) -> list[str]:
+    """The search for the last green upstream commits (a red night), or the flaky tests of a passing one."""
+    lines = []
+    if report.flaky:
+        lines += ["", "## Flaky tests", "", "Failed at the heads, passed on one retry at the same commit (not a "
+                  "failure, never a culprit): " + ", ".join(_code(t) for t in report.flaky)]
+    sc = report.scroll
+    if sc is None:
+        return lines
+    green = ", ".join(f"{_text(p.upstream)} {_code(p.commit[:12])}" for p in sc.last_green)
+    verdict = (f"The heads are red; the chain is green at {green}: the pull request proposes these commits."
+               if sc.advanced else "The heads are red, and no commit past the pinned bases was found green: the "
+               "pins stay.")
+    budget = f", budget {sc.budget:g} s" if sc.budget is not None else ""
+    lines += ["", "## Scrolling: the last green upstream commits", "", verdict, "",
+              f"{count(len(sc.steps), 'step')} in {sc.seconds:.1f} s (max-steps {sc.max_steps}{budget}); "
+              + ("the search ended." if sc.complete else f"**stopped early: {_text(sc.stopped or '')}**"), ""]
+    lines += _table(["upstream", "pinned base", "last green", "first red", "head", "commits"],
+                    [[_text(s.upstream), _code(s.base[:12]), _code(s.last_green[:12]),
+                      _code(s.first_red[:12]) if s.first_red else "-", _code(s.head[:12]), str(s.commits)]
+                     for s in sc.spans])
+    if sc.steps:
+        lines += ["", "Steps:", "", *_table(
+            ["#", "upstream", "commit", "subject", "result", "stage", "time"],
+            [[str(n), _text(st.upstream), _code(st.commit[:12]), _text(st.subject), _text(st.result.value),
+              _text(st.stage.value) if st.stage else "-", f"{st.seconds:.1f} s"]
+             for n, st in enumerate(sc.steps, 1)])]
+    c = sc.culprit
+    if c is not None:
+        lines += ["", "### Culprit", "",
+                  f"The first red commit after the last green: {_text(c.upstream)} {_code(c.commit)} "
+                  f"\"{_text(c.subject)}\" by {_text(c.author)} ({_text(c.date)}); {_text(c.stage.value)} fails: "
+                  f"{_text(c.message)}"]
+        if c.failing:
+            lines += ["", "Failing tests:", "", *(f"- {_code(t)}" for t in c.failing)]
+        if c.log_tail:
+            fence = "`" * max(3, 1 + max(_longest_run(line, "`") for line in c.log_tail))
+            lines += ["", "Log tail at the culprit:", "", f"{fence}text", *c.log_tail, fence]
+    if sc.flaky:
+        lines += ["", "Flaky (failed once, passed on the retry at the same commit; never a culprit): "
+                  + ", ".join(_code(t) for t in sc.flaky)]
+    return lines
 
 
 def _patches(report: Report) -> list[str]:

@@ -11,24 +11,23 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kpatch import __version__
-from kpatch.errors import KpatchError, UsageError
+from kpatch.errors import UsageError
 from kpatch.files import write_atomic
 from kpatch.forge import github
-from kpatch.nightly import noop, render, stages
+from kpatch.nightly import noop, render, scroll, stages
 from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
-from kpatch.nightly.model import Failure, Outcome, Report, Stage, StageRun, StageStatus, report_from_json
+from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import publish
-from kpatch.nightly.stages import Findings, Settings, Show
+from kpatch.nightly.stages import TAIL, Findings, Settings, Show, timed
 from kpatch.output.redact import add_secret
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 from kpatch.wheels import lock as lockfile
 
-TAIL = 40  # log lines in a failure's report
 _RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
 RETRY_DELAY = "KPATCH_GITHUB_RETRY_DELAY"  # seconds before the first GitHub retry (doubling); tests set 0
 
@@ -39,6 +38,8 @@ class Options:
     dry_run: bool
     settings: Settings
     publish: bool = True  # False (--no-publish): the report and refreshed files only; GitHub is not asked
+    limits: scroll.Limits = field(default_factory=scroll.Limits)  # the search for the last green commits (red heads)
+    scroll: bool = True  # False (--no-scroll): a red night stays at the pins, as before scrolling
 
 
 @dataclass(frozen=True)
@@ -90,17 +91,57 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
         ui.warn(f"{tgt.dry_run}: running as --dry-run (nothing is pushed, opened, commented on or closed)")
     kept = ws.stack.root / lockfile.LOCK_NAME
     found = Findings()
+    saved = scroll.Saved(ws) if options.scroll else None  # the files before the night, for the search's steps
     runs, outcome = _stages(ws, ui, options.settings, found, show, kept)
-    report = _report(ui, started, runs, outcome, found, tgt)
+    flaky: tuple[str, ...] = ()
+    if outcome is Outcome.FAILED and found.failure is not None and found.failure.stage is Stage.TEST:
+        retried = scroll.retry_test(ws, ui, found, show, options.settings)  # a flaky test is no red night
+        if retried is not None:
+            flaky, outcome = retried, Outcome.PASSED
+            runs = [replace(r, status=StageStatus.PASSED, exit_code=0,
+                            summary=f"passed on the retry (flaky: {', '.join(retried)}); {r.summary}")
+                    if r.stage is Stage.TEST else r for r in runs]
+    report = replace(_report(ui, started, runs, outcome, found, tgt), flaky=flaky)
     if outcome is Outcome.PASSED:
         assert found.lock is not None
         write_atomic(kept, found.lock.read_bytes())
         report = replace(report, kept_lock=str(kept))
+    elif saved is not None and report.failure is not None and report.failure.stage is not Stage.REBASE:
+        report = _scrolled(ws, ui, options, show, report, found, saved, kept)
+    if saved is not None:
+        saved.drop()
     render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing
     record_night(ui, ws.stack, report, location(ws.stack, options.report_dir))  # the carry history (dashboard)
     if options.publish:
         return _published(ws, ui, options, report, tgt, environ)
     return _written(ui, options, report)
+
+
+def _scrolled(ws: Workspace, ui: UI, options: Options, show: Show, report: Report, _found: Findings,
+              saved: scroll.Saved, kept: Path) -> Report:
+    """The heads are red past the rebase: search the night's range for the last green commits; the stacks end
+    rebased onto them (their lock kept, for the pull request), or onto the heads when nothing past the pins is
+    green (as a red night leaves them)."""
+    heads = scroll.heads_attempt(report.failure, report.suites)
+    with ui.group("kpatch nightly: scroll"):
+        found_scroll, lock = scroll.search(ws, ui, options.settings, show, report.moves, heads, options.limits,
+                                           saved)
+    onto = {p.upstream: p.commit for p in found_scroll.last_green} if found_scroll.advanced else \
+        {m.upstream: m.new_base for m in report.moves}
+    scroll.settle(ws, ui, saved, onto)
+    summary = report.summary
+    if found_scroll.advanced:
+        summary += "; the last green: " + ", ".join(f"{p.upstream} {p.commit[:12]}" for p in found_scroll.last_green)
+    if found_scroll.culprit is not None:
+        c = found_scroll.culprit
+        summary += f"; culprit: {c.upstream} {c.commit[:12]} \"{c.subject}\""
+    if not found_scroll.complete:
+        summary += f"; the search stopped early ({found_scroll.stopped})"
+    report = replace(report, scroll=found_scroll, summary=summary)
+    if lock is not None:
+        write_atomic(kept, lock)
+        report = replace(report, kept_lock=str(kept))
+    return report
 
 
 def publish_saved(ws: Workspace, ui: UI, options: Options, tgt: github.Target,
@@ -162,7 +203,7 @@ def _stages(ws: Workspace, ui: UI, settings: Settings, found: Findings, show: Sh
         (Stage.VERIFY, lambda: stages.verify(ws, ui, found, show)),
         (Stage.TEST, lambda: stages.test(ws, ui, found, show, settings))]
     for index, (stage, body) in enumerate(steps):
-        run = _timed(ui, stage, body, found)
+        run = timed(ui, stage, body, found)
         if noop_night:
             ui.note(f"no-op night: no upstream moved, nothing changed in the stacks ({run.seconds:.1f} s)")
             runs.append(replace(run, summary=f"{NOOP} (fetched in {run.seconds:.1f} s)"))
@@ -174,31 +215,6 @@ def _stages(ws: Workspace, ui: UI, settings: Settings, found: Findings, show: Sh
                      for s, _ in steps[index + 1:]]
             return runs, Outcome.FAILED
     return runs, Outcome.PASSED
-
-
-def _timed(ui: UI, stage: Stage, body: Callable[[], tuple[int, str] | None], found: Findings) -> StageRun:
-    """Run one stage in its own log group; its error becomes the night's failure, with the exit code it owns.
-    A stage with nothing to do (None) is SKIPPED."""
-    started = time.monotonic()
-    with ui.group(f"kpatch nightly: {stage.value}"):
-        try:
-            answer = body()
-        except KpatchError as err:
-            first, _, rest = str(err).partition("\n")
-            lines = [line for line in rest.splitlines() if line.strip()]  # a build's log tail, a hint
-            found.failure = Failure(stage=stage, exit_code=int(err.exit_code), message=first,
-                                    resolve=tuple(line for line in lines if line.startswith("hint:")),
-                                    log_tail=tuple(line for line in lines if not line.startswith("hint:"))[-TAIL:])
-            answer = (int(err.exit_code), first)
-    seconds = round(time.monotonic() - started, 3)
-    if answer is None:
-        return StageRun(stage, StageStatus.SKIPPED, seconds, 0, "no upstream declares [upstream.test]")
-    code, summary = answer
-    if code:
-        ui.warn(f"{stage.value} failed (exit {code}): {summary}")
-    else:
-        ui.note(f"{stage.value} passed in {seconds:.1f} s: {summary}")
-    return StageRun(stage, StageStatus.FAILED if code else StageStatus.PASSED, seconds, code, summary)
 
 
 def _report(ui: UI, started: str, runs: list[StageRun], outcome: Outcome, found: Findings,

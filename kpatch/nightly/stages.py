@@ -6,13 +6,25 @@ fails raises (a KpatchError with its exit code) or returns a non-zero code with 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpatch.errors import ExitCode
-from kpatch.nightly.model import AcceptedFinding, Failure, Flag, Move, PatchLine, Stage, Suite, Wheel
+from kpatch.errors import ExitCode, KpatchError
+from kpatch.nightly.model import (
+    AcceptedFinding,
+    Failure,
+    Flag,
+    Move,
+    PatchLine,
+    Stage,
+    StageRun,
+    StageStatus,
+    Suite,
+    Wheel,
+)
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
@@ -23,6 +35,7 @@ if TYPE_CHECKING:
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
 
+TAIL = 40  # log lines in a failure's report
 Show = Callable[[Stage, object], None]  # prints a stage's own result for people, as its command would
 MERGED_NOTE = "merged upstream, not yet in the base: drop after the next bump"
 
@@ -57,11 +70,13 @@ class Findings:
     suite_log: Path | None = None  # the failing suite's own log (its tail goes into the failure)
 
 
-def rebase(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str]:
-    """A real `kpatch rebase` of every stack onto its branch head; a conflict stays in progress for a person."""
+def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str, str] | None = None,
+           discard: bool = False) -> tuple[int, str]:
+    """A real `kpatch rebase` of every stack onto its branch head (or `onto`: upstream -> commit, the search's
+    steps); a conflict stays in progress for a person."""
     from kpatch.engine.rebase import rebase as run_rebase
 
-    result = run_rebase(ws, ui, {}, force=False, discard=False)
+    result = run_rebase(ws, ui, onto or {}, force=False, discard=discard)
     show(Stage.REBASE, result)
     found.moves = _moves(ws, result, found.moves)
     found.patches = [PatchLine(upstream=s.name, patch=p.name, klass=p.klass, applied=p.applied, why=p.why,
@@ -241,3 +256,28 @@ def _suite(s: object) -> Suite:
 def _test_summary(result: TestRun) -> str:
     passed = sum(s.counts.passed for s in result.suites if s.counts)
     return f"{len(result.suites)} suite(s), {passed} test(s) passed"
+
+
+def timed(ui: UI, stage: Stage, body: Callable[[], tuple[int, str] | None], found: Findings) -> StageRun:
+    """Run one stage in its own log group; its error becomes the night's failure, with the exit code it owns.
+    A stage with nothing to do (None) is SKIPPED."""
+    started = time.monotonic()
+    with ui.group(f"kpatch nightly: {stage.value}"):
+        try:
+            answer = body()
+        except KpatchError as err:
+            first, _, rest = str(err).partition("\n")
+            lines = [line for line in rest.splitlines() if line.strip()]  # a build's log tail, a hint
+            found.failure = Failure(stage=stage, exit_code=int(err.exit_code), message=first,
+                                    resolve=tuple(line for line in lines if line.startswith("hint:")),
+                                    log_tail=tuple(line for line in lines if not line.startswith("hint:"))[-TAIL:])
+            answer = (int(err.exit_code), first)
+    seconds = round(time.monotonic() - started, 3)
+    if answer is None:
+        return StageRun(stage, StageStatus.SKIPPED, seconds, 0, "no upstream declares [upstream.test]")
+    code, summary = answer
+    if code:
+        ui.warn(f"{stage.value} failed (exit {code}): {summary}")
+    else:
+        ui.note(f"{stage.value} passed in {seconds:.1f} s: {summary}")
+    return StageRun(stage, StageStatus.FAILED if code else StageStatus.PASSED, seconds, code, summary)

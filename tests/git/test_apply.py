@@ -183,6 +183,24 @@ def test_url_from_environment(project: Project, tmp_path: Path) -> None:
     assert (project.workdir / "kernels" / "csrc" / "kimi.cpp").exists()
 
 
+def test_export_refuses_to_overwrite_patch_files_changed_since_the_worktree_was_made(project: Project) -> None:
+    assert project.run("apply").exit_code == 0
+    patch = project.root / "patches" / "kernels" / "0001-Add-the-kimi-op.patch"
+    # what `kpatch propose` does: a trailer written into the patch file, not into the worktree's commit
+    patch.write_bytes(patch.read_bytes().replace(b"Upstream-PR: vllm-project/vllm-xpu-kernels#592\n",
+                                                 b"Upstream-PR: vllm-project/vllm-xpu-kernels#592\n"
+                                                 b"Upstream-PR: acme/kernels#7\n", 1))  # bytes: CRLF files inside
+    before = project.snapshot()
+    refused = project.run("export")
+    assert refused.exit_code == ExitCode.WORKTREE, refused.output
+    assert "changed since its worktree was made" in refused.stderr and "kpatch apply" in refused.stderr
+    assert project.snapshot() == before
+    again = project.run("apply")
+    assert again.exit_code == 0, again.output  # the worktree takes the new trailer ...
+    assert project.run("export").exit_code == 0  # ... and export keeps it
+    assert "Upstream-PR: acme/kernels#7" in patch.read_text()
+
+
 def test_export_adds_a_new_commit_and_logs_the_run(project: Project) -> None:
     assert project.run("apply").exit_code == 0
     tree = project.workdir / "kernels"

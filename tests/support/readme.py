@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 RUNNABLE = "sh runnable"  # the info string of a block CI runs (GitHub renders it as sh)
-_FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(r"^(?P<fence>`{3,})(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=fence)\s*$",
+                    re.MULTILINE | re.DOTALL)  # a longer fence holds a shorter one
 _SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _SEPARATORS = re.compile(r"&&|\|\||[;|()]|\$\(|\n")
 
@@ -38,7 +39,8 @@ def all_text() -> str:
 
 
 def blocks(text: str) -> list[Block]:
-    return [Block(m.group(1).strip(), m.group(2), text.count("\n", 0, m.start()) + 1) for m in _FENCE.finditer(text)]
+    return [Block(m.group("info").strip(), m.group("body"), text.count("\n", 0, m.start()) + 1)
+            for m in _FENCE.finditer(text)]
 
 
 def prose(text: str) -> str:

@@ -160,3 +160,40 @@ def test_a_report_reads_back_from_its_json_as_it_was() -> None:
 
     report = replace(_failed_night(), dry_run="no GITHUB_TOKEN")
     assert report_from_json(json.loads(render.to_json(report))) == report
+
+
+def _scrolled_night() -> Report:
+    from kpatch.nightly.model import Breaker, Pin, Scroll, Span, Step, StepResult
+
+    green, red = "1" * 40, "2" * 40
+    scroll = Scroll(
+        spans=(Span("app", "a" * 40, "b" * 40, 5, green, red),),
+        steps=(Step("app", green, "News 1", StepResult.GREEN, 16.5, None, "the whole chain passed",
+                    (Pin("kernels", "c" * 40), Pin("app", green))),
+               Step("app", red, "Tighten the sampler @someone #12", StepResult.RED, 30.75, Stage.TEST,
+                    "test: app: 1 failed", (Pin("kernels", "c" * 40), Pin("app", red)))),
+        last_green=(Pin("kernels", "c" * 40), Pin("app", green)), advanced=True,
+        culprit=Breaker("app", red, "Tighten the sampler @someone #12", "Up Stream <up@example.invalid>",
+                        "2023-11-14T22:21:43+00:00", Stage.TEST, "test: app: 1 failed",
+                        ("tests.t::test_sampler: planted",), ("E   AssertionError: planted",)),
+        flaky=("tests.t::test_scheduler",), complete=True, stopped=None, max_steps=8, budget=None, seconds=47.25)
+    return replace(_failed_night(), scroll=scroll)
+
+
+def test_a_scrolled_night_reads_back_from_its_json_as_it_was() -> None:
+    """nightly --publish-saved: the search (steps, last green, culprit, flaky) comes back from report.json."""
+    from kpatch.nightly.model import report_from_json
+
+    report = _scrolled_night()
+    assert report_from_json(json.loads(render.to_json(report))) == report
+
+
+def test_a_scrolled_nights_markdown_names_the_last_green_the_culprit_and_the_flaky_tests_as_text() -> None:
+    text = render.markdown(_scrolled_night())
+    assert "## Scrolling: the last green upstream commits" in text
+    assert "the chain is green at kernels `cccccccccccc`, app `111111111111`: the pull request proposes" in text
+    assert "| 2 | app | `222222222222` | Tighten the sampler @\u200bsomeone #\u200b12 | red | test | 30.8 s |" in text
+    named = f"app `{'2' * 40}` \"Tighten the sampler @\u200bsomeone #\u200b12\" by Up Stream &lt;up@example.invalid&gt;"
+    assert named in text
+    assert "- `tests.t::test_sampler: planted`" in text and "E   AssertionError: planted" in text
+    assert "never a culprit): `tests.t::test_scheduler`" in text

@@ -1,0 +1,247 @@
+"""Scrolling: when the chain (rebase, build, verify, test) is red at the upstream heads, find the LAST upstream
+commit at which it is green, so the stacks never fall further behind than the first break.
+
+Per upstream, in kpatch.toml's order (kernels first), the others held at their pins (the pinned base, or the last
+green commit an earlier upstream's search found), bisect the first-parent commits of base..head: log2 steps, each
+a whole chain through the night's own stage functions; the build cache makes unchanged wheels hits. A red test
+step is retried once at the same commit: passing then, it is FLAKY (green, reported, never a culprit).
+
+The steps rebase the project's own files; each starts from the files as they were before the night (kept in
+scratch, under .kpatch/), and the end leaves them as a night leaves them: rebased onto the last green commits
+(with their lock kept) when the search moved past the pins, else onto the heads, as a failed night does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kpatch.files import write_atomic
+from kpatch.nightly import stages
+from kpatch.nightly.model import (
+    Breaker,
+    Failure,
+    Move,
+    Pin,
+    Scroll,
+    Span,
+    Stage,
+    StageStatus,
+    Step,
+    StepResult,
+    Suite,
+)
+from kpatch.nightly.stages import TAIL, Findings, Settings, Show, timed
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
+
+MAX_STEPS = 8  # [nightly] max-steps when kpatch.toml does not say
+SCRATCH = "scroll"  # under .kpatch/: the files as they were before the night
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int = MAX_STEPS
+    budget: float | None = None  # seconds of wall clock for the whole search; None: none
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of the chain at one combination of upstream commits."""
+
+    result: StepResult
+    stage: Stage | None  # the failing stage (red), the retried test stage (flaky), None (green)
+    summary: str
+    failure: Failure | None
+    suites: tuple[Suite, ...]
+    flaky: tuple[str, ...]
+    lock: bytes | None  # the lock the build wrote (green): kept when this is the proposed combination
+
+
+class Saved:
+    """kpatch.toml, patches/ (each stack's folder and .rerere) and the run state as they were before the night,
+    copied to scratch; `restore` puts them back byte for byte."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.folder = ws.kpatch_dir / SCRATCH
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        self.toml = ws.stack.path.read_bytes()
+        self.state = ws.state_bytes()
+        self.trees = [u.patches for u in ws.stack.upstreams] + [ws.stack.root / "patches" / ".rerere"]
+        for n, tree in enumerate(self.trees):
+            if tree.is_dir():
+                shutil.copytree(tree, self.folder / str(n), symlinks=True)
+
+    def restore(self) -> None:
+        write_atomic(self.ws.stack.path, self.toml)
+        self.ws.put_state_bytes(self.state)
+        for n, tree in enumerate(self.trees):
+            shutil.rmtree(tree, ignore_errors=True)
+            if (self.folder / str(n)).is_dir():
+                shutil.copytree(self.folder / str(n), tree, symlinks=True)
+
+    def drop(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def chain(ws: Workspace, ui: UI, settings: Settings, show: Show, onto: Mapping[str, str]) -> Attempt:
+    """The night's stages at `onto` (upstream -> commit), stopping at the first that fails; a failing test
+    stage is run once more (same lock) to tell a flaky test from a break."""
+    found = Findings()
+    body: list[tuple[Stage, Callable[[], tuple[int, str] | None]]] = [
+        (Stage.REBASE, lambda: stages.rebase(ws, ui, found, show, onto=onto, discard=True)),
+        (Stage.BUILD, lambda: stages.build(ws, ui, found, show, settings)),
+        (Stage.VERIFY, lambda: stages.verify(ws, ui, found, show)),
+        (Stage.TEST, lambda: stages.test(ws, ui, found, show, settings))]
+    try:
+        for stage, run_stage in body:
+            run = timed(ui, stage, run_stage, found)
+            if run.status is not StageStatus.FAILED:
+                continue
+            if stage is Stage.TEST:
+                flaky = retry_test(ws, ui, found, show, settings)
+                if flaky is not None:
+                    return Attempt(StepResult.FLAKY, Stage.TEST, f"flaky: {', '.join(flaky)} passed on the retry",
+                                   None, tuple(found.suites), flaky, _lock(found))
+            failure = found.failure
+            if failure is not None and not failure.log_tail:
+                failure = replace(failure, log_tail=_tail(found.suite_log))
+            return Attempt(StepResult.RED, stage, run.summary, failure, tuple(found.suites), (), None)
+        return Attempt(StepResult.GREEN, None, "the whole chain passed", None, tuple(found.suites), (), _lock(found))
+    finally:
+        _abort_in_progress(ws)
+
+
+def retry_test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[str, ...] | None:
+    """Run the failed test stage once more against the same lock: the tests that failed and now pass (flaky), or
+    None when it fails again (the failure is then the retry's)."""
+    failing = tuple(t.split(": ", 1)[0] for s in found.suites for t in s.failing) or \
+        tuple(s.upstream for s in found.suites if s.outcome != "passed")
+    first = found.failure
+    found.failure = None
+    with ui.group("kpatch nightly: test (retry at the same commit)"):
+        again = timed(ui, Stage.TEST, lambda: stages.test(ws, ui, found, show, settings), found)
+    if again.status is StageStatus.FAILED:
+        found.failure = found.failure or first
+        return None
+    ui.warn(f"flaky: {', '.join(failing)} failed, then passed on the retry")
+    return failing or ("(a suite)",)
+
+
+def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequence[Move], heads: Attempt,
+           limits: Limits, saved: Saved) -> tuple[Scroll, bytes | None]:
+    """Bisect each moved upstream's range for its last green commit; the Scroll and the proposed lock."""
+    started = time.monotonic()
+    pins = {m.upstream: m.old_base for m in moves}
+    at_heads = {m.upstream: m.new_base for m in moves}
+    steps: list[Step] = []
+    spans: list[Span] = []
+    flaky = list(heads.flaky)
+    culprit: Breaker | None = None
+    lock: bytes | None = None
+    stopped: str | None = None
+    for move in moves:
+        mirror = ws.mirror(move.upstream)
+        if move.old_base == move.new_base or not mirror.is_ancestor(move.old_base, move.new_base):
+            continue
+        commits = mirror.first_parent_range(move.old_base, move.new_base)
+        lo, hi = -1, len(commits)  # commits[lo] green (-1: the pinned base), commits[hi] red (len: not known)
+        red: Attempt | None = None
+        if {**pins, move.upstream: move.new_base} == at_heads:  # the night ran exactly this: red at the head
+            hi, red = len(commits) - 1, heads
+        while hi - lo > 1:
+            elapsed = time.monotonic() - started
+            if len(steps) >= limits.max_steps:
+                stopped = f"max-steps ({limits.max_steps}) reached"
+                break
+            if limits.budget is not None and elapsed >= limits.budget:
+                stopped = f"the budget ({limits.budget:g} s) ran out after {elapsed:.0f} s"
+                break
+            # the head first when it is not known: one step settles an upstream that did not break the chain
+            mid = hi - 1 if hi == len(commits) else (lo + hi) // 2
+            combination = {**pins, move.upstream: commits[mid]}
+            info = mirror.commit_info(commits[mid])
+            ui.note(f"scroll: {move.upstream} {commits[mid][:12]} ({mid + 1}/{len(commits)}) \"{info.subject}\"")
+            began = time.monotonic()
+            saved.restore()
+            with ui.group(f"kpatch nightly: scroll {move.upstream} at {commits[mid][:12]}"):
+                attempt = chain(ws, ui, settings, show, combination)
+            steps.append(Step(upstream=move.upstream, commit=commits[mid], subject=info.subject,
+                              result=attempt.result, seconds=round(time.monotonic() - began, 3), stage=attempt.stage,
+                              summary=attempt.summary, pins=tuple(Pin(u, c) for u, c in combination.items())))
+            flaky += [t for t in attempt.flaky if t not in flaky]
+            if attempt.result is StepResult.RED:
+                hi, red = mid, attempt
+            else:
+                lo, lock = mid, attempt.lock
+        last = commits[lo] if lo >= 0 else move.old_base
+        first_red = commits[hi] if hi < len(commits) and hi - lo == 1 else None
+        spans.append(Span(upstream=move.upstream, base=move.old_base, head=move.new_base, commits=len(commits),
+                          last_green=last, first_red=first_red))
+        pins[move.upstream] = last
+        if stopped is not None:
+            left = f"{move.upstream}: green at {last[:12]}, " + (
+                f"red at {commits[hi][:12]}" if hi < len(commits) else "the head not tried")
+            stopped = f"{stopped}: the search got as far as {left}, {max(0, hi - lo - 1)} commit(s) between untried"
+            break
+        if first_red is not None and red is not None and culprit is None:
+            culprit = _breaker(ws, move.upstream, first_red, red)
+    advanced = any(pins[m.upstream] != m.old_base for m in moves)
+    scroll = Scroll(spans=tuple(spans), steps=tuple(steps), last_green=tuple(Pin(u, c) for u, c in pins.items()),
+                    advanced=advanced, culprit=culprit, flaky=tuple(flaky), complete=stopped is None,
+                    stopped=stopped, max_steps=limits.max_steps, budget=limits.budget,
+                    seconds=round(time.monotonic() - started, 3))
+    return scroll, lock if advanced else None
+
+
+def settle(ws: Workspace, ui: UI, saved: Saved, onto: Mapping[str, str]) -> None:
+    """Leave the project as a night leaves it: the files as they were, then rebased onto `onto` (the last green
+    commits, or the heads); no build."""
+    saved.restore()
+    found = Findings()
+    with ui.group("kpatch nightly: scroll (the stacks onto the proposed commits)"):
+        run = timed(ui, Stage.REBASE, lambda: stages.rebase(ws, ui, found, lambda _stage, _result: None, onto=onto,
+                                                            discard=True), found)
+    if run.status is StageStatus.FAILED:
+        ui.warn(f"scroll: the stacks could not be rebased back onto {', '.join(c[:12] for c in onto.values())}: "
+                f"{run.summary}")
+        _abort_in_progress(ws)
+    saved.drop()
+
+
+def heads_attempt(failure: Failure | None, suites: Sequence[Suite]) -> Attempt:
+    """The night's own red run at the heads, as a search step would have seen it."""
+    stage = failure.stage if failure else Stage.TEST
+    return Attempt(StepResult.RED, stage, failure.message if failure else "", failure, tuple(suites), (), None)
+
+
+def _lock(found: Findings) -> bytes | None:
+    return found.lock.read_bytes() if found.lock is not None and found.lock.is_file() else None
+
+
+def _tail(path: Path | None) -> tuple[str, ...]:
+    if path is None or not path.is_file():
+        return ()
+    return tuple(path.read_text(encoding="utf-8", errors="replace").splitlines()[-TAIL:])
+
+
+def _abort_in_progress(ws: Workspace) -> None:
+    """A step's rebase that stopped at a conflict is dropped (the next step starts from the saved files)."""
+    from kpatch.engine.rebase import abort_rebase
+
+    if ws.read_state().operation is not None:
+        abort_rebase(ws, UI(quiet=True))
+
+
+def _breaker(ws: Workspace, upstream: str, sha: str, red: Attempt) -> Breaker:
+    info = ws.mirror(upstream).commit_info(sha)
+    failure = red.failure
+    failing = tuple(t for s in red.suites for t in s.failing)
+    return Breaker(upstream=upstream, commit=sha, subject=info.subject, author=info.author, date=info.date,
+                   stage=red.stage or Stage.TEST, message=failure.message if failure else red.summary,
+                   failing=failing, log_tail=failure.log_tail if failure else ())
