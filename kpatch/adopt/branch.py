@@ -91,12 +91,7 @@ def continue_import(ws: Workspace, ui: UI) -> bool:
         if ws.pending_journal() != "import":
             raise WorktreeError("nothing to continue: no interrupted import")
         clear_leftovers(ws)
-        if not journal.committed(ws.journal_dir):
-            journal.back(ws.journal_dir)
-            return False
-        journal.forward(ws.journal_dir)
-        journal.close(ws.journal_dir)
-        return True
+        return journal.resume(ws.journal_dir)
 
 
 def abort_import(ws: Workspace, ui: UI) -> None:

@@ -405,12 +405,7 @@ def continue_propose(ws: Workspace, ui: UI) -> bool:
     with ws.writer("propose --continue", ui):
         if ws.pending_journal() != "propose":
             raise WorktreeError("nothing to continue: no interrupted propose")
-        if not journal.committed(ws.journal_dir):
-            journal.back(ws.journal_dir)
-            return False
-        journal.forward(ws.journal_dir)
-        journal.close(ws.journal_dir)
-        return True
+        return journal.resume(ws.journal_dir)
 
 
 def abort_propose(ws: Workspace, ui: UI) -> None:

@@ -137,7 +137,7 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
     """Build the example in `folder` (empty) and run the pipeline on it; `on_step` sees each step as it ends."""
     started = time.monotonic()
     run = _Run(folder, ui, choice, on_step)
-    with _offline():
+    with offline():
         for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
                            ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
                            ("test", run.test)):
@@ -260,8 +260,9 @@ def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, 
 
 
 @contextmanager
-def _offline() -> Iterator[None]:
-    """The demo asks no one on the network about Upstream-PR states (GitHub): KPATCH_OFFLINE for its run."""
+def offline() -> Iterator[None]:
+    """No one on the network is asked about Upstream-PR states (GitHub): KPATCH_OFFLINE for the demo's run (and
+    the simulated nights')."""
     before = os.environ.get("KPATCH_OFFLINE")
     os.environ["KPATCH_OFFLINE"] = "1"
     try:

@@ -20,6 +20,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from kpatch import config
+from kpatch.examples.demo import offline
 from kpatch.examples.moves import move_upstreams, ship_resolution
 from kpatch.examples.upstreams import KERNEL_FILES, ExampleProject, commit, make_example_project
 from kpatch.files import write_atomic
@@ -52,7 +53,7 @@ def simulate(folder: Path, ui: UI) -> Nights:
     today = datetime.now(UTC).date()
     when = 3000
     outcomes = []
-    with _offline():
+    with offline():
         for night in range(3):
             if night == 0:
                 for n in range(3):
@@ -104,16 +105,3 @@ def _from_today(record: history.Record, day: str) -> history.Record:
         return record
     return replace(record, date=day, started=day + record.started[10:])
 
-
-@contextmanager
-def _offline() -> Iterator[None]:
-    """Nobody on the network is asked about Upstream-PR states (GitHub) during the simulation."""
-    before = os.environ.get("KPATCH_OFFLINE")
-    os.environ["KPATCH_OFFLINE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("KPATCH_OFFLINE", None)
-        else:
-            os.environ["KPATCH_OFFLINE"] = before

@@ -127,6 +127,17 @@ def close(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def resume(folder: Path) -> bool:
+    """Finish an interrupted journaled write: True when it had committed (every file written now), False when it
+    had not (every file put back: the operation can simply run again)."""
+    if not committed(folder):
+        back(folder)
+        return False
+    forward(folder)
+    close(folder)
+    return True
+
+
 def back(folder: Path) -> Path | None:
     """Undo a committed journal (every target as it was), then drop it; without one, only drop the staging. One
     that cannot be read is set aside instead, the files left as they are: return where it went (else None)."""
