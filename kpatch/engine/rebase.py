@@ -200,10 +200,13 @@ def _advance(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
                 mirror.remove_worktree(scratch)
             scratch.parent.mkdir(parents=True, exist_ok=True)
             mirror.add_scratch(scratch, stack.base, sorted({path for p in patches for path in p.paths}))
-            rerere.load(ws.stack.root, upstream.name, mirror.enable_rerere())
+            killseam.reached(f"rebase:scratch:{upstream.name}")
             for patch in stack.patches:  # a fresh scratch holds none of them
                 if patch.phase is Phase.APPLIED:
                     patch.reset()
+        # Every time, not only with a fresh scratch: a kill between making the scratch and copying the recorded
+        # resolutions left an rr-cache without them, and the conflict they resolve would stop for a person.
+        rerere.load(ws.stack.root, upstream.name, mirror.enable_rerere())
         tree = Repository(scratch)
         todo = [p for p in stack.patches if not p.settled]
         stack.phase, stack.head_before = StackPhase.RUNNING, tree.head()

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import ExitCode
-from kpatch.examples.upstreams import commit
+from kpatch.examples.moves import move_upstreams, ship_resolution
+from kpatch.examples.upstreams import ExampleProject, commit
 from tests.support.cli import KPATCH, kpatch
 from tests.support.gitrepos import Project, git, kill_inside_git_am, make_project
 from tests.support.killing import ApplyKills, Runner, isolated_env, processes_under
@@ -363,3 +364,21 @@ def test_a_worktree_a_kill_left_locked_before_its_head_is_forgotten_and_made_aga
     assert not path.exists() and not list((mirror.path / "worktrees").glob("*"))
     mirror.add_worktree(path, sha)
     assert mirror.owns(path) and (path / "a.txt").read_text() == "a\n"
+
+
+def test_a_rebase_killed_before_its_recorded_resolutions_were_loaded_still_replays_them(project: Project) -> None:
+    """Killed after the scratch worktree was made but before patches/.rerere went into the mirror's rr-cache (a
+    random kill of CI hit it): --continue found the scratch made and skipped the copy, so the conflict a recorded
+    resolution resolves stopped for a person."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    example = ExampleProject(root=project.root, kernels=project.kernels, app=project.app,
+                             kernels_base=project.kernels_base, app_base=project.app_base)
+    move_upstreams(example)
+    ship_resolution(example)
+    killed = kpatch(project.root, "rebase", env={"KPATCH_TEST_KILL_AT": "rebase:scratch:app"})
+    assert killed.exit_code == -signal.SIGKILL
+    ran = kpatch(project.root, "rebase", "--continue", "--json")
+    assert ran.exit_code == 0, ran.output
+    stacks = {s["upstream"]: s for s in json.loads(ran.stdout)["result"]["stacks"]}
+    assert [p["class"] for p in stacks["app"]["patches"]] == ["clean", "three-way"]
+    assert stacks["app"]["patches"][1]["why"] == "conflict resolved by a recorded resolution"
