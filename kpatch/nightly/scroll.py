@@ -122,12 +122,14 @@ def retry_test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Set
     None when it fails again (the failure is then the retry's)."""
     failing = tuple(t.split(": ", 1)[0] for s in found.suites for t in s.failing) or \
         tuple(s.upstream for s in found.suites if s.outcome != "passed")
-    first = found.failure
+    first, first_suites = found.failure, list(found.suites)
     found.failure = None
     with ui.group("kpatch nightly: test (retry at the same commit)"):
         again = timed(ui, Stage.TEST, lambda: stages.test(ws, ui, found, show, settings), found)
     if again.status is StageStatus.FAILED:
-        found.failure = found.failure or first
+        # The night reports its first run: the retry compares with that run's results (saved as the last ones),
+        # so it would call nothing newly failing.
+        found.failure, found.suites[:] = first or found.failure, first_suites
         return None
     ui.warn(f"flaky: {', '.join(failing)} failed, then passed on the retry")
     return failing or ("(a suite)",)
