@@ -2,7 +2,9 @@
 kills it exactly there (no timing). The points:
 
 - `journal:N`: after N steps of a journaled write (0: once staged, before the commit point); `journal:close`:
-  the command is finished, just before the journal is dropped (kpatch/project/journal.py);
+  the command is finished, just before the journal is dropped; `journal:staging`: a new journal is staged under
+  its own name, before it becomes the journal; `journal:dropped`: the journal was renamed away, before it is
+  removed (kpatch/project/journal.py);
 - `mirror:init`: a new mirror's `git init --bare` has run, before the mirror is moved into place;
 - `worktree:add`: `git worktree add` has written the new worktree's HEAD and its `locked` file ("initializing")
   but not checked anything out yet: what a kill in the middle of it leaves (kpatch/gitx/mirror.py);

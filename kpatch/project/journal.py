@@ -5,6 +5,10 @@
 3. Forward: each staged file is renamed over its target, each deleted file removed. A step whose staged file
    is gone is done, so going forward again after a kill finishes the job.
 4. Close: the command finishes what depends on the files (e.g. moving worktrees), then drops the journal.
+The journal folder appears and goes in one rename each: it is staged as `journal.staging` (renamed to `journal`
+once its `operation` marker is written) and dropped by a rename to `journal.dropped` before it is removed, so a
+kill never leaves a half-made or half-removed journal that names no operation; the next writer removes the
+leftovers (`sweep`).
 Going back puts every target as it was from the copies. Without `journal.json` nothing was touched yet: both
 ways only drop the staging folder. `--continue` goes forward and `--abort` goes back, for every command.
 
@@ -33,7 +37,9 @@ from kpatch.files import new_file_mode, sync_files, write_atomic
 
 JOURNAL = "journal.json"
 KILL_HOOK = killseam.KILL_AT  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
-# "journal:close" once the command is finished, just before the journal is dropped
+# "journal:close" once the command is finished, just before the journal is dropped, "journal:dropped" once it is
+# renamed away and before it is removed, "journal:staging" while a new journal is staged under its own name
+_LEFTOVERS = (".staging", ".dropped")  # siblings of the journal folder a kill can leave: never a pending journal
 
 
 @dataclass(frozen=True)
@@ -83,9 +89,13 @@ def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: I
     if folder.exists():
         raise WorktreeError(f"{folder}: an interrupted write is pending: run 'kpatch {pending(folder)} --continue' "
                             "or '--abort' first")
-    (folder / "new").mkdir(parents=True)
-    (folder / "old").mkdir()
-    (folder / "operation").write_text(operation, encoding="utf-8")
+    staging = folder.with_name(folder.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "new").mkdir(parents=True)
+    (staging / "old").mkdir()
+    (staging / "operation").write_text(operation, encoding="utf-8")
+    _hook("staging")
+    staging.replace(folder)
     steps: list[Step] = []
     try:
         for index, (path, data) in enumerate(sorted(writes.items())):
@@ -98,7 +108,7 @@ def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: I
             if path.exists() or path.is_symlink():
                 steps.append(Step(target=str(path), new=None, old=_keep(folder, path, f"d{index}")))
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        _drop(folder)
         raise
     sync_files(folder / "new", [folder / "new" / s.new for s in steps if s.new is not None])
     _hook(0)
@@ -124,7 +134,25 @@ def forward(folder: Path) -> None:
 def close(folder: Path) -> None:
     """The command is finished: drop the journal (its copies of the old files with it)."""
     _hook("close")
-    shutil.rmtree(folder, ignore_errors=True)
+    _drop(folder)
+
+
+def sweep(folder: Path) -> None:
+    """Remove what a kill left of a journal being staged or dropped (never a pending journal: see the module)."""
+    for suffix in _LEFTOVERS:
+        shutil.rmtree(folder.with_name(folder.name + suffix), ignore_errors=True)
+
+
+def _drop(folder: Path) -> None:
+    """Remove the journal folder: renamed away first (one atomic step), then deleted."""
+    dropped = folder.with_name(folder.name + ".dropped")
+    shutil.rmtree(dropped, ignore_errors=True)
+    try:
+        folder.replace(dropped)
+    except FileNotFoundError:
+        return
+    _hook("dropped")
+    shutil.rmtree(dropped, ignore_errors=True)
 
 
 def resume(folder: Path) -> bool:
@@ -152,7 +180,7 @@ def back(folder: Path) -> Path | None:
         else:
             kept = folder / "old" / step.old
             write_atomic(target, kept.read_bytes(), mode=stat.S_IMODE(kept.stat().st_mode))
-    shutil.rmtree(folder)
+    _drop(folder)
     return None
 
 

@@ -171,6 +171,7 @@ class Workspace:
         with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
             if self.journal_dir.exists() and self.pending_journal() is None:
                 journal.close(self.journal_dir)  # the journal of a run that had finished
+            journal.sweep(self.journal_dir)  # what a kill left of a journal being staged or dropped
             stopped = stop_orphans([self.workdir, self.cache_dir])  # no git of ours runs yet: these are a dead one's
             if stopped:
                 notes.append(f"stopped {len(stopped)} git process(es) a killed kpatch left running "

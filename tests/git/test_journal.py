@@ -173,3 +173,40 @@ def test_rebase_killed_at_each_journal_step_continues_or_aborts(tmp_path: Path) 
     steps = kill_at_each_step(rp.root, saved, ["rebase", "--continue"], "rebase", old, new, names, check)
     changed = {k for k in set(old.files) | set(new.files) if old.files.get(k) != new.files.get(k)}
     assert steps == len(changed) + 1
+
+
+def test_a_kill_while_the_journal_is_staged_or_dropped_leaves_no_half_journal(project: Project,
+                                                                               tmp_path: Path) -> None:
+    """The journal folder appears and goes by one rename each: killed while it is staged, or after it was renamed
+    away but before it was removed (when a command finishes, or when --abort has put the files back), status shows
+    nothing interrupted, the files are wholly old or new, and the next writer removes the leftover."""
+    assert project.run("apply").exit_code == 0
+    git(project.workdir / "kernels", "commit", "-q", "--amend", "-m", "Test the kimi op\n\nReworded.")
+    names = ("kernels", "app")
+    cache = project.root.parent / "home" / ".cache" / "kpatch"
+    saved = Saved([project.root, cache], tmp_path / "saved")
+    saved.save("before")
+    old = End.of(project.root, names)
+    assert kpatch(project.root, "export").returncode == 0
+    new = End.of(project.root, names)
+    assert new.files != old.files
+    kpatch_dir = project.root / ".kpatch"
+
+    def killed(point: str, *command: str) -> None:
+        run = kpatch(project.root, *command, env={"KPATCH_TEST_KILL_AT": point})
+        assert run.returncode == -signal.SIGKILL, f"{point}: {run.stderr}"
+        status = json.loads(kpatch(project.root, "status", "--json").stdout)["result"]
+        assert status["journal"] is None and status["operation"] is None, point
+
+    for point, leftover, end in (("journal:staging", "journal.staging", old), ("journal:dropped", "journal.dropped",
+                                                                                new)):
+        saved.restore("before")
+        killed(point, "export")
+        assert (kpatch_dir / leftover).is_dir() and not (kpatch_dir / "journal").exists()
+        assert End.of(project.root, names) == end, point
+        assert kpatch(project.root, "export").returncode == 0  # a writer: it finishes the job and sweeps
+        assert End.of(project.root, names) == new and not (kpatch_dir / leftover).exists()
+    saved.restore("before")
+    assert kpatch(project.root, "export", env={"KPATCH_TEST_KILL_AT": "journal:1"}).returncode == -signal.SIGKILL
+    killed("journal:dropped", "export", "--abort")  # --abort put every file back, then was killed dropping
+    assert End.of(project.root, names) == old
