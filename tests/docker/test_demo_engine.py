@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,7 @@ def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch:
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    started = time.monotonic()
-    result = run_kpatch(None, "demo", "--base-image", base_image, "--json")
-    seconds = time.monotonic() - started
+    result = run_kpatch(None, "demo", "--base-image", base_image, "--json")  # its time: scripts/bench_demo
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)["result"]
     assert report["backend"]["backend"] == "docker" and report["backend"]["base_image"] == base_image
@@ -29,7 +26,6 @@ def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch:
     assert report["build"]["image"].startswith("kpatch-build:") and report["build"]["containers"] == 2
     assert [s["outcome"] for s in report["test"]["suites"]] == ["passed", "passed"]
     assert list(temp.iterdir()) == []
-    assert seconds < 60, f"the demo took {seconds:.0f} s with a warm image"
 
 
 def test_doctor_sees_the_engine_and_the_base_image(tmp_path: Path, base_image: str) -> None:

@@ -141,15 +141,12 @@ def test_a_missing_token_runs_as_dry_run_and_says_so(world: World, base_image: s
     assert {r.access for r in world.fake.requests} <= {"anonymous"}
 
 
-def test_a_no_op_night_starts_no_container_and_ends_within_5_s(world: World, base_image: str) -> None:
+def test_a_no_op_night_starts_no_container_and_builds_nothing(world: World, base_image: str) -> None:
     _clean(world, base_image)
     pull_writes = len(world.fake.writes())
     since = time.time()
-    started = time.monotonic()
-    result, report = world.night("--base-image", base_image)
-    seconds = time.monotonic() - started
+    result, report = world.night("--base-image", base_image)  # its speed (target: under 5 s): bench_nightly.py
     assert result.exit_code == 0 and report["outcome"] == "no-op", result.output
-    assert seconds < 5, f"a no-op night took {seconds:.1f} s"
     assert _containers_started_since(since) == []
     assert [s["status"] for s in report["stages"]] == ["skipped"] * 4
     assert report["stages"][0]["summary"].startswith("no-op: no upstream moved")
