@@ -60,14 +60,19 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     assert list(temp.iterdir()) == []  # the demo's folder is gone, wheels and lock with it
 
 
-def test_demo_keep_keeps_its_temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_keep_keeps_its_temp_folder_even_when_a_step_fails(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """--keep keeps the temp folder whatever the outcome (here a build that cannot start: no package index, which
+    also keeps the test short); --quiet prints the summary alone."""
+    _offline_index(tmp_path, monkeypatch)
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     result = CliRunner().invoke(main, ["demo", "--backend", "local", "--keep", "--quiet"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == ExitCode.BUILD, result.output
     kept = list(temp.glob("kpatch-demo-*"))
-    assert len(kept) == 1 and (kept[0] / "project" / "dist" / "pylock.toml").is_file()
+    assert len(kept) == 1 and (kept[0] / "project" / "kpatch.toml").is_file()
+    assert (kept[0] / "project" / "work" / "kernels").is_dir()  # applied and rebased before the build failed
     assert "== " not in result.stdout and "summary" in result.stdout  # --quiet: the summary alone
 
 
