@@ -144,10 +144,9 @@ def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: in
 
     toml = _copy_project(ws.stack, scratch / "project")
     cache = scratch / "cache"
-    for upstream in ws.stack.upstreams:
-        Workspace(stack=ws.stack, cache_dir=cache, workdir=scratch / "work").mirror(upstream.name).seed(
-            ws.mirror(upstream.name))
     sws = _workspace(ws.stack, toml, cache, scratch / "work")
+    for each in ws.stack.upstreams:  # the project's mirrors copied (hard links): each fetch then brings only news
+        sws.mirror(each.name).seed(ws.mirror(each.name))
     upstream = sws.stack.get(span.upstream)
     mirror = fetch(sws, ui, upstream)
     since, until = mirror.resolve(span.since), mirror.resolve(span.until)
