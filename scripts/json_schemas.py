@@ -29,6 +29,7 @@ from kpatch.engine.status import StatusResult
 from kpatch.examples.demo import DemoResult
 from kpatch.nightly.dashboard.report import Written
 from kpatch.nightly.model import Report
+from kpatch.nightly.replay import Replay
 from kpatch.output.ui import JSON_VERSION
 from kpatch.testing.run import TestRun
 from kpatch.verify.run import VerifyResult
@@ -99,7 +100,7 @@ def results() -> dict[str, dict[str, Any]]:
         "build-wheels": of_type(BuildResult),
         "verify": of_type(VerifyResult),
         "test": of_type(TestRun),
-        "nightly": nightly_result(),
+        "nightly": {"oneOf": [nightly_result(), of_type(Replay)]},  # a night, or --replay's nights
         "demo": {**of_type(DemoResult), "properties": {"log": {"type": ["string", "null"]},
                                                        **of_type(DemoResult)["properties"]},
                  "required": ["log", *of_type(DemoResult)["required"]]},

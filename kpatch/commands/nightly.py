@@ -39,14 +39,36 @@ if TYPE_CHECKING:
               "(a later 'nightly --publish-saved', with the token, reports it).")
 @click.option("--publish-saved", is_flag=True, help="Run no stage: report to GitHub the night in --report (run "
               "with --no-publish elsewhere; its refreshed files in this checkout).")
+@click.option("--replay", "replay_range", metavar="[NAME=]FROM..TO",
+              help="Run no night: replay upstream NAME's first-parent history FROM..TO (default NAME: the first "
+              "upstream), the rebase stage once per step, in a scratch folder, appending each step's night to the "
+              "carry history; --max-steps bounds the steps (default 100).")
+@click.option("--step", "every", type=click.IntRange(min=1), metavar="N",
+              help="With --replay: one step every N upstream commits.")
+@click.option("--daily", is_flag=True, help="With --replay: one step per day, the day's last commit (the default).")
+@click.option("--history", "history_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="With --replay: the carry history to append to (default: [dashboard] history, else "
+              "history.jsonl in the --report folder).")
 def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
             base_image: str | None, devices: tuple[str, ...], timeout: float | None, max_steps: int | None,
-            budget: float | None, no_publish: bool, publish_saved: bool) -> int:
+            budget: float | None, no_publish: bool, publish_saved: bool, replay_range: str | None,
+            every: int | None, daily: bool, history_file: Path | None) -> int:
     """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
     from kpatch.nightly import run
     from kpatch.nightly.scroll import Limits
     from kpatch.nightly.stages import Settings
 
+    if replay_range is None:
+        given = [name for name, on in (("--step", every is not None), ("--daily", daily),
+                                       ("--history", history_file is not None)) if on]
+        if given:
+            raise UsageError(f"{given[0]} goes with --replay FROM..TO")
+    else:
+        if publish_saved:
+            raise UsageError("--replay runs no night and reports none: it does not go with --publish-saved")
+        if every is not None and daily:
+            raise UsageError("--step N and --daily are two ways to cut the replay: give one")
+        return replay_command(ctx, replay_range, every, max_steps, history_file, report_dir)
     base = checked_base_image(backend, image, base_image)
     if no_publish and publish_saved:
         raise UsageError("--no-publish and --publish-saved are the two halves of a night: give one")
@@ -72,6 +94,42 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     if failure is not None:
         ctx.ui.error(message, report.exit_code, final=False)
     return report.exit_code
+
+
+def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | None, history_file: Path | None,
+                   report_dir: Path | None) -> int:
+    """`kpatch nightly --replay`: the replayed nights, step by step, and what they would have cost."""
+    from kpatch.nightly.dashboard.record import location
+    from kpatch.nightly.replay import MAX_STEPS, parse_range, replay
+
+    ws = ctx.workspace()
+    span = parse_range(text, ws.stack)
+    folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
+    path = (history_file or location(ws.stack, folder)).resolve()
+    if path.is_dir():
+        raise UsageError(f"--history {path}: a folder is there, not a file")
+    done = replay(ws, ctx.ui, span, every=every, max_steps=MAX_STEPS if max_steps is None else max_steps,
+                  path=path)
+    if ctx.ui.json_mode:
+        ctx.ui.result(done)
+        return 0
+    ui = ctx.ui
+    ui.line(f"\n[bold]replay of {escape(done.upstream)} {done.since[:12]}..{done.until[:12]}[/]: {done.commits} "
+            f"commit(s), {len(done.steps)} step(s) (one per {escape(done.per)})")
+    for step in done.steps:
+        mark = "[bold red]person[/]" if step.person else "[green]ok[/]    "
+        ui.line(f"  {step.date[:10]} {step.commit[:12]} {mark} behind {step.behind:>4}  {escape(step.summary)}")
+        for c in step.conflicts:
+            why = f": culprit {c.culprit[:12]} \"{escape(c.culprit_subject or '')}\"" if c.culprit else ""
+            ui.line(f"      conflict {escape(c.patch)}{why}")
+    ui.line(f"nights a person would have been needed: {done.person_nights} of {len(done.steps)}; "
+            f"{done.conflicts} conflict(s), {len(done.culprits)} culprit(s)")
+    for culprit in done.culprits:
+        ui.line(f"  culprit {culprit.sha[:12]} \"{escape(culprit.subject)}\": {culprit.nights} night(s), "
+                f"{escape(', '.join(culprit.patches))}")
+    ui.line(f"carry history: {escape(done.history)} ({done.records} record(s)); draw it: kpatch report --html DIR "
+            f"--history {escape(done.history)}")
+    return 0
 
 
 def as_json(report: Report) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from kpatch.errors import ExitCode, UsageError
 def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, abort: bool, discard: bool) -> int:
     """Move every stack onto its upstream's new head, as one transaction: all stacks or none."""
     from kpatch.engine import rebase as engine
+    from kpatch.nightly.dashboard.record import record_rebase
 
     if (continue_ and abort) or ((continue_ or abort) and (onto or force or discard)):
         raise UsageError("--continue and --abort go alone")
@@ -32,6 +33,7 @@ def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
         result = engine.continue_rebase(ws, ctx.ui)
     else:
         result = engine.rebase(ws, ctx.ui, onto_refs, force=force, discard=discard)
+    record_rebase(ctx.ui, ws, result)  # the carry history, when kpatch.toml names one ([dashboard] history)
     code = int(ExitCode.CONFLICT) if result.conflict else 0
     if ctx.ui.json_mode:
         conflict = result.conflict

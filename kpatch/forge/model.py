@@ -20,6 +20,7 @@ class Action(Enum):
     UPDATE = "update"
     COMMENT = "comment"
     CLOSE = "close"
+    PIN = "pin"  # pinned to the repository's issue list (the carry dashboard)
     NOTHING = "nothing"
 
 

@@ -117,6 +117,17 @@ class Mirror(Repository):
         raise UpstreamError(f"upstream {self.name}: cannot fetch {redact_url(url)} after {FETCH_TRIES} tries: {last}"
                             f" (to work offline: --url {self.name}=PATH or {url_variable(self.name)}=PATH)")
 
+    def seed(self, source: Mirror) -> None:
+        """Make this (absent) mirror a local copy of `source`'s refs and objects (hard links where the file system
+        allows): a scratch mirror that later fetches only what is newer, and writes nothing into `source`."""
+        if self.exists or not source.exists:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        run(["clone", "--quiet", "--mirror", "--", str(source.path), str(self.path)])
+        if source.run(["config", "--get", _LAYOUT], check=False).text.strip() == UPSTREAM_REFS:
+            self.set_config(_LAYOUT, UPSTREAM_REFS)
+            self.set_config("remote.upstream.fetch", f"+refs/heads/*:{UPSTREAM_REFS}*")
+
     def _fetch_once(self, url: str, on_progress: Callable[[int], None]) -> tuple[int, str]:
         """One `git fetch --progress`, turning "Receiving objects:  45% (...)" into on_progress(45)."""
         # Tags fetched with --tags (and --force: a moved tag moves) are not pruned, so a person's tag stays too.

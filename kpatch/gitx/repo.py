@@ -152,6 +152,17 @@ class Repository:
         """Commits of since..until along the first-parent line, oldest first: the order bisection walks."""
         return self.out(["rev-list", "--first-parent", "--reverse", "--end-of-options", f"{since}..{until}"]).split()
 
+    def first_parent_log(self, since: str, until: str) -> list[tuple[str, int, str]]:
+        """(SHA, committer time in seconds since the epoch, subject) of since..until along the first-parent line,
+        oldest first."""
+        listing = self.out(["log", "--first-parent", "--reverse", "--format=%H %ct %s", "--end-of-options",
+                            f"{since}..{until}"])
+        rows = []
+        for line in listing.splitlines():
+            sha, stamp, *subject = line.split(" ", 2)
+            rows.append((sha, int(stamp), subject[0] if subject else ""))
+        return rows
+
     def commit_info(self, sha: str) -> CommitInfo:
         commit = self.repo.commit(sha)
         return CommitInfo(sha=commit.hexsha, subject=commit.summary if isinstance(commit.summary, str) else

@@ -71,10 +71,19 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
 
 
 def _dashboard(gh: Forge, body: str | None) -> list[github.Result]:
-    """The carry dashboard issue, edited in place ([dashboard] issue = true in kpatch.toml; else body is None)."""
+    """The carry dashboard issue, edited in place ([dashboard] issue = true in kpatch.toml; else body is None), and
+    pinned the night it is opened (once: a person who unpins it is not overruled). A pin that fails is one more
+    warning line, never the night's exit code."""
+    from kpatch.forge.model import Action
+    from kpatch.forge.model import Outcome as Done
     from kpatch.nightly.dashboard.markdown import ABOUT, LABEL, TITLE
 
-    return [] if body is None else [gh.keep_issue(f"kpatch {TITLE}", body, LABEL, ABOUT)]
+    if body is None:
+        return []
+    kept = gh.keep_issue(f"kpatch {TITLE}", body, LABEL, ABOUT)
+    if kept.action is Action.OPEN and kept.outcome is Done.DONE and kept.ref is not None:
+        return [kept, gh.pin_issue(kept.ref.number)]
+    return [kept]
 
 
 def _push(ws: Workspace, report: Report, tgt: github.Target, top: Path | None, paths: list[Path]) -> Push:

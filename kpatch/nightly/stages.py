@@ -78,11 +78,8 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str
 
     result = run_rebase(ws, ui, onto or {}, force=False, discard=discard)
     show(Stage.REBASE, result)
-    found.moves = _moves(ws, result, found.moves)
-    found.patches = [PatchLine(upstream=s.name, patch=p.name, klass=p.klass, applied=p.applied, why=p.why,
-                               commit=p.commit, culprit=p.culprit,
-                               hunks=tuple(h.path + (f":{h.line}" if h.line else "") for h in p.hunks))
-                     for s in result.stacks for p in s.patches]
+    found.moves = moves(ws, result, found.moves)
+    found.patches = patch_lines(result)
     if result.github:
         found.notes.append(result.github)
     conflicts = [p for p in found.patches if p.klass is PatchClass.CONFLICT]
@@ -96,7 +93,14 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str
                f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream")
 
 
-def _moves(ws: Workspace, result: RebaseResult, fetched: list[Move]) -> list[Move]:
+def patch_lines(result: RebaseResult) -> list[PatchLine]:
+    """Each patch of the rebase as the report has it."""
+    return [PatchLine(upstream=s.name, patch=p.name, klass=p.klass, applied=p.applied, why=p.why, commit=p.commit,
+                      culprit=p.culprit, hunks=tuple(h.path + (f":{h.line}" if h.line else "") for h in p.hunks))
+            for s in result.stacks for p in s.patches]
+
+
+def moves(ws: Workspace, result: RebaseResult, fetched: list[Move]) -> list[Move]:
     """Old -> new base per upstream as the rebase saw them, with the commits between."""
     branches = {m.upstream: m.branch for m in fetched}
     moves = []

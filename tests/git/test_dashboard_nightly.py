@@ -90,9 +90,49 @@ def test_with_dashboard_issue_the_nightly_keeps_one_carry_dashboard_issue_edited
     assert len(dashboards) == 1 and dashboards[0].title == "kpatch carry dashboard"
     first = dashboards[0].body
     assert "## The stack" in first and K1 in first and CULPRIT_SUBJECT in first and "failed" in first
-    assert report["github"][-1]["action"] == "open" and report["github"][0]["action"] == "open"  # failure, then it
+    # the failure issue, then it, then its pin
+    assert [r["action"] for r in report["github"]] == ["open", "open", "pin"]
     result, report = world.night()
     assert result.exit_code == 3, result.output
     (again,) = [i for i in world.fake.items(REPO, pull=False) if i.labels == [LABEL]]
     assert again.number == dashboards[0].number and again.body != first and "a rebase is in progress" in again.body
     assert report["github"][-1]["action"] == "update" and again.comments == []
+
+
+
+def _pins(world: World) -> list[str]:
+    """The pinIssue mutations the fake GitHub received."""
+    return [r.body["query"] for r in world.fake.requests if r.path == "/graphql" and "pinIssue(" in r.body["query"]]
+
+
+def test_the_dashboard_issue_is_pinned_once_the_night_it_is_opened(world: World) -> None:
+    _break(world)
+    (world.root / "kpatch.toml").write_text((world.root / "kpatch.toml").read_text()
+                                            + "\n[dashboard]\nissue = true\n")
+    result, report = world.night()
+    assert result.exit_code == 1, result.output
+    (dashboard,) = [i for i in world.fake.items(REPO, pull=False) if i.labels == [LABEL]]
+    assert dashboard.pinned and len(_pins(world)) == 1
+    pin = report["github"][-1]
+    assert (pin["action"], pin["outcome"], pin["ref"]["number"]) == ("pin", "done", dashboard.number)
+    assert f"GitHub: pinned issue #{dashboard.number}" in result.output
+    result, report = world.night()  # edited in place; never pinned again (a person may unpin it)
+    assert result.exit_code == 3, result.output
+    assert len(_pins(world)) == 1 and [r["action"] for r in report["github"]][-1] == "update"
+
+
+def test_a_pin_github_refuses_is_a_warning_and_the_night_keeps_its_exit_code(world: World) -> None:
+    for n in range(3):  # GitHub pins at most three issues per repository
+        world.fake.add_issue(REPO, f"pinned {n}").pinned = True
+    _break(world)
+    (world.root / "kpatch.toml").write_text((world.root / "kpatch.toml").read_text()
+                                            + "\n[dashboard]\nissue = true\n")
+    result, report = world.night()
+    assert result.exit_code == 1 and report["failure"]["stage"] == "rebase", result.output
+    (dashboard,) = [i for i in world.fake.items(REPO, pull=False) if i.labels == [LABEL]]
+    assert not dashboard.pinned and "## The stack" in dashboard.body
+    pin = report["github"][-1]
+    assert (pin["action"], pin["outcome"]) == ("pin", "rejected")
+    assert "already has 3 pinned issues" in pin["message"]
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning: GitHub") and "pin" in line]
+    assert len(warnings) == 1 and "already has 3 pinned issues" in warnings[0], result.output

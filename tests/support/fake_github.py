@@ -72,6 +72,7 @@ class Item:
     merge_commit_sha: Any = None  # anything at all: tests send `main~20`, '' and null
     head_owner: str = ""  # the owner of the head branch's repository when it is a fork ("" the repository's own)
     draft: bool = False
+    pinned: bool = False  # pinned to the repository's issue list (GraphQL pinIssue; GitHub allows 3 per repository)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The fake GitHub's endpoints: repos, pulls, issues, comments, labels and git refs, as PyGithub calls them."""
+"""The fake GitHub's endpoints: repos, pulls, issues, comments, labels and git refs, as PyGithub calls them; and
+the one GraphQL operation kpatch uses (POST /graphql: an issue's isPinned, and pinIssue)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def route(fake: FakeGitHub, method: str, path: str, query: dict[str, str], body:
             raise Answer(401, "Requires authentication")
         scopes = {"write": "repo, workflow", "read": "read:user"}.get(access, "")
         return 200, {**_user(fake, "kpatch-bot"), "name": "kpatch bot"}, {"X-OAuth-Scopes": scopes}
+    if (method, path) == ("POST", "/graphql"):
+        return _graphql(fake, body, access)
     for verb, pattern, name in _ROUTES:
         match = re.fullmatch(pattern, path)
         if verb == method and match:
@@ -70,7 +73,8 @@ def _repo_json(fake: FakeGitHub, repo: Repo) -> Json:
 
 def _issue_json(fake: FakeGitHub, repo: Repo, item: Item) -> Json:
     data: Json = {
-        "id": item.number + 500000, "number": item.number, "title": item.title, "body": item.body,
+        "id": item.number + 500000, "node_id": _node_id(repo, item), "number": item.number, "title": item.title,
+        "body": item.body,
         "state": item.state, "state_reason": item.state_reason, "locked": False, "user": _user(fake, item.user),
         "labels": [repo.labels[name] for name in item.labels], "comments": len(item.comments),
         "created_at": STAMP, "updated_at": STAMP, "closed_at": STAMP if item.state == "closed" else None,
@@ -225,3 +229,38 @@ def _get_ref(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, na
         raise Answer(404, "Not Found")
     return {"ref": f"refs/heads/{name}", "url": f"{_base(fake, repo)}/git/refs/heads/{name}",
             "object": {"type": "commit", "sha": repo.branches[name]}}
+
+
+PINNED_MAX = 3  # GitHub pins at most three issues per repository
+
+
+def _node_id(repo: Repo, item: Item) -> str:
+    return f"I_{repo.owner}/{repo.name}#{item.number}"
+
+
+def _graphql(fake: FakeGitHub, body: Json, access: str) -> tuple[int, Any, dict[str, str]]:
+    """GraphQL as GitHub answers it: 401 without a token, else 200, with `errors` for what went wrong (no access,
+    an unknown node, a fourth pin). Only the two operations kpatch sends are understood."""
+    if access == "anonymous":
+        raise Answer(401, "This endpoint requires you to be authenticated.")
+    query, variables = str(body.get("query", "")), body.get("variables") or {}
+    pinning = "pinIssue(" in query
+    node = (variables.get("input") or {}).get("issueId") if pinning else variables.get("id")
+    found = next(((repo, item) for repo in fake.repos.values() for item in repo.items.values()
+                  if _node_id(repo, item) == node), None)
+    if found is None:
+        return 200, {"data": None, "errors": [{"type": "NOT_FOUND", "message": f"Could not resolve to a node with "
+                                                                              f"the global id of '{node}'"}]}, {}
+    repo, item = found
+    if not pinning:
+        if "isPinned" not in query:
+            return 200, {"errors": [{"message": "the fake GitHub knows only isPinned and pinIssue"}]}, {}
+        return 200, {"data": {"node": {"isPinned": item.pinned}}}, {}
+    if access != "write":
+        return 200, {"data": {"pinIssue": None}, "errors": [{"type": "FORBIDDEN", "message": "Resource not "
+                                                            "accessible by integration"}]}, {}
+    if not item.pinned and sum(i.pinned for i in repo.items.values()) >= PINNED_MAX:
+        return 200, {"data": {"pinIssue": None}, "errors": [{"type": "UNPROCESSABLE", "message": "Repository "
+                                                            "already has 3 pinned issues"}]}, {}
+    item.pinned = True
+    return 200, {"data": {"pinIssue": {"issue": {"id": node, "isPinned": True}}}}, {}

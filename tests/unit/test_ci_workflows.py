@@ -15,7 +15,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 NIGHTLY = ROOT / "ci" / "nightly.yml"
 WORKFLOWS = [NIGHTLY, *sorted((ROOT / ".github" / "workflows").glob("*.yml"))]
-PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w.-]+)*@[0-9a-f]{40}$")  # owner/repo[/sub-action]@sha
 
 
 def _load(path: Path) -> dict[Any, Any]:
@@ -74,10 +74,27 @@ def test_the_gpu_job_builds_tests_and_uploads_everything_with_no_secret_and_a_re
     assert upload["if"] == "always()"
     assert upload["with"]["path"].split() == ["reports/nightly/", ".kpatch-cache/logs/", "dist/*.whl",
                                               "dist/pylock.toml"]
-    assert stacks["with"]["path"].split() == ["reports/nightly/report.json", "kpatch.toml", "pylock.toml",
-                                              "patches/"]
+    assert stacks["with"]["path"].split() == ["reports/nightly/report.json", "reports/nightly/history.jsonl",
+                                              "kpatch.toml", "pylock.toml", "patches/"]
     checkouts = _uses(job, "actions/checkout")
     assert checkouts and all(step["with"].get("persist-credentials") is False for step in checkouts)
+
+
+def test_the_gpu_job_carries_the_carry_history_from_night_to_night_red_nights_too() -> None:
+    """Restored before the night (the newest entry: the previous night's), saved after it whatever its outcome,
+    under a key of its own run (a cache entry never changes); the publish job gets it in the stacks artifact."""
+    steps = _load(NIGHTLY)["jobs"]["nightly"]["steps"]
+    names = [step.get("uses", "").split("@")[0] or step.get("run", "") for step in steps]
+    restore, save = names.index("actions/cache/restore"), names.index("actions/cache/save")
+    night = next(i for i, n in enumerate(names) if n.startswith("kpatch nightly "))
+    assert restore < night < save
+    for step in (steps[restore], steps[save]):
+        assert step["with"]["path"] == "reports/nightly/history.jsonl"
+        assert step["with"]["key"] == "kpatch-history-${{ github.run_id }}-${{ github.run_attempt }}"
+    assert steps[restore]["with"]["restore-keys"].split() == ["kpatch-history-"]
+    assert steps[save]["if"].startswith("always()")
+    publish = _run(_load(NIGHTLY)["jobs"]["publish"])
+    assert 'cp "${NIGHT}/reports/nightly/history.jsonl" reports/nightly/history.jsonl' in publish
 
 
 def test_only_the_small_publish_job_holds_the_token_and_it_runs_no_build() -> None:

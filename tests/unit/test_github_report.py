@@ -246,3 +246,37 @@ def test_a_repository_that_does_not_exist_is_rejected_not_retried(world: World) 
         result = gh.report_failure("kpatch nightly failed", "night 1")
     assert (result.outcome, result.attempts, world.sleeps) == (Outcome.REJECTED, 1, [])
     assert "answered 404: Not Found" in result.message
+
+
+def _pin_requests(world: World) -> list[str]:
+    return [r.body["query"] for r in world.fake.requests if r.path == "/graphql" and "pinIssue(" in r.body["query"]]
+
+
+def test_pin_issue_pins_through_graphql_and_an_issue_pinned_already_is_left_alone(world: World) -> None:
+    issue = world.fake.add_issue(REPO, "kpatch carry dashboard")
+    with world.reporter() as gh:
+        first = gh.pin_issue(issue.number)
+        again = gh.pin_issue(issue.number)
+    assert (first.action, first.outcome) == (Action.PIN, Outcome.DONE) and issue.pinned
+    assert first.message == f"pinned issue #{issue.number} https://github.example/{REPO}/issues/{issue.number}"
+    assert (again.action, again.outcome) == (Action.NOTHING, Outcome.DONE)
+    assert len(_pin_requests(world)) == 1  # once: the second call asked isPinned and sent no mutation
+
+
+def test_a_dry_run_pin_asks_whether_it_is_pinned_and_pins_nothing(world: World) -> None:
+    issue = world.fake.add_issue(REPO, "kpatch carry dashboard")
+    with world.reporter(dry_run=True) as gh:
+        result = gh.pin_issue(issue.number)
+    assert (result.action, result.outcome) == (Action.PIN, Outcome.DRY_RUN) and not issue.pinned
+    assert _pin_requests(world) == [] and "would pin issue" in result.message
+
+
+def test_a_pin_graphql_refuses_is_a_typed_result_naming_githubs_reason(world: World) -> None:
+    read = "ghs_READ0123456789abcdefTOKENvalue"  # not a real token: the fake server's read credential
+    world.fake.grant(read, "read")
+    issue = world.fake.add_issue(REPO, "kpatch carry dashboard")
+    with world.reporter(token=read) as gh:
+        result = gh.pin_issue(issue.number)
+    assert (result.action, result.outcome, result.attempts) == (Action.PIN, Outcome.REJECTED, 1)
+    assert "Resource not accessible by integration" in result.message and not issue.pinned
+    assert read not in result.message

@@ -154,6 +154,22 @@ class Reporter:
 
         return self._step(Kind.ISSUE, Action.OPEN, f"labelled {label}", work)
 
+    def pin_issue(self, number: int) -> Result:
+        """Pin issue #number to the repository. GitHub's REST API has no pin: GraphQL's `pinIssue`, asked only when
+        the issue's `isPinned` is false (a retry after a lost reply, or a person's pin, pins nothing twice)."""
+
+        def work(repo: Any) -> tuple[Action, Ref | None]:
+            issue = repo.get_issue(number)
+            ref = _ref(issue)
+            _, data = repo.requester.graphql_query(_IS_PINNED, {"id": issue.node_id})
+            if (data.get("data") or {}).get("node", {}).get("isPinned"):
+                return Action.NOTHING, ref
+            if not self.dry:
+                repo.requester.graphql_query(_PIN, {"input": {"issueId": issue.node_id}})
+            return Action.PIN, ref
+
+        return self._step(Kind.ISSUE, Action.PIN, f"#{number}", work)
+
     def close_failure(self, comment: str, label: str = FAILURE_LABEL) -> Result:
         """Comment on and close every open issue with `label`; NOTHING when there is none."""
         progress = _Progress()
@@ -221,6 +237,9 @@ class Reporter:
         if isinstance(err, GithubException):
             headers = {str(k).lower(): str(v) for k, v in (err.headers or {}).items()}
             said = err.data.get("message") if isinstance(err.data, dict) else None
+            errors = err.data.get("errors") if isinstance(err.data, dict) else None
+            if said is None and isinstance(errors, list) and errors and isinstance(errors[0], dict):
+                said = str(errors[0].get("message", ""))  # GraphQL's answer: 200 with errors, raised as a 400
             what = self._scrub(f"{api} answered {err.status}" + (f": {said}" if said else ""))
             limited = "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"
             if err.status == 429 or isinstance(err, RateLimitExceededException) or (err.status == 403 and limited):
@@ -247,7 +266,9 @@ class Reporter:
 
 
 _PAST = {Action.OPEN: "opened", Action.UPDATE: "updated", Action.COMMENT: "commented on", Action.CLOSE: "closed",
-         Action.NOTHING: "touched"}
+         Action.PIN: "pinned", Action.NOTHING: "touched"}
+_IS_PINNED = "query IsPinned($id: ID!) { node(id: $id) { ... on Issue { isPinned } } }"
+_PIN = "mutation PinIssue($input: PinIssueInput!) { pinIssue(input: $input) { issue { id isPinned } } }"
 
 
 def _would(kind: Kind, action: Action, what: str, ref: Ref | None, why: str | None) -> str:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch.config import Stack
 from kpatch.errors import KpatchError
 from kpatch.nightly.dashboard import history
 from kpatch.nightly.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
-from kpatch.nightly.model import PatchLine, Report, Stage, StageStatus
+from kpatch.nightly.model import Outcome, PatchLine, Report, Stage, StageRun, StageStatus
 from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
+
+if TYPE_CHECKING:
+    from kpatch.engine.rebase import RebaseResult
 
 log = logging.getLogger("kpatch")
 NOT_ASKED = "Upstream-PR states not checked"  # in a note: GitHub was not asked, so no PR's state is known
@@ -35,6 +41,28 @@ def record_night(ui: UI, stack: Stack, report: Report, path: Path) -> None:
     ui.note(f"carry history: {path} ({held} record(s))")
 
 
+def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
+    """`kpatch rebase` (and --continue) appends one record per patch to the history when kpatch.toml names one
+    ([dashboard] history); a history that cannot be written is a warning, never the rebase's end."""
+    from kpatch import __version__
+    from kpatch.nightly.stages import moves, patch_lines
+
+    if ws.stack.history is None:
+        return
+    conflict = result.conflict is not None
+    try:
+        run = StageRun(Stage.REBASE, StageStatus.FAILED if conflict else StageStatus.PASSED, 0.0, 0,
+                       "kpatch rebase")
+        report = Report(kpatch_version=__version__, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        outcome=Outcome.FAILED if conflict else Outcome.PASSED, exit_code=0, summary="kpatch rebase",
+                        stages=(run,), moves=tuple(moves(ws, result, [])), patches=tuple(patch_lines(result)))
+        held = history.append(ws.stack.history, patch_records(ws.stack, report, pr_states=False))
+    except (KpatchError, OSError) as err:
+        ui.warn(f"carry history not updated: {err}")
+        return
+    ui.note(f"carry history: {ws.stack.history} ({held} record(s))")
+
+
 def dashboard_issue(ui: UI, path: Path) -> str | None:
     """The carry dashboard issue's body from the history; None (nothing to edit) when there is no history or it
     cannot be read (a warning: the night's report goes on)."""
@@ -54,11 +82,6 @@ def records(stack: Stack, report: Report) -> list[history.Record]:
     """The night's record, then one per patch the rebase saw."""
     started = report.started
     day = started[:10]
-    behind = {m.upstream: m.commits for m in report.moves}
-    tests = {s.upstream: s.outcome for s in report.suites}
-    merged = {(f.upstream, f.patch) for f in report.flags}
-    rebase = report.stage(Stage.REBASE)
-    asked = rebase is not None and rebase.status is StageStatus.PASSED and not any(NOT_ASKED in n for n in report.notes)
     night = NightRecord(
         date=day, started=started, outcome=report.outcome.value, summary=report.summary,
         behind=tuple(Behind(upstream=m.upstream, branch=m.branch, commits=m.commits, head=m.new_base)
@@ -67,7 +90,21 @@ def records(stack: Stack, report: Report) -> list[history.Record]:
                      for s in report.stages),
         suites=tuple(SuiteLine(upstream=s.upstream, outcome=s.outcome, passed=s.passed, failed=s.failed,
                                errors=s.errors, skipped=s.skipped, message=s.message) for s in report.suites))
-    out: list[history.Record] = [night]
+    return [night, *patch_records(stack, report)]
+
+
+def patch_records(stack: Stack, report: Report, *, pr_states: bool = True) -> list[history.Record]:
+    """One record per patch the report's rebase saw (a night's, or a `kpatch rebase`'s: its one stage; that one
+    asks no PR state, `pr_states=False`, so no state is recorded)."""
+    started = report.started
+    day = started[:10]
+    behind = {m.upstream: m.commits for m in report.moves}
+    tests = {s.upstream: s.outcome for s in report.suites}
+    merged = {(f.upstream, f.patch) for f in report.flags}
+    rebase = report.stage(Stage.REBASE)
+    asked = pr_states and rebase is not None and rebase.status is StageStatus.PASSED and \
+        not any(NOT_ASKED in n for n in report.notes)
+    out: list[history.Record] = []
     for line in report.patches:
         size = _size(stack, line)
         prs = size.prs

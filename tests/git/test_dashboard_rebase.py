@@ -1,0 +1,58 @@
+"""Every `kpatch rebase` (not only the nightly's) appends to the carry history when kpatch.toml names one: real
+repositories, a real conflict with its culprit, then the person's --continue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kpatch.errors import ExitCode
+from kpatch.nightly.dashboard import history
+from tests.git.test_rebase import resolve_c
+from tests.support.rebase_repos import RebaseProject
+
+
+def _configure(rp: RebaseProject, value: str = "carry/history.jsonl") -> Path:
+    toml = rp.root / "kpatch.toml"
+    toml.write_text(toml.read_text() + f'\n[dashboard]\nhistory = "{value}"\n')
+    return rp.root / value
+
+
+def test_a_conflicting_rebase_appends_each_patch_its_class_and_the_culprit(rp: RebaseProject) -> None:
+    path = _configure(rp)
+    result = rp.run("rebase")
+    assert result.exit_code == ExitCode.CONFLICT, result.output
+    held = history.read(path)
+    assert held.nights == ()  # a rebase is no night: its patches only
+    kernels = [(p.patch, p.klass) for p in held.patches if p.upstream == "kernels"]
+    assert [k for _, k in kernels] == ["upstream", "upstream", "conflict", "clean"]
+    (conflict,) = [p for p in held.patches if p.conflict]
+    assert conflict.culprit == rp.culprit and conflict.culprit_subject == "Rewrite c"
+    assert conflict.behind == 70 and conflict.lines and conflict.pr_state is None
+    assert "carry history:" in result.output
+
+
+def test_the_continue_that_resolves_it_replaces_the_days_records_with_the_resolved_classes(
+        rp: RebaseProject) -> None:
+    path = _configure(rp)
+    assert rp.run("rebase").exit_code == ExitCode.CONFLICT
+    resolve_c(rp)
+    result = rp.run("rebase", "--continue")
+    assert result.exit_code == 0, result.output
+    held = history.read(path)
+    kernels = [p.klass for p in held.patches if p.upstream == "kernels"]
+    assert kernels == ["upstream", "upstream", "three-way", "clean"]  # one record per patch per day: the last
+    assert not any(p.conflict for p in held.patches)
+
+
+def test_without_a_configured_history_a_rebase_writes_none(rp: RebaseProject) -> None:
+    assert rp.run("rebase").exit_code == ExitCode.CONFLICT
+    assert not list(rp.root.rglob(history.NAME)) and not (rp.root / "reports").exists()
+
+
+def test_a_history_that_cannot_be_written_is_a_warning_and_the_rebase_keeps_its_exit_code(
+        rp: RebaseProject) -> None:
+    path = _configure(rp, "carry")
+    path.mkdir()
+    result = rp.run("rebase")
+    assert result.exit_code == ExitCode.CONFLICT, result.output
+    assert "warning: carry history not updated:" in result.output
