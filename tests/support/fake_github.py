@@ -2,7 +2,10 @@
 
 State per repository: pull requests and issues (one number space, as on GitHub), labels, comments and branch
 refs. Tokens carry read or write access: no token reads public repositories only, an unknown token gets 401, a
-read token writing gets 403. `fail()` makes matching requests fail (502 twice, then fine; or after the write was
+read token writing gets 403, a "blind" token (a fine-grained one given no repository) reads nothing through
+GraphQL. POST /graphql answers the one query shape kpatch sends (Upstream-PR states: state, draft, merged, review
+decision, merge commit, the head commit's check rollup, from the PRs, reviews and check runs kept here); any other
+query gets a GraphQL error. `fail()` makes matching requests fail (502 twice, then fine; or after the write was
 made, as a proxy that lost the reply does); `secondary_limit()` answers 403 + Retry-After; `remaining` runs the
 primary rate limit down. Every answer carries the x-ratelimit headers, and every request is logged.
 """
@@ -72,6 +75,8 @@ class Item:
     merge_commit_sha: Any = None  # anything at all: tests send `main~20`, '' and null
     head_owner: str = ""  # the owner of the head branch's repository when it is a fork ("" the repository's own)
     draft: bool = False
+    reviews: list[str] = field(default_factory=list)  # review states in order: APPROVED, CHANGES_REQUESTED, ...
+    checks: list[str] = field(default_factory=list)  # the head commit's check runs: success, failure, pending
 
 
 @dataclass
@@ -114,6 +119,19 @@ class FakeGitHub:
                     head=head, base=base, merged=merged, merge_commit_sha=merge_commit_sha)
         self.repo(full).items[number] = item
         return item
+
+    def review(self, full: str, number: int, state: str) -> None:
+        """A review on pull request `number`: APPROVED, CHANGES_REQUESTED or COMMENTED."""
+        self.repos[full].items[number].reviews.append(state)
+
+    def check_run(self, full: str, number: int, conclusion: str) -> None:
+        """A check run on the pull request's head commit: success, failure or pending (still running)."""
+        self.repos[full].items[number].checks.append(conclusion)
+
+    def merge(self, full: str, number: int, sha: Any) -> None:
+        """Merge pull request `number` as commit `sha` (anything at all, as GitHub's reply may be)."""
+        item = self.repos[full].items[number]
+        item.state, item.merged, item.merge_commit_sha = "closed", True, sha
 
     def add_issue(self, full: str, title: str, *, labels: tuple[str, ...] = (), state: str = "open") -> Item:
         repo = self.repo(full)
