@@ -164,7 +164,8 @@ class FakeGitHub:
         return [i for i in self.repos[full].items.values() if i.pull == pull]
 
     def writes(self) -> list[Request]:
-        return [r for r in self.requests if r.method != "GET"]
+        """Requests that may change something: not GETs, nor POST /graphql (kpatch's one query only reads)."""
+        return [r for r in self.requests if r.method != "GET" and r.path != "/graphql"]
 
     def _next(self, repo: Repo) -> int:
         return max(repo.items, default=0) + 1
