@@ -119,6 +119,7 @@ _KINDS: dict[str, type[PatchRecord] | type[NightRecord] | type[PullRecord]] = {
 class History:
     nights: tuple[NightRecord, ...]
     patches: tuple[PatchRecord, ...]
+    pulls: tuple[PullRecord, ...] = ()
 
 
 def to_line(record: Record) -> str:
@@ -183,7 +184,8 @@ def read(path: Path) -> History:
     """Every record in the file, in order (a missing file is an empty history)."""
     records = read_records(path)
     return History(nights=tuple(r for r in records if isinstance(r, NightRecord)),
-                   patches=tuple(r for r in records if isinstance(r, PatchRecord)))
+                   patches=tuple(r for r in records if isinstance(r, PatchRecord)),
+                   pulls=tuple(r for r in records if isinstance(r, PullRecord)))
 
 
 def read_records(path: Path) -> list[Record]:
