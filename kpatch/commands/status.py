@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 @kpatch_command("status")
 @click.option("--prs", "pulls", is_flag=True,
-              help="Also ask GitHub each Upstream-PR's state (open, draft, merged, closed), in one call.")
+              help="Also ask GitHub each Upstream-PR's state (open or draft with its review and checks, merged, "
+                   "closed unmerged), in one query.")
 def command(ctx: Context, pulls: bool) -> int:
     """Show each upstream, its pin and mirror, and the state of every patch."""
     from kpatch.engine.status import status

@@ -55,13 +55,13 @@ class StatusResult:
     upstreams: tuple[UpstreamReport, ...]
     operation: str | None  # "apply" or "rebase" when one is in progress
     journal: str | None  # the command whose journaled write was interrupted, if any
-    pulls: dict[str, str] | None = None  # --prs: each Upstream-PR's state (open, draft, merged, closed), as GitHub
-    # answered; None when not asked
+    pulls: dict[str, str] | None = None  # --prs: each Upstream-PR's state as GitHub answered (`merged`, `closed
+    # unmerged`, `open`/`draft` with the review decision and checks: `open, approved, checks green`); None: not asked
     pulls_unavailable: str | None = None  # --prs: why the forge could not be asked
 
 
 def status(ws: Workspace, ui: UI, *, pulls: bool = False) -> StatusResult:
-    """Every upstream and patch; `pulls`: also each Upstream-PR's state, in one call to the forge."""
+    """Every upstream and patch; `pulls`: also each Upstream-PR's state, in one batched query to the forge."""
     result = _status(ws, ui)
     if not pulls:
         return result
@@ -69,7 +69,7 @@ def status(ws: Workspace, ui: UI, *, pulls: bool = False) -> StatusResult:
 
     wanted = {pr for report in result.upstreams for patch in report.patches for pr in patch.upstream_prs}
     check = check_pulls(wanted)
-    states = {pr: (check.pulls[pr].state or "?") if pr in check.pulls else "not found" if check.unavailable is None
+    states = {pr: check.pulls[pr].summary if pr in check.pulls else "not found" if check.unavailable is None
               else "?" for pr in sorted(wanted)}
     return StatusResult(upstreams=result.upstreams, operation=result.operation, journal=result.journal,
                         pulls=states, pulls_unavailable=check.unavailable)

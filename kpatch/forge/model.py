@@ -74,6 +74,19 @@ class PullState:
     merge_commit: str | None
     problem: str | None = None  # why a merged PR's commit was not accepted
     state: str = ""  # "open", "draft", "merged" or "closed" (closed without a merge)
+    review: str | None = None  # "approved", "changes requested" or None (no review decision)
+    checks: str | None = None  # the head commit's checks: "green", "red", "pending" or None (none ran)
+
+    @property
+    def summary(self) -> str:
+        """One label for people and the nightly: `merged`, `closed unmerged`, or `open`/`draft` with the review
+        decision and the checks (`open, approved, checks green`); "?" when the forge gave no state."""
+        if self.state in ("merged", "closed"):
+            return "merged" if self.state == "merged" else "closed unmerged"
+        if not self.state:
+            return "?"
+        return ", ".join([self.state, *([self.review] if self.review else []),
+                          *([f"checks {self.checks}"] if self.checks else [])])
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,23 @@ class Flag:
     note: str
 
 
+CLOSED_NOTE = "closed without merge: decide to carry or drop"
+
+
+@dataclass(frozen=True)
+class PullLine:
+    """One Upstream-PR a patch named before the night's rebase: its state that night, the last known one (kept in
+    the carry history), and, when it was closed without a merge, what a person decides."""
+
+    pr: str  # owner/repo#N
+    upstream: str
+    patch: str
+    state: str  # as the forge answered tonight: "open, approved, checks green", "merged", "closed unmerged", ...
+    before: str | None  # the last state a night recorded (None: never known before)
+    changed: bool  # the state differs from `before` (a first known state counts as changed)
+    note: str  # CLOSED_NOTE when it was closed without a merge, else ""
+
+
 @dataclass(frozen=True)
 class Wheel:
     upstream: str
@@ -238,6 +255,7 @@ class Report:
     moves: tuple[Move, ...] = ()
     patches: tuple[PatchLine, ...] = ()
     flags: tuple[Flag, ...] = ()
+    pulls: tuple[PullLine, ...] = ()  # the Upstream-PRs' states, asked once after the rebase (empty: not asked)
     wheels: tuple[Wheel, ...] = ()
     lock: str | None = None  # the new lock (dist/pylock.toml)
     kept_lock: str | None = None  # where the passing night keeps it for the branch (pylock.toml by kpatch.toml)

@@ -50,7 +50,7 @@ def markdown(report: Report) -> str:
     lines += _table(["stage", "result", "time", "summary"],
                     [[s.stage.value, s.status.value.upper() if s.status is StageStatus.FAILED else s.status.value,
                       f"{s.seconds:.1f} s", _text(s.summary)] for s in report.stages])
-    for section in (_moves, _scroll, _patches, _wheels, _checks, _suites, _failure, _github):
+    for section in (_moves, _scroll, _patches, _pulls, _wheels, _checks, _suites, _failure, _github):
         lines += section(report)
     return redact_text("\n".join(lines).rstrip() + "\n")
 
@@ -135,6 +135,29 @@ def _patches(report: Report) -> list[str]:
         lines += [f"- {_code(f'{f.upstream}/{f.patch}')}: {_text(f.pr, references=True)}"
                   + (f" merged as {_code(f.merge_commit[:12])}" if f.merge_commit else " merged")
                   + f": **{_text(f.note)}**" for f in report.flags]
+    return lines
+
+
+def _pulls(report: Report) -> list[str]:
+    """The Upstream-PRs whose state changed since the last night, and each closed without a merge."""
+    if not report.pulls:
+        return []
+    changed = [p for p in report.pulls if p.changed]
+    lines = ["", "## Upstream PRs", ""]
+    if changed:
+        lines += ["Changed since the last night:", "",
+                  *_table(["PR", "patch", "was", "now"],
+                          [[_text(p.pr, references=True), _code(f"{p.upstream}/{p.patch}"),
+                            _text(p.before or "not known"), _text(p.state)] for p in changed])]
+    else:
+        lines.append("No pull request changed state since the last night.")
+    same = len(report.pulls) - len(changed)
+    if changed and same:
+        lines += ["", f"{count(same, 'other pull request')} unchanged."]
+    closed = [p for p in report.pulls if p.note]
+    if closed:
+        lines += ["", *(f"- {_text(p.pr, references=True)} ({_code(f'{p.upstream}/{p.patch}')}): **{_text(p.note)}**"
+                        for p in closed)]
     return lines
 
 

@@ -22,6 +22,7 @@ from kpatch.nightly import noop, render, scroll, stages
 from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
 from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import publish
+from kpatch.nightly.pulls import last_states, pull_lines
 from kpatch.nightly.stages import TAIL, Findings, Settings, Show, timed
 from kpatch.output.redact import add_secret
 from kpatch.output.ui import UI
@@ -101,7 +102,9 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
             runs = [replace(r, status=StageStatus.PASSED, exit_code=0,
                             summary=f"passed on the retry (flaky: {', '.join(retried)}); {r.summary}")
                     if r.stage is Stage.TEST else r for r in runs]
-    report = replace(_report(ui, started, runs, outcome, found, tgt), flaky=flaky)
+    report = replace(_report(ui, started, runs, outcome, found, tgt), flaky=flaky,
+                     pulls=pull_lines(found.named, found.pull_states,
+                                      last_states(location(ws.stack, options.report_dir))))
     if outcome is Outcome.PASSED:
         assert found.lock is not None
         write_atomic(kept, found.lock.read_bytes())

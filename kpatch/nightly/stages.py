@@ -32,6 +32,7 @@ from kpatch.verify.model import Check, Status
 
 if TYPE_CHECKING:
     from kpatch.engine.rebase import RebaseResult
+    from kpatch.forge.model import PullCheck
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
 
@@ -66,6 +67,8 @@ class Findings:
     accepted: list[AcceptedFinding] = field(default_factory=list)
     suites: list[Suite] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    named: list[tuple[str, str, str]] = field(default_factory=list)  # (upstream, patch, pr) before the rebase
+    pull_states: dict[str, str] | None = None  # each named PR's state after the rebase (None: not asked)
     failure: Failure | None = None
     suite_log: Path | None = None  # the failing suite's own log (its tail goes into the failure)
 
@@ -76,18 +79,33 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str
     steps); a conflict stays in progress for a person."""
     from kpatch.engine.rebase import rebase as run_rebase
 
+    if onto is None:  # the night's own rebase (not a search step): the PRs the patches name before it drops any
+        from kpatch.engine.plan import load_all_series
+
+        found.named = [(name, patch.name, pr) for name, s in load_all_series(ws.stack).items()
+                       for patch in s.patches for pr in patch.prs]
     result = run_rebase(ws, ui, onto or {}, force=False, discard=discard)
     show(Stage.REBASE, result)
     found.moves = moves(ws, result, found.moves)
     found.patches = patch_lines(result)
     if result.github:
         found.notes.append(result.github)
+    check = None
+    if onto is None and found.named and not result.github:  # ONE query: tonight's states, and the flags below
+        from kpatch import forge
+
+        check = forge.check_pulls({pr for _, _, pr in found.named})
+        if check.unavailable:
+            found.notes.append(f"Upstream-PR states not reported: {check.unavailable}")
+        else:
+            found.pull_states = {pr: check.pulls[pr].summary if pr in check.pulls else "not found"
+                                 for _, _, pr in found.named}
     conflicts = [p for p in found.patches if p.klass is PatchClass.CONFLICT]
     if conflicts:
         found.failure = _conflict(ws, found, conflicts)
         return int(ExitCode.CONFLICT), found.failure.message
     if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
-        found.flags = _merged_but_applied(ws, found.patches, found.notes)
+        found.flags = _merged_but_applied(ws, found.patches, found.notes, check)
     counts = {k: sum(p.klass is k for p in found.patches) for k in PatchClass}
     return 0, (f"{len(found.patches)} patch(es) onto the branch heads: {counts[PatchClass.CLEAN]} clean, "
                f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream")
@@ -130,8 +148,10 @@ def _conflict(ws: Workspace, found: Findings, conflicts: list[PatchLine]) -> Fai
                    message=f"{first.upstream}/{first.patch} conflicts: {broke}{more}", resolve=steps, log_tail=())
 
 
-def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str]) -> list[Flag]:
-    """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base)."""
+def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str],
+                        asked: PullCheck | None = None) -> list[Flag]:
+    """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base);
+    `asked`: the night's answer already in hand (else GitHub is asked here)."""
     from kpatch import forge
     from kpatch.engine.plan import load_all_series
 
@@ -141,8 +161,10 @@ def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str
            if (name, patch.name) in applied and patch.prs}
     if not prs:
         return []
-    check = forge.check_pulls({pr for names in prs.values() for pr in names})
+    check = asked or forge.check_pulls({pr for names in prs.values() for pr in names})
     if check.unavailable:
+        if asked is not None:  # the night's note says so already
+            return []
         notes.append(f"merged Upstream-PRs not flagged: {check.unavailable}")
         return []
     flags = []

@@ -136,3 +136,43 @@ def test_a_pin_github_refuses_is_a_warning_and_the_night_keeps_its_exit_code(wor
     assert "already has 3 pinned issues" in pin["message"]
     warnings = [line for line in result.output.splitlines() if line.startswith("warning: GitHub") and "pin" in line]
     assert len(warnings) == 1 and "already has 3 pinned issues" in warnings[0], result.output
+def test_the_report_lists_pull_requests_that_changed_since_the_last_night_and_flags_one_closed_unmerged(
+        world: World) -> None:
+    """Two conflict nights (the rebase aborted between them): the first knows each PR's state for the first time,
+    the second reports what changed, from the history, and flags the PR closed without a merge."""
+    kernels_pr, app_pr = "vllm-project/vllm-xpu-kernels#592", "vllm-project/vllm#56462"
+    world.fake.add_pull("vllm-project/vllm-xpu-kernels", 592)
+    world.fake.add_pull("vllm-project/vllm", 56462)
+    _break(world)
+    asked = len(world.fake.requests)
+    first, report = world.night("--no-publish")
+    assert first.exit_code == 1, first.output
+    graphql = [r for r in world.fake.requests[asked:] if r.path == "/graphql"]
+    assert len(graphql) == 2  # the rebase's question, then the night's one query for every PR's state
+    assert {(p["pr"], p["state"], p["before"], p["changed"]) for p in report["pulls"]} == {
+        (kernels_pr, "open", None, True), (app_pr, "open", None, True)}
+    path = world.root / "reports" / "nightly" / history.NAME
+    assert {(r.pr, r.state) for r in history.read_records(path) if isinstance(r, history.PullRecord)} == {
+        (kernels_pr, "open"), (app_pr, "open")}
+
+    assert world.kpatch("rebase", "--abort").exit_code == 0
+    world.fake.review("vllm-project/vllm-xpu-kernels", 592, "APPROVED")
+    world.fake.repos["vllm-project/vllm"].items[56462].state = "closed"
+    second, report = world.night("--no-publish")
+    assert second.exit_code == 1, second.output
+    lines = {p["pr"]: p for p in report["pulls"]}
+    assert (lines[kernels_pr]["before"], lines[kernels_pr]["state"]) == ("open", "open, approved")
+    assert (lines[app_pr]["before"], lines[app_pr]["state"], lines[app_pr]["note"]) == (
+        "open", "closed unmerged", "closed without merge: decide to carry or drop")
+    markdown = (world.root / "reports" / "nightly" / "report.md").read_text()
+    assert "Changed since the last night:" in markdown
+    assert "| open | open, approved |" in markdown
+    assert "**closed without merge: decide to carry or drop**" in markdown
+
+    assert world.kpatch("rebase", "--abort").exit_code == 0
+    third, report = world.night("--no-publish")
+    assert third.exit_code == 1, third.output
+    assert [p["changed"] for p in report["pulls"]] == [False, False]
+    markdown = (world.root / "reports" / "nightly" / "report.md").read_text()
+    assert "No pull request changed state since the last night." in markdown
+    assert "closed without merge: decide to carry or drop" in markdown  # until a person decides

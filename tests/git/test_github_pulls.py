@@ -48,14 +48,23 @@ def test_trailer_refuses_names_github_does_not_allow(pr: str) -> None:
     assert str(err.value) == f"p.patch:7: Upstream-PR must look like owner/repo#123, not {pr!r}"
 
 
+@pytest.mark.parametrize("token", [None, "ghp_pullsTestToken"], ids=["rest", "graphql"])
 @pytest.mark.parametrize("sha", ["main~20", "", None, SHA.upper(), SHA[:12], f"{SHA}\n", 42, "HEAD"])
-def test_a_merge_commit_that_is_not_a_sha_is_refused(sha: object, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_merge_commit_that_is_not_a_sha_is_refused(sha: object, token: str | None,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     with fake_github() as fake:
         fake.add_pull("up/kernels", 13, merged=True, merge_commit_sha=sha)
         fake.add_pull("up/kernels", 14, merged=True, merge_commit_sha=SHA)
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
+        if token:
+            fake.grant(token, "read")
+            monkeypatch.setenv("GITHUB_TOKEN", token)
+        else:
+            monkeypatch.delenv("GITHUB_TOKEN", raising=False)
         check = github.check_pulls({"up/kernels#13", "up/kernels#14"})
     assert check.unavailable is None
+    assert [r.path for r in fake.requests] == (["/graphql"] if token else
+                                               ["/repos/up/kernels/pulls/13", "/repos/up/kernels/pulls/14"])
     bad, good = check.pulls["up/kernels#13"], check.pulls["up/kernels#14"]
     assert (bad.merged, bad.merge_commit) == (True, None)
     assert bad.problem is not None and "merge_commit_sha is not a commit SHA" in bad.problem
@@ -69,6 +78,34 @@ def test_an_open_pull_request_has_no_merge_commit(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
         check = github.check_pulls({"up/kernels#11"})
     assert (check.pulls["up/kernels#11"].merged, check.pulls["up/kernels#11"].merge_commit) == (False, None)
+
+
+def test_graphql_states_come_in_batches_of_fifty_and_a_missing_one_is_not_found(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with fake_github() as fake:
+        fake.grant("ghp_batchToken", "read")
+        for n in range(1, 61):
+            fake.add_pull("up/kernels", n)
+        fake.merge("up/kernels", 60, SHA)
+        monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
+        monkeypatch.setenv("GITHUB_TOKEN", "ghp_batchToken")
+        check = github.check_pulls({f"up/kernels#{n}" for n in range(1, 62)} | {"gone/repo#1"})
+    assert [r.path for r in fake.requests] == ["/graphql", "/graphql"]  # 62 PRs: 50 + 12
+    assert len(check.pulls) == 60 and check.unavailable is None
+    assert check.pulls["up/kernels#60"].merge_commit == SHA and check.pulls["up/kernels#1"].summary == "open"
+
+
+def test_the_fake_refuses_a_query_kpatch_does_not_send() -> None:
+    """The fake answers only kpatch's query shape, so a changed query fails here, not on GitHub."""
+    import requests
+
+    with fake_github() as fake:
+        fake.grant("ghp_shapeToken", "read")
+        fake.add_pull("up/kernels", 1)
+        reply = requests.post(f"{fake.url}/graphql", json={"query": "{ viewer { login } }"},
+                              headers={"Authorization": "bearer ghp_shapeToken"}, timeout=10).json()
+    assert reply == {"errors": [{"message": "Parse error: the fake answers only kpatch's Upstream-PR query",
+                                 "locations": [{"line": 1, "column": 1}]}]}
 
 
 def test_a_name_outside_the_rules_never_reaches_the_api(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -247,19 +247,72 @@ def test_status_prs_shows_each_proposed_patchs_pull_request_state_from_github(wo
     (kernels,) = world.fake.items(KERNELS_REPO, pull=True)
     (app,) = world.fake.items(APP_REPO, pull=True)
     assert kernels.draft and app.draft
+    world.fake.check_run(APP_REPO, app.number, "pending")
+    asked = len(world.fake.requests)
     shown = world.run("status", "--prs")
     assert shown.exit_code == 0, shown.output
     assert f"{KERNELS_REPO}#{kernels.number} (draft)" in shown.stdout
-    kernels.merged, kernels.state, kernels.merge_commit_sha = True, "closed", "a" * 40
+    assert f"{APP_REPO}#{app.number} (draft, checks pending)" in shown.stdout
+    assert [(r.method, r.path) for r in world.fake.requests[asked:]] == [("POST", "/graphql")]  # both PRs, 1 query
+    world.fake.merge(KERNELS_REPO, kernels.number, "a" * 40)
     app.state = "closed"
     again = world.run("status", "--prs", "--json")
     assert again.exit_code == 0, again.output
     pulls = checked(again.stdout, "status")["result"]["pulls"]
     assert pulls[f"{KERNELS_REPO}#{kernels.number}"] == "merged"
-    assert pulls[f"{APP_REPO}#{app.number}"] == "closed"
+    assert pulls[f"{APP_REPO}#{app.number}"] == "closed unmerged"
     assert set(pulls) == {f"{KERNELS_REPO}#{kernels.number}", f"{APP_REPO}#{app.number}"}  # #56462 replaced
     plain = world.run("status")  # without --prs GitHub is not asked
     assert plain.exit_code == 0 and "(merged)" not in plain.stdout
+
+
+def test_status_prs_asks_every_pull_requests_review_and_checks_in_one_graphql_request(world: World) -> None:
+    """Seven PRs across two repositories, each in another state: one POST /graphql answers them all."""
+    kernels, app = world.patch("kernels", KERNELS_PATCH), world.patch("app", APP_PATCH)
+    kernels.write_bytes(kernels.read_bytes().replace(
+        b"Upstream-Status: pending\n", b"Upstream-Status: submitted\n" + b"".join(
+            f"Upstream-PR: {KERNELS_REPO}#{n}\n".encode() for n in (1, 2, 3, 4)), 1))
+    text = app.read_text()
+    prs = "".join(f"Upstream-PR: {APP_REPO}#{n}\n" for n in (5, 6, 7))
+    app.write_text(re.sub(r"Upstream-PR: [^\n]*\n", lambda _m: prs, text, count=1))
+    fake = world.fake
+    for n in (1, 2, 3, 4):
+        fake.add_pull(KERNELS_REPO, n)
+    for n in (5, 6, 7):
+        fake.add_pull(APP_REPO, n)
+    fake.review(KERNELS_REPO, 1, "APPROVED")
+    fake.check_run(KERNELS_REPO, 1, "success")
+    fake.review(KERNELS_REPO, 2, "APPROVED")
+    fake.review(KERNELS_REPO, 2, "CHANGES_REQUESTED")
+    fake.check_run(KERNELS_REPO, 3, "success")
+    fake.check_run(KERNELS_REPO, 3, "failure")
+    fake.repos[KERNELS_REPO].items[4].draft = True
+    fake.merge(APP_REPO, 5, "b" * 40)
+    fake.repos[APP_REPO].items[6].state = "closed"
+    ran = world.run("status", "--prs", "--json")
+    assert ran.exit_code == 0, ran.output
+    assert [(r.method, r.path) for r in fake.requests] == [("POST", "/graphql")]
+    assert checked(ran.stdout, "status")["result"]["pulls"] == {
+        f"{KERNELS_REPO}#1": "open, approved, checks green", f"{KERNELS_REPO}#2": "open, changes requested",
+        f"{KERNELS_REPO}#3": "open, checks red", f"{KERNELS_REPO}#4": "draft", f"{APP_REPO}#5": "merged",
+        f"{APP_REPO}#6": "closed unmerged", f"{APP_REPO}#7": "open"}
+    assert TOKEN not in ran.output
+
+
+@pytest.mark.parametrize(("access", "says"), [
+    ("bad", "answered 401: Bad credentials"),
+    ("blind", "Resource not accessible by personal access token"),
+])
+def test_status_prs_with_a_token_that_cannot_read_says_which_scopes_in_one_line(world: World, access: str,
+                                                                                says: str) -> None:
+    ran = world.run("propose", f"kernels/{KERNELS_PATCH}", "--fork", "alice")
+    assert ran.exit_code == 0, ran.output
+    world.fake.grant(TOKEN, access)
+    shown = world.run("status", "--prs")
+    assert shown.exit_code == 0, shown.output
+    (line,) = [x for x in shown.stderr.splitlines() if "GITHUB_TOKEN" in x]
+    assert says in line and "the repo scope" in line and '"Pull requests: read"' in line
+    assert TOKEN not in shown.output
 
 
 def test_a_closed_pull_request_is_neither_reopened_nor_followed_by_a_second_one(world: World) -> None:

@@ -170,6 +170,44 @@ def test_merged_pr_on_github_marks_a_patch_upstream(rp: RebaseProject, monkeypat
     assert sorted(r.path for r in fake.requests) == ["/repos/up/kernels/pulls/11", "/repos/up/kernels/pulls/13"]
 
 
+def test_a_merged_pr_drops_its_patch_with_the_merge_commit_and_leaves_no_stale_upstream_pr_trailer(
+        rp: RebaseProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked in one GraphQL query (a token is set): Fix c's PR is merged as a commit of the new base, so the patch
+    goes with its trailers; the series keeps one `# dropped` note naming the PR and the merge commit (the
+    evidence); Fix d's open PR stays, and `status --prs` asks only about it afterwards."""
+    fix_c, fix_d = (rp.root / "patches" / "kernels" / name for name in ("0003-Fix-c.patch", "0004-Fix-d.patch"))
+    for path, pr in ((fix_c, "up/kernels#13"), (fix_d, "up/kernels#14")):
+        path.write_text(path.read_text().replace("Upstream-Status: pending\n",
+                                                 f"Upstream-Status: submitted\nUpstream-PR: {pr}\n", 1))
+    with fake_github() as fake:
+        fake.grant("ghp_rebaseTestToken", "read")
+        fake.add_pull("up/kernels", 13)
+        fake.merge("up/kernels", 13, rp.culprit)
+        fake.add_pull("up/kernels", 14)
+        monkeypatch.setenv("KPATCH_GITHUB_API", fake.url)
+        monkeypatch.setenv("GITHUB_TOKEN", "ghp_rebaseTestToken")
+        result = rp.run("rebase", "--json")
+        assert [r.path for r in fake.requests] == ["/graphql"]
+        status = rp.run("status", "--prs", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)["result"]
+    dropped = payload["stacks"][0]["patches"][2]
+    assert (dropped["class"], dropped["commit"]) == ("upstream", rp.culprit)
+    assert dropped["why"] == f"up/kernels#13 is merged upstream as {rp.culprit[:12]}"
+    assert not fix_c.exists() and fix_d.exists()
+    series = (rp.root / "patches" / "kernels" / "series").read_text()
+    assert "0003-Fix-c.patch\n" not in series.replace("# dropped 0003-Fix-c.patch", "")
+    assert (f"# dropped 0003-Fix-c.patch: upstream (up/kernels#13 is merged upstream as {rp.culprit[:12]}; "
+            f"commit {rp.culprit})\n") in series
+    mentions = {name: text for name, text in ((n, b.decode(errors="replace")) for n, b in rp.tracked().items())
+                if "up/kernels#13" in text}
+    assert list(mentions) == ["patches/kernels/series"]  # the evidence note only: no trailer anywhere
+    state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
+    assert state.get("operation") is None and "up/kernels#13" not in json.dumps(state)
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.stdout)["result"]["pulls"] == {"up/kernels#14": "open"}
+
+
 @pytest.mark.parametrize("status", [500, 503])
 def test_github_server_errors_degrade(rp: RebaseProject, monkeypatch: pytest.MonkeyPatch, status: int) -> None:
     with fake_github() as fake:

@@ -2,7 +2,10 @@
 
 State per repository: pull requests and issues (one number space, as on GitHub), labels, comments and branch
 refs. Tokens carry read or write access: no token reads public repositories only, an unknown token gets 401, a
-read token writing gets 403. `fail()` makes matching requests fail (502 twice, then fine; or after the write was
+read token writing gets 403, a "blind" token (a fine-grained one given no repository) reads nothing through
+GraphQL. POST /graphql answers the one query shape kpatch sends (Upstream-PR states: state, draft, merged, review
+decision, merge commit, the head commit's check rollup, from the PRs, reviews and check runs kept here); any other
+query gets a GraphQL error. `fail()` makes matching requests fail (502 twice, then fine; or after the write was
 made, as a proxy that lost the reply does); `secondary_limit()` answers 403 + Retry-After; `remaining` runs the
 primary rate limit down. Every answer carries the x-ratelimit headers, and every request is logged.
 """
@@ -73,6 +76,8 @@ class Item:
     head_owner: str = ""  # the owner of the head branch's repository when it is a fork ("" the repository's own)
     draft: bool = False
     pinned: bool = False  # pinned to the repository's issue list (GraphQL pinIssue; GitHub allows 3 per repository)
+    reviews: list[str] = field(default_factory=list)  # review states in order: APPROVED, CHANGES_REQUESTED, ...
+    checks: list[str] = field(default_factory=list)  # the head commit's check runs: success, failure, pending
 
 
 @dataclass
@@ -116,6 +121,19 @@ class FakeGitHub:
         self.repo(full).items[number] = item
         return item
 
+    def review(self, full: str, number: int, state: str) -> None:
+        """A review on pull request `number`: APPROVED, CHANGES_REQUESTED or COMMENTED."""
+        self.repos[full].items[number].reviews.append(state)
+
+    def check_run(self, full: str, number: int, conclusion: str) -> None:
+        """A check run on the pull request's head commit: success, failure or pending (still running)."""
+        self.repos[full].items[number].checks.append(conclusion)
+
+    def merge(self, full: str, number: int, sha: Any) -> None:
+        """Merge pull request `number` as commit `sha` (anything at all, as GitHub's reply may be)."""
+        item = self.repos[full].items[number]
+        item.state, item.merged, item.merge_commit_sha = "closed", True, sha
+
     def add_issue(self, full: str, title: str, *, labels: tuple[str, ...] = (), state: str = "open") -> Item:
         repo = self.repo(full)
         item = Item(self._next(repo), title, "", "someone", False, state, labels=list(labels))
@@ -147,7 +165,9 @@ class FakeGitHub:
         return [i for i in self.repos[full].items.values() if i.pull == pull]
 
     def writes(self) -> list[Request]:
-        return [r for r in self.requests if r.method != "GET"]
+        """Requests that may change something: not GETs, nor a POST /graphql that is a query (a mutation writes)."""
+        return [r for r in self.requests if r.method != "GET" and
+                (r.path != "/graphql" or "mutation" in str((r.body or {}).get("query", "")))]
 
     def _next(self, repo: Repo) -> int:
         return max(repo.items, default=0) + 1

@@ -1,5 +1,5 @@
 """The fake GitHub's endpoints: repos, pulls, issues, comments, labels and git refs, as PyGithub calls them; and
-the one GraphQL operation kpatch uses (POST /graphql: an issue's isPinned, and pinIssue)."""
+the GraphQL operations kpatch uses (POST /graphql: the Upstream-PR states query, an issue's isPinned, pinIssue)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def route(fake: FakeGitHub, method: str, path: str, query: dict[str, str], body:
         scopes = {"write": "repo, workflow", "read": "read:user"}.get(access, "")
         return 200, {**_user(fake, "kpatch-bot"), "name": "kpatch bot"}, {"X-OAuth-Scopes": scopes}
     if (method, path) == ("POST", "/graphql"):
-        return _graphql(fake, body, access)
+        return graphql(fake, body, access)
     for verb, pattern, name in _ROUTES:
         match = re.fullmatch(pattern, path)
         if verb == method and match:
@@ -238,7 +238,7 @@ def _node_id(repo: Repo, item: Item) -> str:
     return f"I_{repo.owner}/{repo.name}#{item.number}"
 
 
-def _graphql(fake: FakeGitHub, body: Json, access: str) -> tuple[int, Any, dict[str, str]]:
+def _pin_graphql(fake: FakeGitHub, body: Json, access: str) -> tuple[int, Any, dict[str, str]]:
     """GraphQL as GitHub answers it: 401 without a token, else 200, with `errors` for what went wrong (no access,
     an unknown node, a fourth pin). Only the two operations kpatch sends are understood."""
     if access == "anonymous":
@@ -264,3 +264,60 @@ def _graphql(fake: FakeGitHub, body: Json, access: str) -> tuple[int, Any, dict[
                                                             "already has 3 pinned issues"}]}, {}
     item.pinned = True
     return 200, {"data": {"pinIssue": {"issue": {"id": node, "isPinned": True}}}}, {}
+# The Upstream-PR states query as kpatch.forge.github.pulls builds it, and nothing else.
+FIELDS = ("state isDraft merged reviewDecision mergeCommit { oid } "
+          "commits(last: 1) { nodes { commit { statusCheckRollup { state } } } }")
+_QUERY = re.compile(r"query\((?P<params>[^)]*)\) \{ (?P<body>.*) \}")
+_PART = re.compile(r"(?P<alias>\w+): repository\(owner: \$(?P<o>\w+), name: \$(?P<n>\w+)\) "
+                   r"\{ pullRequest\(number: \$(?P<p>\w+)\) \{ " + re.escape(FIELDS) + r" \} \}")
+
+
+def graphql(fake: FakeGitHub, body: Json, access: str) -> tuple[int, Any, dict[str, str]]:
+    """POST /graphql: 401 without a token (as on GitHub); the states query answered alias by alias (NOT_FOUND
+    errors beside the data for an unknown repository or number); any other query: a GraphQL error."""
+    if access == "anonymous":
+        raise Answer(401, "This endpoint requires you to be authenticated.")
+    text, variables = str(body.get("query", "")), body.get("variables") or {}
+    if "pinIssue(" in text or "isPinned" in text:
+        return _pin_graphql(fake, body, access)
+    whole = _QUERY.fullmatch(text)
+    parts = list(_PART.finditer(whole["body"])) if whole else []
+    if whole is None or not parts or " ".join(m[0] for m in parts) != whole["body"]:
+        return 200, {"errors": [{"message": "Parse error: the fake answers only kpatch's Upstream-PR query",
+                                 "locations": [{"line": 1, "column": 1}]}]}, {}
+    data: Json = {}
+    errors: list[Json] = []
+    for part in parts:
+        alias = part["alias"]
+        owner, name, number = (variables.get(part[k]) for k in ("o", "n", "p"))
+        if not isinstance(number, int) or not isinstance(owner, str) or not isinstance(name, str):
+            return 200, {"errors": [{"message": f"Variable for {alias} is missing or of the wrong type"}]}, {}
+        if access == "blind":
+            data[alias] = None
+            errors.append({"type": "FORBIDDEN", "path": [alias],
+                           "message": "Resource not accessible by personal access token"})
+            continue
+        repo = fake.repos.get(f"{owner}/{name}")
+        if repo is None or (repo.private and access not in ("read", "write")):
+            data[alias] = None
+            errors.append({"type": "NOT_FOUND", "path": [alias],
+                           "message": f"Could not resolve to a Repository with the name '{owner}/{name}'."})
+            continue
+        item = repo.items.get(number)
+        if item is None or not item.pull:
+            data[alias] = {"pullRequest": None}
+            errors.append({"type": "NOT_FOUND", "path": [alias, "pullRequest"],
+                           "message": f"Could not resolve to a PullRequest with the number of {number}."})
+            continue
+        data[alias] = {"pullRequest": _pull_node(item)}
+    return 200, ({"data": data, "errors": errors} if errors else {"data": data}), {}
+
+
+def _pull_node(item: Item) -> Json:
+    decided = [r for r in item.reviews if r in ("APPROVED", "CHANGES_REQUESTED")]
+    rollup = (None if not item.checks else "FAILURE" if "failure" in item.checks else
+              "PENDING" if "pending" in item.checks else "SUCCESS")
+    return {"state": "MERGED" if item.merged else item.state.upper(), "isDraft": item.draft, "merged": item.merged,
+            "reviewDecision": decided[-1] if decided else None,
+            "mergeCommit": {"oid": item.merge_commit_sha} if item.merged else None,
+            "commits": {"nodes": [{"commit": {"statusCheckRollup": {"state": rollup} if rollup else None}}]}}

@@ -173,3 +173,14 @@ def test_the_issue_body_escapes_upstream_text_and_stays_within_the_limit(tmp_pat
     assert "| kernels | `0001-Add-the-op.patch` | Add the op | clean | 1 of 3 |" in whole
     cut = issue_body(board, limit=8000)
     assert len(cut) <= 8000 and "more patch(es): see the page" in cut and "## Upstream PRs" in cut
+
+
+def test_the_pulls_table_shows_each_prs_last_asked_state_over_the_patchs_merged_or_not(tmp_path: Path) -> None:
+    path = three_nights(tmp_path / "h.jsonl")
+    assert [p.state for p in summarise(history.read(path), "h").pulls] == ["not merged"]
+    history.append(path, [history.PullRecord("2026-11-29", "2026-11-29T02:00:00Z", "acme/kernels#5", "kernels",
+                                             "0001-Add-the-op.patch", "draft, checks red"),
+                          history.PullRecord("2026-11-30", "2026-11-30T02:00:00Z", "acme/kernels#5", "kernels",
+                                             "0001-Add-the-op.patch", "open, approved, checks green")])
+    (row,) = summarise(history.read(path), "h").pulls
+    assert (row.pr, row.state) == ("acme/kernels#5", "open, approved, checks green")

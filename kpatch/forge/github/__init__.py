@@ -3,11 +3,14 @@ rebase, and the nightly's PR and issue.
 
 Nothing else in kpatch imports PyGithub. PyGithub itself is imported lazily, so `kpatch --help` does not pay for it.
 
-For `kpatch rebase`:
+For `kpatch rebase`, `kpatch status --prs` and the nightly:
 
     check = github.check_pulls({"vllm-project/vllm#123", ...})      # -> PullCheck
     check.unavailable      # why GitHub could not be asked (then check.pulls is empty), or None
-    check.pulls[pr]        # PullState(pr, merged, merge_commit, problem)
+    check.pulls[pr]        # PullState(pr, merged, merge_commit, problem, state, review, checks); .summary
+
+  All of them in ONE GraphQL query (up to 50 PRs a query); without a token (GitHub's GraphQL API needs one) each
+  PR is read from the REST API instead, with no review or checks.
 
   `merge_commit` is a 40-hex SHA or None: GitHub's `merge_commit_sha` is refused when it is anything else (`main~20`,
   '', null) and `problem` says so. The caller must still check with git that the SHA is an ancestor of the new base

@@ -70,17 +70,8 @@ class Reporter:
 
         def work(repo: Any) -> tuple[Action, Ref | None]:
             pulls = sorted(repo.get_pulls(state="open", head=f"{owner}:{head}", base=base), key=lambda p: p.number)
-            if pulls:
-                pull = pulls[0]
-                if progress.created and (pull.title, pull.body or "") == (title, body):
-                    return Action.OPEN, _ref(pull)  # the create went through; only its reply was lost
-                if not self.dry and (pull.title, pull.body or "") != (title, body):
-                    pull.edit(title=title, body=body)
-                return Action.UPDATE, _ref(pull)
-            if self.dry:
-                return Action.OPEN, None
-            progress.created = True
-            return Action.OPEN, _ref(repo.create_pull(base=base, head=head, title=title, body=body,
+            return self._one(pulls, progress, title, body, lambda pull: self._edit(pull, title, body),
+                             lambda: repo.create_pull(base=base, head=head, title=title, body=body,
                                                       maintainer_can_modify=False))
 
         return self._step(Kind.PULL, Action.OPEN, f"{head} -> {base}", work)
@@ -97,18 +88,9 @@ class Reporter:
             pulls = [p for p in found if p.state == "open"]
             if found and not pulls and not progress.created:
                 return Action.NOTHING, _ref(found[-1])  # closed or merged: never reopened, never a second one
-            if pulls:
-                pull = pulls[0]
-                if progress.created and (pull.title, pull.body or "") == (title, body):
-                    return Action.OPEN, _ref(pull)
-                if not self.dry and (pull.title, pull.body or "") != (title, body):
-                    pull.edit(title=title, body=body)
-                return Action.UPDATE, _ref(pull)
-            if self.dry:
-                return Action.OPEN, None
-            progress.created = True
-            return Action.OPEN, _ref(repo.create_pull(base=base, head=f"{head_owner}:{head}", title=title, body=body,
-                                                      draft=draft, maintainer_can_modify=True))
+            return self._one(pulls, progress, title, body, lambda pull: self._edit(pull, title, body),
+                             lambda: repo.create_pull(base=base, head=f"{head_owner}:{head}", title=title,
+                                                      body=body, draft=draft, maintainer_can_modify=True))
 
         return self._step(Kind.PULL, Action.OPEN, f"{head_owner}:{head} -> {base}", work)
 
@@ -116,20 +98,15 @@ class Reporter:
         """Open ONE issue with `label`, or comment `body` on the open one."""
         progress = _Progress()
 
+        def comment(issue: Any) -> Action:
+            if not self.dry:
+                self._comment_once(issue, body, progress)
+            return Action.COMMENT
+
         def work(repo: Any) -> tuple[Action, Ref | None]:
-            issues = _open_issues(repo, label)
-            if issues:
-                issue = issues[0]
-                if progress.created and (issue.title, issue.body or "") == (title, body):
-                    return Action.OPEN, _ref(issue)
-                if not self.dry:
-                    self._comment_once(issue, body, progress)
-                return Action.COMMENT, _ref(issue)
-            if self.dry:
-                return Action.OPEN, None
-            _ensure_label(repo, label)
-            progress.created = True
-            return Action.OPEN, _ref(repo.create_issue(title=title, body=body, labels=[label]))
+            return self._one(_open_issues(repo, label), progress, title, body, comment,
+                             lambda: repo.create_issue(title=title, body=body, labels=[label]),
+                             prepare=lambda: _ensure_label(repo, label))
 
         return self._step(Kind.ISSUE, Action.OPEN, f"labelled {label}", work)
 
@@ -138,19 +115,10 @@ class Reporter:
         progress = _Progress()
 
         def work(repo: Any) -> tuple[Action, Ref | None]:
-            issues = _open_issues(repo, label)
-            if issues:
-                issue = issues[0]
-                if progress.created and (issue.title, issue.body or "") == (title, body):
-                    return Action.OPEN, _ref(issue)
-                if not self.dry and (issue.title, issue.body or "") != (title, body):
-                    issue.edit(title=title, body=body)
-                return Action.UPDATE, _ref(issue)
-            if self.dry:
-                return Action.OPEN, None
-            _ensure_label(repo, label, about)
-            progress.created = True
-            return Action.OPEN, _ref(repo.create_issue(title=title, body=body, labels=[label]))
+            return self._one(_open_issues(repo, label), progress, title, body,
+                             lambda issue: self._edit(issue, title, body),
+                             lambda: repo.create_issue(title=title, body=body, labels=[label]),
+                             prepare=lambda: _ensure_label(repo, label, about))
 
         return self._step(Kind.ISSUE, Action.OPEN, f"labelled {label}", work)
 
@@ -169,6 +137,28 @@ class Reporter:
             return Action.PIN, ref
 
         return self._step(Kind.ISSUE, Action.PIN, f"#{number}", work)
+    def _one(self, items: list[Any], progress: _Progress, title: str, body: str, update: Callable[[Any], Action],
+             create: Callable[[], Any], *, prepare: Callable[[], None] | None = None) -> tuple[Action, Ref | None]:
+        """The one open item (the oldest of `items`) updated, else created once: a round after one whose create
+        went through but whose reply was lost finds that item (its very title and body) and calls it opened,
+        never creating a second. Nothing is written in a dry run (`update` checks `self.dry` itself)."""
+        if items:
+            item = items[0]
+            if progress.created and (item.title, item.body or "") == (title, body):
+                return Action.OPEN, _ref(item)  # the create went through; only its reply was lost
+            return update(item), _ref(item)
+        if self.dry:
+            return Action.OPEN, None
+        if prepare is not None:
+            prepare()
+        progress.created = True
+        return Action.OPEN, _ref(create())
+
+    def _edit(self, item: Any, title: str, body: str) -> Action:
+        """Edit an open item's title and body when they differ (never in a dry run)."""
+        if not self.dry and (item.title, item.body or "") != (title, body):
+            item.edit(title=title, body=body)
+        return Action.UPDATE
 
     def close_failure(self, comment: str, label: str = FAILURE_LABEL) -> Result:
         """Comment on and close every open issue with `label`; NOTHING when there is none."""

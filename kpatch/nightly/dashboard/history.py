@@ -1,7 +1,8 @@
 """The carry history: one JSON line per patch per night, and one per night, versioned, append-only, compacted.
 
-A line is `{"v": 1, "kind": "patch" | "night", ...}`. Appending a night whose day is already there rewrites the
-file with one record per patch per day (the last) and one night per day: the file grows by a day, never by a run.
+A line is `{"v": 1, "kind": "patch" | "night" | "pull", ...}` (a "pull": one Upstream-PR's state that night).
+Appending a night whose day is already there rewrites the file with one record per patch (and PR) per day (the
+last) and one night per day: the file grows by a day, never by a run.
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ class PatchRecord:
 
 
 @dataclass(frozen=True)
+class PullRecord:
+    """One Upstream-PR's state on one night, as the forge answered (the next night reports what changed)."""
+
+    date: str
+    started: str
+    pr: str  # owner/repo#N
+    upstream: str
+    patch: str
+    state: str  # "open, approved, checks green", "merged", "closed unmerged", "not found", ...
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return ("pull", self.date, self.pr, self.upstream, self.patch)
+
+
+@dataclass(frozen=True)
 class Behind:
     upstream: str
     branch: str
@@ -93,19 +110,21 @@ class NightRecord:
         return ("night", self.date)
 
 
-Record = PatchRecord | NightRecord
-_KINDS: dict[str, type[PatchRecord] | type[NightRecord]] = {"patch": PatchRecord, "night": NightRecord}
+Record = PatchRecord | NightRecord | PullRecord
+_KINDS: dict[str, type[PatchRecord] | type[NightRecord] | type[PullRecord]] = {
+    "patch": PatchRecord, "night": NightRecord, "pull": PullRecord}
 
 
 @dataclass(frozen=True)
 class History:
     nights: tuple[NightRecord, ...]
     patches: tuple[PatchRecord, ...]
+    pulls: tuple[PullRecord, ...] = ()
 
 
 def to_line(record: Record) -> str:
     """The record as one JSON line; a secret kpatch knows of (a token in a failure message) never lands in it."""
-    kind = "patch" if isinstance(record, PatchRecord) else "night"
+    kind = "patch" if isinstance(record, PatchRecord) else "pull" if isinstance(record, PullRecord) else "night"
     return redact_text(json.dumps({"v": VERSION, "kind": kind, **dataclasses.asdict(record)}, ensure_ascii=False,
                       separators=(",", ":")))
 
@@ -130,7 +149,7 @@ def from_line(text: str, where: str) -> Record:
         value = _decode(kind, data)
     except (ValueError, TypeError) as err:
         raise UsageError(f"{where}: not a {kind.__name__}: {err}") from None
-    assert isinstance(value, (PatchRecord, NightRecord))
+    assert isinstance(value, (PatchRecord, NightRecord, PullRecord))
     return value
 
 
@@ -165,7 +184,8 @@ def read(path: Path) -> History:
     """Every record in the file, in order (a missing file is an empty history)."""
     records = read_records(path)
     return History(nights=tuple(r for r in records if isinstance(r, NightRecord)),
-                   patches=tuple(r for r in records if isinstance(r, PatchRecord)))
+                   patches=tuple(r for r in records if isinstance(r, PatchRecord)),
+                   pulls=tuple(r for r in records if isinstance(r, PullRecord)))
 
 
 def read_records(path: Path) -> list[Record]:

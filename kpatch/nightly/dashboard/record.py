@@ -79,7 +79,7 @@ def dashboard_issue(ui: UI, path: Path) -> str | None:
 
 
 def records(stack: Stack, report: Report) -> list[history.Record]:
-    """The night's record, then one per patch the rebase saw."""
+    """The night's record, then one per patch the rebase saw, then one per Upstream-PR state asked that night."""
     started = report.started
     day = started[:10]
     night = NightRecord(
@@ -117,6 +117,8 @@ def patch_records(stack: Stack, report: Report, *, pr_states: bool = True) -> li
             culprit=line.culprit.sha if line.culprit else None,
             culprit_subject=line.culprit.subject if line.culprit else None, lines=size.lines, files=size.files,
             age_days=_age(size.date, started), prs=prs, pr_state=state, tests=tests.get(line.upstream)))
+    out += [history.PullRecord(date=day, started=started, pr=p.pr, upstream=p.upstream, patch=p.patch, state=p.state)
+            for p in report.pulls]
     return out
 
 

@@ -64,7 +64,10 @@ def summarise(held: History, source: str) -> Dashboard:
     for night in nights:
         for behind in night.behind:
             upstreams.setdefault(behind.upstream, []).append(Point(night.date, behind.commits))
-    pulls = tuple(PullRow(pr=pr, upstream=r.upstream, patch=r.patch, state=r.pr_state, date=r.last_seen)
+    asked = {(p.pr, p.upstream, p.patch): p for p in sorted(held.pulls, key=lambda p: p.started)}  # the last
+    pulls = tuple(PullRow(pr=pr, upstream=r.upstream, patch=r.patch,  # the PR's own state when a night asked it
+                          state=asked[pr, r.upstream, r.patch].state if (pr, r.upstream, r.patch) in asked
+                          else r.pr_state, date=r.last_seen)
                   for r in rows for pr in r.prs)
     return Dashboard(version=VERSION, history=source, nights=len(nights), first=nights[0].date if nights else None,
                      last=nights[-1].date if nights else None, last_night=nights[-1] if nights else None,
