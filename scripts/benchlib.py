@@ -211,10 +211,16 @@ def build_real_upstream(repo: Path, sdists: Path = SDISTS) -> Upstream:
     out.write(b"reset refs/tags/v1\nfrom refs/heads/main\n\n")
 
     def lines_of(data: bytes) -> list[bytes] | None:
+        """The file's lines when a patch in its middle has context found nowhere else in it: `git apply` would
+        otherwise take a three-way patch's hunk at another place that matches (am's answer, not the mix's)."""
         if b"\0" in data or b"\r" in data or not data.endswith(b"\n"):
             return None
         lines = data.splitlines(keepends=True)
-        return lines if len(lines) >= 40 else None
+        middle = len(lines) // 2
+        context = lines[middle - 3:middle + 3]
+        if len(lines) < 40 or any(lines.count(line) > 1 or not line.strip() for line in context):
+            return None
+        return lines
 
     candidates = sorted(p for p, (data, _) in old.items() if p.endswith(".py") and new.get(p) == old[p]
                         and lines_of(data) is not None)
