@@ -184,7 +184,8 @@ def build_real_upstream(repo: Path, sdists: Path = SDISTS) -> Upstream:
     missing = [t.name for t in tarballs if not t.is_file()]
     if missing:
         sys.exit(f"--real: {', '.join(missing)} not in {sdists}: download them first with "
-                 f"'pip download --no-deps --no-binary :all: vllm==X' (or from their PyPI page) into that folder")
+                 f"'pip download --no-deps --no-binary :all: vllm==X' (it installs the sdist's build dependencies to "
+                 "read its metadata: the file's link on its PyPI page is quicker) into that folder")
     old, new = (_sdist_files(t) for t in tarballs)
     rng = random.Random(42)
     repo.mkdir(parents=True)
