@@ -21,6 +21,8 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -153,16 +155,128 @@ def build_upstream(repo: Path, *, files: int = 8500, mb: int = 150, history: int
     return Upstream(repo=repo, v1=v1, v2=v2, stack=stack, classes=classes)
 
 
-def cached_upstream(repo: Path) -> Upstream:
-    """The benchmark upstream at `repo`: built once, then reused (its facts kept in bench-upstream.json)."""
-    facts = repo.parent / "bench-upstream.json"
+# where --real looks for vllm-0.32.0.tar.gz and vllm-0.33.0.tar.gz
+SDISTS = Path(tempfile.gettempdir()) / "rebase-bench" / "sdists"
+RELEASES = ("0.32.0", "0.33.0")
+
+
+def _sdist_files(tarball: Path) -> dict[str, tuple[bytes, bool]]:
+    """{path: (bytes, executable)} of a release sdist, its top folder (vllm-X.Y.Z/) stripped."""
+    found: dict[str, tuple[bytes, bool]] = {}
+    with tarfile.open(tarball) as tar:
+        for member in tar.getmembers():
+            if not member.isfile() or "/" not in member.name:
+                continue
+            data = tar.extractfile(member)
+            assert data is not None
+            found[member.name.split("/", 1)[1]] = (data.read(), bool(member.mode & 0o111))
+    return found
+
+
+def build_real_upstream(repo: Path, sdists: Path = SDISTS) -> Upstream:
+    """Real vLLM history from its release sdists: v1 = the v0.32.0 tree, then one commit that makes it the
+    v0.33.0 tree (the real release delta), then the commits that give a 300-patch stack on v1 the mix of issue 14
+    (60 three-way, 5 already upstream, 100 of the clean ones moved by an added line); tag v2.
+
+    The stack's patches each insert two lines in the middle of a different text file the release delta leaves
+    alone (so a patch's class is the one its special commit gives it, as in build_upstream)."""
+    tarballs = [sdists / f"vllm-{version}.tar.gz" for version in RELEASES]
+    missing = [t.name for t in tarballs if not t.is_file()]
+    if missing:
+        sys.exit(f"--real: {', '.join(missing)} not in {sdists}: download them first with "
+                 f"'pip download --no-deps --no-binary :all: vllm==X' (it installs the sdist's build dependencies to "
+                 "read its metadata: the file's link on its PyPI page is quicker) into that folder")
+    old, new = (_sdist_files(t) for t in tarballs)
+    rng = random.Random(42)
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    proc = subprocess.Popen(["git", "fast-import", "--quiet"], cwd=repo, stdin=subprocess.PIPE, env=ENV)
+    assert proc.stdin is not None
+    out = proc.stdin
+    when = 1_700_000_000
+
+    def commit(ref: str, message: str, files: dict[str, tuple[bytes, bool]], *, replace: bool = False) -> None:
+        nonlocal when
+        when += 60
+        msg = message.encode()
+        out.write(f"commit {ref}\nauthor Bench <bench@example.invalid> {when} +0000\n"
+                  f"committer Bench <bench@example.invalid> {when} +0000\n".encode())
+        out.write(f"data {len(msg)}\n".encode() + msg + b"\n")
+        if replace:
+            out.write(b"deleteall\n")
+        for path, (data, executable) in sorted(files.items()):
+            mode = "100755" if executable else "100644"
+            out.write(f"M {mode} inline {path}\ndata {len(data)}\n".encode() + data + b"\n")
+
+    commit("refs/heads/main", f"vLLM v{RELEASES[0]} (its sdist)", old)
+    out.write(b"reset refs/tags/v1\nfrom refs/heads/main\n\n")
+
+    def lines_of(data: bytes) -> list[bytes] | None:
+        """The file's lines when a patch in its middle has context found nowhere else in it: `git apply` would
+        otherwise take a three-way patch's hunk at another place that matches (am's answer, not the mix's)."""
+        if b"\0" in data or b"\r" in data or not data.endswith(b"\n"):
+            return None
+        lines = data.splitlines(keepends=True)
+        middle = len(lines) // 2
+        context = lines[middle - 3:middle + 3]
+        if len(lines) < 40 or any(lines.count(line) > 1 or not line.strip() for line in context):
+            return None
+        return lines
+
+    candidates = sorted(p for p, (data, _) in old.items() if p.endswith(".py") and new.get(p) == old[p]
+                        and lines_of(data) is not None)
+    targets = rng.sample(candidates, STACK)
+    contents = {p: lines_of(old[p][0]) or [] for p in targets}
+    at = {p: len(contents[p]) // 2 for p in targets}
+    insert = {i: [f"fixed_{i} = kernel(queue, stride={i})\n".encode(), b"# keep in sync\n"]
+              for i in range(STACK)}
+    out.write(b"reset refs/heads/stack\nfrom refs/tags/v1\n\n")
+    for i, path in enumerate(targets):
+        lines = list(contents[path])
+        lines[at[path]:at[path]] = insert[i]
+        commit("refs/heads/stack", f"Fix {i}: stride in {path.rsplit('/', 1)[1]}\n\nUpstream-Status: pending\n",
+               {path: (b"".join(lines), old[path][1])})
+    commit("refs/heads/main", f"vLLM v{RELEASES[1]} (its sdist)", new, replace=True)
+    order = list(range(STACK))
+    rng.shuffle(order)
+    classes = {i: "clean" for i in range(STACK)}
+    for i in order[:THREE_WAY]:
+        classes[i] = "three-way"
+    for i in order[THREE_WAY:THREE_WAY + MERGED]:
+        classes[i] = "upstream"
+    for i in order[:THREE_WAY + MERGED + OFFSET]:
+        path, kind, lines = targets[i], classes[i], contents[targets[i]]
+        if kind == "three-way":  # the farthest line of the leading context: a 3-way merge takes it cleanly
+            lines[at[path] - 3] = f"reworded = upstream({i})\n".encode()
+            message = f"Rework {path}"
+        elif kind == "upstream":
+            lines[at[path]:at[path]] = insert[i]
+            message = f"Merge the stride fix for {i} (#{1000 + i})"
+        else:
+            lines.insert(0, f"# header {i}\n".encode())
+            message = f"Header for {path}"
+        commit("refs/heads/main", message, {path: (b"".join(lines), old[path][1])})
+    out.write(b"reset refs/tags/v2\nfrom refs/heads/main\n\n")
+    out.close()
+    if proc.wait() != 0:
+        sys.exit("fast-import failed")
+    git(repo, "repack", "-adq")
+    v1, v2 = git(repo, "rev-parse", "v1^{commit}").strip(), git(repo, "rev-parse", "v2^{commit}").strip()
+    stack = git(repo, "rev-list", "--reverse", f"{v1}..stack").split()
+    return Upstream(repo=repo, v1=v1, v2=v2, stack=stack, classes=classes)
+
+
+def cached_upstream(repo: Path, *, real: Path | None = None) -> Upstream:
+    """The benchmark upstream at `repo`: built once (from the vLLM sdists in `real`, else generated), then
+    reused (its facts kept next to it)."""
+    facts = repo.parent / ("bench-upstream.json" if repo.name == "upstream" else f"bench-{repo.name}.json")
     if facts.is_file() and repo.is_dir():
         raw = json.loads(facts.read_text())
         return Upstream(repo=repo, v1=raw["v1"], v2=raw["v2"], stack=raw["stack"],
                         classes={int(k): v for k, v in raw["classes"].items()})
     shutil.rmtree(repo, ignore_errors=True)
     started = time.perf_counter()
-    up = build_upstream(repo)
+    up = build_real_upstream(repo, real) if real else build_upstream(repo)
     print(f"built the upstream in {time.perf_counter() - started:.0f} s")
     facts.write_text(json.dumps({"v1": up.v1, "v2": up.v2, "stack": up.stack, "classes": up.classes}))
     return up
