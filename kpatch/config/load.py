@@ -113,7 +113,7 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
         raise ConfigError(f"{path}:{key_line(lines, start, end, 'base-commit')}: 'base-commit' must be a 40-hex SHA")
     problem = url_problem(table["url"])
     if problem:
-        raise ConfigError(f"{path}:{key_line(lines, start, end, 'url')}: {problem}")
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'url')}: upstream {name}: {problem}")
     patches = (path.parent / table["patches"]).resolve()
     if not patches.is_relative_to(path.parent.resolve()):
         raise ConfigError(f"{path}:{key_line(lines, start, end, 'patches')}: 'patches' must stay inside {path.parent}")
