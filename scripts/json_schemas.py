@@ -28,6 +28,7 @@ from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.examples.adoption import AdoptResult
 from kpatch.examples.demo import DemoResult
+from kpatch.examples.scrolling import ScrollResult
 from kpatch.nightly.dashboard.report import Written
 from kpatch.nightly.model import Report
 from kpatch.output.ui import JSON_VERSION
@@ -108,7 +109,7 @@ def results() -> dict[str, dict[str, Any]]:
         "verify": of_type(VerifyResult),
         "test": of_type(TestRun),
         "nightly": nightly_result(),
-        "demo": {"oneOf": [with_log(DemoResult), with_log(AdoptResult)]},
+        "demo": {"oneOf": [with_log(DemoResult), with_log(AdoptResult), with_log(ScrollResult)]},
         "doctor": of_type(DoctorReport),
         "init": of_type(InitResult),
         "report": of_type(Written),
