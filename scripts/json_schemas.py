@@ -26,7 +26,9 @@ from kpatch.engine.init import InitResult
 from kpatch.engine.propose import ProposeResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
+from kpatch.examples.adoption import AdoptResult
 from kpatch.examples.demo import DemoResult
+from kpatch.examples.scrolling import ScrollResult
 from kpatch.nightly.dashboard.report import Written
 from kpatch.nightly.model import Report
 from kpatch.nightly.replay import Replay
@@ -89,6 +91,13 @@ def nightly_result() -> dict[str, Any]:
     return schema
 
 
+def with_log(kind: type) -> dict[str, Any]:
+    """A demo's result with the path of the run's log."""
+    schema = of_type(kind)
+    return {**schema, "properties": {"log": {"type": ["string", "null"]}, **schema["properties"]},
+            "required": ["log", *schema["required"]]}
+
+
 def results() -> dict[str, dict[str, Any]]:
     """Each command's result schema (several when its options give different results: one of them)."""
     return {
@@ -101,9 +110,7 @@ def results() -> dict[str, dict[str, Any]]:
         "verify": of_type(VerifyResult),
         "test": of_type(TestRun),
         "nightly": {"oneOf": [nightly_result(), of_type(Replay)]},  # a night, or --replay's nights
-        "demo": {**of_type(DemoResult), "properties": {"log": {"type": ["string", "null"]},
-                                                       **of_type(DemoResult)["properties"]},
-                 "required": ["log", *of_type(DemoResult)["required"]]},
+        "demo": {"oneOf": [with_log(DemoResult), with_log(AdoptResult), with_log(ScrollResult)]},
         "doctor": of_type(DoctorReport),
         "init": of_type(InitResult),
         "report": of_type(Written),

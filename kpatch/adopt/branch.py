@@ -47,12 +47,13 @@ class ImportResult:
     base_pinned: bool = False  # kpatch.toml's base was set to `base` (--base named another commit)
 
 
-def parse_source(value: str) -> tuple[str, str]:
-    """`URL_OR_PATH@BRANCH` -> (URL or absolute path, branch); the URL checked as upstream URLs are."""
+def parse_source(value: str, name: str) -> tuple[str, str]:
+    """`URL_OR_PATH@BRANCH` -> (URL or absolute path, branch); the URL checked as upstream URLs are (a refusal
+    names the upstream `name` the fork is imported for)."""
     url, at, branch = value.rpartition("@")
     if not at or not url or not branch or ":" in branch:
         raise UsageError(f"--from takes URL_OR_PATH@BRANCH, got {value!r}")
-    return fetchable(url, "--from"), branch
+    return fetchable(url, f"--from (upstream {name})"), branch
 
 
 def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, base_ref: str | None,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
 from kpatch.commands._common import KpatchCommand, make_ui, output_options, start_log
 from kpatch.commands._views import show_apply, show_rebase, show_test, show_verify
+from kpatch.errors import UsageError
 from kpatch.output.ui import UI, columns, escape, to_jsonable
 
 if TYPE_CHECKING:
@@ -19,20 +20,32 @@ if TYPE_CHECKING:
 @click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
               help="Build it in this new or empty folder, and keep it (default: a temp folder).")
 @click.option("--keep", is_flag=True, help="Keep the temp folder (default: removed when the demo ends).")
+@click.option("--adopt", is_flag=True,
+              help="The second, short demo: a fork branch and a quilt folder adopted into an empty project (init, "
+              "import, apply); builds nothing.")
+@click.option("--scroll", is_flag=True,
+              help="The scrolling demo: a planted test break three commits into the app's new day; one night "
+              "bisects to the last green commit and names the culprit.")
 @click.option("--backend", type=click.Choice(["auto", "docker", "local"]), default="auto", show_default=True,
               help="auto: the Docker engine if it answers and has a base image, else this host.")
 @click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
               help="A local image with python3, pip and setuptools to build on (default: $KPATCH_BASE_IMAGE, else "
               "kpatch-test-base:bookworm, else the oneAPI image, if the engine has one; never pulled).")
 @output_options
-def command(folder: Path | None, keep: bool, backend: str, base_image: str | None, json_mode: bool, quiet: bool,
-            verbose: bool) -> int:
+def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, backend: str, base_image: str | None,
+            json_mode: bool, quiet: bool, verbose: bool) -> int:
     """Run the whole pipeline on example upstreams kpatch builds itself, offline: apply, an upstream that moved,
-    rebase (a merged patch dropped, a conflict resolved by a recorded resolution), build-wheels, verify, test."""
+    rebase (a merged patch dropped, a conflict resolved by a recorded resolution), build-wheels, verify, test.
+    With --adopt: a kernels fork branch and the app's quilt folder become a new project's stacks. With --scroll: a
+    red night scrolls to the last green upstream commit."""
     from kpatch.examples.demo import choose_backend, demo
     from kpatch.project.workspace import default_cache_dir
 
     ui = make_ui("demo", json_mode, quiet, verbose)
+    if adopt and scroll:
+        raise UsageError("--adopt and --scroll are two demos: give one")
+    if adopt:
+        return adopt_demo(ui, folder, keep)
     source = click.get_current_context().get_parameter_source("base_image")
     image = None if backend == "local" and source is click.core.ParameterSource.ENVIRONMENT else base_image
     choice = choose_backend(backend, image)
@@ -45,6 +58,11 @@ def command(folder: Path | None, keep: bool, backend: str, base_image: str | Non
 
     # The log goes to the usual cache, so the path an error names still exists after the demo's folder is removed.
     start_log(ui, default_cache_dir() / "logs", "demo")
+    if scroll:
+        from kpatch.examples.scrolling import demo_scroll
+
+        scrolled = demo_scroll(folder, ui, choice, keep=keep, on_step=on_step)
+        return finish(ui, scrolled, "scrolling demo")
     result = demo(folder, ui, choice, keep=keep, on_step=on_step)
     if ui.json_mode:
         failed = next((s for s in result.steps if not s.ok), None)
@@ -56,11 +74,80 @@ def command(folder: Path | None, keep: bool, backend: str, base_image: str | Non
     return result.exit_code
 
 
+def adopt_demo(ui: UI, folder: Path | None, keep: bool) -> int:
+    """`kpatch demo --adopt`: init, import (a fork branch, a quilt folder) and apply in an empty project."""
+    from kpatch.examples.adoption import demo_adopt
+    from kpatch.project.workspace import default_cache_dir
+
+    context = click.get_current_context()
+    given = [f"--{n.replace('_', '-')}" for n in ("backend", "base_image")
+             if context.get_parameter_source(n) is click.core.ParameterSource.COMMANDLINE]
+    if given:
+        raise UsageError(f"{given[0]} does not go with --adopt: the adoption demo builds nothing")
+
+    def on_step(step: Step, result: Any) -> None:
+        if not ui.json_mode and not ui.quiet:
+            show_step(ui, step, result)
+
+    start_log(ui, default_cache_dir() / "logs", "demo")
+    return finish(ui, demo_adopt(folder, ui, keep=keep, on_step=on_step), "adoption demo")
+
+
+class _Demo(Protocol):
+    """A second demo's result (--adopt, --scroll): its steps, where it ran, how long it took."""
+
+    @property
+    def steps(self) -> tuple[Step, ...]: ...
+    @property
+    def folder(self) -> Path: ...
+    @property
+    def kept(self) -> bool: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def exit_code(self) -> int: ...
+
+
+def finish(ui: UI, result: _Demo, title: str) -> int:
+    """A second demo's end: its JSON envelope, or the summary of its steps as the main demo prints it."""
+    failed = next((s for s in result.steps if not s.ok), None)
+    if ui.json_mode:
+        ui.result({"log": str(ui.log_file) if ui.log_file else None, **to_jsonable(result)},
+                  exit_code=result.exit_code, message=(failed and f"demo failed at {failed.name}: {failed.summary}")
+                  or "")
+        return result.exit_code
+    ui.line("\n[bold]summary[/]")
+    for line in columns([[s.name, "ok" if s.ok else "FAILED", f"{s.seconds:.1f} s", s.summary] for s in result.steps],
+                        indent="  "):
+        ui.plain(line)
+    report = getattr(result, "report", None)
+    if report is not None:
+        ui.plain(f"  the night's report: {report if result.kept else report.name}")
+    if result.kept:
+        ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
+                 f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
+    else:
+        flag = "--adopt" if title.startswith("adoption") else "--scroll"
+        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo {flag} --keep' keeps it")
+    if failed is not None:
+        ui.plain(f"  {failed.name} failed: {failed.summary}")
+        for line in failed.detail:
+            ui.plain(f"    {line}")
+        ui.plain(f"  log: {ui.log_file}" if ui.log_file else "  log: none could be written")
+    verdict = "[green]passed[/]" if failed is None else f"[bold red]FAILED[/] at {failed.name}"
+    ui.line(f"{title} {verdict} in {result.seconds:.1f} s")
+    return result.exit_code
+
+
 def show_step(ui: UI, step: Step, result: object) -> None:
     """One demo step as it ends: a header line, then the step's own output as the command prints it."""
+    from kpatch.adopt.branch import ImportResult
     from kpatch.engine.apply import ApplyResult
+    from kpatch.engine.init import InitResult
     from kpatch.engine.rebase import RebaseResult
+    from kpatch.examples.adoption import FORK_BRANCH, Carried
     from kpatch.examples.moves import UpstreamMove
+    from kpatch.nightly.model import Report
     from kpatch.testing.run import TestRun
     from kpatch.verify.run import VerifyResult
     from kpatch.wheels.build import BuildResult
@@ -83,6 +170,24 @@ def show_step(ui: UI, step: Step, result: object) -> None:
         show_verify(ui, result)
     elif isinstance(result, TestRun):
         show_test(ui, result)
+    elif isinstance(result, Carried):
+        ui.plain(f"  the fork:         {result.fork} (branch {FORK_BRANCH})")
+        ui.plain(f"  the quilt folder: {result.quilt}")
+    elif isinstance(result, InitResult):
+        for path in result.written:
+            ui.plain(f"  wrote {path.relative_to(result.root)}")
+    elif isinstance(result, ImportResult):
+        for path in result.files:
+            ui.plain(f"  wrote patches/{result.name}/{path.name}")
+    elif isinstance(result, Report):
+        ui.plain(f"  the night: {escape(result.summary)}")
+        for found in (result.scroll.steps if result.scroll else ()):
+            ui.plain(f"  step {found.upstream} {found.commit[:12]} \"{escape(found.subject)}\": {found.result.value}"
+                     f" ({found.seconds:.1f} s)")
+        culprit = result.scroll.culprit if result.scroll else None
+        if culprit is not None:
+            ui.plain(f"  culprit: {culprit.commit[:12]} \"{escape(culprit.subject)}\" by {escape(culprit.author)}: "
+                     + escape("; ".join(culprit.failing) or culprit.message))
 
 
 def show(ui: UI, result: DemoResult) -> None:

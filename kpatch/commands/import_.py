@@ -55,7 +55,7 @@ def command(ctx: Context, name: str | None, source: str | None, folder: Path | N
     ws = ctx.workspace()
     ws.stack.get(name)  # an unknown NAME is the first thing to say
     if source is not None:
-        url, branch = adopt.parse_source(source)
+        url, branch = adopt.parse_source(source, name)
         result = adopt.import_branch(ws, ctx.ui, name, url, branch, base_ref=base_ref,
                                      include_upstream=include_upstream, max_commits=max_commits,
                                      requires_auto=requires_auto)

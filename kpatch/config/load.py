@@ -27,7 +27,8 @@ from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
 TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard", "nightly")  # the keys of the file itself
-UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "build", "test", "propose")
+UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "test-selection", "build",
+                 "test", "propose")
 REQUIRED = ("name", "url", "branch", "base", "patches")  # of an [[upstream]]
 
 
@@ -113,14 +114,24 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
         raise ConfigError(f"{path}:{key_line(lines, start, end, 'base-commit')}: 'base-commit' must be a 40-hex SHA")
     problem = url_problem(table["url"])
     if problem:
-        raise ConfigError(f"{path}:{key_line(lines, start, end, 'url')}: {problem}")
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'url')}: upstream {name}: {problem}")
     patches = (path.parent / table["patches"]).resolve()
     if not patches.is_relative_to(path.parent.resolve()):
         raise ConfigError(f"{path}:{key_line(lines, start, end, 'patches')}: 'patches' must stay inside {path.parent}")
+    test = test_table(path, lines, start, end, table)
+    selection = table.get("test-selection", False)
+    if not isinstance(selection, bool):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'test-selection')}: 'test-selection' must be true or "
+                          "false")
+    if selection and (test is None or "KPATCH_TESTS" not in test.command):
+        what = "has no [upstream.test]" if test is None else "its test command does not read $KPATCH_TESTS"
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'test-selection')}: upstream {name}: test-selection "
+                          f"needs a test command that takes its test files from $KPATCH_TESTS (e.g. pytest "
+                          f"${{KPATCH_TESTS:-tests}}), and {what}")
     return Upstream(
         name=name, url=table["url"], branch=table["branch"], base=table["base"], base_commit=base_commit,
         patches=patches, requires=tuple(requires), line=start, build=build_table(path, lines, start, end, table),
-        test=test_table(path, lines, start, end, table), propose=propose_table(path, lines, start, end, table),
+        test=test, propose=propose_table(path, lines, start, end, table), test_selection=selection,
     )
 
 

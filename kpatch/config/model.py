@@ -69,6 +69,7 @@ class Upstream:
     url_overridden: bool = False
     test: TestSuite | None = None
     propose: Propose = Propose()
+    test_selection: bool = False  # a scrolling step runs first the tests the upstream diff touches ($KPATCH_TESTS)
 
     @property
     def base_is_sha(self) -> bool:

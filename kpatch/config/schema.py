@@ -86,6 +86,12 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
     ("upstream", "requires"): {**_STRINGS, "default": [],
                                "description": "Names of the upstreams whose stacks and wheels this one needs first.",
                                "examples": [["vllm-xpu-kernels"]]},
+    ("upstream", "test-selection"): {"type": "boolean", "default": False,
+                                     "description": "During a nightly scrolling step, run first the tests whose files "
+                                     "or imports the upstream diff touches, then the rest; the report says which. The "
+                                     "test command must take its files from $KPATCH_TESTS, e.g. "
+                                     "`pytest ${KPATCH_TESTS:-tests}`.",
+                                     "examples": [True]},
     ("upstream", "build"): {"description": "How build-wheels builds the upstream's wheel (needed by build-wheels).",
                             "examples": [{"command": "python3 setup.py bdist_wheel --dist-dir=$KPATCH_OUT"}]},
     ("upstream", "test"): {"description": "How `kpatch test` runs the upstream's suite against the locked pair "

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kpatch import config, verify
 from kpatch.engine.apply import ApplyResult, apply
@@ -45,6 +45,7 @@ class Backend(Enum):
 
 
 log = logging.getLogger("kpatch")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,12 @@ def choose_backend(requested: str, base_image: str | None) -> BackendChoice:
 
 def demo(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_step: OnStep) -> DemoResult:
     """Run the demo in `folder` (empty or new; kept) or in a temp folder that is removed unless `keep`."""
+    return in_folder(folder, ui, keep=keep,
+                     body=lambda where, kept: run_demo(where, ui, choice, kept=kept, on_step=on_step))
+
+
+def in_folder(folder: Path | None, ui: UI, *, keep: bool, body: Callable[[Path, bool], R]) -> R:
+    """`body(folder, kept)` in `folder` (empty or new; kept) or in a temp folder that is removed unless `keep`."""
     if folder is not None:
         folder = folder.resolve()
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
@@ -127,7 +134,7 @@ def demo(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_s
         folder, kept = Path(tempfile.mkdtemp(prefix="kpatch-demo-")).resolve(), keep
     ui.note(f"building example upstreams and stacks in {folder}")
     try:
-        return run_demo(folder, ui, choice, kept=kept, on_step=on_step)
+        return body(folder, kept)
     finally:
         if not kept:
             shutil.rmtree(folder, ignore_errors=True)
@@ -155,19 +162,13 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
 Outcome = tuple[Any, bool, str]  # a step's result, whether it passed, and its one-line summary
 
 
-class _Run:
-    """One demo run: the example it built, the workspace on it, and each step's result."""
+class Steps:
+    """A demo's steps in order: each one's result, and its Step (name, time, verdict, one-line summary)."""
 
-    def __init__(self, folder: Path, ui: UI, choice: BackendChoice, on_step: OnStep) -> None:
-        self.folder, self.ui, self.choice, self.on_step = folder, ui, choice, on_step
+    def __init__(self, folder: Path, ui: UI, on_step: OnStep) -> None:
+        self.folder, self.ui, self.on_step = folder, ui, on_step
         self.steps: list[Step] = []
         self.results: dict[str, Any] = {}
-        self.project: ExampleProject | None = None
-
-    @property
-    def ws(self) -> Workspace:
-        assert self.project is not None, "the example step runs first"
-        return Workspace.create(config.load(self.project.root / config.CONFIG_NAME), self.folder / "cache", None)
 
     def step(self, name: str, body: Callable[[], Outcome]) -> bool:
         """Run one step; a kpatch error ends it (and the demo) with that error's exit code."""
@@ -186,6 +187,20 @@ class _Run:
         self.results[name] = result
         self.on_step(done, result)
         return ok
+
+
+class _Run(Steps):
+    """One demo run: the example it built, the workspace on it, and each step's result."""
+
+    def __init__(self, folder: Path, ui: UI, choice: BackendChoice, on_step: OnStep) -> None:
+        super().__init__(folder, ui, on_step)
+        self.choice = choice
+        self.project: ExampleProject | None = None
+
+    @property
+    def ws(self) -> Workspace:
+        assert self.project is not None, "the example step runs first"
+        return Workspace.create(config.load(self.project.root / config.CONFIG_NAME), self.folder / "cache", None)
 
     def example(self) -> Outcome:
         self.project = make_example_project(self.folder)

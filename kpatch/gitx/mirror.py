@@ -9,6 +9,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import unquote
 
 from kpatch import killseam
 from kpatch.errors import GitError, StorageError, UpstreamError
@@ -22,6 +23,7 @@ log = logging.getLogger("kpatch.git")
 FETCH_TRIES = 3
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _ALLOWED_SCHEMES = {"https", "ssh", "git", "file"}
+_SCP_LIKE = re.compile(r"^[^/]+:")  # host:path, git's short form of an ssh URL (its path is the host's business)
 _RECEIVING = re.compile(r"Receiving objects:\s+(\d+)%")
 _BARE = re.compile(r"^\s*bare\s*=", re.MULTILINE | re.IGNORECASE)
 _LAYOUT = "kpatch.upstreamrefs"  # set once the mirror fetches into UPSTREAM_REFS (older mirrors used refs/heads)
@@ -54,10 +56,18 @@ def url_problem(url: str) -> str | None:
         if name not in _ALLOWED_SCHEMES:
             hint = " (use https://)" if name == "http" else ""
             return f"URL scheme {name!r} is not allowed{hint}: use https, ssh, git, file or a local path"
-        return None
+        return _dotdot(url, unquote(url[len(scheme.group(0)):])) if name == "file" else None
     if "::" in url.split("/", 1)[0]:
         return f"git remote helpers ({url.split('::', 1)[0]}::) are not allowed: use https, ssh, git, file or a path"
-    return None
+    return None if _SCP_LIKE.match(url) else _dotdot(url, url)
+
+
+def _dotdot(url: str, path: str) -> str | None:
+    """A file URL or local path with a `..` segment is refused: where it leads depends on the folder it is read
+    from (and a symlink on the way), so the mirror would fetch from somewhere the URL does not say."""
+    if ".." not in re.split(r"[/\\]", path):
+        return None
+    return f"{redact_url(url)!r} has a '..' segment: give the folder's absolute path without '..'"
 
 
 class Mirror(Repository):

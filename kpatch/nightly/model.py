@@ -184,6 +184,18 @@ class Span:
 
 
 @dataclass(frozen=True)
+class Selection:
+    """Test selection in a step: which of an upstream's test files ran first, and why."""
+
+    upstream: str
+    base: str  # the upstream diff is base..commit
+    commit: str
+    first: tuple[str, ...]  # the test files run first, in order
+    why: tuple[str, ...]  # for each of `first`: "changed", or "imports M (its file changed)"
+    rest: int  # how many test files ran after them
+
+
+@dataclass(frozen=True)
 class Step:
     """One bisection step: the chain at one upstream commit, the other upstreams at `pins`."""
 
@@ -195,6 +207,7 @@ class Step:
     stage: Stage | None  # the stage that failed (red), or the test stage that needed its retry (flaky)
     summary: str
     pins: tuple[Pin, ...]  # the whole combination this step ran
+    selection: tuple[Selection, ...] = ()  # the upstreams with test-selection: what their tests ran first
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,18 @@ def _scroll(report: Report) -> list[str]:
             [[str(n), _text(st.upstream), _code(st.commit[:12]), _text(st.subject), _text(st.result.value),
               _text(st.stage.value) if st.stage else "-", f"{st.seconds:.1f} s"]
              for n, st in enumerate(sc.steps, 1)])]
+    selected = [(n, sel) for n, st in enumerate(sc.steps, 1) for sel in st.selection]
+    if selected:
+        lines += ["", "Test selection (the tests the upstream diff touches ran first):", ""]
+        for n, sel in selected:
+            diff = f"{_code(sel.base[:12] + '..' + sel.commit[:12])}"
+            if sel.first:
+                why = "; ".join(f"{_code(f)} ({_text(w)})" for f, w in zip(sel.first, sel.why, strict=True))
+                lines.append(f"- step {n}, {_text(sel.upstream)} {diff}: first {why}; then "
+                             f"{count(sel.rest, 'other test file')}")
+            else:
+                lines.append(f"- step {n}, {_text(sel.upstream)} {diff}: touches none of its "
+                             f"{count(sel.rest, 'test file')}; they ran in path order")
     c = sc.culprit
     if c is not None:
         lines += ["", "### Culprit", "",

@@ -27,6 +27,7 @@ from kpatch.nightly.model import (
     Move,
     Pin,
     Scroll,
+    Selection,
     Span,
     Stage,
     StageStatus,
@@ -59,6 +60,7 @@ class Attempt:
     suites: tuple[Suite, ...]
     flaky: tuple[str, ...]
     lock: bytes | None  # the lock the build wrote (green): kept when this is the proposed combination
+    selection: tuple[Selection, ...] = ()  # test selection: what ran first, and why
 
 
 class Saved:
@@ -89,35 +91,42 @@ class Saved:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def chain(ws: Workspace, ui: UI, settings: Settings, show: Show, onto: Mapping[str, str]) -> Attempt:
+def chain(ws: Workspace, ui: UI, settings: Settings, show: Show, onto: Mapping[str, str],
+          bases: Mapping[str, str] | None = None) -> Attempt:
     """The night's stages at `onto` (upstream -> commit), stopping at the first that fails; a failing test
-    stage is run once more (same lock) to tell a flaky test from a break."""
+    stage is run once more (same lock) to tell a flaky test from a break. `bases` (upstream -> the pinned base)
+    gives the upstream diffs test selection orders the tests by."""
     found = Findings()
+    diffs = {name: (base, onto[name]) for name, base in (bases or {}).items() if name in onto and onto[name] != base}
     body: list[tuple[Stage, Callable[[], tuple[int, str] | None]]] = [
         (Stage.REBASE, lambda: stages.rebase(ws, ui, found, show, onto=onto, discard=True)),
         (Stage.BUILD, lambda: stages.build(ws, ui, found, show, settings)),
         (Stage.VERIFY, lambda: stages.verify(ws, ui, found, show)),
-        (Stage.TEST, lambda: stages.test(ws, ui, found, show, settings))]
+        (Stage.TEST, lambda: stages.test(ws, ui, found, show, settings, diffs))]
     try:
         for stage, run_stage in body:
             run = timed(ui, stage, run_stage, found)
             if run.status is not StageStatus.FAILED:
                 continue
             if stage is Stage.TEST:
-                flaky = retry_test(ws, ui, found, show, settings)
+                selection = tuple(found.selections)
+                flaky = retry_test(ws, ui, found, show, settings, diffs)
                 if flaky is not None:
                     return Attempt(StepResult.FLAKY, Stage.TEST, f"flaky: {', '.join(flaky)} passed on the retry",
-                                   None, tuple(found.suites), flaky, _lock(found))
+                                   None, tuple(found.suites), flaky, _lock(found), selection)
             failure = found.failure
             if failure is not None and not failure.log_tail:
                 failure = replace(failure, log_tail=_tail(found.suite_log))
-            return Attempt(StepResult.RED, stage, run.summary, failure, tuple(found.suites), (), None)
-        return Attempt(StepResult.GREEN, None, "the whole chain passed", None, tuple(found.suites), (), _lock(found))
+            return Attempt(StepResult.RED, stage, run.summary, failure, tuple(found.suites), (), None,
+                           tuple(found.selections))
+        return Attempt(StepResult.GREEN, None, "the whole chain passed", None, tuple(found.suites), (), _lock(found),
+                       tuple(found.selections))
     finally:
         _abort_in_progress(ws)
 
 
-def retry_test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[str, ...] | None:
+def retry_test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings,
+               diffs: Mapping[str, tuple[str, str]] | None = None) -> tuple[str, ...] | None:
     """Run the failed test stage once more against the same lock: the tests that failed and now pass (flaky), or
     None when it fails again (the failure is then the retry's)."""
     failing = tuple(t.split(": ", 1)[0] for s in found.suites for t in s.failing) or \
@@ -125,7 +134,7 @@ def retry_test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Set
     first, first_suites = found.failure, list(found.suites)
     found.failure = None
     with ui.group("kpatch nightly: test (retry at the same commit)"):
-        again = timed(ui, Stage.TEST, lambda: stages.test(ws, ui, found, show, settings), found)
+        again = timed(ui, Stage.TEST, lambda: stages.test(ws, ui, found, show, settings, diffs), found)
     if again.status is StageStatus.FAILED:
         # The night reports its first run: the retry compares with that run's results (saved as the last ones),
         # so it would call nothing newly failing.
@@ -140,6 +149,7 @@ def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequenc
     """Bisect each moved upstream's range for its last green commit; the Scroll and the proposed lock."""
     started = time.monotonic()
     pins = {m.upstream: m.old_base for m in moves}
+    bases = dict(pins)  # the night's pinned bases: each step's upstream diff starts there (test selection)
     at_heads = {m.upstream: m.new_base for m in moves}
     steps: list[Step] = []
     spans: list[Span] = []
@@ -172,10 +182,11 @@ def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequenc
             began = time.monotonic()
             saved.restore()
             with ui.group(f"kpatch nightly: scroll {move.upstream} at {commits[mid][:12]}"):
-                attempt = chain(ws, ui, settings, show, combination)
+                attempt = chain(ws, ui, settings, show, combination, bases)
             steps.append(Step(upstream=move.upstream, commit=commits[mid], subject=info.subject,
                               result=attempt.result, seconds=round(time.monotonic() - began, 3), stage=attempt.stage,
-                              summary=attempt.summary, pins=tuple(Pin(u, c) for u, c in combination.items())))
+                              summary=attempt.summary, pins=tuple(Pin(u, c) for u, c in combination.items()),
+                              selection=attempt.selection))
             flaky += [t for t in attempt.flaky if t not in flaky]
             if attempt.result is StepResult.RED:
                 hi, red = mid, attempt

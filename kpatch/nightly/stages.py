@@ -19,6 +19,7 @@ from kpatch.nightly.model import (
     Flag,
     Move,
     PatchLine,
+    Selection,
     Stage,
     StageRun,
     StageStatus,
@@ -71,6 +72,7 @@ class Findings:
     pull_states: dict[str, str] | None = None  # each named PR's state after the rebase (None: not asked)
     failure: Failure | None = None
     suite_log: Path | None = None  # the failing suite's own log (its tail goes into the failure)
+    selections: list[Selection] = field(default_factory=list)  # test selection: what ran first, and why
 
 
 def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str, str] | None = None,
@@ -242,15 +244,19 @@ def contract_lines(kernels: str, app: str, report: ContractReport) -> list[str]:
     return lines + [f"unreadable: {problem}" for problem in report.problems]
 
 
-def test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[int, str] | None:
-    """The suites against the new lock; None when no upstream declares [upstream.test] (nothing to run)."""
+def test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings,
+         diffs: Mapping[str, tuple[str, str]] | None = None) -> tuple[int, str] | None:
+    """The suites against the new lock; None when no upstream declares [upstream.test] (nothing to run). `diffs`
+    (upstream -> (base, commit): a scrolling step's upstream diff) orders the tests of each upstream with
+    test-selection: those the diff touches first."""
     from kpatch.testing.run import run_suites
 
     if not any(u.test for u in ws.stack.upstreams):
         return None
     assert found.lock is not None
+    order = _selected(ws, ui, found, found.lock, diffs or {})
     result = run_suites(ws, ui, devices=settings.devices, timeout=settings.timeout, lock=found.lock,
-                        reports=ws.stack.root / "reports", backend=settings.backend)
+                        reports=ws.stack.root / "reports", backend=settings.backend, tests=order)
     show(Stage.TEST, result)
     found.suites = [_suite(s) for s in result.suites]
     code = int(result.exit_code)
@@ -264,6 +270,34 @@ def test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings)
                                 log_tail=())
         return code, found.failure.message
     return code, _test_summary(result)
+
+
+def _selected(ws: Workspace, ui: UI, found: Findings, lock: Path,
+              diffs: Mapping[str, tuple[str, str]]) -> dict[str, tuple[str, ...]]:
+    """Each test-selection upstream's test files in the order they run (found.selections says why)."""
+    from kpatch.nightly.selection import select
+    from kpatch.testing.env import read_pair
+
+    order: dict[str, tuple[str, ...]] = {}
+    found.selections = []
+    chosen = [u for u in ws.stack.upstreams if u.test_selection and u.test and u.name in diffs]
+    if not chosen:
+        return order
+    pair = read_pair(lock)
+    for upstream in chosen:
+        assert upstream.test is not None
+        base, commit = diffs[upstream.name]
+        selection, files = select(ws.mirror(upstream.name), upstream.name, base, commit,
+                                  pair.commit(upstream.name), upstream.test.paths)
+        found.selections.append(selection)
+        order[upstream.name] = files
+        if selection.first:
+            ui.note(f"test selection: {upstream.name} runs first {', '.join(selection.first)} (the upstream diff "
+                    f"{base[:12]}..{commit[:12]} touches them), then {selection.rest} other test file(s)")
+        else:
+            ui.note(f"test selection: {upstream.name}: the upstream diff {base[:12]}..{commit[:12]} touches none "
+                    f"of its {selection.rest} test file(s): they run in path order")
+    return order
 
 
 def _suite(s: object) -> Suite:

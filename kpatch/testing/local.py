@@ -13,6 +13,7 @@ import os
 import tarfile
 import tempfile
 import time
+from collections.abc import Mapping
 from io import BytesIO
 from pathlib import Path
 
@@ -31,12 +32,12 @@ RUN_HERE_SH = script("run-here.sh")
 
 
 def run_local(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
-              lock: Path, reports: Path) -> TestRun:
+              lock: Path, reports: Path, tests: Mapping[str, tuple[str, ...]]) -> TestRun:
     """Check the suites, the lock and its wheels first; then each suite on this host, in dependency order."""
     suites, pair, found = checked(ws, names, devices, lock)
 
     def one(upstream: Upstream, suite: TestSuite) -> SuiteResult:
-        runner = _HostSuite(ws, ui, pair, upstream, suite, reports)
+        runner = _HostSuite(ws, ui, pair, upstream, suite, reports, tests.get(upstream.name))
         return runner.run_here(found.paths, timeout if timeout is not None else suite.timeout)
 
     results = each_suite(ui, pair, suites, reports, found, one)
@@ -64,7 +65,7 @@ class _HostSuite(_Suite):
             given = {**dict(self.suite.env), "HOME": str(root / "home"), "PYTHONUNBUFFERED": "1",
                      "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(self.ws.cache_dir / "pip"),
                      "KPATCH_TEST_COMMAND": self.suite.command, "KPATCH_TEST_DIR": str(root / "test"),
-                     "KPATCH_JUNIT": str(junit_file), "KPATCH_DEVICES": " ".join(devices)}
+                     "KPATCH_JUNIT": str(junit_file), "KPATCH_DEVICES": " ".join(devices), **self.selected()}
             env = hostenv.run_env(bin_dir, os.environ, given)
             args = [str(root / "wheels" / w.filename) for w in wheels] + list(self.suite.requires)
             with activity(self.ui, f"{self.name}: running its tests at {self.commit[:12]} on this host") as on, \

@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -90,18 +90,20 @@ class Devices:
 
 def run_suites(ws: Workspace, ui: UI, *, names: tuple[str, ...] = (), devices: tuple[str, ...] = (),
                timeout: float | None = None, lock: Path | None = None, reports: Path | None = None,
-               backend: str = "docker") -> TestRun:
+               backend: str = "docker", tests: Mapping[str, tuple[str, ...]] | None = None) -> TestRun:
     """The suites in the build image (docker) or on this host (local); the lock defaults to dist/pylock.toml and
-    the reports to reports/, next to kpatch.toml."""
+    the reports to reports/, next to kpatch.toml. `tests` (upstream -> test files, in order) reaches a suite's
+    command as $KPATCH_TESTS (test selection)."""
     runner = run
     if backend == "local":
         from kpatch.testing.local import run_local as runner
     return runner(ws, ui, names=names, devices=devices, timeout=timeout,
-                  lock=lock or ws.stack.root / "dist" / "pylock.toml", reports=reports or ws.stack.root / "reports")
+                  lock=lock or ws.stack.root / "dist" / "pylock.toml", reports=reports or ws.stack.root / "reports",
+                  tests=tests or {})
 
 
 def run(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
-        lock: Path, reports: Path) -> TestRun:
+        lock: Path, reports: Path, tests: Mapping[str, tuple[str, ...]]) -> TestRun:
     """Check everything first (suites, lock, wheel hashes, devices), then run each suite in dependency order."""
     suites, pair, found = checked(ws, names, devices, lock)
     engine = Engine()
@@ -111,7 +113,7 @@ def run(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ..
     image = _build_image(engine, pair)
 
     def one(upstream: Upstream, suite: TestSuite) -> SuiteResult:
-        runner = _Suite(ws, ui, pair, upstream, suite, reports)
+        runner = _Suite(ws, ui, pair, upstream, suite, reports, tests.get(upstream.name))
         return runner.run(engine, image, found, timeout if timeout is not None else suite.timeout)
 
     results = each_suite(ui, pair, suites, reports, found, one)
@@ -293,8 +295,9 @@ class _Suite:
     """One upstream's suite: its test files, test image, container run and verdict."""
 
     def __init__(self, ws: Workspace, ui: UI, pair: testenv.LockedPair, upstream: Upstream, suite: TestSuite,
-                 reports: Path) -> None:
+                 reports: Path, tests: tuple[str, ...] | None = None) -> None:
         self.ws, self.ui, self.pair = ws, ui, pair
+        self.tests = tests  # the test files in the order they run ($KPATCH_TESTS), or None: the command's own
         self.name, self.upstream, self.suite = upstream.name, upstream, suite
         self.commit = pair.commit(upstream.name)
         self.junit_path, self.log_path = reports / f"{self.name}.xml", reports / f"{self.name}.log"
@@ -312,7 +315,8 @@ class _Suite:
                                                 source, _project_id(self.ws.stack), on)
         previous = self._previous()
         env = {**dict(self.suite.env), "KPATCH_TEST_COMMAND": self.suite.command, "PYTHONUNBUFFERED": "1",
-               "KPATCH_JUNIT": f"{TEST_DIR}/{self.suite.junit}", "KPATCH_DEVICES": " ".join(devices.paths)}
+               "KPATCH_JUNIT": f"{TEST_DIR}/{self.suite.junit}", "KPATCH_DEVICES": " ".join(devices.paths),
+               **self.selected()}
         name = f"kpatch-test-{self.name}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
         with activity(self.ui, f"{self.name}: running its tests at {self.commit[:12]}") as on, \
                 LiveLog(self.log_path, on) as live, \
@@ -323,6 +327,10 @@ class _Suite:
             seconds = round(time.monotonic() - started, 3)
             report = box.read(f"{TEST_DIR}/{self.suite.junit}")
         return self._judge(run, report, live, previous, seconds, timeout)
+
+    def selected(self) -> dict[str, str]:
+        """$KPATCH_TESTS when the tests run in a chosen order (test selection); nothing otherwise."""
+        return {"KPATCH_TESTS": " ".join(self.tests)} if self.tests else {}
 
     def _source(self) -> bytes:
         """The test files (`paths`) of the patched commit the locked wheel was built from."""

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from kpatch.cli import main
 from kpatch.errors import ExitCode
+from tests.support.gitrepos import git
 from tests.support.json_envelope import checked
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
@@ -140,3 +141,86 @@ def _offline_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                         "PIP_TIMEOUT": "1", "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
                         "PIP_EXTRA_INDEX_URL": ""}.items():
         monkeypatch.setenv(name, value)
+
+
+# --- kpatch demo --adopt: a fork branch and a quilt folder adopted into an empty project -----------------------
+
+
+def test_demo_adopt_inits_imports_a_fork_branch_and_a_quilt_folder_and_applies_them(tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch
+                                                                                     ) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)  # it builds nothing: no engine is asked
+    folder = tmp_path / "d"
+    result = CliRunner().invoke(main, ["demo", "--adopt", "--dir", str(folder)])
+    assert result.exit_code == 0, result.output
+    steps = [line.split(" ok ")[0].removeprefix("== ") for line in result.stdout.splitlines()
+             if line.startswith("== ")]
+    assert steps == ["example", "init", "import kernels", "import app", "apply"]
+    summary = result.stdout[result.stdout.index("\nsummary\n"):]
+    assert "kpatch import kernels --from FORK@xpu: 2 commits as patches, byte-identical to the stack" in summary
+    assert "kpatch import app --series quilt-app/" in summary and "4 patches applied, kernels first" in summary
+    assert re.search(r"\nadoption demo passed in [0-9.]+ s$", result.stdout.rstrip())
+    project = folder / "project"
+    # the fork's branch and the quilt folder are what the team carried; the project is init's, filled by import
+    assert git(folder / "forks" / "kernels", "rev-parse", "--abbrev-ref", "HEAD") == "xpu"
+    assert sorted(p.name for p in (folder / "quilt-app").iterdir()) == [
+        "0001-Route-k3-to-the-XPU-path.diff", "0002-XPU-Make-the-block-table-assert-device-generic.diff", "series"]
+    assert not (folder / "quilt-app" / "0001-Route-k3-to-the-XPU-path.diff").read_text().startswith("From ")
+    series = (project / "patches" / "app" / "series").read_text().splitlines()
+    assert [line for line in series if line and not line.startswith("#")] == [
+        "0001-Route-k3-to-the-XPU-path.patch", "0002-XPU-Make-the-block-table-assert-device-generic.patch"]
+    assert 'requires = ["kernels"]' in (project / "kpatch.toml").read_text()
+    for name in ("kernels", "app"):  # each worktree holds its stack as two commits on the base
+        assert git(project / "work" / name, "rev-list", "--count", "v1.0..HEAD") == "2"
+
+
+def test_demo_adopt_json_lists_the_steps_and_removes_its_temp_folder(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    result = CliRunner().invoke(main, ["demo", "--adopt", "--json"])
+    assert result.exit_code == 0, result.output
+    report = checked(result.stdout, "demo")["result"]
+    assert [s["name"] for s in report["steps"]] == ["example", "init", "import kernels", "import app", "apply"]
+    assert [i["upstream"] for i in report["imports"]] == ["kernels", "app"] and report["identical"] == ["kernels"]
+    assert sum(s["applied"] for s in report["applied"]["stacks"]) == 4
+    assert list(temp.iterdir()) == []
+
+
+@pytest.mark.parametrize("option", [["--backend", "local"], ["--base-image", "x"]])
+def test_demo_adopt_refuses_build_options_and_makes_nothing(tmp_path: Path, option: list[str]) -> None:
+    result = CliRunner().invoke(main, ["demo", "--adopt", *option, "--dir", str(tmp_path / "d")])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert f"{option[0]} does not go with --adopt" in result.stderr and not (tmp_path / "d").exists()
+
+
+# --- kpatch demo --scroll: a red night scrolls to the last green commit and names the culprit -----------------
+
+
+def test_demo_scroll_bisects_past_the_planted_break_to_the_last_green_commit_and_names_the_culprit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)  # this host's backend
+    folder = tmp_path / "d"
+    result = CliRunner().invoke(main, ["demo", "--scroll", "--dir", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    report = checked(result.stdout, "demo")["result"]
+    assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "nightly"]
+    moves = [m["commit"] for m in report["moves"]]
+    assert [m["subject"] for m in report["moves"]] == ["News 0", "News 1", "Tighten the sampler", "News 2", "News 3"]
+    scroll = report["scroll"]
+    assert report["outcome"] == "failed" and scroll["complete"] and scroll["advanced"]
+    # two steps from the red head: the second commit green, the third (the break) red
+    assert [(s["commit"], s["result"]) for s in scroll["steps"]] == [(moves[1], "green"), (moves[2], "red")]
+    assert scroll["culprit"]["commit"] == moves[2] and scroll["culprit"]["subject"] == "Tighten the sampler"
+    assert {p["upstream"]: p["commit"] for p in scroll["last_green"]}["app"] == moves[1]
+    nightly = report["steps"][-1]["summary"]
+    assert nightly.startswith(f"heads red at test; scrolled app to the last green commit {moves[1][:12]} \"News 1\", "
+                              f"culprit {moves[2][:12]} \"Tighten the sampler\" (2 steps, ")
+    assert "## Scrolling: the last green upstream commits" in Path(report["report"]).read_text()
+
+
+def test_demo_adopt_and_scroll_are_two_demos_and_together_are_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--adopt", "--scroll", "--dir", str(tmp_path / "d")])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert "--adopt and --scroll are two demos" in result.stderr and not (tmp_path / "d").exists()

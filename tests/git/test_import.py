@@ -179,7 +179,7 @@ def test_a_bad_fork_branch_is_refused_in_one_line_and_nothing_is_written(adoptin
 @pytest.mark.parametrize(("source", "says"), [
     ("ext::sh -c touch% /tmp/pwned@main", "git remote helpers (ext::) are not allowed"),
     ("http://example.invalid/fork.git@main", "URL scheme 'http' is not allowed"),
-    ("/no/such/fork@main", "--from: no folder /no/such/fork"),
+    ("/no/such/fork@main", "--from (upstream kernels): no folder /no/such/fork"),
     ("/no/branch/given", "--from takes URL_OR_PATH@BRANCH"),
 ])
 def test_a_disallowed_fork_url_is_refused_in_one_line_and_nothing_is_written(adopting: Adopting, source: str,
@@ -187,6 +187,17 @@ def test_a_disallowed_fork_url_is_refused_in_one_line_and_nothing_is_written(ado
     before = adopting.files()
     result = adopting.run("import", "kernels", "--from", source)
     _one_error(result, ExitCode.BAD_INPUT, says)
+    assert adopting.files() == before
+
+
+@pytest.mark.parametrize("form", ["file://{tree}/../{name}", "{tree}/../{name}"])
+def test_a_fork_url_with_a_dotdot_segment_is_refused_naming_the_upstream_and_url(adopting: Adopting,
+                                                                                 form: str) -> None:
+    tree = adopting.fork("kernels")
+    url = form.format(tree=tree, name=tree.name)  # it leads back to the real fork
+    before = adopting.files()
+    result = adopting.run("import", "kernels", "--from", f"{url}@fork")
+    _one_error(result, ExitCode.BAD_INPUT, f"--from (upstream kernels): {url!r} has a '..' segment")
     assert adopting.files() == before
 
 

@@ -119,6 +119,16 @@ def test_init_refuses_a_url_apply_would_refuse_and_writes_nothing(project: Proje
     assert _files(new) == {}
 
 
+@pytest.mark.parametrize("form", ["file://{folder}/../{name}", "{folder}/../{name}"])
+def test_init_refuses_a_url_with_a_dotdot_segment_naming_the_upstream_and_url_and_writes_nothing(
+        project: Project, tmp_path: Path, form: str) -> None:
+    url = form.format(folder=project.kernels, name=project.kernels.name)  # it leads back to the real upstream
+    new = tmp_path / "new"
+    result = _init(new, project, kernels=f"kernels={url}@v1.0")
+    _one_error(result, ExitCode.BAD_INPUT, f"--upstream kernels: {url!r} has a '..' segment")
+    assert _files(new) == {}
+
+
 def test_init_refuses_a_base_the_upstream_does_not_have_and_writes_nothing(project: Project, tmp_path: Path) -> None:
     new = tmp_path / "new"
     result = _init(new, project, kernels=f"kernels={project.kernels}@v9.9")

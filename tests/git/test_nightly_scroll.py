@@ -149,3 +149,73 @@ def test_a_bad_search_bound_is_refused_and_nothing_changes(world: World, option:
     assert result.exit_code == 2, result.output
     assert option in result.output
     assert world.project.snapshot() == before and world.fake.requests == [] and world.branch() is None
+
+
+# --- test selection ([[upstream]] test-selection = true) -----------------------------------------------------
+
+SAMPLER = "def top_token(scores):\n    return max(scores)\n"
+SAMPLER_TEST = ("from app.sampler import top_token\n\n\n"
+                "def test_the_sampler_keeps_the_top_token():\n    assert top_token([3, 1, 2]) == 3\n")
+SAMPLER_BREAK = "def top_token(scores):\n    return min(scores)  # planted break\n"
+
+
+def _select_app_tests(world: World) -> None:
+    """The app's suite takes its files from $KPATCH_TESTS, and the app has test selection on."""
+    toml = world.root / "kpatch.toml"
+    text = toml.read_text()
+    text = text.replace('requires = ["kernels"]\n', 'requires = ["kernels"]\ntest-selection = true\n', 1)
+    text = text.replace("python3 -m pytest -v tests --junitxml", "python3 -m pytest -v ${KPATCH_TESTS:-tests} "
+                        "--junitxml", 1)  # the app's [upstream.test] comes first in the file
+    toml.write_text(text)
+
+
+def test_selection_runs_first_the_tests_importing_what_the_upstream_diff_changed_and_the_report_says_why(
+        world: World) -> None:
+    world.move("app", {"app/sampler.py": SAMPLER, "tests/test_sampler.py": SAMPLER_TEST}, "Add the sampler")
+    _select_app_tests(world)
+    _pinned_at_the_heads(world)
+    commits = [world.move("app", {"NEWS.txt": f"entry {n}\n"}, f"News {n}") for n in range(2)]
+    culprit = world.move("app", {"app/sampler.py": SAMPLER_BREAK}, "Rework the sampler")
+    commits += [culprit] + [world.move("app", {"NEWS.txt": f"entry {n}\n"}, f"News {n}") for n in range(2, 4)]
+    result, report = world.night("--backend", "local", "--dry-run")
+    assert result.exit_code == 1, result.output
+    scroll = report["scroll"]
+    assert [(s["commit"], s["result"]) for s in scroll["steps"]] == [(commits[1], "green"), (culprit, "red")]
+    green, red = (s["selection"] for s in scroll["steps"])
+    # News only: the diff touches no test and nothing a test imports, so the tests run in path order
+    assert [(s["upstream"], s["first"], s["rest"]) for s in green] == [("app", [], 2)]
+    # the break is in app/sampler.py: the test that imports it runs first, the other after it
+    (selected,) = red
+    assert (selected["upstream"], selected["commit"], selected["first"], selected["rest"]) == \
+        ("app", culprit, ["tests/test_sampler.py"], 1)
+    assert selected["why"] == ["imports app.sampler (app/sampler.py changed)"]
+    log = (world.root / "reports" / "app.log").read_text()  # the red step's retry, the last run of the suite
+    ran = [line.split("::")[0] for line in log.splitlines() if "::" in line and line.startswith("tests/")]
+    assert ran[0] == "tests/test_sampler.py" and "tests/test_k3_xpu.py" in ran, ran  # path order would be k3 first
+    assert scroll["culprit"]["commit"] == culprit
+    markdown = (world.root / "reports" / "nightly" / "report.md").read_text()
+    assert "Test selection (the tests the upstream diff touches ran first):" in markdown
+    assert "first `tests/test_sampler.py` (imports app.sampler (app/sampler.py changed)); then 1 other test file" \
+        in markdown
+    checked(result.stdout, "nightly")
+
+
+def test_test_selection_is_off_by_default_and_the_steps_say_nothing_ran_first(world: World) -> None:
+    _day_with_a_break(world)
+    result, report = world.night("--backend", "local", "--dry-run")
+    assert result.exit_code == 1, result.output
+    assert [s["selection"] for s in report["scroll"]["steps"]] == [[], []]
+    assert "Test selection" not in (world.root / "reports" / "nightly" / "report.md").read_text()
+
+
+def test_test_selection_without_a_command_reading_kpatch_tests_is_refused_at_load_in_one_line(world: World) -> None:
+    toml = world.root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace('requires = ["kernels"]\n', 'requires = ["kernels"]\n'
+                                             'test-selection = true\n', 1))
+    before = world.project.snapshot()
+    result, _ = world.night("--backend", "local", "--dry-run")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "upstream app: test-selection needs a test command that takes its test files from " \
+        "$KPATCH_TESTS" in errors[0] and "its test command does not read $KPATCH_TESTS" in errors[0], result.stderr
+    assert world.project.snapshot() == before and world.fake.requests == []

@@ -75,6 +75,23 @@ def test_a_url_that_is_a_git_option_is_refused_and_runs_nothing(project: Project
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("form", ["file://{folder}/../{name}", "{folder}/../{name}"])
+def test_a_url_with_a_dotdot_segment_is_refused_naming_upstream_and_url(project: Project, source: str,
+                                                                        command: str, form: str) -> None:
+    url = form.format(folder=project.kernels, name=project.kernels.name)  # it leads back to the real upstream
+    args, env = point_kernels(project, source, url)
+    before = project.snapshot()
+    ran = kpatch(project.root, command, *args, env=env)
+    assert ran.exit_code == ExitCode.BAD_INPUT, ran.output
+    where = {"kpatch.toml": "upstream kernels: ", "--url": "--url kernels: ", "KPATCH_URL_KERNELS":
+             "KPATCH_URL_KERNELS kernels: "}
+    [error] = ran.errors()
+    assert f"{where[source]}{url!r} has a '..' segment: give the folder's absolute path" in error, error
+    assert project.snapshot() == before
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("source", SOURCES)
 def test_an_ext_url_is_refused_even_where_the_users_git_config_allows_ext(project: Project, tmp_path: Path,
                                                                           source: str, command: str) -> None:
     user_git_config('[protocol "ext"]\n\tallow = always\n')

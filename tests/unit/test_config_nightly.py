@@ -49,3 +49,35 @@ def test_a_bad_nightly_table_names_the_file_line_and_key(tmp_path: Path, head: s
         _load(tmp_path, head)
     assert str(err.value) == f"{tmp_path / 'kpatch.toml'}:{line}: {message}"
     assert err.value.exit_code is ExitCode.BAD_INPUT
+
+
+# --- [[upstream]] test-selection ----------------------------------------------------------------------------
+
+SELECTING = '\n[upstream.test]\ncommand = "python3 -m pytest ${KPATCH_TESTS:-tests} --junitxml=$KPATCH_JUNIT"\n'
+
+
+def _upstream(tmp_path: Path, extra: str, test: str = SELECTING) -> Stack:
+    path = tmp_path / "kpatch.toml"
+    path.write_text("version = 1\n" + UPSTREAM + extra + test)
+    return load(path)
+
+
+def test_test_selection_is_off_by_default_and_read_when_on(tmp_path: Path) -> None:
+    assert not _upstream(tmp_path, "").get("vllm").test_selection
+    assert _upstream(tmp_path, "test-selection = true\n").get("vllm").test_selection
+
+
+@pytest.mark.parametrize(("extra", "test", "message"), [
+    ('test-selection = "yes"\n', SELECTING, "'test-selection' must be true or false"),
+    ("test-selection = true\n", "", "upstream vllm: test-selection needs a test command that takes its test files "
+     "from $KPATCH_TESTS (e.g. pytest ${KPATCH_TESTS:-tests}), and has no [upstream.test]"),
+    ("test-selection = true\n", '\n[upstream.test]\ncommand = "pytest tests"\n',
+     "upstream vllm: test-selection needs a test command that takes its test files from $KPATCH_TESTS (e.g. pytest "
+     "${KPATCH_TESTS:-tests}), and its test command does not read $KPATCH_TESTS"),
+])
+def test_a_bad_test_selection_names_the_file_line_and_upstream(tmp_path: Path, extra: str, test: str,
+                                                              message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _upstream(tmp_path, extra, test)
+    assert str(err.value) == f"{tmp_path / 'kpatch.toml'}:9: {message}"  # the test-selection line
+    assert err.value.exit_code is ExitCode.BAD_INPUT

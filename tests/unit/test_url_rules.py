@@ -14,7 +14,8 @@ from kpatch.gitx.mirror import url_variable
 
 ALLOWED = ["https://github.com/vllm-project/vllm.git", "HTTPS://example.com/x.git", "ssh://git@host/x.git",
            "git://host/x.git", "file:///srv/x.git", "/srv/x.git", "relative/path", "git@github.com:o/r.git",
-           "https://user:token@host/x.git", "C:/repos/x"]
+           "https://user:token@host/x.git", "C:/repos/x", "/srv/a..b/x.git", "file:///srv/x..git",
+           "git@github.com:../r.git", "https://host/a/../x.git"]  # '..' past a host is that host's business
 REFUSED = {
     "--upload-pack=touch /tmp/x": "looks like a command-line option",
     "-oProxyCommand=x": "looks like a command-line option",
@@ -27,6 +28,11 @@ REFUSED = {
     " https://x": "may not be empty or start or end with spaces",
     "https://x\n--upload-pack=y": "may not contain control characters",
     "https://x\x7f": "may not contain control characters",
+    "file:///srv/../etc/x.git": "'file:///srv/../etc/x.git' has a '..' segment",
+    "file:///srv/%2e%2e/x.git": "has a '..' segment",
+    "../fork": "'../fork' has a '..' segment",
+    "/srv/x/..": "has a '..' segment",
+    "srv\\..\\x": "has a '..' segment",
 }
 
 
@@ -53,9 +59,16 @@ def _project(tmp_path: Path, url: str) -> Path:
     return toml
 
 
-def test_kpatch_toml_names_file_and_line(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"kpatch\.toml:6: git remote helpers \(ext::\) are not allowed"):
+def test_kpatch_toml_names_file_line_and_upstream(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"kpatch\.toml:6: upstream vllm-xpu-kernels: git remote helpers \(ext::\) "
+                       "are not allowed"):
         load(_project(tmp_path, "ext::x"))
+
+
+def test_a_url_with_a_dotdot_segment_in_kpatch_toml_is_refused_naming_upstream_and_url(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"kpatch\.toml:6: upstream vllm-xpu-kernels: 'file:///srv/\.\./k\.git' "
+                       r"has a '\.\.' segment: give the folder's absolute path"):
+        load(_project(tmp_path, "file:///srv/../k.git"))
 
 
 def test_an_override_names_its_source(tmp_path: Path) -> None:
@@ -64,6 +77,8 @@ def test_an_override_names_its_source(tmp_path: Path) -> None:
         with_url_overrides(stack, {"vllm-xpu-kernels": "ext::x"}, {})
     with pytest.raises(UsageError, match=r"^KPATCH_URL_VLLM_XPU_KERNELS vllm-xpu-kernels: .*command-line option"):
         with_url_overrides(stack, {}, {"KPATCH_URL_VLLM_XPU_KERNELS": "--upload-pack=x"})
+    with pytest.raises(UsageError, match=r"^--url vllm-xpu-kernels: '/srv/\.\./k\.git' has a '\.\.' segment"):
+        with_url_overrides(stack, {"vllm-xpu-kernels": "/srv/../k.git"}, {})
     moved = with_url_overrides(stack, {}, {"KPATCH_URL_VLLM_XPU_KERNELS": "/srv/k.git"})
     assert moved.upstreams[0].url == "/srv/k.git" and moved.upstreams[0].url_overridden
 
