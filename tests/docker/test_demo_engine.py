@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_kpatch
+from tests.support.json_envelope import checked
 
 
 def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -36,3 +37,25 @@ def test_doctor_sees_the_engine_and_the_base_image(tmp_path: Path, base_image: s
     missing = run_kpatch(tmp_path, "doctor", "--base-image", "kpatch-no-such-image:1", "--json")
     image = {f["area"]: f for f in json.loads(missing.stdout)["result"]["findings"]}["image"]
     assert image["status"] == "warn" and image["fix"].startswith("docker pull kpatch-no-such-image:1")
+
+
+def test_demo_scroll_bisects_past_the_planted_break_to_the_last_green_commit_and_names_the_culprit(
+        tmp_path: Path, base_image: str) -> None:
+    """The demo's scrolling night on the engine (the scrolling itself on this host's backend:
+    tests/git/test_nightly_scroll.py)."""
+    result = run_kpatch(None, "demo", "--scroll", "--dir", str(tmp_path / "d"), "--base-image", base_image, "--json")
+    assert result.exit_code == 0, result.output
+    report = checked(result.stdout, "demo")["result"]
+    assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "nightly"]
+    moves = [m["commit"] for m in report["moves"]]
+    assert [m["subject"] for m in report["moves"]] == ["News 0", "News 1", "Tighten the sampler", "News 2", "News 3"]
+    scroll = report["scroll"]
+    assert report["outcome"] == "failed" and scroll["complete"] and scroll["advanced"]
+    # two steps from the red head: the second commit green, the third (the break) red
+    assert [(s["commit"], s["result"]) for s in scroll["steps"]] == [(moves[1], "green"), (moves[2], "red")]
+    assert scroll["culprit"]["commit"] == moves[2] and scroll["culprit"]["subject"] == "Tighten the sampler"
+    assert {p["upstream"]: p["commit"] for p in scroll["last_green"]}["app"] == moves[1]
+    nightly = report["steps"][-1]["summary"]
+    assert nightly.startswith(f"heads red at test; scrolled app to the last green commit {moves[1][:12]} \"News 1\", "
+                              f"culprit {moves[2][:12]} \"Tighten the sampler\" (2 steps, ")
+    assert "## Scrolling: the last green upstream commits" in Path(report["report"]).read_text()

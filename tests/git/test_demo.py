@@ -198,28 +198,6 @@ def test_demo_adopt_refuses_build_options_and_makes_nothing(tmp_path: Path, opti
 # --- kpatch demo --scroll: a red night scrolls to the last green commit and names the culprit -----------------
 
 
-def test_demo_scroll_bisects_past_the_planted_break_to_the_last_green_commit_and_names_the_culprit(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)  # this host's backend
-    folder = tmp_path / "d"
-    result = CliRunner().invoke(main, ["demo", "--scroll", "--dir", str(folder), "--json"])
-    assert result.exit_code == 0, result.output
-    report = checked(result.stdout, "demo")["result"]
-    assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "nightly"]
-    moves = [m["commit"] for m in report["moves"]]
-    assert [m["subject"] for m in report["moves"]] == ["News 0", "News 1", "Tighten the sampler", "News 2", "News 3"]
-    scroll = report["scroll"]
-    assert report["outcome"] == "failed" and scroll["complete"] and scroll["advanced"]
-    # two steps from the red head: the second commit green, the third (the break) red
-    assert [(s["commit"], s["result"]) for s in scroll["steps"]] == [(moves[1], "green"), (moves[2], "red")]
-    assert scroll["culprit"]["commit"] == moves[2] and scroll["culprit"]["subject"] == "Tighten the sampler"
-    assert {p["upstream"]: p["commit"] for p in scroll["last_green"]}["app"] == moves[1]
-    nightly = report["steps"][-1]["summary"]
-    assert nightly.startswith(f"heads red at test; scrolled app to the last green commit {moves[1][:12]} \"News 1\", "
-                              f"culprit {moves[2][:12]} \"Tighten the sampler\" (2 steps, ")
-    assert "## Scrolling: the last green upstream commits" in Path(report["report"]).read_text()
-
-
 def test_demo_adopt_and_scroll_are_two_demos_and_together_are_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["demo", "--adopt", "--scroll", "--dir", str(tmp_path / "d")])
     assert result.exit_code == ExitCode.BAD_INPUT, result.output
