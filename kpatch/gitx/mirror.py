@@ -29,6 +29,7 @@ REMOTE = "upstream"  # the mirror's one remote: its fetch refspec, and a blobles
 BLOB_FILTER = "blob:none"
 _NO_FILTER = "filtering not recognized by server"  # git's warning when the server does not allow --filter
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/]*@")
+_PREIMAGE = re.compile(r"^index ([0-9a-f]{40})\.\.", re.MULTILINE)  # a full-index patch's preimage blob
 _FETCHED: dict[Path, str] = {}  # mirror -> the URL this run fetched it from (userinfo kept), for blobs fetched later
 
 
@@ -227,6 +228,44 @@ class Mirror(Repository):
             whole = chosen is None or (whole_commits and any(path in chosen for path, _ in files))
             wanted.update(oid for path, blobs in files for oid in blobs if whole or path in (chosen or ()))
         self.fetch_blobs(sorted(wanted & missing))
+
+    def prefetch_preimages(self, patches: Sequence[Path]) -> None:
+        """Fetch, in one go, the blobs the patches' `index <old>..<new>` lines name as their preimages that a
+        blobless mirror lacks: what `git am -3` reads for its 3-way fallback (git alone would fetch one a patch,
+        as each falls back). When one is no upstream blob (a stack's own), nothing is fetched ahead."""
+        if not self.partial:
+            return
+        wanted: set[str] = set()
+        for patch in patches:
+            try:
+                text = patch.read_text(encoding="utf-8", errors="surrogateescape")
+            except OSError:
+                continue  # git am says so, in its words
+            wanted.update(_PREIMAGE.findall(text))
+        wanted.discard("0" * 40)
+        absent = self.absent(sorted(wanted))
+        if not absent:
+            return
+        try:
+            self.fetch_blobs(absent)
+        except UpstreamError as failure:  # a preimage no upstream commit has (a stack's own): git says so later
+            log.debug("preimages not fetched ahead: %s", failure)
+
+    def absent(self, oids: Sequence[str]) -> list[str]:
+        """Which of `oids` this mirror does not hold, asked without fetching any: `git cat-file` in a throwaway
+        repository that borrows the mirror's objects (an alternate) and has no promisor remote to ask."""
+        if not oids:
+            return []
+        import tempfile  # only here: a blobless mirror's am
+
+        with tempfile.TemporaryDirectory(prefix="kpatch-objects-") as folder:
+            probe = Path(folder) / "probe.git"
+            run(["init", "--quiet", "--bare", "--", str(probe)])
+            (probe / "objects" / "info" / "alternates").write_text(f"{(self.path / 'objects').resolve()}\n",
+                                                                   encoding="utf-8")
+            listing = run(["cat-file", "--batch-check=%(objectname)"], probe,
+                          stdin="".join(f"{oid}\n" for oid in oids).encode()).text
+        return [line.split()[0] for line in listing.splitlines() if line.endswith(" missing")]
 
     def _missing(self, revs: Sequence[str], *, no_walk: bool = False) -> set[str]:
         """The objects reachable from `revs` (their trees only, with `no_walk`) that this (blobless) mirror lacks,
