@@ -28,12 +28,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kpatch.examples.upstreams import commit, make_example_project
 
+ROOT = Path(__file__).resolve().parents[1]  # the nights run this checkout's kpatch (PYTHONPATH)
+
 
 def night(project: Path, cache: Path, base_image: str, backend: str = "docker") -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "kpatch", "nightly", "--json", "--base-image", base_image,
                            "--backend", backend, "--cache-dir", str(cache)], cwd=project, capture_output=True,
-                          text=True, env={**os.environ, "KPATCH_OFFLINE": "1"})
+                          text=True, env={**os.environ, "KPATCH_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"kpatch nightly failed ({proc.returncode}):\n{proc.stderr[-2000:]}")

@@ -156,10 +156,11 @@ class Mirror(Repository):
         args = ["fetch", "--progress", "--prune", "--tags", "--force", "--no-write-fetch-head"]
         if blobless:  # by the remote's name: git records a filter's promisor remote under the name fetched from
             self.set_config(f"remote.{REMOTE}.url", stored_url(url))
-            args = [*self._credentials(url), *args, f"--filter={BLOB_FILTER}", "--", REMOTE]
+            args = [*args, f"--filter={BLOB_FILTER}", "--", REMOTE]
         else:
             args = [*args, "--", url]
-        proc = popen([*args, f"+refs/heads/*:{UPSTREAM_REFS}*"], self.path, user_config=True, with_stdout=False)
+        proc = popen([*args, f"+refs/heads/*:{UPSTREAM_REFS}*"], self.path, env=self._credentials(url) if blobless
+                     else None, user_config=True, with_stdout=False)
         assert proc.stderr is not None
         lines: list[str] = []
         stream = proc.stderr.fileno()
@@ -174,10 +175,12 @@ class Mirror(Repository):
         return proc.wait(), "\n".join(lines)
 
     @staticmethod
-    def _credentials(url: str) -> list[str]:
-        """`-c` options that give this one git the URL's userinfo, which the mirror's config does not keep."""
+    def _credentials(url: str) -> dict[str, str]:
+        """The environment that gives this one git the URL's userinfo, which the mirror's config does not keep
+        (git's config from the environment: a key may hold any character, `=` of a token too)."""
         stored = stored_url(url)
-        return [] if stored == url else ["-c", f"url.{url}.insteadOf={stored}"]
+        return {} if stored == url else {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{url}.insteadOf",
+                                         "GIT_CONFIG_VALUE_0": stored}
 
     def _settle_filter(self, url: str, stderr: str) -> str | None:
         """After a blobless fetch: a server that ignored the filter sent everything, so the mirror is a full one
@@ -280,10 +283,10 @@ class Mirror(Repository):
         if not oids:
             return
         url = _FETCHED.get(self.path) or self.out(["config", "--get", f"remote.{REMOTE}.url"], check=False)
-        args = [*self._credentials(url), "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--no-tags",
-                "--no-write-fetch-head", "--recurse-submodules=no", f"--filter={BLOB_FILTER}", "--stdin", REMOTE]
-        done = run(args, self.path, stdin="".join(f"{oid}\n" for oid in oids).encode(), user_config=True,
-                   check=False)
+        args = ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--no-tags", "--no-write-fetch-head",
+                "--recurse-submodules=no", f"--filter={BLOB_FILTER}", "--stdin", REMOTE]
+        done = run(args, self.path, stdin="".join(f"{oid}\n" for oid in oids).encode(), env=self._credentials(url),
+                   user_config=True, check=False)
         if done.status != 0:
             problem = storage_problem(["fetch"], done.stderr, self.path)
             if problem:
