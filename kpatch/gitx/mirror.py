@@ -42,8 +42,8 @@ def retry_delay() -> float:
 
 
 def blobless_wanted() -> bool:
-    """Whether a new mirror is a blobless partial clone (KPATCH_BLOBLESS, default on; `0` makes full mirrors)."""
-    return os.environ.get("KPATCH_BLOBLESS", "1").strip().lower() not in {"0", "false", "no", "off"}
+    """Whether a new mirror is a blobless partial clone (KPATCH_BLOBLESS=1; off by default: docs/mirrors.md)."""
+    return os.environ.get("KPATCH_BLOBLESS", "0").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def stored_url(url: str) -> str:
