@@ -55,6 +55,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
     # GitHub is never reached from tests: a closed loopback port, unless a test starts its fake server.
     monkeypatch.setenv("KPATCH_GITHUB_API", "http://127.0.0.1:9")
     monkeypatch.delenv("KPATCH_OFFLINE", raising=False)
+    monkeypatch.setenv("KPATCH_BLOBLESS", "0")  # full mirrors, as a person gets them (blobless: opt-in)
     monkeypatch.setenv("KPATCH_FETCH_RETRY_DELAY", "0")  # failed fetches are retried without sleeping
     for key in ("GITHUB_TOKEN", "GITHUB_REPOSITORY"):  # a CI runner's real token must never reach a test
         monkeypatch.delenv(key, raising=False)

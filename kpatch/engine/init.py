@@ -171,7 +171,9 @@ def _pin(ws: Workspace, ui: UI, spec: UpstreamSpec) -> Pinned:
     found = mirror.resolve(spec.base) if mirror.exists else None
     if found is None or not _branches(mirror):
         with ui.progress(f"fetching {spec.name} from {redact_url(spec.url)}", 100) as report:
-            mirror.fetch(spec.url, report)
+            note = mirror.fetch(spec.url, report)
+        if note:
+            ui.note(note)
         found = mirror.resolve(spec.base)
     if found is None:
         raise UpstreamError(f"upstream {spec.name}: {spec.base!r} is not a commit, tag or branch of "

@@ -60,7 +60,9 @@ def requires_problem(stack: Stack, all_series: Mapping[str, Series]) -> tuple[Pa
 def fetch(ws: Workspace, ui: UI, upstream: Upstream) -> Mirror:
     mirror = ws.mirror(upstream.name)
     with ui.progress(f"fetching {upstream.name} from {upstream.display_url}", 100) as report:
-        mirror.fetch(upstream.url, report)
+        note = mirror.fetch(upstream.url, report)
+    if note:  # the server allows no partial clone: a full fetch instead (once: the mirror is a full one now)
+        ui.note(note)
     return mirror
 
 

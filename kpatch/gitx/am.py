@@ -80,6 +80,12 @@ class Am:
         """Apply `patches` on HEAD; `on_progress` gets how many are done."""
         if not patches:
             return AmRun(methods=(), stopped=False)
+        from kpatch.gitx.mirror import Mirror  # only here: a worktree of a blobless mirror fetches preimages first
+
+        common = self.tree.common_dir
+        mirror = Mirror(common, common.name.removesuffix(".git"))
+        if mirror.partial:
+            mirror.prefetch_preimages(patches)
         return self._session(["am", *AM_OPTIONS, "--", *map(str, patches)], on_progress, rerere=rerere)
 
     def resume(self, on_progress: Callable[[int], None], *, rerere: bool = False) -> AmRun:

@@ -27,6 +27,12 @@ _SCP_LIKE = re.compile(r"^[^/]+:")  # host:path, git's short form of an ssh URL 
 _RECEIVING = re.compile(r"Receiving objects:\s+(\d+)%")
 _BARE = re.compile(r"^\s*bare\s*=", re.MULTILINE | re.IGNORECASE)
 _LAYOUT = "kpatch.upstreamrefs"  # set once the mirror fetches into UPSTREAM_REFS (older mirrors used refs/heads)
+REMOTE = "upstream"  # the mirror's one remote: its fetch refspec, and a blobless mirror's promisor remote
+BLOB_FILTER = "blob:none"
+_NO_FILTER = "filtering not recognized by server"  # git's warning when the server does not allow --filter
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/]*@")
+_PREIMAGE = re.compile(r"^index ([0-9a-f]{40})\.\.", re.MULTILINE)  # a full-index patch's preimage blob
+_FETCHED: dict[Path, str] = {}  # mirror -> the URL this run fetched it from (userinfo kept), for blobs fetched later
 
 
 def retry_delay() -> float:
@@ -35,6 +41,16 @@ def retry_delay() -> float:
         return max(0.0, float(os.environ.get("KPATCH_FETCH_RETRY_DELAY", "1")))
     except ValueError:
         return 1.0
+
+
+def blobless_wanted() -> bool:
+    """Whether a new mirror is a blobless partial clone (KPATCH_BLOBLESS=1; off by default: docs/mirrors.md)."""
+    return os.environ.get("KPATCH_BLOBLESS", "0").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def stored_url(url: str) -> str:
+    """`url` as a mirror's config may keep it: without userinfo (a token there would be written to disk)."""
+    return _USERINFO.sub(r"\1", url)
 
 
 def url_variable(name: str) -> str:
@@ -79,6 +95,12 @@ class Mirror(Repository):
         self.name = name
 
     @property
+    def partial(self) -> bool:
+        """True for a blobless mirror: git fetches a blob it lacks from the promisor remote when it needs one."""
+        return self.exists and self.run(["config", "--bool", "--get", f"remote.{REMOTE}.promisor"],
+                                        check=False).text.strip() == "true"
+
+    @property
     def exists(self) -> bool:
         """A whole mirror: everything `git init --bare` makes (one a kill interrupted lacks part of it)."""
         if not ((self.path / "HEAD").is_file() and (self.path / "objects").is_dir() and (self.path / "refs").is_dir()):
@@ -100,22 +122,33 @@ class Mirror(Repository):
         fresh.rename(self.path)
 
     def fetch(self, url: str, on_progress: Callable[[int], None] = lambda _percent: None, *,
-              sleep: Callable[[float], None] = time.sleep) -> None:
-        """Fetch every branch and tag of `url` (tried FETCH_TRIES times); `on_progress` gets percent received."""
+              sleep: Callable[[float], None] = time.sleep) -> str | None:
+        """Fetch every branch and tag of `url` (tried FETCH_TRIES times); `on_progress` gets percent received.
+
+        A new mirror fetched from a URL (not a local path) is a blobless partial clone (commits and trees only;
+        blobs come when they are needed) when blobless_wanted() and the server allows filters; from a server that
+        does not, it is a full one. Returns a note for a person when that fallback happened, else None. An existing
+        mirror keeps what it is (full or blobless): a blobless one fetches its blobs from the URL fetched last.
+        """
         problem = url_problem(url)
         if problem:
             raise UpstreamError(f"upstream {self.name}: {problem}")
         if not self.exists:
             self._create()
+        _FETCHED[self.path] = url
+        # A path on this disk (the way to work offline) is fetched whole: nothing to save, and its blobs are there.
+        new = blobless_wanted() and _SCHEME.match(url) is not None and not self.refs("refs/")
+        blobless = new or self.partial
         last = ""
         for attempt in range(1, FETCH_TRIES + 1):
-            status, stderr = self._fetch_once(url, on_progress)
+            status, stderr = self._fetch_once(url, on_progress, blobless=blobless)
             if status == 0:
+                note = self._settle_filter(url, stderr) if new else None
                 self._migrate_layout()
                 on_progress(100)
                 # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
                 self.run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"])
-                return
+                return note
             problem = storage_problem(["fetch"], stderr, self.path)
             if problem:  # a full or read-only cache: trying again cannot help, and it is not the upstream's fault
                 raise StorageError(problem)
@@ -138,12 +171,17 @@ class Mirror(Repository):
             self.set_config(_LAYOUT, UPSTREAM_REFS)
             self.set_config("remote.upstream.fetch", f"+refs/heads/*:{UPSTREAM_REFS}*")
 
-    def _fetch_once(self, url: str, on_progress: Callable[[int], None]) -> tuple[int, str]:
+    def _fetch_once(self, url: str, on_progress: Callable[[int], None], *, blobless: bool = False) -> tuple[int, str]:
         """One `git fetch --progress`, turning "Receiving objects:  45% (...)" into on_progress(45)."""
         # Tags fetched with --tags (and --force: a moved tag moves) are not pruned, so a person's tag stays too.
-        args = ["fetch", "--progress", "--prune", "--tags", "--force", "--no-write-fetch-head", "--", url,
-                f"+refs/heads/*:{UPSTREAM_REFS}*"]
-        proc = popen(args, self.path, user_config=True, with_stdout=False)
+        args = ["fetch", "--progress", "--prune", "--tags", "--force", "--no-write-fetch-head"]
+        if blobless:  # by the remote's name: git records a filter's promisor remote under the name fetched from
+            self.set_config(f"remote.{REMOTE}.url", stored_url(url))
+            args = [*args, f"--filter={BLOB_FILTER}", "--", REMOTE]
+        else:
+            args = [*args, "--", url]
+        proc = popen([*args, f"+refs/heads/*:{UPSTREAM_REFS}*"], self.path, env=self._credentials(url) if blobless
+                     else None, user_config=True, with_stdout=False)
         assert proc.stderr is not None
         lines: list[str] = []
         stream = proc.stderr.fileno()
@@ -156,6 +194,127 @@ class Mirror(Repository):
                     lines.append(piece)
         proc.stderr.close()
         return proc.wait(), "\n".join(lines)
+
+    @staticmethod
+    def _credentials(url: str) -> dict[str, str]:
+        """The environment that gives this one git the URL's userinfo, which the mirror's config does not keep
+        (git's config from the environment: a key may hold any character, `=` of a token too)."""
+        stored = stored_url(url)
+        return {} if stored == url else {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{url}.insteadOf",
+                                         "GIT_CONFIG_VALUE_0": stored}
+
+    def _settle_filter(self, url: str, stderr: str) -> str | None:
+        """After a blobless fetch: a server that ignored the filter sent everything, so the mirror is a full one
+        (no promisor remote: later fetches ask for no filter); the note says so once."""
+        if _NO_FILTER not in stderr:
+            return None
+        for key in (f"remote.{REMOTE}.promisor", f"remote.{REMOTE}.partialclonefilter"):
+            self.run(["config", "--unset-all", key], check=False)
+        return (f"{redact_url(url)} does not allow partial clones (uploadpack.allowFilter): {self.name}'s mirror "
+                "has the whole history, blobs too")
+
+    def prefetch_tree(self, commit: str, paths: Sequence[str] | None = None) -> None:
+        """Fetch, in one go, the blobs of `commit`'s tree (only `paths`, when given) a blobless mirror lacks."""
+        if not self.partial:
+            return
+        missing = self._missing([commit], no_walk=True)
+        if not missing:
+            return
+        listing = self.run(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", commit,
+                            *(["--", *paths] if paths is not None else [])]).stdout.decode("utf-8", "surrogateescape")
+        wanted = {entry.split("\t", 1)[0].split()[2] for entry in listing.split("\0") if entry}
+        self.fetch_blobs(sorted(wanted & missing))
+
+    def prefetch_diffs(self, since: str, until: str, paths: Sequence[str] | None = None, *,
+                       whole_commits: bool = False) -> None:
+        """Fetch, in one go, the blobs a blobless mirror lacks for the diffs of since..until (of `paths` only,
+        when given; with `whole_commits`, every file of a commit that touches one of them): what `git log -p`
+        (already-merged detection) reads, which git would fetch a commit at a time."""
+        if not self.partial:
+            return
+        missing = self._missing([until, f"^{since}"]) | self._missing([since], no_walk=True)
+        if not missing:
+            return
+        listing = self.run(["log", "--no-renames", "--raw", "-z", "--no-abbrev", "--format=%H", "--end-of-options",
+                            f"{since}..{until}"]).stdout.decode("utf-8", "surrogateescape")
+        chosen = set(paths) if paths is not None else None
+        commits: list[list[tuple[str, list[str]]]] = []  # per commit: (path, its old and new blob) of each file
+        tokens = iter(listing.split("\0"))
+        for token in tokens:
+            token = token.lstrip("\n")
+            if token.startswith(":"):
+                if commits:
+                    commits[-1].append((next(tokens, ""), token.split()[2:4]))
+            elif token:
+                commits.append([])
+        wanted: set[str] = set()
+        for files in commits:
+            whole = chosen is None or (whole_commits and any(path in chosen for path, _ in files))
+            wanted.update(oid for path, blobs in files for oid in blobs if whole or path in (chosen or ()))
+        self.fetch_blobs(sorted(wanted & missing))
+
+    def prefetch_preimages(self, patches: Sequence[Path]) -> None:
+        """Fetch, in one go, the blobs the patches' `index <old>..<new>` lines name as their preimages that a
+        blobless mirror lacks: what `git am -3` reads for its 3-way fallback (git alone would fetch one a patch,
+        as each falls back). When one is no upstream blob (a stack's own), nothing is fetched ahead."""
+        if not self.partial:
+            return
+        wanted: set[str] = set()
+        for patch in patches:
+            try:
+                text = patch.read_text(encoding="utf-8", errors="surrogateescape")
+            except OSError:
+                continue  # git am says so, in its words
+            wanted.update(_PREIMAGE.findall(text))
+        wanted.discard("0" * 40)
+        absent = self.absent(sorted(wanted))
+        if not absent:
+            return
+        try:
+            self.fetch_blobs(absent)
+        except UpstreamError as failure:  # a preimage no upstream commit has (a stack's own): git says so later
+            log.debug("preimages not fetched ahead: %s", failure)
+
+    def absent(self, oids: Sequence[str]) -> list[str]:
+        """Which of `oids` this mirror does not hold, asked without fetching any: `git cat-file` in a throwaway
+        repository that borrows the mirror's objects (an alternate) and has no promisor remote to ask."""
+        if not oids:
+            return []
+        import tempfile  # only here: a blobless mirror's am
+
+        with tempfile.TemporaryDirectory(prefix="kpatch-objects-") as folder:
+            probe = Path(folder) / "probe.git"
+            run(["init", "--quiet", "--bare", "--", str(probe)])
+            (probe / "objects" / "info" / "alternates").write_text(f"{(self.path / 'objects').resolve()}\n",
+                                                                   encoding="utf-8")
+            listing = run(["cat-file", "--batch-check=%(objectname)"], probe,
+                          stdin="".join(f"{oid}\n" for oid in oids).encode()).text
+        return [line.split()[0] for line in listing.splitlines() if line.endswith(" missing")]
+
+    def _missing(self, revs: Sequence[str], *, no_walk: bool = False) -> set[str]:
+        """The objects reachable from `revs` (their trees only, with `no_walk`) that this (blobless) mirror lacks,
+        asked without fetching any."""
+        listing = self.out(["rev-list", "--objects", "--missing=print", *(["--no-walk"] if no_walk else []),
+                            "--end-of-options", *revs])
+        return {line[1:].strip() for line in listing.splitlines() if line.startswith("?")}
+
+    def fetch_blobs(self, oids: Sequence[str]) -> None:
+        """Fetch these objects from the promisor remote in one request (with the user's credential helpers, and the
+        URL this run fetched from when it has one), as git's own lazy fetch would one commit at a time."""
+        if not oids:
+            return
+        url = _FETCHED.get(self.path) or self.out(["config", "--get", f"remote.{REMOTE}.url"], check=False)
+        args = ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--no-tags", "--no-write-fetch-head",
+                "--recurse-submodules=no", f"--filter={BLOB_FILTER}", "--stdin", REMOTE]
+        done = run(args, self.path, stdin="".join(f"{oid}\n" for oid in oids).encode(), env=self._credentials(url),
+                   user_config=True, check=False)
+        if done.status != 0:
+            problem = storage_problem(["fetch"], done.stderr, self.path)
+            if problem:
+                raise StorageError(problem)
+            raise UpstreamError(f"upstream {self.name}: cannot fetch {len(oids)} blob(s) of the blobless mirror from "
+                                f"{redact_url(url)}: {redact_text(fetch_failure(done.stderr))} (to work offline: "
+                                f"--url {self.name}=PATH of a full clone, or KPATCH_BLOBLESS=0 for a new mirror)")
 
     def _migrate_layout(self) -> None:
         """A mirror an older kpatch made kept the upstream's branches in refs/heads, mixed with a person's: once
@@ -219,6 +378,7 @@ class Mirror(Repository):
         self.run(["worktree", "add", "--quiet", "--force", *options, "--detach", "--", str(path), commit])
 
     def add_worktree(self, path: Path, commit: str) -> None:
+        self.prefetch_tree(commit)
         self._add(path, commit)
 
     def add_scratch(self, path: Path, commit: str, paths: Sequence[str]) -> None:
@@ -234,6 +394,7 @@ class Mirror(Repository):
         if not patterns or any(p is None for p in patterns):
             self.add_worktree(path, commit)
             return
+        self.prefetch_tree(commit, paths)
         self._add(path, commit, "--no-checkout")
         tree = Repository(path)
         info = tree.git_dir / "info"

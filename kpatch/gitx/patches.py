@@ -9,6 +9,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import run
 
@@ -112,6 +113,9 @@ def commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[s
     """
     if paths is not None and not paths:
         return {}
+    if isinstance(repo, Mirror):  # a blobless one: the blobs the diffs read, in one fetch (nothing for a full one)
+        repo.prefetch_diffs(since, until, paths, whole_commits=not renames and paths is not None and
+                            len(paths) > _PATHSPEC_WALK_MAX)
     if renames or paths is None or len(paths) <= _PATHSPEC_WALK_MAX:
         # with paths and without `renames`: no rename detection, as the walk over many paths below has none
         detect = ["-M"] if renames else ["--no-renames"] if paths is not None else []

@@ -243,6 +243,22 @@ class Scroll:
 
 
 @dataclass(frozen=True)
+class Clock:
+    """Where the night's wall-clock time went, in seconds: every part of the night once (they add up to `total`,
+    up to the few milliseconds between them). report.json's `clock`; report.md's "Clock" table."""
+
+    fetch: float  # fetching the upstreams' branch heads (the no-op check): the first part of the rebase stage
+    rebase: float  # the rebase stage after the fetch
+    build: float
+    verify: float
+    test: float  # a failing suite's one retry (flaky or not) included
+    scroll: float  # the search for the last green upstream commits (0: the heads were green)
+    report: float  # report.md, report.json and the carry history
+    publish: float  # GitHub: the nightly branch, the pull request, the issues (0: --no-publish)
+    total: float  # the whole night, from its start to the report's last write
+
+
+@dataclass(frozen=True)
 class Push:
     """The nightly branch: the commit of the refreshed files and where it went."""
 
@@ -284,6 +300,7 @@ class Report:
     dry_run: str | None = None  # why nothing is written to GitHub, or None
     push: Push | None = None
     github: tuple[Result, ...] = ()
+    clock: Clock | None = None  # None only in a report an older kpatch wrote
 
     @property
     def ok(self) -> bool:

@@ -50,9 +50,22 @@ def markdown(report: Report) -> str:
     lines += _table(["stage", "result", "time", "summary"],
                     [[s.stage.value, s.status.value.upper() if s.status is StageStatus.FAILED else s.status.value,
                       f"{s.seconds:.1f} s", _text(s.summary)] for s in report.stages])
-    for section in (_moves, _scroll, _patches, _pulls, _wheels, _checks, _suites, _failure, _github):
+    for section in (_clock, _moves, _scroll, _patches, _pulls, _wheels, _checks, _suites, _failure, _github):
         lines += section(report)
     return redact_text("\n".join(lines).rstrip() + "\n")
+
+
+def _clock(report: Report) -> list[str]:
+    """Where the night's time went: each part, its share of the whole night, and the whole."""
+    c = report.clock
+    if c is None:
+        return []
+    parts = [("fetch", c.fetch), ("rebase", c.rebase), ("build", c.build), ("verify", c.verify), ("test", c.test),
+             ("scroll", c.scroll), ("report", c.report), ("publish", c.publish)]
+    return ["", "## Clock", "", *_table(
+        ["part", "time", "share"],
+        [*([name, f"{seconds:.1f} s", f"{100 * seconds / c.total:.0f} %" if c.total else "-"]
+           for name, seconds in parts), ["**night**", f"**{c.total:.1f} s**", "100 %"]])]
 
 
 def _moves(report: Report) -> list[str]:

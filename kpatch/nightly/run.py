@@ -20,7 +20,7 @@ from kpatch.files import write_atomic
 from kpatch.forge import github
 from kpatch.nightly import noop, render, scroll, stages
 from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
-from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
+from kpatch.nightly.model import Clock, Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import publish
 from kpatch.nightly.pulls import last_states, pull_lines
 from kpatch.nightly.stages import TAIL, Findings, Settings, Show, timed
@@ -88,6 +88,7 @@ def publish_saved_night(ws: Workspace, ui: UI, options: Options) -> Night:
 def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: Mapping[str, str],
           show: Show) -> Night:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    began = time.monotonic()
     if tgt.dry_run and not options.dry_run and options.publish:
         ui.warn(f"{tgt.dry_run}: running as --dry-run (nothing is pushed, opened, commented on or closed)")
     kept = ws.stack.root / lockfile.LOCK_NAME
@@ -96,7 +97,10 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
     runs, outcome = _stages(ws, ui, options.settings, found, show, kept)
     flaky: tuple[str, ...] = ()
     if outcome is Outcome.FAILED and found.failure is not None and found.failure.stage is Stage.TEST:
+        retry_began = time.monotonic()
         retried = scroll.retry_test(ws, ui, found, show, options.settings)  # a flaky test is no red night
+        runs = [replace(r, seconds=round(r.seconds + time.monotonic() - retry_began, 3)) if r.stage is Stage.TEST
+                else r for r in runs]
         if retried is not None:
             flaky, outcome = retried, Outcome.PASSED
             runs = [replace(r, status=StageStatus.PASSED, exit_code=0,
@@ -113,11 +117,25 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
         report = _scrolled(ws, ui, options, show, report, found, saved, kept)
     if saved is not None:
         saved.drop()
+    reporting = time.monotonic()
+    report = replace(report, clock=_clock(report, found, writing=0.0, publish=0.0, total=reporting - began))
     render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing
     record_night(ui, ws.stack, report, location(ws.stack, options.report_dir))  # the carry history (dashboard)
+    report = replace(report, clock=_clock(report, found, writing=time.monotonic() - reporting, publish=0.0,
+                                          total=time.monotonic() - began))
     if options.publish:
         return _published(ws, ui, options, report, tgt, environ)
     return _written(ui, options, report)
+
+
+def _clock(report: Report, found: Findings, *, writing: float, publish: float, total: float) -> Clock:
+    """The night's clock from its stages' times (the rebase stage's fetch shown apart) and the reporting's."""
+    seconds = {r.stage: r.seconds for r in report.stages}
+    rebase = seconds.get(Stage.REBASE, 0.0)
+    return Clock(fetch=round(found.fetch_seconds, 3), rebase=round(max(0.0, rebase - found.fetch_seconds), 3),
+                 build=seconds.get(Stage.BUILD, 0.0), verify=seconds.get(Stage.VERIFY, 0.0),
+                 test=seconds.get(Stage.TEST, 0.0), scroll=report.scroll.seconds if report.scroll else 0.0,
+                 report=round(writing, 3), publish=round(publish, 3), total=round(total, 3))
 
 
 def _scrolled(ws: Workspace, ui: UI, options: Options, show: Show, report: Report, _found: Findings,
@@ -172,8 +190,11 @@ def _published(ws: Workspace, ui: UI, options: Options, report: Report, tgt: git
         paths = [ws.stack.path, *(u.patches for u in ws.stack.upstreams), ws.stack.root / "patches" / ".rerere",
                  kept]
         board = dashboard_issue(ui, location(ws.stack, options.report_dir)) if ws.stack.dashboard_issue else None
+        began = time.monotonic()
         done = publish(ws, ui, report, tgt, environ, _retry(environ), paths, board)
-    return _written(ui, options, replace(report, push=done.push, github=done.results))
+        took = time.monotonic() - began
+    clock = report.clock and replace(report.clock, publish=round(took, 3), total=round(report.clock.total + took, 3))
+    return _written(ui, options, replace(report, push=done.push, github=done.results, clock=clock))
 
 
 def _written(ui: UI, options: Options, report: Report) -> Night:
@@ -193,7 +214,9 @@ def _stages(ws: Workspace, ui: UI, settings: Settings, found: Findings, show: Sh
 
     def rebase() -> tuple[int, str] | None:
         nonlocal noop_night
+        began = time.monotonic()
         heads = noop.fetch_heads(ws, ui, kept)
+        found.fetch_seconds = time.monotonic() - began
         found.moves = list(heads.moves)
         if heads.changed is None:
             noop_night = True

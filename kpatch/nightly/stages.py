@@ -73,6 +73,7 @@ class Findings:
     failure: Failure | None = None
     suite_log: Path | None = None  # the failing suite's own log (its tail goes into the failure)
     selections: list[Selection] = field(default_factory=list)  # test selection: what ran first, and why
+    fetch_seconds: float = 0.0  # the rebase stage's fetch of the heads (the night's clock shows it apart)
 
 
 def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str, str] | None = None,

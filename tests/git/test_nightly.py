@@ -172,6 +172,16 @@ def test_a_local_backend_night_builds_verifies_and_tests_on_this_host(world: Wor
     assert stages == {"rebase": "passed", "build": "passed", "verify": "passed", "test": "passed"}, report
     assert {s["upstream"]: s["outcome"] for s in report["suites"]} == {"kernels": "passed", "app": "passed"}
     checked(result.stdout, "nightly")  # a whole night's report, as its JSON Schema says
+    # The night's clock: every part once, each stage's own time, and a whole night they add up to.
+    clock = report["clock"]
+    times = {s["stage"]: s["seconds"] for s in report["stages"]}
+    assert set(clock) == {"fetch", "rebase", "build", "verify", "test", "scroll", "report", "publish", "total"}
+    assert clock["fetch"] > 0 and abs(clock["fetch"] + clock["rebase"] - times["rebase"]) < 0.01
+    assert [clock[k] for k in ("build", "verify", "test")] == [times[k] for k in ("build", "verify", "test")]
+    parts = sum(v for k, v in clock.items() if k != "total")
+    assert clock["report"] > 0 and parts <= clock["total"] < parts + 5.0, clock
+    md = (world.root / "reports" / "nightly" / "report.md").read_text()
+    assert "## Clock" in md and f"| **night** | **{clock['total']:.1f} s** | 100 % |" in md
 
 
 def test_a_night_split_in_two_runs_without_the_token_and_publishes_with_it(world: World) -> None:
@@ -182,11 +192,13 @@ def test_a_night_split_in_two_runs_without_the_token_and_publishes_with_it(world
     ran, report = world.night("--no-publish", env={"GITHUB_TOKEN": None})
     assert ran.exit_code == 1 and report["failure"]["stage"] == "rebase", ran.output
     assert report["github"] == [] and world.fake.writes() == [] and world.fake.items(REPO, pull=False) == []
+    night_total = report["clock"]["total"]
     published, report = world.night("--publish-saved", env={"GITHUB_TOKEN": token})
     assert published.exit_code == 1, published.output  # the night's exit code
     (issue,) = world.fake.items(REPO, pull=False)
     assert issue.title == "kpatch nightly failed at rebase" and culprit in issue.body
     saved = json.loads((world.root / "reports" / "nightly" / "report.json").read_text())
     assert saved["github"][0]["action"] == "open" and saved["dry_run"] is None
+    assert saved["clock"]["publish"] > 0 and saved["clock"]["total"] > night_total  # GitHub's time
     again, _ = world.night("--publish-saved", env={"GITHUB_TOKEN": token})
     assert again.exit_code == 2 and "was published already" in again.output

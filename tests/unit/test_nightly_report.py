@@ -13,6 +13,7 @@ from kpatch.forge.github import Action, Kind, Outcome, Result
 from kpatch.nightly import render
 from kpatch.nightly.model import (
     AcceptedFinding,
+    Clock,
     Failure,
     Flag,
     Move,
@@ -59,7 +60,9 @@ def _failed_night() -> Report:
                       ("tests.t::test_rope[2]",), (), True, None, 1.5),),
         failure=Failure(Stage.TEST, 1, "test: kernels: 1 failed, 0 error(s)", ("look at reports/",),
                         ("E   assert 1 == 2", "FAILED tests/t.py::test_rope[2]")),
-        github=(Result(Kind.ISSUE, Action.OPEN, Outcome.DONE, None, 1, "opened issue #4"),))
+        github=(Result(Kind.ISSUE, Action.OPEN, Outcome.DONE, None, 1, "opened issue #4"),),
+        clock=Clock(fetch=0.25, rebase=1.0, build=3.5, verify=0.5, test=7.75, scroll=0.0, report=0.05, publish=0.7,
+                    total=14.0))
 
 
 def test_markdown_and_json_carry_the_same_facts(tmp_path: Path) -> None:
@@ -78,6 +81,17 @@ def test_markdown_and_json_carry_the_same_facts(tmp_path: Path) -> None:
     assert [f for f in facts if f.replace("7.8 s", "7.75") not in text] == []
     assert md.startswith("# kpatch nightly: FAILED at test\n")
     assert '"Rework the silu \\| registration" by Up Stream' in md  # a list item: the text, its pipe escaped
+
+
+def test_the_clock_shows_every_part_of_the_night_with_its_share_and_the_whole_night() -> None:
+    md = render.markdown(_failed_night())
+    clock = md.split("## Clock\n", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in clock.splitlines()
+            if line.startswith("| ") and not line.startswith("| part")}
+    assert rows == {"fetch": "0.2 s", "rebase": "1.0 s", "build": "3.5 s", "verify": "0.5 s", "test": "7.8 s",
+                    "scroll": "0.0 s", "report": "0.1 s", "publish": "0.7 s", "**night**": "**14.0 s**"}
+    assert "| test | 7.8 s | 55 % |" in clock
+    assert "## Clock" not in render.markdown(replace(_failed_night(), clock=None))  # an older kpatch's report
 
 
 def test_a_table_cell_keeps_its_row() -> None:

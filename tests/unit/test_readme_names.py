@@ -19,7 +19,7 @@ FOREIGN = {
     "--end-of-options": "git", "--keep-cr": "git am", "---": "(a commit message line)",
     "--tree": "scripts/hostile_vectors.py", "--kpatch": "scripts/bench_*.py", "-MD": "the C++ compiler",
     "--importtime": "scripts/bench_cli.py", "--force-with-lease": "git push (docs/propose.md)",
-    "--version": "kpatch itself (no command)",
+    "--version": "kpatch itself (no command)", "--filter": "git fetch (docs/mirrors.md)",
 }
 
 
