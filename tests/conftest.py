@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,12 +41,43 @@ def _python_envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("python-envs")
 
 
+@pytest.fixture(scope="session")
+def _compiler_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The compiler cache local builds get, as a person's would: sccache (the [test] extra's) on PATH, so the
+    example kernels' setup.py puts it in front of g++ (as real upstreams do), its cache in one folder for the whole
+    run (xdist's workers share it) and its server on a port of this run's own, stopped at the end. Every local
+    build still runs its whole build; only the 24 identical C++ units are not compiled again by every test."""
+    sccache = Path(sys.executable).parent / "sccache"
+    if not sccache.is_file():
+        yield {}
+        return
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    tools = shared / "compiler-cache" / "bin"
+    tools.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # the other worker made it
+        (tools / "sccache").symlink_to(sccache)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers share one server: a port both derive from the folder
+        port = 20000 + shared.stat().st_ino % 20000
+    else:
+        with socket.socket() as probe:  # a free port of this run's own: never a person's sccache server
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+    env = {"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+           "SCCACHE_DIR": str(shared / "compiler-cache" / "store"), "SCCACHE_SERVER_PORT": str(port),
+           "SCCACHE_IDLE_TIMEOUT": "120"}
+    yield env
+    subprocess.run([str(sccache), "--stop-server"], env={**os.environ, **env}, capture_output=True, check=False)
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
-              _python_envs: Path) -> Iterator[None]:
+              _python_envs: Path, _compiler_cache: dict[str, str]) -> Iterator[None]:
     """No test reads or writes the real home, cache or network (tests marked `registry` may reach the package
     index, as CI can; so does the local backend's pip, once per run, for its seed venv)."""
     monkeypatch.setenv("KPATCH_PYTHON_ENVS", str(_python_envs))
+    for name, value in _compiler_cache.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("PIP_CACHE_DIR", str(_python_envs / "pip-cache"))  # local builds' and test runs' downloads
     home = tmp_path / "home"
     home.mkdir()

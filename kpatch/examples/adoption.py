@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import config
+from kpatch import config, forge
 from kpatch.adopt.branch import ImportResult, import_branch
 from kpatch.adopt.quilt import import_series
 from kpatch.engine.apply import ApplyResult
@@ -179,10 +179,10 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def demo_adopt(folder: Path | None, ui: UI, *, keep: bool, on_step: OnStep) -> AdoptResult:
     """The adoption demo in `folder` (empty or new; kept) or a temp folder removed unless `keep`."""
-    from kpatch.examples.demo import in_folder, offline
+    from kpatch.examples.demo import in_folder
 
     def body(where: Path, kept: bool) -> AdoptResult:
-        with offline():
+        with forge.offline():
             return run_adopt(where, ui, kept=kept, on_step=on_step)
 
     return in_folder(folder, ui, keep=keep, body=body)

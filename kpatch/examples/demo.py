@@ -8,18 +8,16 @@ Docker engine (or this host with the local backend); the demo stops at the first
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kpatch import config, verify
+from kpatch import config, forge, verify
 from kpatch.engine.apply import ApplyResult, apply
 from kpatch.engine.rebase import RebaseResult, rebase
 from kpatch.errors import ExitCode, KpatchError, UsageError
@@ -144,7 +142,7 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
     """Build the example in `folder` (empty) and run the pipeline on it; `on_step` sees each step as it ends."""
     started = time.monotonic()
     run = _Run(folder, ui, choice, on_step)
-    with offline():
+    with forge.offline():
         for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
                            ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
                            ("test", run.test)):
@@ -272,18 +270,3 @@ def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, 
         counts = suite.counts
         parts.append(f"{suite.upstream} {suite.outcome.value}" + (f" ({counts.passed} passed)" if counts else ""))
     return result, result.exit_code is ExitCode.OK, "; ".join(parts)
-
-
-@contextmanager
-def offline() -> Iterator[None]:
-    """No one on the network is asked about Upstream-PR states (GitHub): KPATCH_OFFLINE for the demo's run (and
-    the simulated nights')."""
-    before = os.environ.get("KPATCH_OFFLINE")
-    os.environ["KPATCH_OFFLINE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("KPATCH_OFFLINE", None)
-        else:
-            os.environ["KPATCH_OFFLINE"] = before

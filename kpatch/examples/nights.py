@@ -19,8 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from kpatch import config
-from kpatch.examples.demo import offline
+from kpatch import config, forge
 from kpatch.examples.moves import move_upstreams, ship_resolution
 from kpatch.examples.upstreams import KERNEL_FILES, ExampleProject, commit, make_example_project
 from kpatch.files import write_atomic
@@ -53,7 +52,7 @@ def simulate(folder: Path, ui: UI) -> Nights:
     today = datetime.now(UTC).date()
     when = 3000
     outcomes = []
-    with offline():
+    with forge.offline():
         for night in range(3):
             if night == 0:
                 for n in range(3):

@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch import config
+from kpatch import config, forge
 from kpatch.config.edit import with_new_bases
 from kpatch.engine.apply import ApplyResult
-from kpatch.examples.demo import BackendChoice, OnStep, Outcome, Step, Steps, _apply, in_folder, offline
+from kpatch.examples.demo import BackendChoice, OnStep, Outcome, Step, Steps, _apply, in_folder
 from kpatch.examples.moves import APP_MAINTAINER, UpstreamMove
 from kpatch.examples.upstreams import ExampleProject, commit, make_example_project
 from kpatch.files import write_atomic
@@ -59,7 +59,7 @@ def demo_scroll(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: boo
     """The scrolling demo in `folder` (empty or new; kept) or a temp folder removed unless `keep`."""
 
     def body(where: Path, kept: bool) -> ScrollResult:
-        with offline():
+        with forge.offline():
             return run_scroll(where, ui, choice, kept=kept, on_step=on_step)
 
     return in_folder(folder, ui, keep=keep, body=body)

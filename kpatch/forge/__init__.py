@@ -8,12 +8,31 @@ and an Upstream-PR trailer (`owner/repo#N`) names a GitHub pull request. A GitLa
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from kpatch.forge.model import PullCheck, Result
+
+OFFLINE = "KPATCH_OFFLINE"  # set: no forge is asked anything (Upstream-PR states unchecked, nothing written)
+
+
+@contextmanager
+def offline() -> Iterator[None]:
+    """KPATCH_OFFLINE for a block (the demo, the simulated nights, a replay: no one on the network is asked about
+    Upstream-PR states), restored after it."""
+    before = os.environ.get(OFFLINE)
+    os.environ[OFFLINE] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(OFFLINE, None)
+        else:
+            os.environ[OFFLINE] = before
 
 
 class Forge(Protocol):

@@ -14,16 +14,13 @@ worktrees, run state, lock and mirrors are not touched. Only the history file is
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kpatch import __version__, config
+from kpatch import __version__, config, forge
 from kpatch.config import Stack
 from kpatch.errors import UpstreamError, UsageError
 from kpatch.nightly import stages
@@ -132,7 +129,7 @@ def replay(ws: Workspace, ui: UI, span: Range, *, every: int | None, max_steps: 
     """Replay `span` in a scratch folder, appending each step's night to the history at `path`."""
     scratch = Path(tempfile.mkdtemp(prefix="kpatch-replay-"))
     try:
-        with _offline():
+        with forge.offline():
             return _replay(ws, ui, span, every, max_steps, path, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -268,17 +265,3 @@ def _abort(ws: Workspace) -> None:
 
     if ws.read_state().operation is not None or ws.pending_journal():
         abort_rebase(ws, UI(quiet=True))
-
-
-@contextmanager
-def _offline() -> Iterator[None]:
-    """GitHub is not asked about Upstream-PR states: today's answer says nothing about a night in the past."""
-    before = os.environ.get("KPATCH_OFFLINE")
-    os.environ["KPATCH_OFFLINE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("KPATCH_OFFLINE", None)
-        else:
-            os.environ["KPATCH_OFFLINE"] = before

@@ -1,5 +1,6 @@
-"""Every interrupted run recoverable: SIGKILL to the kpatch pid at random moments of a 300-patch apply and of a
-rebase, each followed by --continue or --abort, and reproducible commits after any --continue.
+"""Every interrupted run recoverable: SIGKILL to the kpatch pid at random moments of a 300-patch apply, each
+followed by --continue or --abort, kills at kpatch's named points, and reproducible commits after any --continue
+(the rebase's random kills are in test_kills_rebase.py; the two files run side by side).
 
 The kill loops are the ones `scripts/bench_kills.py` runs for the README's figures (tests/killing.py), with
 fewer kills here to keep CI fast: KPATCH_TEST_APPLY_KILLS and KPATCH_TEST_REBASE_KILLS raise them.
@@ -23,19 +24,11 @@ from kpatch.errors import ExitCode
 from kpatch.examples.moves import move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, commit
 from tests.support.cli import KPATCH, kpatch
-from tests.support.gitrepos import Project, git, kill_inside_git_am, make_project
+from tests.support.gitrepos import Project, committer_is_author, git, kill_inside_git_am, make_project
 from tests.support.killing import ApplyKills, Runner, isolated_env, processes_under
 from tests.support.many_patches import make_long_project
-from tests.support.rebase_kills import RebaseKills
-from tests.support.rebase_repos import FILES, RebaseProject, make_rebase_project, replace_line
 
 APPLY_KILLS = int(os.environ.get("KPATCH_TEST_APPLY_KILLS", "50"))
-REBASE_KILLS = int(os.environ.get("KPATCH_TEST_REBASE_KILLS", "4"))
-
-
-def committer_is_author(tree: Path, since: str) -> bool:
-    log = git(tree, "log", "--format=%ad|%cd", "--date=raw", f"{since}..HEAD").splitlines()
-    return bool(log) and all(line.split("|")[0] == line.split("|")[1] for line in log)
 
 
 def test_apply_continue_after_a_conflict_keeps_commits_reproducible(project: Project) -> None:
@@ -54,35 +47,6 @@ def test_apply_continue_after_a_conflict_keeps_commits_reproducible(project: Pro
     done = project.run("apply", "--continue")
     assert done.exit_code == 0, done.output
     assert committer_is_author(tree, moved)
-
-
-def resolve_c(rp: RebaseProject) -> None:
-    tree = rp.root / "work" / ".rebase" / "kernels"
-    (tree / "c.txt").write_text(replace_line(FILES["c"], 15, "c line 15 rewritten upstream, fixed by us"))
-    git(tree, "add", "c.txt")
-
-
-def test_rebase_continue_and_recorded_resolutions_keep_commits_reproducible(tmp_path: Path) -> None:
-    """The same rebase with the same (recorded) resolution gives the same SHAs, today and tomorrow."""
-    rp = make_rebase_project(tmp_path / "first")
-    assert rp.run("rebase").exit_code == ExitCode.CONFLICT
-    resolve_c(rp)
-    time.sleep(1.1)
-    assert rp.run("rebase", "--continue").exit_code == 0
-    kernels = rp.root / "work" / "kernels"
-    assert committer_is_author(kernels, rp.kernels_new)  # by hand: "Fix d" follows the resolved "Fix c"
-    first = git(kernels, "rev-parse", "HEAD")
-    # Again from scratch, a second later: the recorded resolution resolves it and the SHAs are the same.
-    again = make_rebase_project(tmp_path / "second")
-    for path in (rp.root / "patches" / ".rerere").rglob("*"):
-        target = again.root / path.relative_to(rp.root)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_file():
-            target.write_bytes(path.read_bytes())
-    time.sleep(1.1)
-    result = again.run("rebase")
-    assert result.exit_code == 0, result.output
-    assert git(again.root / "work" / "kernels", "rev-parse", "HEAD") == first
 
 
 def test_git_left_running_by_a_killed_kpatch_is_stopped_before_recovery(project: Project, tmp_path: Path) -> None:
@@ -149,15 +113,6 @@ def test_kills_at_random_moments_of_a_300_patch_apply_all_recover(
     assert {c.recovery for c in result.inside} == {"continue", "abort"}
 
 
-def test_kills_of_a_rebase_end_fully_old_or_fully_new(tmp_path: Path) -> None:
-    """A rebase of 250 patches (clean, three-way, upstream, one conflict a recorded resolution resolves) killed
-    at random moments: after --continue everything is the clean rebase's, after --abort everything is old."""
-    harness = RebaseKills.prepare(tmp_path, random.Random(20))
-    result = harness.run(REBASE_KILLS)
-    assert result.problems() == [], result.summary("rebase")
-    assert {c.recovery for c in result.inside} == {"continue", "abort"}
-
-
 def test_stale_git_locks_a_kill_left_are_removed_before_the_next_apply_runs_git(
         long_project: tuple[Runner, dict[str, str], float]) -> None:
     """A kill can leave packed-refs.lock (and index.lock) behind; the next apply removes them before it runs any
@@ -218,39 +173,6 @@ def test_kill_during_apply_continue_after_a_resolved_conflict(tmp_path: Path, ex
     else:
         assert heads == {"kernels": None, "app": None}  # the first apply made them: --abort removes them
     assert json.loads(project.run("status", "--json").stdout)["result"]["operation"] is None
-
-
-@pytest.mark.parametrize("recovery", ["continue", "abort"])
-def test_kill_during_rebase_continue_after_a_resolved_conflict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                               recovery: str) -> None:
-    """Killed while `rebase --continue` commits the resolution and applies the patches after it: the next
-    --continue keeps the resolution and ends exactly where an uninterrupted one ends; --abort ends old."""
-    def stopped(folder: Path) -> RebaseProject:
-        monkeypatch.setenv("KPATCH_CACHE_DIR", str(folder / "cache"))
-        rp = make_rebase_project(folder)
-        assert rp.run("apply").exit_code == 0
-        assert rp.run("rebase").exit_code == ExitCode.CONFLICT
-        resolve_c(rp)
-        return rp
-
-    reference = stopped(tmp_path / "reference")
-    assert reference.run("rebase", "--continue").exit_code == 0
-    rp = stopped(tmp_path / "killed")
-    old = rp.tracked(), {n: Runner.head(rp.root / "work" / n) for n in ("kernels", "app")}
-    kill_inside_git_am([*KPATCH, "rebase", "--continue"], rp.root,
-                       tmp_path / "killed" / "cache" / "mirrors" / "kernels.git", tmp_path / "in-am")
-    state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
-    assert state["operation"]["stacks"]["kernels"]["phase"] == "resuming"
-    done = rp.run("rebase", f"--{recovery}")
-    assert done.exit_code == 0, done.output
-    now = rp.tracked(), {n: Runner.head(rp.root / "work" / n) for n in ("kernels", "app")}
-    if recovery == "abort":
-        assert now == old
-    else:
-        assert now[1] == {n: Runner.head(reference.root / "work" / n) for n in ("kernels", "app")}
-        moved = str(reference.root.parent).encode(), str(rp.root.parent).encode()  # URLs in kpatch.toml
-        assert now[0] == {k: v.replace(*moved) for k, v in reference.tracked().items()}
-    assert not (rp.root / "work" / ".rebase").exists()
 
 
 # --- kills at named points (KPATCH_TEST_KILL_AT, kpatch/killseam.py): no timing, the state a kill there leaves ---

@@ -102,3 +102,9 @@ def kill_inside_git_am(command: list[str], cwd: Path, mirror: Path, marker: Path
         proc.wait()
     finally:
         hook.unlink()
+
+
+def committer_is_author(tree: Path, since: str) -> bool:
+    """Every commit since `since` has its author date as committer date (reproducible commits)."""
+    log = git(tree, "log", "--format=%ad|%cd", "--date=raw", f"{since}..HEAD").splitlines()
+    return bool(log) and all(line.split("|")[0] == line.split("|")[1] for line in log)

@@ -1,6 +1,6 @@
 """Kill kpatch (SIGKILL to its pid only) at random moments, recover with --continue or --abort, check the result.
 
-Shared by tests/test_kills.py and scripts/bench_kills.py, so the figure in the README and the CI test measure
+Shared by tests/git/test_kills*.py and scripts/bench_kills.py, so the figure in the README and the CI test measure
 the same thing. Every kpatch here is a real process (`python -m kpatch`); git dies with it (parent-death
 signal), which the checks verify: no git left running, no git lock file, no git operation in progress.
 """
@@ -290,7 +290,7 @@ def random_delay(rng: random.Random, duration: float) -> float:
 
 @dataclass
 class ApplyKills:
-    """50 kills of `kpatch apply` on a long project (see tests/test_kills.py and scripts/bench_kills.py)."""
+    """50 kills of `kpatch apply` on a long project (see tests/git/test_kills.py and scripts/bench_kills.py)."""
 
     runner: Runner
     names: list[str]

@@ -1,5 +1,5 @@
 """Kills of `kpatch rebase` on a 250-patch project whose one conflict a recorded resolution resolves
-(tests/test_kills.py and scripts/bench_kills.py)."""
+(tests/git/test_kills_rebase.py and scripts/bench_kills.py)."""
 
 from __future__ import annotations
 
