@@ -18,7 +18,7 @@ from kpatch.adopt.branch import ImportResult, import_branch
 from kpatch.adopt.quilt import import_series
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.init import InitResult, UpstreamSpec, init
-from kpatch.examples.demo import OnStep, Outcome, Step, Steps, _apply
+from kpatch.examples.demo import OnStep, Outcome, Step, Steps, StepsOutcome, _apply
 from kpatch.examples.upstreams import PATCH_AUTHOR, ExampleProject, make_example_project
 from kpatch.gitx import out, run
 from kpatch.gitx.am import AM_OPTIONS
@@ -38,7 +38,7 @@ class Carried:
 
 
 @dataclass(frozen=True)
-class AdoptResult:
+class AdoptResult(StepsOutcome):
     folder: Path
     kept: bool
     steps: tuple[Step, ...]
@@ -48,14 +48,6 @@ class AdoptResult:
     identical: tuple[str, ...]  # the upstreams whose imported patch files are byte-identical to the fork's own
     project: Path  # the adopted project
     seconds: float
-
-    @property
-    def ok(self) -> bool:
-        return all(step.ok for step in self.steps)
-
-    @property
-    def exit_code(self) -> int:
-        return next((step.exit_code or 1 for step in self.steps if not step.ok), 0)
 
 
 def run_adopt(folder: Path, ui: UI, *, kept: bool, on_step: OnStep) -> AdoptResult:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from kpatch import config, forge, verify
 from kpatch.engine.apply import ApplyResult, apply
@@ -63,8 +63,24 @@ class Step:
     detail: tuple[str, ...] = ()  # the lines that error gave after its first (a failed build's last lines)
 
 
+class StepsOutcome:
+    """A demo made of steps: ok when every step is, else the exit code of the first that failed (`failed` when
+    it carries none)."""
+
+    steps: tuple[Step, ...]
+    failed: ClassVar[int] = 1
+
+    @property
+    def ok(self) -> bool:
+        return all(step.ok for step in self.steps)
+
+    @property
+    def exit_code(self) -> int:
+        return next((step.exit_code or self.failed for step in self.steps if not step.ok), 0)
+
+
 @dataclass(frozen=True)
-class DemoResult:
+class DemoResult(StepsOutcome):
     folder: Path
     kept: bool  # the folder stays (--keep or --dir); otherwise it is removed when the demo ends
     backend: BackendChoice
@@ -79,13 +95,7 @@ class DemoResult:
     wheels: tuple[Path, ...]
     seconds: float
 
-    @property
-    def ok(self) -> bool:
-        return all(step.ok for step in self.steps)
-
-    @property
-    def exit_code(self) -> int:
-        return next((step.exit_code or int(ExitCode.CONFLICT) for step in self.steps if not step.ok), 0)
+    failed: ClassVar[int] = int(ExitCode.CONFLICT)  # a step that failed without an error of its own
 
 
 OnStep = Callable[[Step, Any], None]  # the step, and its result for printing

@@ -18,7 +18,7 @@ from pathlib import Path
 from kpatch import config, forge
 from kpatch.config.edit import with_new_bases
 from kpatch.engine.apply import ApplyResult
-from kpatch.examples.demo import BackendChoice, OnStep, Outcome, Step, Steps, _apply, in_folder
+from kpatch.examples.demo import BackendChoice, OnStep, Outcome, Step, Steps, StepsOutcome, _apply, in_folder
 from kpatch.examples.moves import APP_MAINTAINER, UpstreamMove
 from kpatch.examples.upstreams import ExampleProject, commit, make_example_project
 from kpatch.files import write_atomic
@@ -33,7 +33,7 @@ BREAK_SUBJECT = "Tighten the sampler"
 
 
 @dataclass(frozen=True)
-class ScrollResult:
+class ScrollResult(StepsOutcome):
     folder: Path
     kept: bool
     backend: BackendChoice
@@ -45,14 +45,6 @@ class ScrollResult:
     scroll: Scroll | None  # the search for the last green upstream commits
     report: Path | None  # the night's report.md
     seconds: float
-
-    @property
-    def ok(self) -> bool:
-        return all(step.ok for step in self.steps)
-
-    @property
-    def exit_code(self) -> int:
-        return next((step.exit_code or 1 for step in self.steps if not step.ok), 0)
 
 
 def demo_scroll(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_step: OnStep) -> ScrollResult:
