@@ -15,7 +15,7 @@ from pathlib import Path
 from kpatch.engine.plan import Item, backup, check_symlinks, refuse_unexported, resolve_items
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import WorktreeError
-from kpatch.gitx import Am, AmRun, Method, Repository
+from kpatch.gitx import Am, AmRun, Method, Repository, restore_preimages
 from kpatch.output.ui import UI
 from kpatch.project.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
 from kpatch.project.workspace import Workspace, writes
@@ -178,8 +178,10 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item],
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             item.mirror.add_worktree(path, stack.base)
+        paths = [item.series.folder / p.name for p in stack.patches]
+        restore_preimages(item.mirror, paths)  # for a 3-way fallback (--onto) in a fresh mirror
         with ui.progress(f"applying {name}", len(stack.patches)) as report:
-            _record(stack, Am(tree).start([item.series.folder / p.name for p in stack.patches], report), 0)
+            _record(stack, Am(tree).start(paths, report), 0)
         ws.write_state(run)
         checked = ()
     if all(s.phase is StackPhase.DONE for s in op.stacks.values()):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kpatch.forge.model import PullCheck
-from kpatch.gitx import SHA_RE, Mirror, Trial, commit_patch_ids, file_patch_ids, trial
+from kpatch.gitx import SHA_RE, Mirror, Trial, TrialIndex, commit_patch_ids, file_patch_ids, trial
 from kpatch.project.state import Culprit, Evidence, PatchClass, PatchRun, Phase, Prediction, StackRun
 from kpatch.stack import Patch
 
@@ -60,19 +60,21 @@ def predict(mirror: Mirror, stack: StackRun, patches: Sequence[Patch], start: in
     the ones predicted to apply) first: a maintainer sees every conflict of the rebase at once."""
     by_name = {p.name: p for p in patches}
     kept = [by_name[r.name] for r in stack.patches if r.phase is Phase.APPLIED]
-    for run in stack.patches[start:]:
-        if run.settled:
-            continue
-        patch = by_name[run.name]
-        outcome = trial(mirror, stack.base, [k.path for k in kept], patch.path)
-        run.predicted, run.hunks, run.culprit = _PREDICTION[outcome], [], None
-        if outcome is Trial.EMPTY:
-            run.evidence = Evidence.EMPTY
-            run.commit = mirror.last_commit_touching(stack.old_base or stack.base, stack.base, patch.paths)
-        elif outcome is Trial.CONFLICT:
-            run.culprit = bisect(mirror, stack, kept, patch)
-        else:
-            kept.append(patch)
+    with TrialIndex(mirror, stack.base) as index:
+        applies = index.keep([k.path for k in kept])
+        for run in stack.patches[start:]:
+            if run.settled:
+                continue
+            patch = by_name[run.name]
+            outcome = index.next(patch.path) if applies else Trial.CONFLICT
+            run.predicted, run.hunks, run.culprit = _PREDICTION[outcome], [], None
+            if outcome is Trial.EMPTY:
+                run.evidence = Evidence.EMPTY
+                run.commit = mirror.last_commit_touching(stack.old_base or stack.base, stack.base, patch.paths)
+            elif outcome is Trial.CONFLICT:
+                run.culprit = bisect(mirror, stack, kept, patch)
+            else:
+                kept.append(patch)
 
 
 def bisect(mirror: Mirror, stack: StackRun, kept: Sequence[Patch], patch: Patch) -> Culprit | None:

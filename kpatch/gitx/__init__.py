@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         FORMAT_PATCH,
         MailReading,
         Trial,
+        TrialIndex,
         commit_patch_ids,
         file_patch_ids,
         format_patches,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
         patch_ids_of,
         read_mail,
         read_mails,
+        restore_preimages,
         trial,
     )
     from kpatch.gitx.repo import SHA_RE, CommitFacts, CommitInfo, Repository
@@ -32,8 +34,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "am": ("Am", "AmRun", "Hunk", "Method"),
     "mirror": ("FETCH_TRIES", "Mirror", "url_problem"),
-    "patches": ("FORMAT_PATCH", "MailReading", "Trial", "commit_patch_ids", "file_patch_ids", "format_patches",
-                "patch_ids", "patch_ids_of", "read_mail", "read_mails", "trial"),
+    "patches": ("FORMAT_PATCH", "MailReading", "Trial", "TrialIndex", "commit_patch_ids", "file_patch_ids",
+                "format_patches", "patch_ids", "patch_ids_of", "read_mail", "read_mails", "restore_preimages", "trial"),
     "repo": ("SHA_RE", "CommitFacts", "CommitInfo", "Repository"),
     "runner": ("COMMITTER", "Completed", "out", "run"),
 }
@@ -41,8 +43,9 @@ _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "COMMITTER", "FETCH_TRIES", "FORMAT_PATCH", "SHA_RE", "Am", "AmRun", "CommitFacts", "CommitInfo", "Completed",
-    "Hunk", "MailReading", "Method", "Mirror", "Repository", "Trial", "commit_patch_ids", "file_patch_ids",
-    "format_patches", "out", "patch_ids", "patch_ids_of", "read_mail", "read_mails", "run", "trial", "url_problem",
+    "Hunk", "MailReading", "Method", "Mirror", "Repository", "Trial", "TrialIndex", "commit_patch_ids",
+    "file_patch_ids", "format_patches", "out", "patch_ids", "patch_ids_of", "read_mail", "read_mails",
+    "restore_preimages", "run", "trial", "url_problem",
 ]
 
 

@@ -280,6 +280,10 @@ class Mirror(Repository):
         repository that borrows the mirror's objects (an alternate) and has no promisor remote to ask."""
         if not oids:
             return []
+        stdin = "".join(f"{oid}\n" for oid in oids).encode()
+        if not self.partial:  # nothing to fetch on demand: ask the mirror itself
+            listing = self.run(["cat-file", "--batch-check=%(objectname)"], stdin=stdin).text
+            return [line.split()[0] for line in listing.splitlines() if line.endswith(" missing")]
         import tempfile  # only here: a blobless mirror's am
 
         with tempfile.TemporaryDirectory(prefix="kpatch-objects-") as folder:
@@ -287,8 +291,7 @@ class Mirror(Repository):
             run(["init", "--quiet", "--bare", "--", str(probe)])
             (probe / "objects" / "info" / "alternates").write_text(f"{(self.path / 'objects').resolve()}\n",
                                                                    encoding="utf-8")
-            listing = run(["cat-file", "--batch-check=%(objectname)"], probe,
-                          stdin="".join(f"{oid}\n" for oid in oids).encode()).text
+            listing = run(["cat-file", "--batch-check=%(objectname)"], probe, stdin=stdin).text
         return [line.split()[0] for line in listing.splitlines() if line.endswith(" missing")]
 
     def _missing(self, revs: Sequence[str], *, no_walk: bool = False) -> set[str]:
