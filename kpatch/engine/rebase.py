@@ -7,9 +7,11 @@ and the recorded resolutions change in one journaled step, and the user's worktr
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -18,8 +20,8 @@ from kpatch import config, forge, killseam
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
-from kpatch.errors import UpstreamError, UsageError, WorktreeError
-from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
+from kpatch.errors import GitError, StorageError, UpstreamError, UsageError, WorktreeError
+from kpatch.gitx import Am, AmRun, Method, Mirror, Repository, restore_preimages
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
 from kpatch.project.state import (
@@ -41,6 +43,8 @@ from kpatch.project.state import (
 from kpatch.project.workspace import Workspace, writes
 from kpatch.stack import SERIES, Patch, Series, parse_patch
 from kpatch.stack.writer import render
+
+log = logging.getLogger("kpatch.rebase")
 
 
 class Outcome(Enum):
@@ -125,7 +129,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
     with undone_on_storage_error(ws, "rebase", lambda: abort_rebase(ws, UI(quiet=True))):
         run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable, discard=discarded)
         ws.write_state(run)
-        return _advance(ws, ui, run)
+        return _advance(ws, ui, run, series)
 
 
 @writes("rebase --continue")
@@ -147,7 +151,7 @@ def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
             ws.write_state(run)
             return _result(ws, op, committed=False)
         ws.write_state(run)
-    return _advance(ws, ui, run)
+    return _advance(ws, ui, run, series)
 
 
 @writes("rebase --abort")
@@ -169,8 +173,9 @@ def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
             tree = Repository(scratch)
             if Am(tree).in_progress():
                 Am(tree).abort(tree.head())
-        if scratch.exists():
-            mirror.remove_worktree(scratch)
+        for folder in (scratch, ws.worktree_beside(stack.name)):
+            if folder.exists():
+                mirror.remove_worktree(folder)
         _move_back(ws, ui, run, stack)
     shutil.rmtree(ws.scratch_dir, ignore_errors=True)
     run.operation = None
@@ -180,11 +185,11 @@ def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
     return tuple(op.stacks)
 
 
-def _advance(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
-    """Apply what is left of every unblocked stack, then commit if nothing conflicts."""
+def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> RebaseResult:
+    """Apply what is left of every unblocked stack (`series`: the stacks as patches/ holds them now), then commit
+    if nothing conflicts."""
     op = run.operation
     assert op is not None
-    series = load_all_series(ws.stack)
     for upstream in ws.stack.upstreams:
         stack = op.stacks[upstream.name]
         patches = series[upstream.name].patches
@@ -214,17 +219,19 @@ def _advance(ws: Workspace, ui: UI, run: RunState) -> RebaseResult:
             patch.reset()
             patch.phase = Phase.IN_FLIGHT
         ws.write_state(run)  # what --continue sees if this run is killed from here on
-        commits = fastpath.originals(tree, stack, series[upstream.name], run.settled.get(upstream.name))
-        if commits:  # one process picks the stack; git am takes over at the first patch the picks cannot class
-            with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
-                todo = fastpath.run(mirror, tree, stack, patches, commits, report)
-            stack.head_before = tree.head()  # a kill from here on undoes am's part only
-            ws.write_state(run)
-        am = AmRun(methods=(), stopped=False)
-        if todo:
-            what = f"rebasing {upstream.name}" + (f" with git am from {todo[0].name}" if commits else "")
-            with ui.progress(what, len(todo)) as report:
-                am = Am(tree).start([series[upstream.name].folder / p.name for p in todo], report, rerere=True)
+        with _worktree_beside(ws, mirror, upstream.name, stack.base):
+            commits = fastpath.originals(tree, stack, series[upstream.name], run.settled.get(upstream.name))
+            if commits:  # one process picks the stack; git am takes over at the first patch the picks cannot class
+                with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
+                    todo = fastpath.run(mirror, tree, stack, patches, commits, report)
+                stack.head_before = tree.head()  # a kill from here on undoes am's part only
+                ws.write_state(run)
+            am = AmRun(methods=(), stopped=False)
+            if todo:
+                restore_preimages(mirror, [series[upstream.name].folder / p.name for p in patches])
+                what = f"rebasing {upstream.name}" + (f" with git am from {todo[0].name}" if commits else "")
+                with ui.progress(what, len(todo)) as report:
+                    am = Am(tree).start([series[upstream.name].folder / p.name for p in todo], report, rerere=True)
         _record(mirror, tree, stack, todo, am, patches)
         ws.write_state(run)
     if any(s.phase is not StackPhase.DONE for s in op.stacks.values()):
@@ -310,6 +317,7 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
     assert op is not None
     writes: dict[Path, bytes] = {}
     deletes: list[Path] = []
+    after: dict[str, Series] = {}
     for upstream in ws.stack.upstreams:
         stack, stack_series = op.stacks[upstream.name], series[upstream.name]
         dropped = dict(stack_series.dropped)
@@ -317,6 +325,7 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
             if patch.phase is Phase.UPSTREAM:
                 dropped[patch.name] = f"upstream ({classify.why(patch, [])}; commit {patch.commit or 'unknown'})"
         rendered = render(Repository(Path(stack.tree)), stack.base, stack_series, dropped)
+        after[upstream.name] = rendered.as_series(stack_series, dropped)
         writes.update(rendered.files)
         writes[upstream.patches / SERIES] = rendered.series
         deletes += [p.path for p in stack_series.patches if p.path not in rendered.files]
@@ -324,15 +333,17 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
     writes[ws.stack.path] = config.with_new_bases(ws.stack.path, {n: s.base for n, s in op.stacks.items()})
     changed = journal.write(ws.journal_dir, "rebase", writes, deletes)
     ui.note(f"rebase committed: {count(changed, 'file')} changed in kpatch.toml and patches/")
-    return _finish(ws, ui, run, changed)
+    return _finish(ws, ui, run, changed, after)
 
 
-def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None) -> RebaseResult:
-    """Move the user's worktrees to the rebased commits (keeping what they held), drop the scratch ones."""
+def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None,
+            series: dict[str, Series] | None = None) -> RebaseResult:
+    """Move the user's worktrees to the rebased commits (keeping what they held), drop the scratch ones.
+    `series`: the stacks as the commit just wrote them (else read from patches/)."""
     op = run.operation
     assert op is not None
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    series = load_all_series(ws.stack)
+    series = series or load_all_series(ws.stack)
     for name, stack in op.stacks.items():
         assert stack.final_head is not None
         path, mirror = ws.worktree(name), ws.mirror(name)
@@ -350,9 +361,10 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None) ->
                 backup(tree, name, stamp)
                 tree.checkout(stack.final_head)
         elif not path.exists():
-            mirror.add_worktree(path, stack.final_head)
-        if Path(stack.tree).exists():
-            mirror.remove_worktree(Path(stack.tree))
+            _place_worktree(ws, mirror, name, stack.final_head)
+        for scratch in (Path(stack.tree), ws.worktree_beside(name)):
+            if scratch.exists():
+                mirror.remove_worktree(scratch)
     result = _result(ws, op, committed=True, changed=changed)
     for name, stack in op.stacks.items():
         assert stack.final_head is not None
@@ -363,6 +375,44 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None) ->
     killseam.reached("rebase:finished")
     journal.close(ws.journal_dir)
     return result
+
+
+@contextmanager
+def _worktree_beside(ws: Workspace, mirror: Mirror, name: str, base: str) -> Iterator[None]:
+    """With no worktree of the person's to move (a fresh checkout, as every night in CI), the whole checkout
+    `_finish` would write after the rebase (7.7k files for vLLM: a third of a cold rebase) is written at the new
+    base while the stack's `git am` runs; `_finish` then moves only the stack's files and renames it into place."""
+    beside = ws.worktree_beside(name)
+    if ws.worktree(name).exists() or mirror.owns(beside):
+        yield
+        return
+    if beside.exists() or mirror.half_made(beside):  # what a killed run left
+        mirror.remove_worktree(beside)
+    beside.parent.mkdir(parents=True, exist_ok=True)
+    child = mirror.begin_worktree(beside, base)
+    killseam.reached(f"rebase:beside:{name}")
+    try:
+        yield
+    except BaseException:
+        try:
+            mirror.end_worktree(beside, child, cancel=True)
+        except (GitError, StorageError) as failure:  # the failure being raised says what matters
+            log.info("could not remove %s: %s", beside, failure)
+        raise
+    mirror.end_worktree(beside, child)
+
+
+def _place_worktree(ws: Workspace, mirror: Mirror, name: str, head: str) -> None:
+    """Make the person's missing worktree at `head`: the one checked out beside the rebase moved into place, else
+    (it is not whole: killed, or a disk that filled) a new checkout."""
+    beside = ws.worktree_beside(name)
+    if mirror.owns(beside):
+        Repository(beside).checkout(head)
+        mirror.move_worktree(beside, ws.worktree(name))
+        return
+    if beside.exists() or mirror.half_made(beside):
+        mirror.remove_worktree(beside)
+    mirror.add_worktree(ws.worktree(name), head)
 
 
 def _move_back(ws: Workspace, ui: UI, run: RunState, stack: StackRun) -> None:

@@ -9,6 +9,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from subprocess import Popen
 from urllib.parse import unquote
 
 from kpatch import killseam
@@ -383,6 +384,49 @@ class Mirror(Repository):
     def add_worktree(self, path: Path, commit: str) -> None:
         self.prefetch_tree(commit)
         self._add(path, commit)
+
+    def begin_worktree(self, path: Path, commit: str) -> Popen[bytes]:
+        """Start a whole worktree at `commit` whose files a child git writes while kpatch goes on (a rebase's
+        `git am` runs beside it); `end_worktree` waits for it. Until then it is locked "initializing", as inside
+        `git worktree add`: a kill (the child dies with kpatch) leaves what `half_made` recognises, never a
+        worktree that looks whole. The checkout is a direct child (`git worktree add` would run it as a
+        grandchild, which outlives a killed kpatch)."""
+        self.prefetch_tree(commit)
+        self._forget(path)
+        self.run(["worktree", "add", "--quiet", "--force", "--no-checkout", "--lock", "--reason", "initializing",
+                  "--detach", "--", str(path), commit])
+        return popen(["-c", "checkout.workers=1", "reset", "--quiet", "--hard", commit, "--"], path,
+                     with_stdout=False)
+
+    def end_worktree(self, path: Path, child: Popen[bytes], *, cancel: bool = False) -> bool:
+        """Wait for `begin_worktree`'s checkout (stop it first with `cancel`); True when the worktree is whole (it
+        is then unlocked). One git could not write whole (a full disk, say: `git reset` may still exit 0) is
+        removed, and the caller makes the worktree the usual way, which names the problem."""
+        if cancel:
+            child.kill()
+        _, err = child.communicate()
+        said = err.decode("utf-8", "replace").strip()
+        if child.returncode == 0 and not said:
+            self.run(["worktree", "unlock", "--", str(path)])
+            return True
+        if not cancel:
+            log.info("the worktree checked out beside the rebase at %s is not whole (%d): %s", path, child.returncode,
+                     redact_text(said[-500:]))
+        self.remove_worktree(path)
+        return False
+
+    def move_worktree(self, path: Path, to: Path) -> None:
+        """Move a whole worktree of this mirror to `to` (a folder that does not exist yet, on the same disk), with
+        no checkout. The mirror's record names `to` first, then the folder is renamed: a kill in between leaves a
+        record whose folder is missing (`half_made(to)`: removed and made again), never a folder git has lost."""
+        record = Repository(path).git_dir
+        pointer = record / "gitdir"
+        staged = record / "gitdir.kpatch-new"
+        staged.write_text(f"{to.resolve() / '.git'}\n", encoding="utf-8")
+        staged.replace(pointer)
+        killseam.reached("worktree:move")
+        to.parent.mkdir(parents=True, exist_ok=True)
+        path.rename(to)
 
     def add_scratch(self, path: Path, commit: str, paths: Sequence[str]) -> None:
         """A worktree at `commit` that holds only `paths` on disk (a sparse checkout), with a split index.

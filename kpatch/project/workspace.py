@@ -76,6 +76,11 @@ class Workspace:
     def worktree(self, name: str) -> Path:
         return self.workdir / name
 
+    def worktree_beside(self, name: str) -> Path:
+        """Where a rebase checks out the person's missing worktree while its `git am` runs (moved into place at
+        the end): in the scratch folder, under a name no upstream can have."""
+        return self.scratch_dir / ".worktrees" / name
+
     def tree(self, name: str) -> Repository:
         return Repository(self.worktree(name))
 

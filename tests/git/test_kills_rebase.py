@@ -54,11 +54,14 @@ def test_rebase_continue_and_recorded_resolutions_keep_commits_reproducible(tmp_
 
 def test_kills_of_a_rebase_end_fully_old_or_fully_new(tmp_path: Path) -> None:
     """A rebase of 250 patches (clean, three-way, upstream, one conflict a recorded resolution resolves) killed
-    at random moments: after --continue everything is the clean rebase's, after --abort everything is old."""
+    at random moments: after --continue everything is the clean rebase's, after --abort everything is old. Then
+    the same from a fresh checkout (no worktree, no run state: the worktrees are checked out beside git am and
+    moved into place at the end), where old means no worktree at all."""
     harness = RebaseKills.prepare(tmp_path, random.Random(20))
-    result = harness.run(REBASE_KILLS)
-    assert result.problems() == [], result.summary("rebase")
-    assert {c.recovery for c in result.inside} == {"continue", "abort"}
+    for which, kills in (("rebase", harness), ("cold rebase", harness.cold())):
+        result = kills.run(REBASE_KILLS)
+        assert result.problems() == [], result.summary(which)
+        assert {c.recovery for c in result.inside} == {"continue", "abort"}
 
 
 @pytest.mark.parametrize("recovery", ["continue", "abort"])
