@@ -31,6 +31,9 @@ _LAYOUT = "kpatch.upstreamrefs"  # set once the mirror fetches into UPSTREAM_REF
 REMOTE = "upstream"  # the mirror's one remote: its fetch refspec, and a blobless mirror's promisor remote
 BLOB_FILTER = "blob:none"
 _NO_FILTER = "filtering not recognized by server"  # git's warning when the server does not allow --filter
+# What a server advertises, as GIT_TRACE_PACKET shows it: protocol v2's `fetch=<features>` line, or v0's
+# capabilities after the first ref.
+_ADVERTISED = re.compile(r"packet:\s+ls-remote< (?:fetch=|[0-9a-f]{40} [^\\]*\\0)(.*)$")
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/]*@")
 _PREIMAGE = re.compile(r"^index ([0-9a-f]{40})\.\.", re.MULTILINE)  # a full-index patch's preimage blob
 _FETCHED: dict[Path, str] = {}  # mirror -> the URL this run fetched it from (userinfo kept), for blobs fetched later
@@ -139,12 +142,14 @@ class Mirror(Repository):
         _FETCHED[self.path] = url
         # A path on this disk (the way to work offline) is fetched whole: nothing to save, and its blobs are there.
         new = blobless_wanted() and _SCHEME.match(url) is not None and not self.refs("refs/")
+        refused = new and not self._allows_filter(url)
+        new = new and not refused
         blobless = new or self.partial
         last = ""
         for attempt in range(1, FETCH_TRIES + 1):
             status, stderr = self._fetch_once(url, on_progress, blobless=blobless)
             if status == 0:
-                note = self._settle_filter(url, stderr) if new else None
+                note = self._settle_filter(url, stderr) if new else self._no_filter(url) if refused else None
                 self._migrate_layout()
                 on_progress(100)
                 # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
@@ -204,6 +209,23 @@ class Mirror(Repository):
         return {} if stored == url else {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{url}.insteadOf",
                                          "GIT_CONFIG_VALUE_0": stored}
 
+    def _allows_filter(self, url: str) -> bool:
+        """Whether the server says it serves partial clones: `filter` among the capabilities it advertises (one
+        `git ls-remote`, its packets traced). git's dumb HTTP protocol advertises nothing, and a filtered fetch
+        over it never ends: it marks the remote a promisor, and each object the dumb walker lacks starts a lazy
+        fetch from that remote, whose walker lacks one too. An unreachable server counts as allowing: the fetch
+        then fails, with its retries and its message."""
+        env = {**self._credentials(url), "GIT_TRACE_PACKET": "1"}
+        done = run(["-c", "protocol.version=2", "ls-remote", "--", url], self.path, env=env, user_config=True,
+                   check=False)
+        if done.status != 0:
+            return True
+        for line in done.stderr.splitlines():
+            said = _ADVERTISED.search(line)
+            if said and "filter" in said.group(1).split():
+                return True
+        return False
+
     def _settle_filter(self, url: str, stderr: str) -> str | None:
         """After a blobless fetch: a server that ignored the filter sent everything, so the mirror is a full one
         (no promisor remote: later fetches ask for no filter); the note says so once."""
@@ -211,6 +233,9 @@ class Mirror(Repository):
             return None
         for key in (f"remote.{REMOTE}.promisor", f"remote.{REMOTE}.partialclonefilter"):
             self.run(["config", "--unset-all", key], check=False)
+        return self._no_filter(url)
+
+    def _no_filter(self, url: str) -> str:
         return (f"{redact_url(url)} does not allow partial clones (uploadpack.allowFilter): {self.name}'s mirror "
                 "has the whole history, blobs too")
 
