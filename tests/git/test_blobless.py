@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import ExitCode
-from tests.support.cli import kpatch, run_kpatch
+from tests.support.cli import run_kpatch
 from tests.support.gitrepos import git
 from tests.support.https_git import https_git
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
@@ -145,18 +145,24 @@ def test_kpatch_blobless_is_off_unless_set(value: str, monkeypatch: pytest.Monke
     assert not blobless_wanted()
 
 
-def test_a_first_blobless_fetch_over_dumb_http_makes_a_full_mirror_with_one_note(rp: RebaseProject,
-                                                                                 tmp_path: Path) -> None:
+def test_a_first_blobless_fetch_over_dumb_http_makes_a_full_mirror_with_one_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """git's dumb HTTP protocol advertises nothing: a filtered first fetch over it never ended (it marks the remote
     a promisor, and each object the dumb walker lacked started a lazy fetch from that remote, whose walker lacked
     one too). The server is asked first (its advertised capabilities); over dumb HTTP the mirror is a full one."""
-    os.environ["KPATCH_BLOBLESS"] = "1"
-    with https_git({"kernels": rp.kernels}, tmp_path / "server", "user", "secret") as server:
-        url = server.url.replace("https://", "https://user:secret@") + "/kernels.git"
-        env = {"KPATCH_URL_KERNELS": url, "GIT_SSL_CAINFO": str(server.ca_file)}
-        result = kpatch(rp.root, "rebase", env=env, timeout=300)
-    assert result.exit_code == ExitCode.CONFLICT, result.stderr
-    notes = [line for line in result.stderr.splitlines() if "does not allow partial clones" in line]
-    assert len(notes) == 1 and "kernels's mirror has the whole history" in notes[0] and "secret" not in notes[0]
-    kernels = mirror(rp, "kernels")
-    assert not promisor(kernels) and missing(kernels) == 0
+    from kpatch.gitx import Mirror
+
+    upstream = tmp_path / "upstream"
+    subprocess.run(["git", "init", "-q", "--initial-branch=main", str(upstream)], check=True)
+    for number in range(3):
+        (upstream / f"f{number}.txt").write_text(f"{number}\n")
+        git(upstream, "add", "-A")
+        git(upstream, "commit", "-qm", f"commit {number}", date=number)
+    monkeypatch.setenv("KPATCH_BLOBLESS", "1")
+    with https_git({"up": upstream}, tmp_path / "server", "user", "secret") as server:
+        monkeypatch.setenv("GIT_SSL_CAINFO", str(server.ca_file))
+        found = Mirror(tmp_path / "mirror.git", "up")
+        note = found.fetch(server.url.replace("https://", "https://user:secret@") + "/up.git")
+    assert note is not None and "does not allow partial clones" in note and "up's mirror has the whole history" in note
+    assert "secret" not in note and server.authorized
+    assert not promisor(found.path) and missing(found.path) == 0

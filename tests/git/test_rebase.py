@@ -270,19 +270,23 @@ def test_git_locks_a_killed_git_left_in_any_mirror_are_gone_after_abort_or_conti
 def test_a_rebase_stopped_early_tries_each_later_patch_once_not_once_per_earlier_patch(tmp_path: Path) -> None:
     """The trial applies that predict the patches after a conflict (and the stacks it blocks) go onto one index in
     turn: a 250-patch rebase stopped at patch 75 ran 12,753 `git apply` processes (90 s), every earlier patch
-    again for each; now two per patch (a check, then the apply), and what they predict is what `--continue` then
-    finds."""
-    from tests.support.many_patches import make_long_project
-    from tests.support.rebase_kills import REBASE_COUNTS, REBASE_LATER, resolve_conflicts
+    again for each (here that would be about 2,400); now two per patch (a check, then the apply), and what they
+    predict is what `--continue` then finds."""
+    from tests.support.many_patches import Upstreamed, make_long_project
+    from tests.support.rebase_kills import resolve_conflicts
 
-    project = make_long_project(tmp_path, REBASE_COUNTS, REBASE_LATER)
+    counts = {"kernels": 90, "app": 50}
+    later = {"kernels": Upstreamed(merged=(10,), three_way=(20, 60), conflict=30),
+             "app": Upstreamed(merged=(15,), three_way=(30,))}
+    project = make_long_project(tmp_path, counts, later)
     stopped = kpatch(project.root, "rebase", "--json", "--verbose")
     assert stopped.exit_code == ExitCode.CONFLICT, stopped.stderr
     applies = stopped.stderr.count(" apply --cached ")
-    assert 0 < applies < 3 * sum(REBASE_COUNTS.values()), applies  # a check and an apply each, and the culprit's
+    assert 0 < applies < 3 * sum(counts.values()), applies  # a check and an apply each, and the culprit's
     stacks = json.loads(stopped.stdout)["result"]["stacks"]
     predicted = {s["upstream"]: [p["class"] for p in s["patches"]] for s in stacks}
     assert predicted["kernels"].count("conflict") == 1 and "conflict" not in predicted["app"]
+    assert "three-way" in predicted["kernels"][31:] and "three-way" in predicted["app"]
     resolve_conflicts(project.root / "work" / ".rebase" / "kernels")
     done = kpatch(project.root, "rebase", "--continue", "--json")
     assert done.exit_code == 0, done.stderr
