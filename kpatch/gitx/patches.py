@@ -305,14 +305,22 @@ class TrialIndex:
         a later 3-way fallback (am's, and the next trial's) needs it, and a fresh mirror does not have it."""
         before = self._tree or self.repo.out(["write-tree"], env=self._env)
         clean = self._apply(patch, "--check")
-        if self._apply(patch, "--3way"):
-            result = Trial.CLEAN if clean else Trial.THREE_WAY
-        else:
-            self.repo.run(["read-tree", "--end-of-options", before], env=self._env)  # a 3-way try left conflicts
-            self._tree = before
+        applied = self._apply(patch, "--3way")
+        if not applied and clean:  # the merge conflicts where the patch applies as it is: am takes it as it is
+            self._reset(before)
+            applied = self._apply(patch)
+        if not applied:
+            self._reset(before)
             return Trial.CONFLICT
         self._tree = self.repo.out(["write-tree"], env=self._env)
-        return Trial.EMPTY if self._tree == before else result
+        if self._tree == before:
+            return Trial.EMPTY
+        return Trial.CLEAN if clean else Trial.THREE_WAY
+
+    def _reset(self, tree: str) -> None:
+        """Back to `tree` (a 3-way try that failed left conflicts in the index)."""
+        self.repo.run(["read-tree", "--end-of-options", tree], env=self._env)
+        self._tree = tree
 
     def _apply(self, path: Path, *how: str) -> bool:
         return self.repo.run(["-c", "rerere.enabled=false", "apply", "--cached", *how, "--", str(path)],
