@@ -345,7 +345,7 @@ class _Section:
 
 
 def restore_preimages(mirror: Mirror, patches: Sequence[Path]) -> int:
-    """Write the preimage blobs `patches` (a stack, in order) name that `repo` lacks because an earlier patch of the
+    """Write the preimage blobs `patches` (a stack, in order) name that `mirror` lacks because an earlier patch of the
     stack made them: a fork's blobs, which no upstream has, so a fresh mirror lacks them. Each is made from its own
     preimage and that earlier patch's part for the file alone, on a throwaway index (no tree, no base), in stack
     order. Returns how many blobs were written.
@@ -374,7 +374,7 @@ def restore_preimages(mirror: Mirror, patches: Sequence[Path]) -> int:
                 continue
             mirror.run(["read-tree", "--empty"], env=env)
             mirror.run(["update-index", "--add", "--index-info"], env=env,
-                     stdin="".join(f"{s.mode} {s.old}\t{s.paths[0]}\n" for s in ready).encode())
+                       stdin="".join(f"{s.mode} {s.old}\t{s.paths[0]}\n" for s in ready).encode())
             includes = [f"--include={_glob_literal(p)}" for s in ready for p in s.paths]
             if mirror.run(["apply", "--cached", *includes, "--", str(patches[index])], env=env,
                           check=False).status == 0:
