@@ -173,7 +173,8 @@ def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapp
             if problem:
                 source = "--url" if upstream.name in overrides else upstream.env_var
                 raise UsageError(f"{source} {upstream.name}: {problem}")
-        upstreams.append(replace(upstream, url=url, url_overridden=True) if url else upstream)
+        upstreams.append(replace(upstream, url=url, url_overridden=True, configured_url=upstream.url) if url
+                         else upstream)
     return replace(stack, upstreams=tuple(upstreams))
 
 

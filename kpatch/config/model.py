@@ -67,6 +67,7 @@ class Upstream:
     line: int  # line of its [[upstream]] header in kpatch.toml
     build: Build | None = None
     url_overridden: bool = False
+    configured_url: str | None = None  # kpatch.toml's url when --url or KPATCH_URL_<NAME> points elsewhere
     test: TestSuite | None = None
     propose: Propose = Propose()
     test_selection: bool = False  # a scrolling step runs first the tests the upstream diff touches ($KPATCH_TESTS)
@@ -74,6 +75,12 @@ class Upstream:
     @property
     def base_is_sha(self) -> bool:
         return SHA_RE.match(self.base) is not None
+
+    @property
+    def mirror_url(self) -> str:
+        """The URL the upstream's mirror in the cache is keyed by: kpatch.toml's, not an override's (a copy to
+        fetch from offline is the same upstream, and its worktrees stay the mirror's)."""
+        return self.configured_url or self.url
 
     @property
     def display_url(self) -> str:

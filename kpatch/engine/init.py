@@ -166,15 +166,14 @@ def _stack(root: Path, specs: Sequence[UpstreamSpec]) -> Stack:
 
 
 def _pin(ws: Workspace, ui: UI, spec: UpstreamSpec) -> Pinned:
-    """Fetch the upstream into its mirror (unless the mirror has the base already), then the branch and base."""
+    """Fetch the upstream into the mirror of its URL (always: the base is what the URL names now), then resolve
+    the branch and base."""
     mirror = ws.mirror(spec.name)
-    found = mirror.resolve(spec.base) if mirror.exists else None
-    if found is None or not _branches(mirror):
-        with ui.progress(f"fetching {spec.name} from {redact_url(spec.url)}", 100) as report:
-            note = mirror.fetch(spec.url, report)
-        if note:
-            ui.note(note)
-        found = mirror.resolve(spec.base)
+    with ui.progress(f"fetching {spec.name} from {redact_url(spec.url)}", 100) as report:
+        note = mirror.fetch(spec.url, report)
+    if note:
+        ui.note(note)
+    found = mirror.resolve(spec.base)
     if found is None:
         raise UpstreamError(f"upstream {spec.name}: {spec.base!r} is not a commit, tag or branch of "
                             f"{redact_url(spec.url)} (nothing was written)")

@@ -10,7 +10,7 @@ import pytest
 from kpatch.errors import ExitCode
 from tests.support.cli import run_kpatch
 from tests.support.fake_github import fake_github
-from tests.support.gitrepos import Project
+from tests.support.gitrepos import Project, mirror_dir
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 TOKEN = "ghp_DOCTORdoctor0123456789DOCTORdoctor"
@@ -69,7 +69,7 @@ def test_doctor_a_broken_kpatch_toml_is_a_failure_with_its_line(project: Project
 def test_doctor_fsck_names_a_broken_mirror(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     assert project.run("apply", "--cache-dir", "cache").exit_code == 0
-    mirror = project.root / "cache" / "mirrors" / "app.git"
+    mirror = mirror_dir(project.root / "cache", "app")
     assert _findings(project.run("doctor", "--cache-dir", "cache", "--fsck", "--backend", "local", "--json").stdout
                      )["fsck"] == [{"area": "fsck", "status": "ok", "detail": "app.git: git fsck clean", "fix": ""},
                                    {"area": "fsck", "status": "ok", "detail": "kernels.git: git fsck clean", "fix": ""}]

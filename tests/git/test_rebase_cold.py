@@ -14,7 +14,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from tests.support.cli import kpatch
-from tests.support.gitrepos import Project, git, make_project
+from tests.support.gitrepos import Project, git, make_project, mirror_dir
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
 NAMES = ("kernels", "app")
@@ -124,8 +124,8 @@ def test_a_kill_while_a_cold_rebase_checks_out_or_moves_the_worktree_recovers(
         _whole_and_clean(project.workdir / name)
         assert git(project.workdir / name, "rev-parse", "HEAD") == git(reference.workdir / name, "rev-parse", "HEAD")
     _only_the_worktrees(project.root, NAMES)
-    assert subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=_mirrors() / "kernels.git", check=True,
-                          capture_output=True, text=True).stdout.count("prunable") == 0
+    assert subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=mirror_dir(_mirrors().parent, "kernels"),
+                          check=True, capture_output=True, text=True).stdout.count("prunable") == 0
 
 
 def test_a_cold_rebase_in_a_fresh_mirror_merges_a_patch_whose_preimage_only_the_fork_had(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from kpatch.errors import ExitCode, UpstreamError
 from kpatch.examples.upstreams import commit
 from tests.support.cli import Ran, kpatch
-from tests.support.gitrepos import Project, git
+from tests.support.gitrepos import Project, git, mirror_dir
 from tests.support.https_git import https_git
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
@@ -310,7 +310,7 @@ def test_a_symlink_in_the_recorded_resolutions_is_refused(rp: RebaseProject, tmp
     assert f"{named}: recorded resolutions may not" in error
     assert rp.tracked() == before
     cache = rp.root.parent / "home" / ".cache" / "kpatch"
-    assert (cache / "mirrors" / "kernels.git").is_dir()  # fetched: the rr-cache it would have been copied to
+    assert mirror_dir(cache, "kernels").is_dir()  # fetched: the rr-cache it would have been copied to
     assert leaks(cache, [], b"SECRET") == []
 
 
@@ -318,7 +318,7 @@ def test_a_symlink_in_the_recorded_resolutions_is_refused(rp: RebaseProject, tmp
 
 
 def backups(project: Project, name: str) -> dict[str, str]:
-    mirror = project.root.parent / "home" / ".cache" / "kpatch" / "mirrors" / f"{name}.git"
+    mirror = mirror_dir(project.root.parent / "home" / ".cache" / "kpatch", name)
     listing = git(mirror, "for-each-ref", "--format=%(objectname) %(refname)", f"refs/kpatch/backup/{name}/")
     return {ref: sha for sha, ref in (line.split() for line in listing.splitlines())}
 
