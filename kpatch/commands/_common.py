@@ -55,7 +55,8 @@ class Context:
         stack = config.load(found)
         overrides = config.parse_assignments(self.options.urls, "--url")
         stack = config.with_url_overrides(stack, overrides, os.environ)
-        ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir, wait=self.options.wait)
+        ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir, wait=self.options.wait,
+                              say=self.ui.note)
         start_log(self.ui, ws.log_dir, self.options.command, deferred=self.options.reads_only)
         return ws
 

@@ -123,7 +123,7 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
     there = next((f for f in files if f.exists() or f.is_symlink()), None)
     if there is not None:
         raise UsageError(f"{there} exists: kpatch init writes only new files (nothing was written)")
-    ws = Workspace(stack=_stack(root, specs), cache_dir=_cache(cache_dir), workdir=root / "work")
+    ws = Workspace(stack=_stack(root, specs), cache_dir=_cache(cache_dir), workdir=root / "work", say=ui.note)
     pinned = tuple(_pin(ws, ui, spec) for spec in specs)
     texts = {root / CONFIG_NAME: render_config(pinned, requires).encode()}
     texts |= {root / "patches" / s.name / SERIES: SERIES_HEADER.encode() for s in specs}

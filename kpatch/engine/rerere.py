@@ -87,7 +87,7 @@ def session(ws: Workspace, mirror: Mirror, name: str, tree: Repository) -> Itera
     """git am with rerere in `tree` (a worktree of `mirror`), seeing upstream `name`'s resolutions of this project
     only, and keeping in `.kpatch/rerere/<name>` those git used or recorded for it (see the module's note)."""
     own = ws.rerere_dir / name
-    with ws.mirror_lock(mirror.path):
+    with ws.mirror_lock(mirror.path, doing=f"rebase (git am in {tree.path})"):
         rr_cache = mirror.enable_rerere()
         # A person's own `git am --continue` since the last session recorded the resolution of a conflict of ours
         # there: keep it, then start from an empty rr-cache (what is left is another project's, or a kill's).

@@ -3,7 +3,7 @@
 Per project, kpatch keeps `.kpatch/` next to kpatch.toml: the run state (which also remembers the work folder
 the last apply used), the recorded resolutions of a rebase in progress, the journal of an interrupted multi-file
 write, and the writer lock. The cache is shared by every project of a user: a mirror there belongs to a URL
-(`mirrors/<name>-<hash of the normalised URL>.git`, with its lock beside it), never to an upstream's name.
+(`mirrors/<name>-<hash of the normalised URL>.git`, its lock `locks/<name>-<hash>`), never to an upstream's name.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
@@ -45,17 +45,18 @@ class Workspace:
     cache_dir: Path
     workdir: Path
     wait: float | None = None  # seconds a writer waits for the project's lock (None: it fails at once)
+    say: Callable[[str], None] | None = field(default=None, compare=False, repr=False)  # a line for a person
 
     @classmethod
     def create(cls, stack: Stack, cache_dir: Path | None, workdir: Path | None, *,
-               wait: float | None = None) -> Workspace:
+               wait: float | None = None, say: Callable[[str], None] | None = None) -> Workspace:
         """The workspace for `stack`; without `workdir`, the one the last apply used (else ./work)."""
         if workdir is None:
             where = stack.root / KPATCH_DIR / "state.json"
             recorded = state.read(where)
             workdir = _recorded_workdir(stack.root, recorded.workdir, where) if recorded else stack.root / "work"
         ws = cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(), workdir=workdir.resolve(),
-                 wait=wait)
+                 wait=wait, say=say)
         ws._refuse_legacy()
         return ws
 
@@ -103,14 +104,20 @@ class Workspace:
         return legacy if path.is_dir() and legacy.exists else None
 
     @contextmanager
-    def mirror_lock(self, mirror: Path, *, wait: float | None = WAIT_FOREVER) -> Iterator[None]:
-        """Hold the lock of one mirror of the cache (its fetches, its move into place): another project's kpatch
-        writing it is waited for (it holds it only that long)."""
+    def mirror_lock(self, mirror: Path, *, wait: float | None = WAIT_FOREVER, doing: str = "fetch") -> Iterator[None]:
+        """Hold the lock of one mirror of the cache while `doing` writes it (a fetch, its move into place, a git am
+        using its rr-cache): another project's kpatch writing it is waited for (it holds it only that long)."""
         from kpatch.project.exclusive import exclusive
 
-        with exclusive([mirror.with_name(mirror.name.removesuffix(".git") + ".lock")], "fetch", wait=wait,
-                       on_wait=lambda said: log.warning("%s", said)):
+        with exclusive([self.cache_dir / "locks" / mirror.name.removesuffix(".git")], doing, wait=wait,
+                       on_wait=self._say):
             yield
+
+    def _say(self, text: str) -> None:
+        if self.say is not None:
+            self.say(text)
+        else:
+            log.warning("%s", text)
 
     def worktree(self, name: str) -> Path:
         return self.workdir / name
@@ -211,13 +218,13 @@ class Workspace:
             return
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        said = (lambda text: ui.note(text)) if ui is not None else (lambda text: log.warning("%s", text))
-        with exclusive([self.kpatch_dir / "lock"], command, wait=self.wait, on_wait=said) as notes:
+        with exclusive([self.kpatch_dir / "lock"], command, wait=self.wait,
+                       on_wait=ui.note if ui is not None else self._say) as notes:
             if self.journal_dir.exists() and self.pending_journal() is None:
                 journal.close(self.journal_dir)  # the journal of a run that had finished
             journal.sweep(self.journal_dir)  # what a kill left of a journal being staged or dropped
-            notes += self._adopt_legacy_mirrors()
-            notes += self._clean_after_kills()
+            notes += self._adopt_legacy_mirrors(command)
+            notes += self._clean_after_kills(command)
             if ui is not None:
                 ui.notes(notes)
             _HELD.add(self.kpatch_dir)
@@ -226,7 +233,7 @@ class Workspace:
             finally:
                 _HELD.discard(self.kpatch_dir)
 
-    def _adopt_legacy_mirrors(self) -> list[str]:
+    def _adopt_legacy_mirrors(self, command: str) -> list[str]:
         """An older kpatch's cache named each mirror after an upstream (`mirrors/<name>.git`). One whose worktree
         here is this project's is this upstream's: it moves to its URL's folder (its worktrees, this project's and
         any other's, repaired). Any other is no URL's that kpatch can tell: left as it is, and this upstream's
@@ -242,7 +249,7 @@ class Workspace:
                              f"upstream, not keyed by its URL) is not used: {upstream.display_url} is fetched anew "
                              f"into {keyed.name}; remove the old one once no project uses it")
                 continue
-            with self.mirror_lock(keyed), self.mirror_lock(legacy.path):
+            with self.mirror_lock(keyed, doing=command), self.mirror_lock(legacy.path, doing=command):
                 if keyed.exists() or not legacy.exists:  # another project moved it meanwhile
                     continue
                 legacy.path.rename(keyed)
@@ -253,7 +260,7 @@ class Workspace:
                          f"kpatch's, named after the upstream) to {keyed.name}, keyed by its URL")
         return notes
 
-    def _clean_after_kills(self) -> list[str]:
+    def _clean_after_kills(self, command: str) -> list[str]:
         """Stop the git processes a killed kpatch left running, and remove the git lock files a killed git left,
         where they are this project's: its worktrees (under its lock), and each of its mirrors no other kpatch
         writes now (under that mirror's lock, tried once: one that is busy is cleaned another time)."""
@@ -270,7 +277,7 @@ class Workspace:
             if not mirror.path.is_dir():
                 continue
             try:
-                with self.mirror_lock(mirror.path, wait=None):
+                with self.mirror_lock(mirror.path, wait=None, doing=command):
                     stopped += stop_orphans([mirror.path])
                     folders.append(mirror.path)
             except WorktreeError:

@@ -110,7 +110,6 @@ def _old_layout(cache: Path, names: dict[str, Path]) -> None:
         keyed.rename(old)
         git(old, "config", "--unset", "kpatch.url")
         git(old, "worktree", "repair")
-        (keyed.parent / (keyed.name.removesuffix(".git") + ".lock")).unlink(missing_ok=True)
 
 
 def test_a_cache_of_an_older_kpatch_is_moved_to_the_url_layout_once_with_one_note(project: Project) -> None:

@@ -267,7 +267,7 @@ def common_checks(runner: Runner, cycle: Cycle, trees: dict[str, Path], files_be
     locks = git_lock_files(git_dirs)
     if locks:
         cycle.problems.append(f"git lock files left: {[str(p) for p in locks[:5]]}")
-    held = kpatch_lock_busy([runner.root / ".kpatch" / "lock", runner.cache / "lock"])
+    held = kpatch_lock_busy([runner.root / ".kpatch" / "lock", *(runner.cache / "locks").glob("*")])
     if held:
         cycle.problems.append(f"kpatch lock still held: {held}")
     if tracked_files(runner.root) != files_before:
