@@ -24,7 +24,15 @@ from kpatch.errors import ExitCode
 from kpatch.examples.moves import move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, commit
 from tests.support.cli import KPATCH, kpatch
-from tests.support.gitrepos import Project, committer_is_author, git, kill_inside_git_am, make_project, mirror_dir
+from tests.support.gitrepos import (
+    Project,
+    committer_is_author,
+    git,
+    kill_inside_git_am,
+    make_project,
+    mirror_dir,
+    mirror_of,
+)
 from tests.support.killing import ApplyKills, Runner, isolated_env, processes_under
 from tests.support.many_patches import make_long_project
 
@@ -205,7 +213,7 @@ def test_a_kill_while_the_first_mirror_is_made_leaves_nothing_half_made(project:
 def test_a_mirror_an_interrupted_git_init_left_half_made_is_made_again(project: Project) -> None:
     """`git init` writes HEAD before the objects folder and the config: `Mirror.exists` looked only at HEAD, and
     apply and status failed (exit 5) every time after."""
-    mirror = mirror_dir(_cache(project), "kernels")
+    mirror = mirror_of(_cache(project), project.kernels)
     subprocess.run(["git", "init", "-q", "--bare", str(mirror)], check=True)
     shutil.rmtree(mirror / "objects")
     (mirror / "config").unlink()
