@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from kpatch.config import Stack
-from kpatch.errors import StorageError, WorktreeError
+from kpatch.errors import GitError, StorageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
 from kpatch.gitx.mirror import KEY_CONFIG, mirror_folder, normalized_url
@@ -326,8 +326,20 @@ class Workspace:
         if not path.exists():
             return False
         if not mirror.owns(path):
-            raise WorktreeError(f"{path} exists but is not a kpatch worktree of {name}; move it away")
+            other = self._other_mirror(path)
+            why = f" (it is one of {other}, the mirror of another URL: did kpatch.toml's url change?)" if other \
+                else ""
+            raise WorktreeError(f"{path} exists but is not a kpatch worktree of {name}{why}; move it away")
         return True
+
+    def _other_mirror(self, path: Path) -> Path | None:
+        """The mirror of the cache `path` is a worktree of, when it is one (read from git's files)."""
+        try:
+            common = Repository(path).common_dir if (path / ".git").is_file() else None
+        except (OSError, GitError):
+            return None
+        mirrors = (self.cache_dir / "mirrors").resolve()
+        return common if common is not None and common.parent == mirrors else None
 
     def check_writable(self, *paths: Path) -> None:
         """Refuse before changing anything when a place kpatch must write is read-only (or not a folder)."""

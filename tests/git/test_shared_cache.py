@@ -153,3 +153,20 @@ def test_an_older_kpatchs_mirror_of_another_project_is_not_used_and_the_url_is_f
     shutil.rmtree(other.workdir)
     assert subprocess.run(["git", "fsck", "--no-progress"], cwd=mirror_of(cache, project.app), capture_output=True,
                           check=False).returncode == 0
+
+
+def test_a_worktree_of_the_mirror_of_kpatch_tomls_old_url_is_named_as_such(project: Project, tmp_path: Path) -> None:
+    """kpatch.toml's url changed: the new URL is another mirror, and the worktree made from the old one is not its
+    own; the error says which mirror it belongs to, and nothing is changed."""
+    assert project.run("apply").exit_code == 0
+    copy = tmp_path / "copy-of-app"
+    shutil.copytree(project.app, copy)
+    toml = project.root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace(f'url = "{project.app}"', f'url = "{copy}"'))
+    head = git(project.workdir / "app", "rev-parse", "HEAD")
+    ran = kpatch(project.root, "apply", timeout=300)
+    assert ran.exit_code == ExitCode.WORKTREE, ran.stderr
+    old = mirror_of(project.root.parent / "home" / ".cache" / "kpatch", project.app)
+    assert f"{project.workdir / 'app'} exists but is not a kpatch worktree of app (it is one of {old}, the mirror " \
+           "of another URL: did kpatch.toml's url change?); move it away" in ran.stderr
+    assert git(project.workdir / "app", "rev-parse", "HEAD") == head
