@@ -97,7 +97,7 @@ def seed(cache_dir: Path, environ: Mapping[str, str]) -> Seed:
         pip = _outside_pip(environ)
         try:
             venv.EnvBuilder(with_pip=pip is None, symlinks=os.name != "nt").create(new)
-        except (OSError, subprocess.CalledProcessError):
+        except (OSError, subprocess.CalledProcessError, SystemExit):  # Debian's venv exits without python3-venv
             raise BuildError(f"cannot make the local build environment in {home}: no pip to fill it (none beside "
                              "kpatch, no `python3 -m pip` on PATH, and this Python's ensurepip does not work): "
                              "install pip beside kpatch, or put a python3 with pip 22.3 or newer on PATH") from None
@@ -131,7 +131,7 @@ def _outside_pip(environ: Mapping[str, str]) -> list[str] | None:
     if importlib.util.find_spec("pip") is not None:
         return [sys.executable, "-m", "pip"]
     python3 = shutil.which("python3", path=environ.get("PATH") or os.defpath)
-    if python3 is None or Path(python3).resolve() == Path(sys.executable).resolve():
+    if python3 is None:  # (the same binary as kpatch's may still have pip: a venv's python is a link to its base)
         return None
     probe = procs.run([python3, "-c", "import pip; print(pip.__version__)"], env=procs.upstream_env(environ, {}))
     try:

@@ -41,12 +41,15 @@ def _seed(python: Path, tmp_path: Path, path: str) -> dict[str, Any]:
 
 def test_the_seed_is_made_by_the_python3_on_path_when_kpatch_has_no_pip_beside_it(tmp_path: Path) -> None:
     python = _kpatch_without_pip(tmp_path)
-    host = tmp_path / "host-bin"  # a python3 with pip on PATH, as on a fresh machine
+    host = tmp_path / "host-bin"  # a python3 with pip on PATH, as on a fresh machine (it says when it runs pip)
     host.mkdir()
-    (host / "python3").symlink_to(sys.executable)
+    (host / "python3").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "ran"}\nexec {sys.executable} "$@"\n')
+    (host / "python3").chmod(0o755)
     made = _seed(python, tmp_path, f"{host}{os.pathsep}{os.defpath}")
     assert set(made["packages"]) == {"pip", "setuptools", "wheel"}
     assert (Path(str(made["folder"])) / "bin" / "python").exists()
+    ran = (tmp_path / "ran").read_text()
+    assert "-m pip --python" in ran and "install" in ran, ran
 
 
 def test_the_seed_fills_itself_with_ensurepip_when_no_pip_is_beside_kpatch_or_on_path(tmp_path: Path) -> None:
