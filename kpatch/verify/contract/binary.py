@@ -122,6 +122,9 @@ def read(data: bytes, file: str) -> ModuleRegistrations:
     elif rest and defining:
         problems += [f"{file}: defines libraries {', '.join(defining)}; which one defines "
                      f"'{schema_name(text)}' cannot be read from the binary" for text in rest]
+    have = {d.namespace for d in defs}
+    problems += [f"{file}: defines library {ns}, but none of its schema strings is in the binary (a compiler can "
+                 "fold a short literal into code): its ops cannot be read" for ns in defining if ns not in have]
     for d in defs:  # a defining block's own impls carry no readable key
         impls.append(Implementation(d.namespace, schema_name(d.schema), UNKNOWN_KEY, file, 0))
     return ModuleRegistrations(Registrations(tuple(defs), tuple(impls), ()), tuple(libraries), tuple(problems))
