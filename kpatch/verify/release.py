@@ -48,9 +48,11 @@ class Release:
         return f"{named} ({self.kind})"
 
 
-def open_release(given: str, dest: Path, *, python: str | None = None, cache: Path | None = None) -> Release:
-    """The half `given` names, unpacked under `dest` when it is an archive; a requirement is downloaded into
-    `cache` (by sha256) first. Raises UsageError (a bad file or name) or UpstreamError (the index)."""
+def open_release(given: str, dest: Path, *, python: str | None = None, cache: Path | None = None,
+                 index: str | None = None) -> Release:
+    """The half `given` names, unpacked under `dest` when it is an archive; a requirement is downloaded from
+    `index` (default: index_url()) into `cache` (by sha256) first. Raises UsageError (a bad file or name) or
+    UpstreamError (the index)."""
     path = Path(given).expanduser()
     if path.is_dir():
         return _folder(given, path)
@@ -68,7 +70,7 @@ def open_release(given: str, dest: Path, *, python: str | None = None, cache: Pa
     if len(pins) != 1 or len(req.specifier) != 1:
         raise UsageError(f"--wheel {given}: a requirement must pin one version (name==version)"
                          + ("" if python else "; a bare name needs --python (an installed environment)"))
-    file = download(req.name, pins[0].version, cache or dest / "downloads")
+    file = download(req.name, pins[0].version, cache or dest / "downloads", index)
     return _archive(given, file, dest)
 
 

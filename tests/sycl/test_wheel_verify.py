@@ -90,6 +90,7 @@ class _Platform:
 current_platform = _Platform()
 """
 MISSING_LINE = 8  # torch.ops._C.missing_op(x) in APP_PY
+ROOT = Path(__file__).resolve().parents[2]
 REAL_KERNELS = os.environ.get("KPATCH_REAL_KERNELS_WHEEL")  # vllm_xpu_kernels-0.1.15.4-...whl
 REAL_VLLM = os.environ.get("KPATCH_REAL_VLLM_SDIST")  # vllm-0.33.0.tar.gz
 
@@ -140,6 +141,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (app / "app" / "layer.py").write_text(APP_PY, encoding="utf-8")
     (app / "app" / "platforms.py").write_text(PLATFORMS_PY, encoding="utf-8")
     (app / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: app\nVersion: 0.1\n", encoding="utf-8")
+    (app / "requirements").mkdir()
+    (app / "requirements" / "xpu.txt").write_text("torch==2.14.0\nappkernels==0.1  # the pinned kernels\n")
     sdist = base / "app-0.1.tar.gz"
     with tarfile.open(sdist, "w:gz") as tar:
         tar.add(app, arcname="app-0.1")
@@ -229,6 +232,13 @@ def test_verify_wheel_takes_an_application_wheel_and_rejects_a_bad_half(pair: di
     assert ran.exit_code == 2 and "must pin one version" in ran.output
 
 
+def _serve(root: Path) -> tuple[ThreadingHTTPServer, str]:
+    """A static file server on 127.0.0.1 (a PEP 503 index when the folder holds one)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(root)))
+    Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 @pytest.fixture
 def index(pair: dict[str, Path], tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A PEP 503 index on 127.0.0.1 serving the kernels wheel, its sha256 in the link."""
@@ -239,10 +249,9 @@ def index(pair: dict[str, Path], tmp_path: Path) -> Iterator[tuple[str, Path]]:
     digest = hashlib.sha256(data).hexdigest()
     (root / "appkernels" / "index.html").write_text(
         f'<html><body><a href="{pair["wheel"].name}#sha256={digest}">{pair["wheel"].name}</a></body></html>')
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(root)))
-    Thread(target=server.serve_forever, daemon=True).start()
+    server, url = _serve(root)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", root
+        yield url, root
     finally:
         server.shutdown()
         server.server_close()
@@ -309,3 +318,46 @@ def test_the_released_pair_raises_the_attribute_error_at_kimi_k3s_mla_epilogue(t
     kimi = seen["_C.fused_kimi_k3_mla_decode_q_concat_kv_cache_insert"]
     assert kimi.site.startswith("vllm/models/kimi_k3/nvidia/ops/fused_mla_key_concat_kv_cache.py:")
     assert kimi.error.startswith("AttributeError: '_OpNamespace' '_C' object has no attribute")
+
+
+def test_released_pairs_writes_the_table_of_each_app_release_with_its_pinned_and_the_newest_kernels(
+        pair: dict[str, Path], tmp_path: Path) -> None:
+    """scripts/released_pairs.py against a local index: app 0.1 pins appkernels 0.1 (which lacks missing_op and
+    drops fused_op's default); appkernels 0.2, the newest, has both."""
+    fixed = KERNELS_CPP.replace("Tensor? pos) -> ()", "Tensor? pos=None) -> ()").replace(
+        '  ops.def("add_one', '  ops.def("missing_op(Tensor x) -> ()");\n  ops.def("add_one')
+    (tmp_path / "b").mkdir()
+    so = _build_extension(fixed, tmp_path / "b" / "_C.abi3.so")
+    root = tmp_path / "index"
+    files = {"appkernels": [pair["wheel"], _wheel(tmp_path / "appkernels-0.2-cp38-abi3-linux_x86_64.whl",
+                                                 {"appkernels/_C.abi3.so": so.read_bytes()})],
+             "app": [pair["sdist"]]}
+    for project, paths in files.items():
+        (root / project).mkdir(parents=True)
+        links = []
+        for path in paths:
+            (root / project / path.name).write_bytes(path.read_bytes())
+            links.append(f'<a href="{path.name}#sha256={hashlib.sha256(path.read_bytes()).hexdigest()}">'
+                         f"{path.name}</a>")
+        (root / project / "index.html").write_text("<html><body>" + "".join(links) + "</body></html>")
+    doc = tmp_path / "verify.md"
+    doc.write_text("# Pairs\n\nbefore\n<!-- released-pairs:start -->\nold\n<!-- released-pairs:end -->\nafter\n")
+    server, url = _serve(root)
+    try:
+        ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "released_pairs.py"), "--app", "app",
+                              "--kernels", "appkernels", "--model", "app/", "--model-name", "Demo", "--index", url,
+                              "--cache-dir", str(tmp_path / "cache"), "--write", str(doc), "--json"],
+                             capture_output=True, text=True, check=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ran.returncode == 0, ran.stderr
+    rows = {r["kernels"]: r for r in json.loads(ran.stdout)}
+    assert rows["appkernels 0.1"]["pinned"] and not rows["appkernels 0.2"]["pinned"]
+    assert rows["appkernels 0.1"]["model_lacks"] == ["fused_op", "missing_op"]
+    assert rows["appkernels 0.1"]["serves_model"] is False and rows["appkernels 0.2"]["serves_model"] is True
+    text = doc.read_text()
+    assert text.startswith("# Pairs\n\nbefore\n<!-- released-pairs:start -->\n") and text.endswith("after\n")
+    assert "old" not in text
+    assert "| app 0.1 | appkernels 0.1 | yes | **no** | `fused_op`, `missing_op` | 1 | 1 | 2 |" in text
+    assert "| app 0.1 | appkernels 0.2 | no (newest) | yes | none | 0 | 0 | 3 |" in text
