@@ -87,8 +87,8 @@ def _opened(half: Release, side: Side, verb: str) -> Check:
     digest = f", sha256 {half.sha256[:16]}…" if half.sha256 else ""
     namespaces = sorted({ns for ns, _ in side.defined})
     where = f" in {', '.join(namespaces)}" if namespaces else ""
-    return passed("release", half.label(), f"{verb} {len(side.defined)} op schema(s){where}{digest} "
-                  f"({half.root})")
+    place = f" ({half.root})" if half.kind in ("folder", "installed") else ""  # an archive's folder is temporary
+    return passed("release", half.label(), f"{verb} {len(side.defined)} op schema(s){where}{digest}{place}")
 
 
 def symptoms(report: ContractReport, app: Release) -> tuple[Symptom, ...]:
