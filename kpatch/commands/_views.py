@@ -86,6 +86,10 @@ def show_verify(ui: UI, result: VerifyResult, explain: bool = False) -> None:
     for contract in result.contracts:
         if contract.report is not None and (explain or not contract.report.ok):
             show_contract(ui, contract.kernels, contract.app, contract.report, explain)
+        for seen in contract.seen:
+            where = f" in {escape(seen.function)}" if seen.function else ""
+            ui.line(f"  [bold]what a user sees[/]: the first call at {escape(seen.site)}{where} raises "
+                    f"{escape(seen.error)}")
     ui.line("verify " + ("[green]passed[/]" if result.ok else "[bold red]FAILED[/]"))
 
 
@@ -115,6 +119,10 @@ def show_contract(ui: UI, kernels: str, app: str, report: ContractReport, explai
         for d in report.not_reached:
             ui.line(f"  not reached on XPU: {d.namespace}.{escape(d.op)} at {d.site} ({escape(d.site.function)}): "
                     f"{escape(d.site.why)}")
+    if report.keys_unread:
+        more = " …" if len(report.keys_unread) > 5 else ""
+        ui.line(f"  [yellow]dispatch keys not in the binary[/] for {len(report.keys_unread)} called op(s) the "
+                f"kernels define: {escape(', '.join(report.keys_unread[:5]))}{more}")
     ui.line(f"  [dim]not counted: {len(report.cuda_only)} listed cuda-only, {len(report.other_backends)} only "
             f"declared by {app}'s CPU/ROCm builds, {report.off_xpu_calls} call sites in non-XPU branches, "
             f"{report.probes} hasattr/getattr probes, {len(report.not_reached)} calls XPU never reaches, "

@@ -20,10 +20,21 @@ from kpatch.wheels.lock import Lock
 
 
 @dataclass(frozen=True)
+class Symptom:
+    """What a user would see at one call site the contract fails on: the exception torch raises there."""
+
+    op: str  # "ns.op"
+    site: str  # "file:line" in the application
+    function: str  # the calling function
+    error: str  # "AttributeError: '_OpNamespace' '_C' object has no attribute '...'"
+
+
+@dataclass(frozen=True)
 class ContractResult:
     kernels: str
     app: str
     report: ContractReport | None  # None: a worktree was not applied, so the contract was not read
+    seen: tuple[Symptom, ...] = ()  # verify --wheel: what a user would see at each failing call
 
 
 @dataclass(frozen=True)
