@@ -3,6 +3,7 @@ a folder served by http.server on 127.0.0.1, and installed from there in fresh v
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import http.server
 import json
@@ -25,9 +26,11 @@ from packaging.version import Version
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import make_example_project
 from kpatch.wheels import lock as lockfile
+from kpatch.wheels.release import Target, url_lock
 from tests.support.cli import run_kpatch
 from tests.support.example_toml import with_build_key
 from tests.support.json_envelope import checked
+from tests.support.wheelfiles import torch_standin
 
 UV = [sys.executable, "-m", "uv"]
 QUIET_PIP = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1", "PIP_CONFIG_FILE": os.devnull}
@@ -267,3 +270,38 @@ def test_a_yank_of_an_unknown_tag_names_the_released_ones(sets: Sets, tmp_path: 
     release(sets, site, "http://127.0.0.1:9", "--tag", "k3-1")
     error = release(sets, site, "http://127.0.0.1:9", "--yank", "k3-9", "--why", "x", code=ExitCode.BAD_INPUT)
     assert error["message"] == f"no release 'k3-9' on channel stable in {site.resolve() / 'stable'} (released: k3-1)"
+
+
+def test_a_set_built_against_torch_locks_torch_from_its_index_as_the_third_member(
+        sets: Sets, served: tuple[Path, str], tmp_path: Path) -> None:
+    """The release lock names torch's wheel on the torch index (here a local one, as [release] torch-index would
+    name it) by URL and sha256, and uv installs the three from it."""
+    site, url = served
+    name, data = torch_standin("2.14.0")
+    (site / "torch-index" / "torch").mkdir(parents=True)
+    (site / "torch-index" / "torch" / name).write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    (site / "torch-index" / "torch" / "index.html").write_text(
+        f'<a href="{name.replace("+", "%2B")}#sha256={digest}">{name}</a>\n<a href="torch-1.0-py3-none-any.whl'
+        f'#sha256={"0" * 64}">torch-1.0-py3-none-any.whl</a>\n')
+    torch = str(Version(name.split("-")[1]))
+    lock = dataclasses.replace(lockfile.read(sets.first / "pylock.toml"), set_torch=torch)
+    shutil.copytree(sets.first, site / "stable" / "files")
+    target = Target(out=site, channel="stable", base_url=url, torch_index=f"{url}/torch-index", keep=None)
+    text = url_lock(target, lock, torch)
+    locked = tomllib.loads(text.decode())
+    Pylock.from_dict(locked)
+    third = locked["packages"][2]
+    assert (third["name"], third["version"], third["index"]) == ("torch", torch, f"{url}/torch-index")
+    assert third["wheels"] == [{"name": name, "url": f"{url}/torch-index/torch/{name.replace('+', '%2B')}",
+                                "hashes": {"sha256": digest}}]
+    (site / "pylock.toml").write_bytes(text)
+    python = venv(tmp_path / "venv")
+    env = {**os.environ, "UV_NO_CACHE": "1", "UV_NO_CONFIG": "1"}
+    uv = subprocess.run([*UV, "pip", "install", "--python", str(python), "-r", f"{url}/pylock.toml"],
+                        capture_output=True, text=True, env=env)
+    assert uv.returncode == 0, uv.stderr
+    listed = subprocess.run([*UV, "pip", "list", "--format", "json", "--python", str(python)], capture_output=True,
+                            text=True, check=True, env=env)
+    assert {p["name"]: p["version"] for p in json.loads(listed.stdout)} == {
+        **{w.package: w.version for w in lock.wheels}, "torch": torch}
