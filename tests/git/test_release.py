@@ -133,8 +133,8 @@ def versions(index: str, package: str) -> str:
     return next(line for line in ran.stdout.splitlines() if line.startswith("Available versions:"))
 
 
-def test_a_release_is_an_index_pip_and_uv_install_the_set_from_over_http(sets: Sets, served: tuple[Path, str],
-                                                                         tmp_path: Path) -> None:
+def test_a_release_is_an_index_pip_and_uv_install_the_set_from_over_http(
+        sets: Sets, served: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site, url = served
     lock = lockfile.read(sets.first / "pylock.toml")
     wanted = {w.package: w.version for w in lock.wheels}
@@ -170,6 +170,11 @@ def test_a_release_is_an_index_pip_and_uv_install_the_set_from_over_http(sets: S
                             "print(m.version('app'), m.version('vllm-xpu-kernels'))"],
                            capture_output=True, text=True, check=True)
     assert shown.stdout.split() == [wanted["app"], wanted["vllm-xpu-kernels"]]
+    # and what pip installed from the index is the set kpatch verified: `verify --installed` there passes
+    monkeypatch.syspath_prepend(str(next((tmp_path / "pip-venv" / "lib").glob("python*/site-packages"))))
+    verified = sets.kpatch("verify", "--installed", "--json")
+    assert verified.exit_code == 0, verified.output
+    assert json.loads(verified.stdout)["result"]["provenance"]["lock"] == str(sets.first / "pylock.toml")
     # real uv, with the printed command, into a fresh venv
     python = venv(tmp_path / "uv-venv")
     env = {**os.environ, "UV_NO_CACHE": "1", "UV_NO_CONFIG": "1"}
