@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 from kpatch.config.model import PYTORCH_XPU_INDEX, Stack
 from kpatch.errors import BuildError, LockError, UsageError
 from kpatch.files import sha256, write_atomic
+from kpatch.project.exclusive import exclusive
 from kpatch.wheels import index
 from kpatch.wheels import lock as lockfile
 from kpatch.wheels.metadata import core_metadata
@@ -35,6 +36,7 @@ from kpatch.wheels.record import Wheel
 CHANNELS = ("stable", "nightly")
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 LEDGER = "releases.json"
+LOCK_FILE = ".kpatch-release.lock"  # in DIR: one release or yank at a time
 LEDGER_FORMAT = 1
 FILES = "files"
 RELEASES = "releases"
@@ -133,26 +135,33 @@ def top_wheel(lock: lockfile.Lock) -> Wheel:
 
 def publish(target: Target, lock_path: Path, tag: str | None, notes: str) -> Published:
     """Publish the set of `lock_path` (verified by the caller) as `tag` on the target's channel. `notes` is the
-    body of the release notes (what kpatch knows of the set); the install commands are put before it."""
+    body of the release notes (what kpatch knows of the set); the install commands are put before it.
+
+    Everything is read and checked first (the refusals, the wheels' METADATA, torch on its index); only then is
+    anything written in DIR, one writer at a time."""
     lock = lockfile.read(lock_path)
     top = top_wheel(lock)
     tag = tag or default_tag(top.version)
     check_names(target.channel, tag)
-    _refuse_released(target, lock, tag, top)
-    ledger = read_ledger(target.root)
-    files = tuple(_add_file(target.root / FILES, lock_path.parent / w.filename, w.sha256) for w in lock.wheels)
-    torch = lock.set_torch or next((t for t in lock.torches().values() if t), None)
-    release = Release(tag=tag, package=canonicalize_name(top.package), version=top.version, files=files,
-                      torch=torch)
-    folder = target.root / RELEASES / tag
-    folder.mkdir(parents=True, exist_ok=True)
-    published = _published(target, release, (), (), ())
-    write_atomic(folder / lockfile.LOCK_NAME, url_lock(target, lock, torch))
-    write_atomic(folder / "SHA256SUMS", "".join(f"{f.sha256}  {f.filename}\n" for f in files).encode())
-    write_atomic(folder / "NOTES.md", release_notes(published, release, notes).encode())
-    ledger = [*ledger, release]
-    write_ledger(target.root, ledger)
-    return _reindex(target, ledger, release, before=_listed(target, ledger[:-1]))
+    with exclusive([target.out / LOCK_FILE], "release"):
+        _refuse_released(target, lock, tag, top)
+        ledger = read_ledger(target.root)
+        metas = {w.filename: core_metadata(lock_path.parent / w.filename) for w in lock.wheels}
+        files = tuple(_released(w, metas[w.filename]) for w in lock.wheels)
+        torch = lock.set_torch or next((t for t in lock.torches().values() if t), None)
+        release = Release(tag=tag, package=canonicalize_name(top.package), version=top.version, files=files,
+                          torch=torch)
+        locked = url_lock(target, lock, torch)
+        published = _published(target, release, (), (), ())
+        for wheel in lock.wheels:
+            _add_file(target.root / FILES, lock_path.parent / wheel.filename, wheel.sha256, metas[wheel.filename])
+        folder = target.root / RELEASES / tag
+        write_atomic(folder / lockfile.LOCK_NAME, locked)
+        write_atomic(folder / "SHA256SUMS", "".join(f"{f.sha256}  {f.filename}\n" for f in files).encode())
+        write_atomic(folder / "NOTES.md", release_notes(published, release, notes).encode())
+        ledger = [*ledger, release]
+        write_ledger(target.root, ledger)
+        return _reindex(target, ledger, release, before=_listed(target, ledger[:-1]))
 
 
 def yank(target: Target, tag: str, why: str) -> Published:
@@ -160,18 +169,19 @@ def yank(target: Target, tag: str, why: str) -> Published:
     check_names(target.channel, tag)
     if not why.strip() or "\n" in why:
         raise UsageError("--why: one line saying why the set is yanked")
-    ledger = read_ledger(target.root)
-    found = next((r for r in ledger if r.tag == tag), None)
-    if found is None:
-        known = ", ".join(r.tag for r in ledger) or "none"
-        raise UsageError(f"no release {tag!r} on channel {target.channel} in {target.root} (released: {known})")
-    if found.yanked is not None:
-        raise UsageError(f"release {tag} is already yanked ({found.yanked})")
-    marked = Release(tag=found.tag, package=found.package, version=found.version, files=found.files,
-                     torch=found.torch, yanked=why.strip())
-    ledger = [marked if r.tag == tag else r for r in ledger]
-    write_ledger(target.root, ledger)
-    return _reindex(target, ledger, marked, before=_listed(target, ledger))
+    with exclusive([target.out / LOCK_FILE], "release --yank"):
+        ledger = read_ledger(target.root)
+        found = next((r for r in ledger if r.tag == tag), None)
+        if found is None:
+            known = ", ".join(r.tag for r in ledger) or "none"
+            raise UsageError(f"no release {tag!r} on channel {target.channel} in {target.root} (released: {known})")
+        if found.yanked is not None:
+            raise UsageError(f"release {tag} is already yanked ({found.yanked})")
+        marked = Release(tag=found.tag, package=found.package, version=found.version, files=found.files,
+                         torch=found.torch, yanked=why.strip())
+        ledger = [marked if r.tag == tag else r for r in ledger]
+        write_ledger(target.root, ledger)
+        return _reindex(target, ledger, marked, before=_listed(target, ledger))
 
 
 def _refuse_released(target: Target, lock: lockfile.Lock, tag: str, top: Wheel) -> None:
@@ -194,7 +204,15 @@ def _refuse_released(target: Target, lock: lockfile.Lock, tag: str, top: Wheel) 
                                  f"not {wheel.sha256}: a released file never changes")
 
 
-def _add_file(files: Path, wheel: Path, digest: str) -> ReleasedFile:
+def _released(wheel: Wheel, meta: bytes) -> ReleasedFile:
+    """The index's record of a wheel of the set: its hashes and the Requires-Python its METADATA says."""
+    parsed = Metadata.from_email(meta.decode("utf-8"), validate=False)
+    requires_python = str(parsed.requires_python) if parsed.requires_python else None
+    return ReleasedFile(filename=wheel.filename, sha256=wheel.sha256, size=wheel.size, metadata_sha256=sha256(meta),
+                        requires_python=requires_python)
+
+
+def _add_file(files: Path, wheel: Path, digest: str, meta: bytes) -> None:
     """The wheel in files/ (copied aside and renamed in, unless that very file is there) and its PEP 658 METADATA."""
     files.mkdir(parents=True, exist_ok=True)
     target = files / wheel.name
@@ -207,12 +225,7 @@ def _add_file(files: Path, wheel: Path, digest: str) -> ReleasedFile:
             staged.replace(target)
         finally:
             staged.unlink(missing_ok=True)
-    meta = core_metadata(target)
     write_atomic(files / f"{wheel.name}.metadata", meta)
-    parsed = Metadata.from_email(meta.decode("utf-8"), validate=False)
-    requires_python = str(parsed.requires_python) if parsed.requires_python else None
-    return ReleasedFile(filename=wheel.name, sha256=digest, size=target.stat().st_size,
-                        metadata_sha256=sha256(meta), requires_python=requires_python)
 
 
 def _listed(target: Target, ledger: list[Release]) -> list[Release]:

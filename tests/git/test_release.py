@@ -23,10 +23,10 @@ from click.testing import Result
 from packaging.pylock import Pylock
 from packaging.version import Version
 
-from kpatch.errors import ExitCode
+from kpatch.errors import BuildError, ExitCode
 from kpatch.examples.upstreams import make_example_project
 from kpatch.wheels import lock as lockfile
-from kpatch.wheels.release import Target, url_lock
+from kpatch.wheels.release import Target, publish, url_lock
 from tests.support.cli import run_kpatch
 from tests.support.example_toml import with_build_key
 from tests.support.json_envelope import checked
@@ -310,3 +310,31 @@ def test_a_set_built_against_torch_locks_torch_from_its_index_as_the_third_membe
                             text=True, check=True, env=env)
     assert {p["name"]: p["version"] for p in json.loads(listed.stdout)} == {
         **{w.package: w.version for w in lock.wheels}, "torch": torch}
+
+
+def test_a_torch_index_that_cannot_be_read_stops_the_release_before_anything_is_written(
+        sets: Sets, tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    shutil.copytree(sets.first, dist)
+    lockfile.write(dist, dataclasses.replace(lockfile.read(dist / "pylock.toml"), set_torch="2.14.0"))
+    site = tmp_path / "site"
+    release(sets, site, "http://127.0.0.1:9", "--tag", "k3-1", "--lock", str(sets.second / "pylock.toml"))
+    before = sorted((p, p.read_bytes()) for p in site.rglob("*") if p.is_file())
+    target = Target(out=site, channel="stable", base_url="http://127.0.0.1:9", torch_index="http://127.0.0.1:9/t",
+                    keep=None)
+    with pytest.raises(BuildError) as err:
+        publish(target, dist / "pylock.toml", "k3-torch", "")
+    assert str(err.value).startswith("cannot read the torch index http://127.0.0.1:9/t/torch/: ")
+    assert sorted((p, p.read_bytes()) for p in site.rglob("*") if p.is_file()) == before
+
+
+def test_release_prints_the_one_install_command_for_pip_and_for_uv(sets: Sets, tmp_path: Path) -> None:
+    ran = sets.kpatch("release", "--to", str(tmp_path / "site"), "--base-url", "https://example.org/k3")
+    assert ran.exit_code == 0, ran.output
+    app = next(w for w in lockfile.read(sets.first / "pylock.toml").wheels if w.upstream == "app")
+    tag = "v" + app.version.replace("+", "-")
+    assert ran.stdout.splitlines()[-4:] == [
+        "install it with pip:", f"  pip install --index-url https://example.org/k3/stable/simple 'app=={app.version}'",
+        "or with uv, exactly the locked set:",
+        f"  uv pip install -r https://example.org/k3/stable/releases/{tag}/pylock.toml"]
+    assert ran.stdout.startswith(f"released app {app.version} as {tag} on stable: ")
