@@ -104,6 +104,8 @@ def _show(ctx: Context, result: object) -> None:
     for tag in result.left_index:
         ui.plain(f"{tag} left the {result.channel} index ([release] keep); its files stay")
     ui.plain(f"index: {result.index_url} ({len(result.pages_written)} page(s) written)")
+    if result.yanked is not None:
+        return
     ui.plain("install it with pip:")
     ui.plain(f"  {result.pip_command}")
     ui.plain("or with uv, exactly the locked set:")

@@ -110,6 +110,8 @@ def target(stack: Stack, out: Path, channel: str, base_url: str | None) -> Targe
     """Where `channel` is published in `out`, with kpatch.toml's [release] table (and --base-url over its url)."""
     check_names(channel, None)
     out = out.resolve()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--to {out}: not a folder")
     settings = stack.release
     return Target(out=out, channel=channel, base_url=base_url or settings.url or out.as_uri(),
                   torch_index=settings.torch_index or PYTORCH_XPU_INDEX,

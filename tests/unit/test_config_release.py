@@ -8,7 +8,7 @@ import pytest
 
 from kpatch.config import load
 from kpatch.config.model import PYTORCH_XPU_INDEX, Stack
-from kpatch.errors import ConfigError, ExitCode
+from kpatch.errors import ConfigError, ExitCode, UsageError
 from kpatch.wheels.release import target
 
 UPSTREAM = """
@@ -59,3 +59,10 @@ def test_a_bad_release_table_names_the_file_line_and_key(tmp_path: Path, head: s
         _load(tmp_path, head)
     assert str(err.value) == f"{tmp_path / 'kpatch.toml'}:{line}: {message}"
     assert err.value.exit_code is ExitCode.BAD_INPUT
+
+
+def test_a_to_that_is_a_file_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "site").write_text("")
+    with pytest.raises(UsageError) as err:
+        target(_load(tmp_path, ""), tmp_path / "site", "stable", None)
+    assert str(err.value) == f"--to {tmp_path / 'site'}: not a folder"

@@ -42,3 +42,14 @@ def test_requires_python_and_the_yank_reach_both_pages() -> None:
     assert entry["url"] == "../../files/app-1.0+kpatch.k1.a2-py3-none-any.whl"
     assert json.loads(pages["simple/index.json"])["projects"] == [{"name": "app"},
                                                                {"name": "vllm-xpu-kernels"}]
+
+
+def test_the_notes_take_what_the_pair_cannot_do_from_the_readme_table_row() -> None:
+    from pathlib import Path
+
+    from kpatch.wheels.notes import cannot_do
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    found = cannot_do(readme)
+    assert found is not None and found.startswith("`fp8_ds_mla`: vllm-xpu-kernels has no")
+    assert cannot_do(readme.parent / "no-such-readme.md") is None
