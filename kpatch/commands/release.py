@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from kpatch.commands._common import Context, kpatch_command
-from kpatch.errors import UsageError, VerifyFailed
+from kpatch.errors import UsageError
 
 
 @kpatch_command("release")
@@ -41,55 +41,16 @@ def command(ctx: Context, to: str, channel: str, tag: str | None, lock_path: Pat
         assert why is not None
         result = release.yank(target, yank, why)
     else:
-        lock = (lock_path or ws.stack.root / "dist" / "pylock.toml").resolve()
-        release.check_names(channel, tag)
-        checked = _verified(ctx, lock)
-        from kpatch.wheels import lock as lockfile
-        from kpatch.wheels.notes import body
+        from kpatch.verify.run import release_verified
 
-        result = release.publish(target, lock, tag, body(ws.stack, lockfile.read(lock), checked))
+        release.check_names(channel, tag)
+        result = release_verified(ws, ctx.ui, target, (lock_path or ws.stack.root / "dist" / "pylock.toml").resolve(),
+                                  tag)
     if ctx.ui.json_mode:
         ctx.ui.result(result)
     else:
         _show(ctx, result)
     return 0
-
-
-def _verified(ctx: Context, lock: Path) -> tuple[str, ...]:
-    """`kpatch verify` of the set against its lock (the op contract included): a set that does not verify is
-    refused, naming the first failed check. Returns the summary lines the notes carry."""
-    from kpatch.errors import LockError
-    from kpatch.testing import junit
-    from kpatch.verify.model import Status
-    from kpatch.verify.run import verify
-
-    if not lock.is_file():
-        raise LockError(f"no lock at {lock}: build the set first (kpatch build-wheels)")
-    ws = ctx.workspace()
-    result = verify(ws, ctx.ui, lock_path=lock, installed=False)
-    failed = [c for c in result.checks if c.status is Status.FAIL]
-    if failed:
-        first = failed[0]
-        raise VerifyFailed(f"the set does not verify ({len(failed)} failed check(s), first {first.area} "
-                           f"{first.subject}: {first.detail}); nothing was released ('kpatch verify' shows all)")
-    counts = {s: sum(c.status is s for c in result.checks) for s in Status}
-    lines = [f"kpatch verify: {counts[Status.PASS]} passed, {counts[Status.WARN]} warned, "
-             f"{counts[Status.SKIP]} skipped"]
-    lines += [f"{c.area} {c.subject}: {c.detail}" for c in result.checks if c.area in ("contract", "pin", "torch")
-              and c.status is Status.PASS]
-    for up in ws.stack.upstreams:
-        report = ws.stack.root / "reports" / f"{up.name}.xml"
-        try:
-            n = junit.parse(report.read_bytes()).counts()
-        except FileNotFoundError:
-            lines.append(f"kpatch test {up.name}: no report in {report.parent}")
-            continue
-        except (OSError, junit.JUnitError) as err:
-            lines.append(f"kpatch test {up.name}: {report} unreadable ({err})")
-            continue
-        lines.append(f"kpatch test {up.name}: {n.passed} passed, {n.failed} failed, {n.errors} errors, "
-                     f"{n.skipped} skipped (last run, {report})")
-    return tuple(lines)
 
 
 def _show(ctx: Context, result: object) -> None:
