@@ -36,6 +36,7 @@ from kpatch.output.ui import JSON_VERSION
 from kpatch.testing.run import TestRun
 from kpatch.verify.run import VerifyResult
 from kpatch.wheels.build import BuildResult
+from kpatch.wheels.release import Published
 
 FOLDER = Path(__file__).resolve().parents[1] / "kpatch" / "commands" / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -115,6 +116,7 @@ def results() -> dict[str, dict[str, Any]]:
         "init": of_type(InitResult),
         "report": of_type(Written),
         "import": {"oneOf": [of_type(ImportResult), obj(aborted={"type": "boolean"}, finished={"type": "boolean"})]},
+        "release": of_type(Published),
         "propose": {"oneOf": [of_type(ProposeResult), obj(aborted={"type": "boolean"}, finished={"type": "boolean"})]},
     }
 

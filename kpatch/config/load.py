@@ -19,6 +19,7 @@ from kpatch.config.tables import (
     key_line,
     nightly_table,
     propose_table,
+    release_table,
     set_torch,
     test_table,
 )
@@ -26,7 +27,8 @@ from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
-TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard", "nightly")  # the keys of the file itself
+TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard", "nightly",
+            "release")  # the keys of the file itself
 UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "test-selection", "build",
                  "test", "propose")
 REQUIRED = ("name", "url", "branch", "base", "patches")  # of an [[upstream]]
@@ -88,7 +90,8 @@ def load(path: Path) -> Stack:
                  github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
                  cuda_only=cuda_only(path, lines, data.get("verify")),
                  baseline=baseline(path, lines, data.get("verify")),
-                 history=history, dashboard_issue=dashboard_issue, max_steps=max_steps, budget=budget)
+                 history=history, dashboard_issue=dashboard_issue, max_steps=max_steps, budget=budget,
+                 release=release_table(path, lines, data.get("release")))
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:

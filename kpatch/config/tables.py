@@ -15,6 +15,7 @@ from kpatch.config.model import (
     Build,
     CudaOnly,
     Propose,
+    Release,
     TestSuite,
 )
 from kpatch.errors import ConfigError
@@ -30,6 +31,8 @@ VERIFY_KEYS = ("cuda-only", "baseline")
 CUDA_ONLY_KEYS = ("op", "module", "why")
 DASHBOARD_KEYS = ("history", "issue")
 NIGHTLY_KEYS = ("max-steps", "budget")
+RELEASE_KEYS = ("url", "keep", "torch-index")
+DEFAULT_KEEP = 7  # [release] keep: the sets the nightly channel's index lists
 DEFAULT_MAX_STEPS = 8  # [nightly] max-steps: bisection steps when the heads are red
 
 
@@ -279,6 +282,32 @@ def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float 
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'budget')}: 'budget' must be a number of "
                           "seconds above 0")
     return steps, None if budget is None else float(budget)
+
+
+def release_table(path: Path, lines: list[str], table: Any) -> Release:
+    """`[release] url = "https://..."` (where `kpatch release --to DIR` publishes DIR: the index's and the locks'
+    URLs), `keep = N` (the sets the nightly channel lists, default 7) and `torch-index = URL` (where the set's torch
+    is, default the PyTorch XPU index)."""
+    if table is None:
+        return Release()
+    start, end = table_span(lines, "[release]")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'release')}: 'release' must be a table")
+    for key in table:
+        if key not in RELEASE_KEYS:
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [release]")
+    keep = table.get("keep", DEFAULT_KEEP)
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'keep')}: [release] 'keep' must be a whole number, "
+                          "1 or more")
+    urls = {}
+    for key in ("url", "torch-index"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not re.match(r"^(https?|file)://\S+$", value)):
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: [release] {key!r} must be an http(s):// "
+                              f"or file:// URL, not {value!r}")
+        urls[key] = value
+    return Release(url=urls["url"], keep=keep, torch_index=urls["torch-index"])
 
 
 def relative(value: str) -> bool:

@@ -28,9 +28,11 @@ from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 from kpatch.testing.run import TestRun, run_suites
 from kpatch.verify.model import Status
-from kpatch.verify.run import VerifyResult
+from kpatch.verify.run import VerifyResult, release_verified
 from kpatch.verify.run import verify as run_verify
+from kpatch.wheels import release as releases
 from kpatch.wheels.build import BuildResult, build_wheels
+from kpatch.wheels.release import Published
 
 # Images the demo may build on, in this order, when they are already on the engine: it never pulls (a oneAPI
 # image is many GB). kpatch-test-base:bookworm is the small Debian image scripts/docker-test-image builds.
@@ -91,6 +93,7 @@ class DemoResult(StepsOutcome):
     build: BuildResult | None
     verify: VerifyResult | None
     test: TestRun | None
+    release: Published | None  # the set released into the project's site/ (the last step)
     lock: Path | None
     wheels: tuple[Path, ...]
     seconds: float
@@ -155,14 +158,15 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
     with forge.offline():
         for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
                            ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
-                           ("test", run.test)):
+                           ("test", run.test), ("release", run.release)):
             if not run.step(name, body):
                 break
     build: BuildResult | None = run.results.get("build-wheels")
     return DemoResult(folder=folder, kept=kept, backend=choice, steps=tuple(run.steps),
                       applied=run.results.get("apply"), moves=run.results.get("upstream moves") or (),
                       rebase=run.results.get("rebase"), build=build, verify=run.results.get("verify"),
-                      test=run.results.get("test"), lock=build.lock if build else None,
+                      test=run.results.get("test"), release=run.results.get("release"),
+                      lock=build.lock if build else None,
                       wheels=tuple(build.lock.parent / w.filename for w in build.wheels) if build else (),
                       seconds=round(time.monotonic() - started, 2))
 
@@ -236,6 +240,9 @@ class _Run(Steps):
     def test(self) -> Outcome:
         return _test(self.ws, self.ui, self.choice)
 
+    def release(self) -> Outcome:
+        return _release(self.ws, self.ui)
+
 
 def _apply(ws: Workspace, ui: UI) -> tuple[ApplyResult, bool, str]:
     result = apply(ws, ui, {}, discard=False)
@@ -280,3 +287,10 @@ def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, 
         counts = suite.counts
         parts.append(f"{suite.upstream} {suite.outcome.value}" + (f" ({counts.passed} passed)" if counts else ""))
     return result, result.exit_code is ExitCode.OK, "; ".join(parts)
+
+
+def _release(ws: Workspace, ui: UI) -> tuple[Published, bool, str]:
+    site = ws.stack.root / "site"
+    result = release_verified(ws, ui, releases.target(ws.stack, site, "stable", None),
+                              ws.stack.root / "dist" / "pylock.toml", None)
+    return result, True, f"{result.tag} into {site} ({result.index_url}); {result.pip_command}"

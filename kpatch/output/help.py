@@ -31,6 +31,8 @@ EXAMPLES = {
     "nightly": Example("kpatch nightly --dry-run", "rebase, build, verify and test; say what it would report"),
     "propose": Example("kpatch propose vllm/0001-XPU-route-k3.patch --fork acme --dry-run",
                        "print the branch and pull request kpatch would send for a vLLM patch (kernels first)"),
+    "release": Example("kpatch release --to site --base-url https://example.org/kimi-xpu",
+                       "publish the verified set in dist/ into site/stable/simple, and print the install command"),
     "report": Example("kpatch report --html site", "the carry dashboard from the nightly's history: site/index.html"),
 }
 

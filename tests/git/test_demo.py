@@ -27,7 +27,7 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     assert first.startswith("backend: local (local backend, because no Docker engine at " + NO_ENGINE)
     assert "start one" in first  # and says how
     steps = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("== ")]
-    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test"]
+    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test", "release"]
     project = folder / "project"
     # the rebase dropped the merged kernels patch and took the recorded resolution for the app's conflict
     assert "# dropped 0001-Add-the-kimi-op.patch: upstream" in (project / "patches/kernels/series").read_text()
@@ -36,6 +36,11 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     dist = sorted(p.suffix for p in (project / "dist").iterdir())
     assert dist == [".toml", ".whl", ".whl"]
     assert sorted(p.name for p in (project / "reports").glob("*.xml")) == ["app.xml", "kernels.xml"]
+    # the last step released the set into site/: its index lists both wheels, its notes carry both test runs
+    assert sorted(p.name for p in (project / "site" / "stable" / "simple").iterdir()) == [
+        "app", "index.html", "index.json", "vllm-xpu-kernels"]
+    (notes,) = (project / "site" / "stable" / "releases").glob("*/NOTES.md")
+    assert "kpatch test kernels: 6 passed, 0 failed" in notes.read_text()
     assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
 
 
@@ -51,13 +56,14 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     assert envelope["ok"] and envelope["command"] == "demo" and envelope["error"] is None
     assert report["backend"]["backend"] == "local" and not report["kept"]
     assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "rebase", "build-wheels",
-                                                    "verify", "test"]
+                                                    "verify", "test", "release"]
     classes = {p["name"]: p["class"] for s in report["rebase"]["stacks"] for p in s["patches"]}
     assert classes == {"0001-Add-the-kimi-op.patch": "upstream", "0002-Test-the-kimi-op.patch": "clean",
                        "0001-Route-k3-to-the-XPU-path.patch": "clean",
                        "0002-XPU-Make-the-block-table-assert-device-generic.patch": "three-way"}
     assert [s["outcome"] for s in report["test"]["suites"]] == ["passed", "passed"]
     assert Path(report["lock"]).name == "pylock.toml" and len(report["wheels"]) == 2
+    assert report["release"]["channel"] == "stable" and report["release"]["package"] == "app"
     assert list(temp.iterdir()) == []  # the demo's folder is gone, wheels and lock with it
 
 
