@@ -1,0 +1,154 @@
+"""What a rebase, or any two versions of a stack, did to each patch: `git range-diff` pairs the old and the new
+commits, and each patch is `unchanged` (only offsets or context moved), `changed` (its own lines or its message
+differ: the interdiff as range-diff shows it), `dropped` or `new`.
+
+Both sides are commits: the rebase's own for its new side, else commits made from the patch files on a throwaway
+index (gitx/rangediff.py). Nothing here writes a worktree or a ref.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kpatch.errors import SeriesError
+from kpatch.gitx import Repository
+from kpatch.gitx.rangediff import NotApplied, commits_from_patches, own_changes, range_diff
+from kpatch.stack import Series
+
+
+class Change(StrEnum):
+    UNCHANGED = "unchanged"  # the same diff and message; offsets or context may have moved
+    CHANGED = "changed"  # its own lines or its message differ
+    DROPPED = "dropped"
+    NEW = "new"
+
+
+@dataclass(frozen=True)
+class PatchChange:
+    name: str  # the patch's name now (its old name when dropped)
+    change: Change
+    old_commit: str | None
+    new_commit: str | None
+    interdiff: str  # range-diff's lines for this patch: its pair line and, when the diffs differ, the interdiff
+    old_name: str | None = None  # when the pair's names differ (the old side's)
+    subject: str = ""
+
+
+@dataclass(frozen=True)
+class StackDiff:
+    upstream: str
+    old_base: str | None  # None: the stack is new
+    new_base: str | None  # None: the stack is gone
+    patches: tuple[PatchChange, ...]  # in range-diff's order (the new stack's, dropped ones where they were)
+    range_diff: str  # git range-diff --no-color, whole ("" when a side has no patch)
+
+    def count(self, change: Change) -> int:
+        return sum(p.change is change for p in self.patches)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {c.value: self.count(c) for c in Change}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One version of a stack: its base and its patches' names and commits, in order."""
+
+    base: str
+    names: tuple[str, ...]
+    commits: tuple[str, ...]
+
+
+# `1:  1097ce8 ! 1:  3d01816 Fix c`, `-:  ------- > 2:  42400ed Fix d`
+_PAIR = re.compile(r"^\s*(-|\d+):\s+(-+|[0-9a-f]+) ([=!<>]) \s*(-|\d+):\s+(-+|[0-9a-f]+) (.*)$")
+
+
+def side_from_files(repo: Repository, base: str, series: Series, where: str) -> Side:
+    """The stack's commits made from its patch files on `base` (`where` names the version in an error)."""
+    paths = sorted({p for patch in series.patches for p in patch.paths})
+    try:
+        commits = commits_from_patches(repo, base, [p.path for p in series.patches], paths)
+    except NotApplied as failed:
+        raise SeriesError(f"{series.upstream}: patch {failed.path.name} ({where}) does not apply onto its base "
+                          f"{base[:12]}: run 'kpatch apply' there to see why") from None
+    return Side(base=base, names=series.names(), commits=tuple(commits))
+
+
+def compare(repo: Repository, upstream: str, old: Side | None, new: Side | None) -> StackDiff:
+    """Each patch's change from `old` to `new` (None: that side has no stack), with range-diff's text."""
+    olds = list(zip(old.names, old.commits, strict=True)) if old else []
+    news = list(zip(new.names, new.commits, strict=True)) if new else []
+    if not olds or not news:  # range-diff needs two ranges with commits: everything is new or dropped
+        patches = [PatchChange(name=n, change=Change.DROPPED, old_commit=c, new_commit=None, interdiff="")
+                   for n, c in olds]
+        patches += [PatchChange(name=n, change=Change.NEW, old_commit=None, new_commit=c, interdiff="")
+                    for n, c in news]
+        return StackDiff(upstream=upstream, old_base=old.base if old else None, new_base=new.base if new else None,
+                         patches=tuple(patches), range_diff="")
+    assert old is not None and new is not None
+    text = range_diff(repo, (old.base, old.commits[-1]), (new.base, new.commits[-1]))
+    blocks = _blocks(text)
+    same = own_changes(repo, [c for b in blocks if b[2] == "!" for c in (olds[b[0]][1], news[b[1]][1])])
+    patches = []
+    for left, right, mark, subject, lines in blocks:
+        interdiff = "".join(lines)
+        if mark == "<":
+            patches.append(PatchChange(name=olds[left][0], change=Change.DROPPED, old_commit=olds[left][1],
+                                       new_commit=None, interdiff=interdiff, subject=subject))
+        elif mark == ">":
+            patches.append(PatchChange(name=news[right][0], change=Change.NEW, old_commit=None,
+                                       new_commit=news[right][1], interdiff=interdiff, subject=subject))
+        else:
+            (old_name, old_commit), (name, new_commit) = olds[left], news[right]
+            moved = mark == "=" or same[old_commit] == same[new_commit]
+            patches.append(PatchChange(name=name, change=Change.UNCHANGED if moved else Change.CHANGED,
+                                       old_commit=old_commit, new_commit=new_commit, interdiff=interdiff,
+                                       old_name=old_name if old_name != name else None, subject=subject))
+    return StackDiff(upstream=upstream, old_base=old.base, new_base=new.base, patches=tuple(_rejoin(patches)),
+                     range_diff=text)
+
+
+def _blocks(text: str) -> list[tuple[int, int, str, str, list[str]]]:
+    """range-diff's output as (old index, new index, mark, subject, its lines), one per pair line."""
+    blocks: list[tuple[int, int, str, str, list[str]]] = []
+    for line in text.splitlines(keepends=True):
+        match = _PAIR.match(line.rstrip("\n"))
+        if match and not line.startswith("    "):
+            left, _, mark, right, _, subject = match.groups()
+            blocks.append((int(left) - 1 if left != "-" else -1, int(right) - 1 if right != "-" else -1, mark,
+                           subject, [line]))
+        elif blocks:
+            blocks[-1][4].append(line)
+    return blocks
+
+
+def _rejoin(patches: Sequence[PatchChange]) -> list[PatchChange]:
+    """A patch range-diff could not pair with itself (rewritten too much) shows as dropped and new under one
+    name: it is one changed patch, at its new place."""
+    dropped = {p.name: p for p in patches if p.change is Change.DROPPED}
+    again = {p.name for p in patches if p.change is Change.NEW and p.name in dropped}
+    out = []
+    for p in patches:
+        if p.change is Change.DROPPED and p.name in again:
+            continue
+        if p.change is Change.NEW and p.name in again:
+            gone = dropped[p.name]
+            p = PatchChange(name=p.name, change=Change.CHANGED, old_commit=gone.old_commit, new_commit=p.new_commit,
+                            interdiff=gone.interdiff + p.interdiff, subject=p.subject)
+        out.append(p)
+    return out
+
+
+def rebase_diff(repo: Repository, upstream: str, old_base: str, series: Series, new_base: str, tip: str,
+                kept: Sequence[str]) -> StackDiff:
+    """What a rebase did to one stack: `series` (its files before) on `old_base` against the rebased commits
+    new_base..tip, which hold the patches `kept` (the ones not dropped), in order."""
+    old = side_from_files(repo, old_base, series, "before the rebase")
+    new = Side(base=new_base, names=tuple(kept), commits=tuple(repo.commits(new_base, tip)))
+    if len(new.commits) != len(new.names):  # not one commit per kept patch: no pairing by place can be trusted
+        raise SeriesError(f"{upstream}: the rebased stack has {len(new.commits)} commits for {len(new.names)} "
+                          "patches")
+    return compare(repo, upstream, old, new)
