@@ -9,14 +9,23 @@ index (gitx/rangediff.py). Nothing here writes a worktree or a ref.
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
-from kpatch.errors import SeriesError
+from kpatch import config
+from kpatch.config import Upstream
+from kpatch.engine.plan import fetch
+from kpatch.errors import KpatchError, SeriesError, UpstreamError, UsageError
 from kpatch.gitx import Repository
+from kpatch.gitx.checkout import in_git_checkout
 from kpatch.gitx.rangediff import NotApplied, commits_from_patches, own_changes, range_diff
+from kpatch.output.ui import UI
+from kpatch.project.workspace import Workspace
 from kpatch.stack import Series
+from kpatch.stack.series import load_series
 
 
 class Change(StrEnum):
@@ -43,7 +52,9 @@ class StackDiff:
     old_base: str | None  # None: the stack is new
     new_base: str | None  # None: the stack is gone
     patches: tuple[PatchChange, ...]  # in range-diff's order (the new stack's, dropped ones where they were)
-    range_diff: str  # git range-diff --no-color, whole ("" when a side has no patch)
+    range_diff: str  # git range-diff --no-color OLD_RANGE NEW_RANGE in the upstream's mirror ("" if a side is empty)
+    old_range: str | None  # START..TIP: START is the base, or a stand-in for it that holds only the stack's files
+    new_range: str | None
 
     def count(self, change: Change) -> int:
         return sum(p.change is change for p in self.patches)
@@ -55,11 +66,17 @@ class StackDiff:
 
 @dataclass(frozen=True)
 class Side:
-    """One version of a stack: its base and its patches' names and commits, in order."""
+    """One version of a stack: its base, where its range starts (the base, or a stand-in for it), and its patches'
+    names and commits, in order."""
 
     base: str
+    start: str
     names: tuple[str, ...]
     commits: tuple[str, ...]
+
+    @property
+    def range(self) -> str | None:
+        return f"{self.start}..{self.commits[-1]}" if self.commits else None
 
 
 # `1:  1097ce8 ! 1:  3d01816 Fix c`, `-:  ------- > 2:  42400ed Fix d`
@@ -70,11 +87,11 @@ def side_from_files(repo: Repository, base: str, series: Series, where: str) -> 
     """The stack's commits made from its patch files on `base` (`where` names the version in an error)."""
     paths = sorted({p for patch in series.patches for p in patch.paths})
     try:
-        commits = commits_from_patches(repo, base, [p.path for p in series.patches], paths)
+        start, *commits = commits_from_patches(repo, base, [p.path for p in series.patches], paths)
     except NotApplied as failed:
         raise SeriesError(f"{series.upstream}: patch {failed.path.name} ({where}) does not apply onto its base "
                           f"{base[:12]}: run 'kpatch apply' there to see why") from None
-    return Side(base=base, names=series.names(), commits=tuple(commits))
+    return Side(base=base, start=start, names=series.names(), commits=tuple(commits))
 
 
 def compare(repo: Repository, upstream: str, old: Side | None, new: Side | None) -> StackDiff:
@@ -87,9 +104,10 @@ def compare(repo: Repository, upstream: str, old: Side | None, new: Side | None)
         patches += [PatchChange(name=n, change=Change.NEW, old_commit=None, new_commit=c, interdiff="")
                     for n, c in news]
         return StackDiff(upstream=upstream, old_base=old.base if old else None, new_base=new.base if new else None,
-                         patches=tuple(patches), range_diff="")
-    assert old is not None and new is not None
-    text = range_diff(repo, (old.base, old.commits[-1]), (new.base, new.commits[-1]))
+                         patches=tuple(patches), range_diff="", old_range=old.range if old else None,
+                         new_range=new.range if new else None)
+    assert old is not None and new is not None and old.range and new.range
+    text = range_diff(repo, old.range, new.range)
     blocks = _blocks(text)
     same = own_changes(repo, [c for b in blocks if b[2] == "!" for c in (olds[b[0]][1], news[b[1]][1])])
     patches = []
@@ -108,7 +126,7 @@ def compare(repo: Repository, upstream: str, old: Side | None, new: Side | None)
                                        old_commit=old_commit, new_commit=new_commit, interdiff=interdiff,
                                        old_name=old_name if old_name != name else None, subject=subject))
     return StackDiff(upstream=upstream, old_base=old.base, new_base=new.base, patches=tuple(_rejoin(patches)),
-                     range_diff=text)
+                     range_diff=text, old_range=old.range, new_range=new.range)
 
 
 def _blocks(text: str) -> list[tuple[int, int, str, str, list[str]]]:
@@ -147,8 +165,94 @@ def rebase_diff(repo: Repository, upstream: str, old_base: str, series: Series, 
     """What a rebase did to one stack: `series` (its files before) on `old_base` against the rebased commits
     new_base..tip, which hold the patches `kept` (the ones not dropped), in order."""
     old = side_from_files(repo, old_base, series, "before the rebase")
-    new = Side(base=new_base, names=tuple(kept), commits=tuple(repo.commits(new_base, tip)))
+    new = Side(base=new_base, start=new_base, names=tuple(kept), commits=tuple(repo.commits(new_base, tip)))
     if len(new.commits) != len(new.names):  # not one commit per kept patch: no pairing by place can be trusted
         raise SeriesError(f"{upstream}: the rebased stack has {len(new.commits)} commits for {len(new.names)} "
                           "patches")
     return compare(repo, upstream, old, new)
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    revision: str  # the project commit the stacks are compared against (full SHA)
+    given: str  # as it was given, or how it was chosen
+    stacks: tuple[StackDiff, ...]
+
+
+def diff(ws: Workspace, ui: UI, revision: str | None, only: str | None = None) -> DiffResult:
+    """The range-diff of every stack (or `only` one) from the project at `revision` (default: the last commit that
+    changed a patches folder) to the patch files now, both made from the patch files alone."""
+    if only is not None and only not in {u.name for u in ws.stack.upstreams}:
+        ws.stack.get(only)  # the one error for an unknown upstream
+    project = Repository(ws.stack.root)
+    if not in_git_checkout(ws.stack.root):
+        raise UsageError(f"{ws.stack.root} is not in a git checkout: kpatch diff compares the patch files with a "
+                         "commit of the project")
+    top = Path(project.out(["rev-parse", "--show-toplevel"]))
+    here = Repository(top)
+    rel = {u.name: _relative(u.patches, top) for u in ws.stack.upstreams}
+    given = revision or "the last commit that changed patches/"
+    commit = here.out(["log", "-1", "--format=%H", "--", *rel.values()]) if revision is None else \
+        here.resolve(revision)
+    if not commit:
+        raise UsageError(f"{revision!r} is not a commit of the project {top}" if revision else
+                         f"no commit of {top} changed {', '.join(rel.values())}: name a revision")
+    with tempfile.TemporaryDirectory(prefix="kpatch-diff-") as folder:
+        before = _stacks_at(here, commit, _relative(ws.stack.path, top), Path(folder), revision or commit[:12])
+        stacks = []
+        now = {u.name: u for u in ws.stack.upstreams}
+        for name in [*now, *(n for n in before if n not in now)]:
+            if only is not None and name != only:
+                continue
+            stacks.append(_stack_diff(ws, ui, name, before.get(name), now.get(name), revision or commit[:12]))
+    return DiffResult(revision=commit, given=given, stacks=tuple(stacks))
+
+
+def _stacks_at(repo: Repository, commit: str, toml: str, folder: Path, where: str) -> dict[str, tuple[Upstream,
+                                                                                                      Series]]:
+    """Each upstream's config and series as the project held them at `commit` (extracted into `folder`)."""
+    if repo.run(["cat-file", "-e", f"{commit}:{toml}"], check=False).status != 0:
+        return {}  # no kpatch.toml there: every stack is new
+    try:
+        _extract(repo.archive(commit, "", [toml]), folder)
+        stack = config.load(folder / toml)
+        folders = [_relative(u.patches, folder) for u in stack.upstreams]
+        present = [f for f in folders if repo.run(["cat-file", "-e", f"{commit}:{f}"], check=False).status == 0]
+        if present:
+            _extract(repo.archive(commit, "", present), folder)
+        return {u.name: (u, load_series(u.name, u.patches)) for u in stack.upstreams}
+    except KpatchError as failure:  # name the file as the revision holds it, not the temp copy
+        raise type(failure)(failure.message.replace(f"{folder}/", f"{where}:")) from None
+
+
+def _stack_diff(ws: Workspace, ui: UI, name: str, before: tuple[Upstream, Series] | None, now: Upstream | None,
+                where: str) -> StackDiff:
+    mirror = ws.mirror(name)
+    old = _side(ws, ui, before[0], before[1], f"at {where}", now) if before else None
+    new = _side(ws, ui, now, load_series(name, now.patches), "in patches/", now) if now else None
+    return compare(mirror, name, old, new)
+
+
+def _side(ws: Workspace, ui: UI, upstream: Upstream, series: Series, label: str, current: Upstream | None) -> Side:
+    """One version's commits on its base, fetched (from the upstream's URL now, else then) when the mirror lacks it."""
+    mirror = ws.mirror(upstream.name)
+    base = mirror.resolve(upstream.base) if mirror.exists else None
+    if base is None:
+        fetch(ws, ui, current or upstream)
+        base = mirror.resolve(upstream.base)
+    if base is None:
+        raise UpstreamError(f"upstream {upstream.name}: base {upstream.base!r} ({label}) is not in "
+                            f"{(current or upstream).display_url}")
+    return side_from_files(mirror, base, series, label)
+
+
+def _relative(path: Path, top: Path) -> str:
+    return path.resolve().relative_to(top.resolve()).as_posix()
+
+
+def _extract(tar: bytes, folder: Path) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(folder, filter="data")

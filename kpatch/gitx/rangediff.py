@@ -25,34 +25,36 @@ class NotApplied(Exception):
 
 
 def commits_from_patches(repo: Repository, base: str, patches: Sequence[Path], paths: Sequence[str]) -> list[str]:
-    """One commit per patch file on `base`, each as `git am -3 --keep-non-patch` would make it (message, author,
-    date, tree of the files `paths` names); raise NotApplied at a patch that does not apply."""
-    if not patches:
-        return []
+    """A stand-in for `base` holding only its files `paths` names (a root commit), then one commit per patch file on
+    it, each as `git am -3 --keep-non-patch` would make it (message, author, date); raise NotApplied at a patch that
+    does not apply. `stand-in..last` is the stack's range: each commit's diff is the one it has on `base`."""
     mails = read_mails(repo, [p.read_bytes() for p in patches])
     with tempfile.TemporaryDirectory(prefix="kpatch-stack-") as folder:
         env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
         listed = repo.run(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", base, "--", *literal(paths)])
         repo.run(["update-index", "-z", "--index-info"], stdin=listed.stdout, env=env)
-        parent, commits = base, []
+        fixed = {"GIT_AUTHOR_NAME": COMMITTER[0], "GIT_AUTHOR_EMAIL": COMMITTER[1], "GIT_AUTHOR_DATE": "@0 +0000",
+                 "GIT_COMMITTER_NAME": COMMITTER[0], "GIT_COMMITTER_EMAIL": COMMITTER[1],
+                 "GIT_COMMITTER_DATE": "@0 +0000"}
+        parent = repo.out(["commit-tree", repo.out(["write-tree"], env=env)],
+                          stdin=f"kpatch: {base} with only the stack's files\n".encode(), env={**env, **fixed})
+        commits = [parent]
         for path, mail in zip(patches, mails, strict=True):
             if not _apply(repo, path, env) and not _apply(repo, path, env, "--3way"):
                 raise NotApplied(path)
             tree = repo.out(["write-tree"], env=env)
             name, _, email = mail.author.rpartition(" <")
             who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email.rstrip(">"), "GIT_AUTHOR_DATE": mail.date,
-                   "GIT_COMMITTER_NAME": COMMITTER[0], "GIT_COMMITTER_EMAIL": COMMITTER[1],
                    "GIT_COMMITTER_DATE": mail.date}
             parent = repo.out(["commit-tree", tree, "-p", parent], stdin=mail.message.encode("utf-8"),
-                              env={**env, **{k: v for k, v in who.items() if v}})
+                              env={**env, **fixed, **{k: v for k, v in who.items() if v}})
             commits.append(parent)
         return commits
 
 
-def range_diff(repo: Repository, old: tuple[str, str], new: tuple[str, str]) -> str:
-    """`git range-diff --no-color old_base..old_tip new_base..new_tip`, as git prints it (both ranges non-empty)."""
-    return repo.run(["range-diff", "--no-color", f"{old[0]}..{old[1]}", f"{new[0]}..{new[1]}"]).stdout.decode(
-        "utf-8", "replace")
+def range_diff(repo: Repository, old: str, new: str) -> str:
+    """`git range-diff --no-color OLD NEW` (two A..B ranges, neither empty), as git prints it."""
+    return repo.run(["range-diff", "--no-color", old, new]).stdout.decode("utf-8", "replace")
 
 
 def own_changes(repo: Repository, commits: Sequence[str]) -> dict[str, str]:
