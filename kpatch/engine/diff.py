@@ -2,8 +2,8 @@
 commits, and each patch is `unchanged` (only offsets or context moved), `changed` (its own lines or its message
 differ: the interdiff as range-diff shows it), `dropped` or `new`.
 
-Both sides are commits: the rebase's own for its new side, else commits made from the patch files on a throwaway
-index (gitx/rangediff.py). Nothing here writes a worktree or a ref.
+Both sides are commits: the rebase's own for its new side, else commits one `git am` makes of the patch files in a
+throwaway worktree of the mirror (gitx/rangediff.py). Nothing here writes a person's worktree or any ref.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from kpatch import config
 from kpatch.config import Upstream
 from kpatch.engine.plan import fetch
 from kpatch.errors import KpatchError, SeriesError, UpstreamError, UsageError
-from kpatch.gitx import Repository
+from kpatch.gitx import Mirror, Repository
 from kpatch.gitx.checkout import in_git_checkout
 from kpatch.gitx.rangediff import NotApplied, commits_from_patches, own_changes, range_diff
 from kpatch.output.ui import UI
@@ -83,7 +83,7 @@ class Side:
 _PAIR = re.compile(r"^\s*(-|\d+):\s+(-+|[0-9a-f]+) ([=!<>]) \s*(-|\d+):\s+(-+|[0-9a-f]+) (.*)$")
 
 
-def side_from_files(repo: Repository, base: str, series: Series, where: str) -> Side:
+def side_from_files(repo: Mirror, base: str, series: Series, where: str) -> Side:
     """The stack's commits made from its patch files on `base` (`where` names the version in an error)."""
     paths = sorted({p for patch in series.patches for p in patch.paths})
     try:
@@ -160,7 +160,7 @@ def _rejoin(patches: Sequence[PatchChange]) -> list[PatchChange]:
     return out
 
 
-def rebase_diff(repo: Repository, upstream: str, old_base: str, series: Series, new_base: str, tip: str,
+def rebase_diff(repo: Mirror, upstream: str, old_base: str, series: Series, new_base: str, tip: str,
                 kept: Sequence[str]) -> StackDiff:
     """What a rebase did to one stack: `series` (its files before) on `old_base` against the rebased commits
     new_base..tip, which hold the patches `kept` (the ones not dropped), in order."""

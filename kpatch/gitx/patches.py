@@ -43,7 +43,6 @@ class MailReading:
     message: str  # subject + blank line + body, as the commit would get it
     author: str
     has_diff: bool
-    date: str = ""  # the author date, as the mail gives it
 
 
 # format-patch runs started ahead of need (prefetch_patches), by (repository, base, tip SHA); the latest few only.
@@ -265,8 +264,7 @@ def _mailinfo(where: Path, mail: Path, mails: int) -> MailReading:
     body = msg.read_text(encoding="utf-8", errors="replace")
     message = fields.get("Subject", "") + ("\n\n" + body if body.strip() else "")
     author = f"{fields.get('Author', '')} <{fields.get('Email', '')}>"
-    return MailReading(mails=mails, message=message, author=author, has_diff=patch.stat().st_size > 0,
-                       date=fields.get("Date", ""))
+    return MailReading(mails=mails, message=message, author=author, has_diff=patch.stat().st_size > 0)
 
 
 def trial(repo: Repository, commit: str, kept: Sequence[Path], patch: Path) -> Trial:

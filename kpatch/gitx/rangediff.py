@@ -1,8 +1,9 @@
 """A stack's commits made from its patch files alone, and `git range-diff` between two stacks.
 
-The commits are made on a throwaway index in a temp folder that holds only the paths the stack touches (a diff of
-two trees shows only what differs, so the rest of the upstream's tree changes nothing in them): no worktree is
-written, and the only thing left in the repository is the commits' objects, which no ref names.
+The commits are made by one `git am` in a worktree of the mirror in a temp folder, on a stand-in for the base that
+holds only the paths the stack touches (a diff of two trees shows only what differs, so the rest of the upstream's
+tree changes nothing in them): no worktree of the person's is written, and the only thing left in the mirror is the
+commits' objects, which no ref names.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kpatch.gitx.patches import read_mails
+from kpatch.gitx.am import AM_OPTIONS
+from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import COMMITTER
 
@@ -24,32 +26,40 @@ class NotApplied(Exception):
         self.path = path
 
 
-def commits_from_patches(repo: Repository, base: str, patches: Sequence[Path], paths: Sequence[str]) -> list[str]:
-    """A stand-in for `base` holding only its files `paths` names (a root commit), then one commit per patch file on
-    it, each as `git am -3 --keep-non-patch` would make it (message, author, date); raise NotApplied at a patch that
-    does not apply. `stand-in..last` is the stack's range: each commit's diff is the one it has on `base`."""
-    mails = read_mails(repo, [p.read_bytes() for p in patches])
+def commits_from_patches(mirror: Mirror, base: str, patches: Sequence[Path], paths: Sequence[str]) -> list[str]:
+    """A stand-in for `base` that holds only its files `paths` names (a root commit), then the commits one
+    `git am -3` of the patch files makes on it, in a worktree of the mirror in a temp folder that holds only those
+    files; raise NotApplied at a patch that does not apply. `stand-in..last` is the stack's range, each commit's
+    diff the one it has on `base`: [stand-in, *commits]."""
+    start = _stand_in(mirror, base, paths)
+    if not patches:
+        return [start]
     with tempfile.TemporaryDirectory(prefix="kpatch-stack-") as folder:
+        where = Path(folder) / "tree"
+        mirror.add_worktree(where, start)
+        try:
+            tree = Repository(where)
+            went = tree.run(["-c", "rerere.enabled=false", "am", *AM_OPTIONS, "--", *map(str, patches)], check=False)
+            if went.status != 0:
+                next_file = tree.git_dir / "rebase-apply" / "next"
+                stopped = int(next_file.read_text().strip()) if next_file.is_file() else 1
+                raise NotApplied(patches[min(stopped, len(patches)) - 1])
+            return [start, *tree.commits(start, "HEAD")]
+        finally:
+            mirror.remove_worktree(where)
+
+
+def _stand_in(repo: Repository, base: str, paths: Sequence[str]) -> str:
+    """A root commit whose tree is `base`'s files that `paths` names, nothing else (its date fixed: the same
+    files give the same commit)."""
+    with tempfile.TemporaryDirectory(prefix="kpatch-index-") as folder:
         env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
         listed = repo.run(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", base, "--", *literal(paths)])
         repo.run(["update-index", "-z", "--index-info"], stdin=listed.stdout, env=env)
-        fixed = {"GIT_AUTHOR_NAME": COMMITTER[0], "GIT_AUTHOR_EMAIL": COMMITTER[1], "GIT_AUTHOR_DATE": "@0 +0000",
-                 "GIT_COMMITTER_NAME": COMMITTER[0], "GIT_COMMITTER_EMAIL": COMMITTER[1],
-                 "GIT_COMMITTER_DATE": "@0 +0000"}
-        parent = repo.out(["commit-tree", repo.out(["write-tree"], env=env)],
-                          stdin=f"kpatch: {base} with only the stack's files\n".encode(), env={**env, **fixed})
-        commits = [parent]
-        for path, mail in zip(patches, mails, strict=True):
-            if not _apply(repo, path, env) and not _apply(repo, path, env, "--3way"):
-                raise NotApplied(path)
-            tree = repo.out(["write-tree"], env=env)
-            name, _, email = mail.author.rpartition(" <")
-            who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email.rstrip(">"), "GIT_AUTHOR_DATE": mail.date,
-                   "GIT_COMMITTER_DATE": mail.date}
-            parent = repo.out(["commit-tree", tree, "-p", parent], stdin=mail.message.encode("utf-8"),
-                              env={**env, **fixed, **{k: v for k, v in who.items() if v}})
-            commits.append(parent)
-        return commits
+        tree = repo.out(["write-tree"], env=env)
+    fixed = {"GIT_AUTHOR_NAME": COMMITTER[0], "GIT_AUTHOR_EMAIL": COMMITTER[1], "GIT_AUTHOR_DATE": "@0 +0000",
+             "GIT_COMMITTER_DATE": "@0 +0000"}
+    return repo.out(["commit-tree", tree], stdin=f"kpatch: {base} with only the stack's files\n".encode(), env=fixed)
 
 
 def range_diff(repo: Repository, old: str, new: str) -> str:
@@ -70,8 +80,3 @@ def own_changes(repo: Repository, commits: Sequence[str]) -> dict[str, str]:
     parts = log("--format=%x00%H%x00%B").decode("utf-8", "replace").split("\0")[1:]
     messages = {parts[i]: parts[i + 1] for i in range(0, len(parts) - 1, 2)}
     return {c: found.get(c, "") + "\0" + messages.get(c, "") for c in commits}
-
-
-def _apply(repo: Repository, path: Path, env: dict[str, str], *how: str) -> bool:
-    return repo.run(["-c", "rerere.enabled=false", "apply", "--cached", *how, "--", str(path)], env=env,
-                    check=False).status == 0
