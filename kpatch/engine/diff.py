@@ -14,18 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kpatch import config
-from kpatch.config import Upstream
-from kpatch.engine.plan import fetch
 from kpatch.errors import KpatchError, SeriesError, UpstreamError, UsageError
-from kpatch.gitx import Mirror, Repository
-from kpatch.gitx.checkout import in_git_checkout
-from kpatch.gitx.rangediff import NotApplied, commits_from_patches, own_changes, range_diff
-from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace
-from kpatch.stack import Series
-from kpatch.stack.series import load_series
+
+if TYPE_CHECKING:  # the records above are read by the nightly's report too: it must not load the machinery
+    from kpatch.config import Upstream
+    from kpatch.gitx import Mirror, Repository
+    from kpatch.output.ui import UI
+    from kpatch.project.workspace import Workspace
+    from kpatch.stack import Series
 
 
 class Change(StrEnum):
@@ -85,6 +83,8 @@ _PAIR = re.compile(r"^\s*(-|\d+):\s+(-+|[0-9a-f]+) ([=!<>]) \s*(-|\d+):\s+(-+|[0
 
 def side_from_files(repo: Mirror, base: str, series: Series, where: str) -> Side:
     """The stack's commits made from its patch files on `base` (`where` names the version in an error)."""
+    from kpatch.gitx.rangediff import NotApplied, commits_from_patches
+
     paths = sorted({p for patch in series.patches for p in patch.paths})
     try:
         start, *commits = commits_from_patches(repo, base, [p.path for p in series.patches], paths)
@@ -96,6 +96,8 @@ def side_from_files(repo: Mirror, base: str, series: Series, where: str) -> Side
 
 def compare(repo: Repository, upstream: str, old: Side | None, new: Side | None) -> StackDiff:
     """Each patch's change from `old` to `new` (None: that side has no stack), with range-diff's text."""
+    from kpatch.gitx.rangediff import own_changes, range_diff
+
     olds = list(zip(old.names, old.commits, strict=True)) if old else []
     news = list(zip(new.names, new.commits, strict=True)) if new else []
     if not olds or not news:  # range-diff needs two ranges with commits: everything is new or dropped
@@ -182,6 +184,9 @@ class DiffResult:
 def diff(ws: Workspace, ui: UI, revision: str | None, only: str | None = None) -> DiffResult:
     """The range-diff of every stack (or `only` one) from the project at `revision` (default: the last commit that
     changed a patches folder) to the patch files now, both made from the patch files alone."""
+    from kpatch.gitx import Repository
+    from kpatch.gitx.checkout import in_git_checkout
+
     if only is not None and only not in {u.name for u in ws.stack.upstreams}:
         ws.stack.get(only)  # the one error for an unknown upstream
     project = Repository(ws.stack.root)
@@ -211,6 +216,9 @@ def diff(ws: Workspace, ui: UI, revision: str | None, only: str | None = None) -
 def _stacks_at(repo: Repository, commit: str, toml: str, folder: Path, where: str) -> dict[str, tuple[Upstream,
                                                                                                       Series]]:
     """Each upstream's config and series as the project held them at `commit` (extracted into `folder`)."""
+    from kpatch import config
+    from kpatch.stack.series import load_series
+
     if repo.run(["cat-file", "-e", f"{commit}:{toml}"], check=False).status != 0:
         return {}  # no kpatch.toml there: every stack is new
     try:
@@ -227,6 +235,8 @@ def _stacks_at(repo: Repository, commit: str, toml: str, folder: Path, where: st
 
 def _stack_diff(ws: Workspace, ui: UI, name: str, before: tuple[Upstream, Series] | None, now: Upstream | None,
                 where: str) -> StackDiff:
+    from kpatch.stack.series import load_series
+
     mirror = ws.mirror(name)
     old = _side(ws, ui, before[0], before[1], f"at {where}", now) if before else None
     new = _side(ws, ui, now, load_series(name, now.patches), "in patches/", now) if now else None
@@ -235,6 +245,8 @@ def _stack_diff(ws: Workspace, ui: UI, name: str, before: tuple[Upstream, Series
 
 def _side(ws: Workspace, ui: UI, upstream: Upstream, series: Series, label: str, current: Upstream | None) -> Side:
     """One version's commits on its base, fetched (from the upstream's URL now, else then) when the mirror lacks it."""
+    from kpatch.engine.plan import fetch
+
     mirror = ws.mirror(upstream.name)
     base = mirror.resolve(upstream.base) if mirror.exists else None
     if base is None:
