@@ -166,3 +166,15 @@ def test_diff_bad_input_is_one_line_and_writes_nothing(rp: RebaseProject) -> Non
     assert other.exit_code == ExitCode.BAD_INPUT and "nope" in other.stderr
     assert len([line for line in unknown.stderr.splitlines() if line.startswith("error:")]) == 1
     assert rp.tracked() == before
+
+
+def test_rebase_records_each_patchs_change_in_the_carry_history(rp: RebaseProject) -> None:
+    toml = rp.root / "kpatch.toml"
+    toml.write_text(toml.read_text() + '\n[dashboard]\nhistory = "history.jsonl"\n')
+    move_d(rp)
+    assert rebase_through_the_conflict(rp).exit_code == 0
+    lines = [json.loads(line) for line in (rp.root / "history.jsonl").read_text().splitlines()]
+    last = {(r["upstream"], r["patch"]): r["change"] for r in lines if r["kind"] == "patch"}
+    assert last[("kernels", "0003-Fix-c.patch")] == "changed"
+    assert last[("kernels", "0004-Fix-d.patch")] == "unchanged"
+    assert last[("kernels", "0001-Fix-a.patch")] == "dropped"
