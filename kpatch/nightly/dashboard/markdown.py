@@ -54,8 +54,8 @@ def issue_body(board: Dashboard, limit: int = GITHUB_LIMIT) -> str:
 def _row(row: PatchRow) -> str:
     culprit = f"{_code(row.culprit[:12])} {_text(row.culprit_subject or '')}" if row.culprit else "–"
     cells = [_text(row.upstream), _code(row.patch), _text(row.subject), row.klass,
-             f"{row.conflicts} of {row.nights}", str(row.churn), culprit, _num(row.lines), _num(row.age_days), row.tests or "–",
-             _spark([p.value for p in row.size])]
+             f"{row.conflicts} of {row.nights}", str(row.churn), culprit, _num(row.lines), _num(row.age_days),
+             row.tests or "–", _spark([p.value for p in row.size])]
     return "| " + " | ".join(cells) + " |"
 
 

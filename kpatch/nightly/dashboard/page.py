@@ -79,8 +79,8 @@ _SCRIPT = """
 
 # (header, how it sorts: "text", "num", or "chart": by the number its sparkline ends on) of the stack table
 COLUMNS = (("upstream", "text"), ("patch", "text"), ("subject", "text"), ("class", "text"), ("conflicts", "num"),
-           ("changed", "num"), ("culprit", "text"), ("lines", "num"), ("files", "num"), ("age (days)", "num"), ("PR", "text"),
-           ("tests", "text"), ("size", "chart"), ("conflict history", "chart"))
+           ("changed", "num"), ("culprit", "text"), ("lines", "num"), ("files", "num"), ("age (days)", "num"),
+           ("PR", "text"), ("tests", "text"), ("size", "chart"), ("conflict history", "chart"))
 
 
 def e(value: object) -> str:
