@@ -351,6 +351,10 @@ def _reviews(ws: Workspace, ui: UI, op: Operation, series: dict[str, Series]) ->
                                         stack.final_head, kept)
         except KpatchError as failure:
             ui.warn(f"{name}: no range-diff of the rebase: {failure}")
+        except Exception as failure:  # a bug in the review must not stop a rebase at its commit point
+            log.exception("range-diff of %s", name)
+            ui.warn(f"{name}: no range-diff of the rebase: {type(failure).__name__}: {failure} (a kpatch bug; the log "
+                    "has its traceback)")
     return reviews
 
 
