@@ -57,10 +57,6 @@ class StackDiff:
     def count(self, change: Change) -> int:
         return sum(p.change is change for p in self.patches)
 
-    @property
-    def counts(self) -> dict[str, int]:
-        return {c.value: self.count(c) for c in Change}
-
 
 @dataclass(frozen=True)
 class Side:
