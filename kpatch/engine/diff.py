@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +34,18 @@ class Change(StrEnum):
 
 
 @dataclass(frozen=True)
+class UpstreamCommit:
+    """An upstream commit of the rebase's range that touched lines a patch changes."""
+
+    sha: str
+    subject: str
+    author: str
+    date: str
+    pr: int | None  # the pull request number its subject ends with, `(#NNNN)`
+    link: str | None  # that pull request on the upstream's forge (GitHub), when the upstream is there
+
+
+@dataclass(frozen=True)
 class PatchChange:
     name: str  # the patch's name now (its old name when dropped)
     change: Change
@@ -42,6 +54,8 @@ class PatchChange:
     interdiff: str  # range-diff's lines for this patch: its pair line and, when the diffs differ, the interdiff
     old_name: str | None = None  # when the pair's names differ (the old side's)
     subject: str = ""
+    # for a rebase's changed or three-way patch: the upstream commits in old base..new base that touched its lines
+    upstream_commits: tuple[UpstreamCommit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,15 +173,45 @@ def _rejoin(patches: Sequence[PatchChange]) -> list[PatchChange]:
 
 
 def rebase_diff(repo: Mirror, upstream: str, old_base: str, series: Series, new_base: str, tip: str,
-                kept: Sequence[str]) -> StackDiff:
+                kept: Sequence[str], merged: Sequence[str] = (), forge: str | None = None) -> StackDiff:
     """What a rebase did to one stack: `series` (its files before) on `old_base` against the rebased commits
-    new_base..tip, which hold the patches `kept` (the ones not dropped), in order."""
+    new_base..tip, which hold the patches `kept` (the ones not dropped), in order. A changed patch, or one of
+    `merged` (three-way), gets the upstream commits that touched its lines (PR links on `forge`, owner/repo URL)."""
     old = side_from_files(repo, old_base, series, "before the rebase")
     new = Side(base=new_base, start=new_base, names=tuple(kept), commits=tuple(repo.commits(new_base, tip)))
     if len(new.commits) != len(new.names):  # not one commit per kept patch: no pairing by place can be trusted
         raise SeriesError(f"{upstream}: the rebased stack has {len(new.commits)} commits for {len(new.names)} "
                           "patches")
-    return compare(repo, upstream, old, new)
+    diff = compare(repo, upstream, old, new)
+    stack = set(new.commits)
+    patches = tuple(replace(p, upstream_commits=_evidence(repo, old_base, p.new_commit, stack, forge))
+                    if p.new_commit and (p.change is Change.CHANGED or p.name in merged) else p for p in diff.patches)
+    return replace(diff, patches=patches)
+
+
+_PR = re.compile(r"\(#(\d+)\)\s*$")
+
+
+def _evidence(repo: Mirror, since: str, commit: str, stack: set[str], forge: str | None) -> tuple[UpstreamCommit, ...]:
+    """The upstream commits (not the stack's own) in since..`commit` that touched the lines `commit` changes."""
+    from kpatch.gitx.rangediff import line_history
+
+    out = []
+    for sha, author, date, subject in line_history(repo, since, commit):
+        if sha in stack:
+            continue
+        match = _PR.search(subject)
+        pr = int(match.group(1)) if match else None
+        out.append(UpstreamCommit(sha=sha, subject=subject, author=author, date=date, pr=pr,
+                                  link=f"{forge}/pull/{pr}" if forge and pr else None))
+    return tuple(out)
+
+
+def forge_url(url: str) -> str | None:
+    """`https://github.com/OWNER/REPO` for an upstream on GitHub (https or ssh URL), else None."""
+    match = re.match(r"^(?:https://(?:[^@/]+@)?github\.com/|git@github\.com:|ssh://git@github\.com(?::\d+)?/)"
+                     r"([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
+    return f"https://github.com/{match.group(1)}/{match.group(2)}" if match else None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kpatch import config, forge, killseam
 from kpatch.engine import classify, fastpath, rerere
-from kpatch.engine.diff import StackDiff, rebase_diff
+from kpatch.engine.diff import StackDiff, forge_url, rebase_diff
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
@@ -346,9 +346,10 @@ def _reviews(ws: Workspace, ui: UI, op: Operation, series: dict[str, Series]) ->
     for name, stack in op.stacks.items():
         assert stack.old_base is not None and stack.final_head is not None
         kept = [p.name for p in stack.patches if p.phase is Phase.APPLIED]
+        merged = [p.name for p in stack.patches if p.phase is Phase.APPLIED and p.how is How.THREE_WAY]
         try:
             reviews[name] = rebase_diff(ws.mirror(name), name, stack.old_base, series[name], stack.base,
-                                        stack.final_head, kept)
+                                        stack.final_head, kept, merged, forge_url(ws.stack.get(name).url))
         except KpatchError as failure:
             ui.warn(f"{name}: no range-diff of the rebase: {failure}")
         except Exception as failure:  # a bug in the review must not stop a rebase at its commit point

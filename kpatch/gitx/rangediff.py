@@ -8,6 +8,7 @@ commits' objects, which no ref names.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,3 +81,33 @@ def own_changes(repo: Repository, commits: Sequence[str]) -> dict[str, str]:
     parts = log("--format=%x00%H%x00%B").decode("utf-8", "replace").split("\0")[1:]
     messages = {parts[i]: parts[i + 1] for i in range(0, len(parts) - 1, 2)}
     return {c: found.get(c, "") + "\0" + messages.get(c, "") for c in commits}
+
+
+_HUNK_OLD = re.compile(r"^@@ -(\d+)(?:,(\d+))? ")
+
+
+def line_history(repo: Repository, since: str, commit: str) -> list[tuple[str, str, str, str]]:
+    """(SHA, author, ISO date, subject) of the commits in since..`commit`^ that touched the lines `commit` changes
+    or keeps as context (`git log -L` over each of its hunks, on its parent's lines), newest first; none when git
+    cannot follow them."""
+    parent = f"{commit}^"
+    diff = repo.run(["diff", "-U3", "--no-color", "--no-ext-diff", "--no-renames", parent, commit]).text
+    ranges, path = [], None
+    for line in diff.splitlines():
+        if line.startswith("--- "):
+            path = line[6:] if line.startswith("--- a/") else None  # a new file, or a quoted name: nothing to follow
+        elif (match := _HUNK_OLD.match(line)) and path:
+            start, length = int(match.group(1)), int(match.group(2) or 1)
+            ranges += ["-L", f"{max(start, 1)},+{max(length, 1)}:{path}"]  # an insertion: the line it follows
+    if not ranges:
+        return []
+    found = repo.run(["log", "--no-merges", "--format=%x00%H%x00%an <%ae>%x00%aI%x00%s", *ranges,
+                      "--end-of-options", f"{since}..{parent}"], check=False)
+    if found.status != 0:  # a range past a file's end: git refuses the whole walk
+        return []
+    out = []
+    for line in found.stdout.decode("utf-8", "replace").splitlines():
+        if line.startswith("\0"):
+            sha, author, date, subject = line[1:].split("\0", 3)
+            out.append((sha, author, date, subject))
+    return out

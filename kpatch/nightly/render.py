@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from kpatch.engine.diff import Change
+from kpatch.engine.diff import Change, PatchChange
 from kpatch.files import write_atomic
 from kpatch.nightly.model import Outcome, PatchLine, Report, StageStatus
 from kpatch.output.redact import redact_text
@@ -172,14 +172,16 @@ def _changes(report: Report, room: int | None, run_url: str | None) -> list[str]
         for p in review.patches:
             if p.change is not Change.CHANGED:
                 continue
-            block = _interdiff_block(review.upstream, p.name, p.interdiff)
+            block = _interdiff_block(review.upstream, p.name, p.interdiff, _behind(p))
             if room is not None and len(block) + 1 > room:
                 left.append(f"{review.upstream}/{p.name}")
                 continue
             room = None if room is None else room - len(block) - 1
             lines += [block, ""]
         for p in review.patches:
-            if p.change is Change.DROPPED:
+            if p.change is Change.UNCHANGED and p.upstream_commits:  # three-way: its context moved upstream
+                lines.append(f"- three-way {_code(f'{review.upstream}/{p.name}')}: {_behind(p)}")
+            elif p.change is Change.DROPPED:
                 line = dropped.get((review.upstream, p.name))
                 why = (f"merged upstream as {_code(line.commit[:12])} ({_text(line.why)})" if line and line.commit
                        else f"dropped ({_text(line.why)})" if line else "dropped")
@@ -196,13 +198,22 @@ def _changes(report: Report, room: int | None, run_url: str | None) -> list[str]
     return lines[:-1]
 
 
-def _interdiff_block(upstream: str, name: str, interdiff: str) -> str:
+def _interdiff_block(upstream: str, name: str, interdiff: str, behind: str) -> str:
     """One changed patch as a collapsed block: its interdiff as range-diff printed it, in a fence none of its
-    lines can close."""
+    lines can close, then the upstream commits that touched its lines."""
     body = interdiff.rstrip("\n").splitlines()
     fence = "`" * max(3, 1 + max((_longest_run(line, "`") for line in body), default=0))
     return "\n".join([f"<details><summary>changed <code>{html.escape(f'{upstream}/{name}')}</code></summary>", "",
-                      f"{fence}diff", *body, fence, "", "</details>"])
+                      f"{fence}diff", *body, fence, "", *([behind, ""] if behind else []), "</details>"])
+
+
+def _behind(p: PatchChange) -> str:
+    """The upstream commits that touched the patch's lines: subject, author, date, and the PR as a link."""
+    if not p.upstream_commits:
+        return ""
+    return "upstream commits that touched its lines: " + "; ".join(
+        f"{_code(c.sha[:12])} \"{_text(c.subject)}\" by {_text(c.author)} ({_text(c.date)})"
+        + (f", [PR {c.pr}]({c.link})" if c.link else f", PR {c.pr}" if c.pr else "") for c in p.upstream_commits)
 
 
 def _patches(report: Report) -> list[str]:

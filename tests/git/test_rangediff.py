@@ -21,7 +21,7 @@ from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 def move_d(rp: RebaseProject) -> None:
     """Upstream puts two lines at the top of d.txt (Fix d's line moves) and rewrites line 18 (in Fix d's context)."""
     moved = "d header 1\nd header 2\n" + replace_line(FILES["d"], 18, "d line 18 reworded upstream")
-    commit(rp.kernels, {"d.txt": moved}, "Move d", 900)
+    commit(rp.kernels, {"d.txt": moved}, "Move d (#42)", 900)
 
 
 def rebase_through_the_conflict(rp: RebaseProject, *args: str) -> Any:
@@ -178,3 +178,25 @@ def test_rebase_records_each_patchs_change_in_the_carry_history(rp: RebaseProjec
     assert last[("kernels", "0003-Fix-c.patch")] == "changed"
     assert last[("kernels", "0004-Fix-d.patch")] == "unchanged"
     assert last[("kernels", "0001-Fix-a.patch")] == "dropped"
+
+
+def test_rebase_names_the_upstream_commits_behind_each_changed_or_three_way_patch(rp: RebaseProject) -> None:
+    move_d(rp)
+    result = rebase_through_the_conflict(rp, "--json")
+    assert result.exit_code == 0, result.output
+    kernels = {p["name"]: p for p in review(checked(result.stdout, "rebase")["result"], "kernels")["patches"]}
+    behind_c = kernels["0003-Fix-c.patch"]["upstream_commits"]  # changed: the commit that rewrote its line
+    assert [(c["sha"], c["subject"], c["pr"]) for c in behind_c] == [(rp.culprit, "Rewrite c", None)]
+    behind_d = kernels["0004-Fix-d.patch"]["upstream_commits"]  # three-way: the commit that moved its context
+    assert [(c["subject"], c["pr"], c["link"]) for c in behind_d] == [("Move d (#42)", 42, None)]
+    assert behind_d[0]["author"] == "Up Stream <up@example.invalid>" and behind_d[0]["date"].startswith("20")
+    assert kernels["0001-Fix-a.patch"]["upstream_commits"] == []
+
+
+def test_a_pull_request_link_is_made_for_an_upstream_on_github_only() -> None:
+    from kpatch.engine.diff import forge_url
+
+    assert forge_url("https://github.com/vllm-project/vllm.git") == "https://github.com/vllm-project/vllm"
+    assert forge_url("git@github.com:vllm-project/vllm-xpu-kernels.git") == \
+        "https://github.com/vllm-project/vllm-xpu-kernels"
+    assert forge_url("/src/vllm") is None and forge_url("https://gitlab.com/a/b") is None

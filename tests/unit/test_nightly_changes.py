@@ -86,3 +86,20 @@ def test_the_review_goes_through_report_json_to_the_publish_job() -> None:
     night = _night(_review(4, changed={2}, dropped={3}))
     assert report_from_json(json.loads(render.to_json(night))) == night
     assert render.for_github(replace(night, reviews=())).count("What changed in the patches") == 0
+
+
+def test_the_upstream_commits_behind_a_patch_are_named_with_their_pull_request_linked() -> None:
+    from kpatch.engine.diff import UpstreamCommit
+
+    behind = (UpstreamCommit("e" * 40, "Rework the cache @owner (#1234)", "Up Stream <up@example.invalid>",
+                             "2026-12-03T10:00:00+00:00", 1234, "https://github.com/vllm-project/vllm/pull/1234"),)
+    review = _review(4, changed={2}, dropped=set())
+    patches = tuple(replace(p, upstream_commits=behind) if p.name in ("0002-Fix-2.patch", "0003-Fix-3.patch") else p
+                    for p in review.patches)
+    text = render.markdown(_night(replace(review, patches=patches)))
+    said = (f"upstream commits that touched its lines: `{'e' * 12}` \"Rework the cache @\u200bowner (#\u200b1234)\" by "
+            "Up Stream &lt;up@example.invalid&gt; (2026-12-03T10:00:00+00:00), "
+            "[PR 1234](https://github.com/vllm-project/vllm/pull/1234)")
+    block = text[text.index("<summary>changed <code>kernels/0002-Fix-2.patch"):]
+    assert said in block[:block.index("</details>")]  # inside the changed patch's block
+    assert f"- three-way `kernels/0003-Fix-3.patch`: {said}" in text  # unchanged, but its context moved upstream
