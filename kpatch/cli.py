@@ -21,7 +21,7 @@ from kpatch.output.ui import UI, keep_log
 COMMANDS = {"apply": "apply", "rebase": "rebase", "export": "export", "status": "status",
             "build-wheels": "build_wheels", "verify": "verify", "test": "test", "nightly": "nightly",
             "demo": "demo", "doctor": "doctor", "init": "init", "import": "import_",
-            "report": "report", "propose": "propose", "release": "release"}
+            "report": "report", "propose": "propose", "release": "release", "diff": "diff"}
 
 
 class KpatchGroup(click.Group):

@@ -21,6 +21,7 @@ from typing import Any
 from kpatch.adopt.branch import ImportResult
 from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
+from kpatch.engine.diff import DiffResult
 from kpatch.engine.export import FileChange
 from kpatch.engine.init import InitResult
 from kpatch.engine.propose import ProposeResult
@@ -107,6 +108,7 @@ def results() -> dict[str, dict[str, Any]]:
         "export": {"oneOf": [obj(written={"type": "boolean"}, files={"type": "array", "items": of_type(FileChange)}),
                              obj(aborted={"const": True})]},
         "status": of_type(StatusResult),
+        "diff": of_type(DiffResult),
         "build-wheels": of_type(BuildResult),
         "verify": of_type(VerifyResult),
         "test": of_type(TestRun),

@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 UI_KEY = "kpatch.ui"  # click's meta: the command's UI, for the error boundary in kpatch/cli.py
 
 # Commands that only read: a run that succeeds leaves no log file (export --check is one too).
-READERS = frozenset({"status", "verify", "doctor", "report"})
+READERS = frozenset({"status", "verify", "doctor", "report", "diff"})
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from kpatch.output.ui import UI, columns, count, escape, styled_columns
 
 if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test, rebase or the nightly
     from kpatch.engine.apply import ApplyResult
+    from kpatch.engine.diff import StackDiff
     from kpatch.engine.rebase import RebaseResult
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
@@ -50,6 +51,8 @@ def show_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | Non
             rows.append([patch.name, patch.klass, why])
         for line in columns(rows, indent="  "):
             ui.plain(line)
+        if stack.review is not None:
+            ui.plain("  " + review_counts(stack.review))
     if result.conflict:
         where = next(s.name for s in result.stacks if result.conflict in s.patches)
         ui.error(f"patch {result.conflict.name} conflicts: nothing was written to kpatch.toml or patches/", 1,
@@ -58,6 +61,16 @@ def show_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | Non
                   "(or 'kpatch rebase --abort')")
     elif result.committed:
         ui.plain(_written(result.changed, project))
+
+
+def review_counts(review: StackDiff) -> str:
+    """`kernels patches: 3 unchanged, 1 changed (NAME), 1 dropped, 0 new`: what a range-diff found, in one line."""
+    from kpatch.engine.diff import Change  # only when there is a review to show
+
+    changed = [p.name for p in review.patches if p.change is Change.CHANGED]
+    parts = [f"{review.count(c)} {c.value}" + (f" ({', '.join(changed)})" if c is Change.CHANGED and changed else "")
+             for c in Change]
+    return f"{review.upstream} patches: " + ", ".join(parts)
 
 
 def _written(changed: int | None, project: Path | None) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from kpatch.engine.diff import StackDiff
 from kpatch.forge.model import Result
 from kpatch.project.state import Culprit, PatchClass
 from kpatch.verify.model import Check
@@ -283,6 +284,7 @@ class Report:
     stages: tuple[StageRun, ...]
     moves: tuple[Move, ...] = ()
     patches: tuple[PatchLine, ...] = ()
+    reviews: tuple[StackDiff, ...] = ()  # what the rebase did to each patch, per stack (git range-diff)
     flags: tuple[Flag, ...] = ()
     pulls: tuple[PullLine, ...] = ()  # the Upstream-PRs' states, asked once after the rebase (empty: not asked)
     wheels: tuple[Wheel, ...] = ()

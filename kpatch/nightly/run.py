@@ -260,7 +260,8 @@ def _report(ui: UI, started: str, runs: list[StageRun], outcome: Outcome, found:
                                          StageStatus.PASSED)
     return Report(kpatch_version=__version__, started=started, outcome=outcome,
                   exit_code=failed.exit_code if failed else 0, summary=summary, stages=tuple(runs),
-                  moves=tuple(found.moves), patches=tuple(found.patches), flags=tuple(found.flags),
+                  moves=tuple(found.moves), patches=tuple(found.patches), reviews=tuple(found.reviews),
+                  flags=tuple(found.flags),
                   wheels=tuple(found.wheels), lock=str(found.lock) if found.lock else None,
                   containers=found.containers, checks=tuple(found.checks), contract=tuple(found.contract),
                   accepted=tuple(found.accepted),                   suites=tuple(found.suites),

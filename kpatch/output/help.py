@@ -15,6 +15,8 @@ EXAMPLES = {
     "apply": Example("kpatch apply --url vllm-xpu-kernels=/src/vllm-xpu-kernels --url vllm=/src/vllm",
                      "apply both stacks, fetching the upstreams from local clones instead of GitHub"),
     "status": Example("kpatch status --json", "pins, mirror heads and every patch's state, for a script"),
+    "diff": Example("kpatch diff origin/main --stat",
+                    "what a nightly's branch does to each patch against main: one line per patch"),
     "export": Example("kpatch export vllm --check", "exit 1 if a worktree commit is not in patches/vllm yet"),
     "rebase": Example("kpatch rebase --onto vllm=v0.33.0", "move vLLM's stack to the v0.33.0 tag (kernels to main)"),
     "build-wheels": Example("kpatch build-wheels --base-image kpatch-test-base:bookworm --out dist",

@@ -184,3 +184,24 @@ def test_the_pulls_table_shows_each_prs_last_asked_state_over_the_patchs_merged_
                                              "0001-Add-the-op.patch", "open, approved, checks green")])
     (row,) = summarise(history.read(path), "h").pulls
     assert (row.pr, row.state) == ("acme/kernels#5", "open, approved, checks green")
+
+
+def test_churn_counts_the_nights_a_rebase_changed_a_patch_beside_its_conflicts(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from kpatch.nightly.dashboard.markdown import issue_body
+
+    path = tmp_path / "h.jsonl"
+    for day, change in (("2026-12-01", "changed"), ("2026-12-02", "unchanged"), ("2026-12-03", "changed")):
+        history.append(path, [night(day, {"kernels": 3}), replace(patch(day, "kernels", "0001-Add-the-op.patch"),
+                                                                  change=change)])
+    older = json.loads(path.read_text().splitlines()[-1])
+    del older["change"]  # a line an older kpatch wrote has no such field: read as not known
+    history.append(path, [night("2026-12-04", {"kernels": 3}),
+                          history.from_line(json.dumps({**older, "date": "2026-12-04",
+                                                        "started": "2026-12-04T02:00:00Z"}), "old")])
+    board = summarise(history.read(path), "h")
+    row = next(r for r in board.patches if r.patch == "0001-Add-the-op.patch")
+    assert (row.churn, row.conflicts, row.nights) == (2, 0, 4)
+    assert "| kernels | `0001-Add-the-op.patch` | Add the op | clean | 0 of 4 | 2 |" in issue_body(board)
+    assert '<td class="num" data-sort="0">0</td><td class="num" data-sort="2">2</td>' in page.render(board, "t")

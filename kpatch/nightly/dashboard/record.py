@@ -55,7 +55,8 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
                        "kpatch rebase")
         report = Report(kpatch_version=__version__, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         outcome=Outcome.FAILED if conflict else Outcome.PASSED, exit_code=0, summary="kpatch rebase",
-                        stages=(run,), moves=tuple(moves(ws, result, [])), patches=tuple(patch_lines(result)))
+                        stages=(run,), moves=tuple(moves(ws, result, [])), patches=tuple(patch_lines(result)),
+                        reviews=tuple(s.review for s in result.stacks if s.review is not None))
         held = history.append(ws.stack.history, patch_records(ws.stack, report, pr_states=False))
     except (KpatchError, OSError) as err:
         ui.warn(f"carry history not updated: {err}")
@@ -104,6 +105,7 @@ def patch_records(stack: Stack, report: Report, *, pr_states: bool = True) -> li
     rebase = report.stage(Stage.REBASE)
     asked = pr_states and rebase is not None and rebase.status is StageStatus.PASSED and \
         not any(NOT_ASKED in n for n in report.notes)
+    changes = {(r.upstream, p.name): p.change.value for r in report.reviews for p in r.patches}
     out: list[history.Record] = []
     for line in report.patches:
         size = _size(stack, line)
@@ -116,7 +118,8 @@ def patch_records(stack: Stack, report: Report, *, pr_states: bool = True) -> li
             subject=size.subject, klass=line.klass, conflict=line.klass == "conflict",
             culprit=line.culprit.sha if line.culprit else None,
             culprit_subject=line.culprit.subject if line.culprit else None, lines=size.lines, files=size.files,
-            age_days=_age(size.date, started), prs=prs, pr_state=state, tests=tests.get(line.upstream)))
+            age_days=_age(size.date, started), prs=prs, pr_state=state, tests=tests.get(line.upstream),
+            change=changes.get((line.upstream, line.patch))))
     out += [history.PullRecord(date=day, started=started, pr=p.pr, upstream=p.upstream, patch=p.patch, state=p.state)
             for p in report.pulls]
     return out
