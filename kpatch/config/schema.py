@@ -59,7 +59,7 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                         "examples": [{"history": "reports/nightly/history.jsonl"}]},
     ("", "nightly"): {"description": "How far `kpatch nightly` searches, when the upstream heads are red, for the "
                                      "last upstream commits at which the whole chain is green.",
-                      "examples": [{"max-steps": 8, "budget": 7200}]},
+                      "examples": [{"max-steps": 8, "budget": 7200, "runners": 3}]},
     ("", "set"): {"description": "What the whole set of wheels builds against.",
                   "examples": [{"torch": "2.14.0+xpu"}]},
     ("", "verify"): {"description": "What `kpatch verify` allows vLLM to call without an XPU kernel.",
@@ -157,6 +157,10 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                "examples": [8]},
     ("nightly", "budget"): {**_SECONDS, "description": "Seconds of wall clock the search may take (--budget "
                                                        "overrides); no budget when not set.", "examples": [7200]},
+    ("nightly", "runners"): {"type": "integer", "minimum": 1, "default": 1,
+                             "description": "Commits the search tries at once per round, each step on a local "
+                                            "worker process; 1: a bisection (--runners overrides).",
+                             "examples": [3]},
     ("set", "torch"): {"type": "string", "pattern": r"^[0-9][0-9A-Za-z.!+_-]*$",
                        "description": "One exact torch version every upstream builds against (a local label such "
                                       "as +xpu allowed); written into every upstream's pin files.",
