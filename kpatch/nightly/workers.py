@@ -55,23 +55,23 @@ def local(ws: Workspace, ui: UI, settings: Settings, saved: Saved, bases: Mappin
                         "workdir": str(folder / "project" / "work"), "onto": dict(trial.onto), "bases": dict(bases),
                         "settings": to_jsonable(settings), "result": str(folder / RESULT), "lock": str(folder / LOCK)}
                 write_atomic(folder / SPEC, json.dumps(spec, indent=2).encode())
-                log = (folder / LOG).open("wb")
-                proc = subprocess.Popen([sys.executable, "-m", "kpatch.nightly.worker", str(folder / SPEC)],
-                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                output: IO[bytes] = (folder / LOG).open("wb")
+                proc = subprocess.Popen([sys.executable, "-m", "kpatch.nightly.worker", str(folder / SPEC)],  # noqa: S603
+                                        stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                                         env=_environ(), start_new_session=True)
-                started.append((number, folder, proc, log))
+                started.append((number, folder, proc, output))
                 ui.note(f"scroll: worker {number} (pid {proc.pid}) runs {trial.upstream} at {trial.commit[:12]}; "
                         f"its log: {folder / LOG}")
             with ui.group(f"kpatch nightly: scroll, {len(started)} step(s) on local workers"):
-                for number, _folder, proc, log in started:
+                for _number, _folder, proc, output in started:
                     proc.wait()
-                    log.close()
+                    output.close()
             return [_collected(number, folder, proc.returncode) for number, folder, proc, _log in started]
         finally:
-            for _number, _folder, proc, log in started:  # interrupted: no worker outlives the night
+            for _number, _folder, proc, output in started:  # interrupted: no worker outlives the night
                 if proc.poll() is None:
                     _stop(proc)
-                log.close()
+                output.close()
     return run
 
 
