@@ -2,9 +2,11 @@
 commit at which it is green, so the stacks never fall further behind than the first break.
 
 Per upstream, in kpatch.toml's order (kernels first), the others held at their pins (the pinned base, or the last
-green commit an earlier upstream's search found), bisect the first-parent commits of base..head: log2 steps, each
-a whole chain through the night's own stage functions; the build cache makes unchanged wheels hits. A red test
-step is retried once at the same commit: passing then, it is FLAKY (green, reported, never a culprit).
+green commit an earlier upstream's search found), search the first-parent commits of base..head in rounds: each
+round tries `runners` commits at once (kway.plan; 1: a bisection, log2 steps), each step a whole chain through the
+night's own stage functions, in this process or on local worker processes (workers.py); the build cache makes
+unchanged wheels hits. A red test step is retried once at the same commit: passing then, it is FLAKY (green,
+reported, never a culprit).
 
 The steps rebase the project's own files; each starts from the files as they were before the night (kept in
 scratch, under .kpatch/), and the end leaves them as a night leaves them: rebased onto the last green commits
