@@ -78,11 +78,11 @@ def local(ws: Workspace, ui: UI, settings: Settings, saved: Saved, bases: Mappin
 def prepare(ws: Workspace, saved: Saved, project: Path) -> None:
     """The worker's copy of the project, its files as they were before the night."""
     root = ws.stack.root.resolve()
-    workdir = ws.workdir.resolve()
+    apart = {ws.workdir.resolve(), ws.cache_dir.resolve()}  # the night's worktrees, and a cache inside the project
     if not project.is_dir():
         def ignored(folder: str, names: list[str]) -> set[str]:
             here = Path(folder).resolve()
-            return {n for n in names if (here == root and n in _NOT_COPIED) or here / n == workdir}
+            return {n for n in names if (here == root and n in _NOT_COPIED) or here / n in apart}
         shutil.copytree(root, project, symlinks=True, ignore=ignored)
     saved.restore_into(project)
 
