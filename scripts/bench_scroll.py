@@ -86,7 +86,7 @@ def main() -> int:
         if code != 0:
             raise SystemExit(f"the warm-up night failed ({code}): {report.get('summary')}")
         print(f"warm-up night (fills the cache): {seconds:.1f} s; {args.commits} app commits, the break at "
-              f"{args.break_at}; {os.cpu_count()} CPU(s)")
+              f"{args.break_at}; {os.cpu_count()} CPU(s)", flush=True)
         print(f"{'N':>3} {'rounds':>6} {'steps':>5} {'search s':>9} {'night s':>8}  last green    culprit")
         found: dict[int, tuple[str, str | None]] = {}
         for n in counts:
@@ -105,7 +105,7 @@ def main() -> int:
             where = {c: i + 1 for i, c in enumerate(commits)}
             print(f"{n:>3} {scroll['rounds']:>6} {len(scroll['steps']):>5} {scroll['seconds']:>9.1f} {seconds:>8.1f}  "
                   f"{span['last_green'][:12]} ({where.get(span['last_green'], 0)})  "
-                  f"{(culprit or '-')[:12]} ({where.get(culprit or '', 0)})")
+                  f"{(culprit or '-')[:12]} ({where.get(culprit or '', 0)})", flush=True)
         if len(set(found.values())) > 1:
             print(f"the runners disagree: {found}", file=sys.stderr)
             return 1
