@@ -35,6 +35,9 @@ if TYPE_CHECKING:
               "[nightly] max-steps, else 8; 0: no search).")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Stop that search after S seconds of wall clock (default: [nightly] budget, else none).")
+@click.option("--runners", type=click.IntRange(min=1), metavar="N",
+              help="Try N commits at once per round of that search, as N local worker processes (default: "
+              "[nightly] runners, else 1: a bisection, in this process).")
 @click.option("--no-publish", is_flag=True, help="Write the report and the refreshed files only; ask GitHub nothing "
               "(a later 'nightly --publish-saved', with the token, reports it).")
 @click.option("--publish-saved", is_flag=True, help="Run no stage: report to GitHub the night in --report (run "
@@ -51,7 +54,7 @@ if TYPE_CHECKING:
               "history.jsonl in the --report folder).")
 def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
             base_image: str | None, devices: tuple[str, ...], timeout: float | None, max_steps: int | None,
-            budget: float | None, no_publish: bool, publish_saved: bool, replay_range: str | None,
+            budget: float | None, runners: int | None, no_publish: bool, publish_saved: bool, replay_range: str | None,
             every: int | None, daily: bool, history_file: Path | None) -> int:
     """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
     from kpatch.nightly import run
@@ -76,7 +79,8 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
     settings = Settings(backend=backend, image=image, base_image=base, devices=devices, timeout=timeout)
     limits = Limits(max_steps=ws.stack.max_steps if max_steps is None else max_steps,
-                    budget=ws.stack.budget if budget is None else budget)
+                    budget=ws.stack.budget if budget is None else budget,
+                    runners=ws.stack.runners if runners is None else runners)
     options = run.Options(report_dir=folder, dry_run=dry_run, settings=settings, publish=not no_publish,
                           limits=limits, scroll=limits.max_steps > 0)
     if publish_saved:

@@ -85,13 +85,13 @@ def load(path: Path) -> Stack:
                 line = key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
     history, dashboard_issue = dashboard_table(path, lines, data.get("dashboard"))
-    max_steps, budget = nightly_table(path, lines, data.get("nightly"))
+    max_steps, budget, runners = nightly_table(path, lines, data.get("nightly"))
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
                  github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
                  cuda_only=cuda_only(path, lines, data.get("verify")),
                  baseline=baseline(path, lines, data.get("verify")),
                  history=history, dashboard_issue=dashboard_issue, max_steps=max_steps, budget=budget,
-                 release=release_table(path, lines, data.get("release")))
+                 runners=runners, release=release_table(path, lines, data.get("release")))
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:

@@ -126,6 +126,7 @@ class Stack:
     dashboard_issue: bool = False  # [dashboard] issue: the nightly keeps a "carry dashboard" issue on GitHub
     max_steps: int = 8  # [nightly] max-steps: bisection steps of the search for the last green upstream commits
     budget: float | None = None  # [nightly] budget: seconds of wall clock for that search; None: no budget
+    runners: int = 1  # [nightly] runners: commits that search tries at once per round (local workers); 1: bisection
     release: Release = Release()  # [release]
 
     def get(self, name: str) -> Upstream:

@@ -62,7 +62,7 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                         "examples": [{"history": "reports/nightly/history.jsonl"}]},
     ("", "nightly"): {"description": "How far `kpatch nightly` searches, when the upstream heads are red, for the "
                                      "last upstream commits at which the whole chain is green.",
-                      "examples": [{"max-steps": 8, "budget": 7200}]},
+                      "examples": [{"max-steps": 8, "budget": 7200, "runners": 3}]},
     ("", "release"): {"description": "Where `kpatch release --to DIR` publishes the set and what its nightly "
                                      "channel keeps.",
                       "examples": [{"url": "https://example.org/kimi-xpu", "keep": 7}]},
@@ -163,6 +163,10 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                "examples": [8]},
     ("nightly", "budget"): {**_SECONDS, "description": "Seconds of wall clock the search may take (--budget "
                                                        "overrides); no budget when not set.", "examples": [7200]},
+    ("nightly", "runners"): {"type": "integer", "minimum": 1, "default": 1,
+                             "description": "Commits the search tries at once per round, each step on a local "
+                                            "worker process; 1: a bisection (--runners overrides).",
+                             "examples": [3]},
     ("release", "url"): {"type": "string", "pattern": r"^(https?|file)://\S+$",
                          "description": "The URL DIR is served at: the index's and each release lock's URLs start "
                                         "with it (--base-url overrides; default: DIR's file:// URL).",

@@ -30,7 +30,7 @@ SET_KEYS = ("torch",)
 VERIFY_KEYS = ("cuda-only", "baseline")
 CUDA_ONLY_KEYS = ("op", "module", "why")
 DASHBOARD_KEYS = ("history", "issue")
-NIGHTLY_KEYS = ("max-steps", "budget")
+NIGHTLY_KEYS = ("max-steps", "budget", "runners")
 RELEASE_KEYS = ("url", "keep", "torch-index")
 DEFAULT_KEEP = 7  # [release] keep: the sets the nightly channel's index lists
 DEFAULT_MAX_STEPS = 8  # [nightly] max-steps: bisection steps when the heads are red
@@ -261,11 +261,12 @@ def dashboard_table(path: Path, lines: list[str], table: Any) -> tuple[Path | No
     return (path.parent / value).resolve(), issue
 
 
-def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float | None]:
-    """`[nightly] max-steps = N` (bisection steps the search for the last green commits may take, default 8) and
-    `budget = S` (seconds of wall clock for that search; none when not set)."""
+def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float | None, int]:
+    """`[nightly] max-steps = N` (steps the search for the last green commits may take, default 8), `budget = S`
+    (seconds of wall clock for that search; none when not set) and `runners = N` (commits it tries at once per
+    round, on local worker processes; default 1: a bisection)."""
     if table is None:
-        return DEFAULT_MAX_STEPS, None
+        return DEFAULT_MAX_STEPS, None, 1
     start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[nightly]"), 1)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'nightly')}: 'nightly' must be a table")
@@ -281,7 +282,11 @@ def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float 
     if budget is not None and (not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0):
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'budget')}: 'budget' must be a number of "
                           "seconds above 0")
-    return steps, None if budget is None else float(budget)
+    runners = table.get("runners", 1)
+    if not isinstance(runners, int) or isinstance(runners, bool) or runners < 1:
+        raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'runners')}: 'runners' must be a whole "
+                          "number, 1 or more")
+    return steps, None if budget is None else float(budget), runners
 
 
 def release_table(path: Path, lines: list[str], table: Any) -> Release:

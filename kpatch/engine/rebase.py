@@ -96,9 +96,11 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
     stacks: dict[str, StackRun] = {}
     items = []
     for upstream in ws.stack.upstreams:  # everything is resolved and checked before anything is written
-        mirror = fetch(ws, ui, upstream)
-        old = mirror.resolve(upstream.base)
         ref = onto.get(upstream.name, upstream.branch)
+        mirror = ws.mirror(upstream.name)
+        if not (config.SHA_RE.match(ref) and mirror.exists and mirror.resolve(ref) and mirror.resolve(upstream.base)):
+            mirror = fetch(ws, ui, upstream)  # the branch head, or a commit the mirror lacks (none to fetch else)
+        old = mirror.resolve(upstream.base)
         new = mirror.resolve(ref)
         if old is None:
             raise UpstreamError(f"upstream {upstream.name}: pinned base {upstream.base!r} is not in "

@@ -486,9 +486,12 @@ class Mirror(Repository):
             self._forget(path)
 
     def enable_rerere(self) -> Path:
-        """Turn on rerere (with autoupdate) for the mirror and its worktrees; return its rr-cache folder."""
-        self.set_config("rerere.enabled", "true")
-        self.set_config("rerere.autoupdate", "true")
+        """Turn on rerere (with autoupdate) for the mirror and its worktrees; return its rr-cache folder. The config
+        is written only when it says otherwise: rebases running side by side on one mirror (the nightly's search
+        on local workers) would fail on each other's config lock."""
+        for key in ("rerere.enabled", "rerere.autoupdate"):
+            if self.run(["config", "--get", key], check=False).text.strip() != "true":
+                self.set_config(key, "true")
         return self.path / "rr-cache"
 
 

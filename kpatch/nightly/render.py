@@ -113,8 +113,9 @@ def _scroll(report: Report) -> list[str]:
                if sc.advanced else "The heads are red, and no commit past the pinned bases was found green: the "
                "pins stay.")
     budget = f", budget {sc.budget:g} s" if sc.budget is not None else ""
+    rounds = f" in {count(sc.rounds, 'round')} of up to {sc.runners} at once" if sc.runners > 1 else ""
     lines += ["", "## Scrolling: the last green upstream commits", "", verdict, "",
-              f"{count(len(sc.steps), 'step')} in {sc.seconds:.1f} s (max-steps {sc.max_steps}{budget}); "
+              f"{count(len(sc.steps), 'step')}{rounds} in {sc.seconds:.1f} s (max-steps {sc.max_steps}{budget}); "
               + ("the search ended." if sc.complete else f"**stopped early: {_text(sc.stopped or '')}**"), ""]
     lines += _table(["upstream", "pinned base", "last green", "first red", "head", "commits"],
                     [[_text(s.upstream), _code(s.base[:12]), _code(s.last_green[:12]),
@@ -122,9 +123,10 @@ def _scroll(report: Report) -> list[str]:
                      for s in sc.spans])
     if sc.steps:
         lines += ["", "Steps:", "", *_table(
-            ["#", "upstream", "commit", "subject", "result", "stage", "time"],
-            [[str(n), _text(st.upstream), _code(st.commit[:12]), _text(st.subject), _text(st.result.value),
-              _text(st.stage.value) if st.stage else "-", f"{st.seconds:.1f} s"]
+            ["#", "round", "upstream", "commit", "subject", "result", "stage", "where", "time"],
+            [[str(n), str(st.round), _text(st.upstream), _code(st.commit[:12]), _text(st.subject),
+              _text(st.result.value), _text(st.stage.value) if st.stage else "-", _text(st.where),
+              f"{st.seconds:.1f} s"]
              for n, st in enumerate(sc.steps, 1)])]
     selected = [(n, sel) for n, st in enumerate(sc.steps, 1) for sel in st.selection]
     if selected:

@@ -144,9 +144,14 @@ def _scrolled(ws: Workspace, ui: UI, options: Options, show: Show, report: Repor
     rebased onto them (their lock kept, for the pull request), or onto the heads when nothing past the pins is
     green (as a red night leaves them)."""
     heads = scroll.heads_attempt(report.failure, report.suites)
+    runner = None
+    if options.limits.runners > 1:  # each round's steps at once, on local worker processes
+        from kpatch.nightly import workers
+
+        runner = workers.local(ws, ui, options.settings, saved, {m.upstream: m.old_base for m in report.moves})
     with ui.group("kpatch nightly: scroll"):
         found_scroll, lock = scroll.search(ws, ui, options.settings, show, report.moves, heads, options.limits,
-                                           saved)
+                                           saved, runner)
     onto = {p.upstream: p.commit for p in found_scroll.last_green} if found_scroll.advanced else \
         {m.upstream: m.new_base for m in report.moves}
     scroll.settle(ws, ui, saved, onto)

@@ -208,3 +208,28 @@ def test_demo_adopt_and_scroll_are_two_demos_and_together_are_refused(tmp_path: 
     result = CliRunner().invoke(main, ["demo", "--adopt", "--scroll", "--dir", str(tmp_path / "d")])
     assert result.exit_code == ExitCode.BAD_INPUT, result.output
     assert "--adopt and --scroll are two demos" in result.stderr and not (tmp_path / "d").exists()
+
+
+def test_demo_runners_without_scroll_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--runners", "3", "--dir", str(tmp_path / "d")])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert "--runners goes with --scroll" in result.stderr and not (tmp_path / "d").exists()
+
+
+def test_demo_scroll_on_three_local_workers_tries_three_commits_at_once_and_names_the_same_culprit(
+        tmp_path: Path) -> None:
+    from tests.support.cli import run_kpatch
+
+    result = run_kpatch(None, "demo", "--scroll", "--runners", "3", "--backend", "local", "--dir",
+                        str(tmp_path / "d"), "--json")
+    assert result.exit_code == 0, result.output
+    report = checked(result.stdout, "demo")["result"]
+    moves = [m["commit"] for m in report["moves"]]
+    scroll = report["scroll"]
+    assert report["outcome"] == "failed" and scroll["complete"] and scroll["advanced"]
+    # one round of three from the red head: the four commits below it cut into four parts
+    assert [(s["round"], s["where"], s["commit"], s["result"]) for s in scroll["steps"]] == [
+        (1, "worker 1", moves[0], "green"), (1, "worker 2", moves[1], "green"), (1, "worker 3", moves[2], "red")]
+    assert scroll["culprit"]["commit"] == moves[2]
+    assert {p["upstream"]: p["commit"] for p in scroll["last_green"]}["app"] == moves[1]
+    assert "(3 steps in 1 round(s) of up to 3, " in report["steps"][-1]["summary"]

@@ -36,7 +36,14 @@ def test_nightly_max_steps_and_budget_are_read(tmp_path: Path) -> None:
     assert (stack.max_steps, stack.budget) == (3, 90.0)
 
 
+def test_nightly_runners_is_one_by_default_and_read_when_given(tmp_path: Path) -> None:
+    assert _load(tmp_path, "").runners == 1 and _load(tmp_path, "[nightly]\nmax-steps = 3\n").runners == 1
+    assert _load(tmp_path, "[nightly]\nrunners = 3\n").runners == 3
+
+
 @pytest.mark.parametrize(("head", "line", "message"), [
+    ("[nightly]\nrunners = 0\n", 3, "'runners' must be a whole number, 1 or more"),
+    ("[nightly]\nmax-steps = 2\nrunners = 2.5\n", 4, "'runners' must be a whole number, 1 or more"),
     ("[nightly]\nmax-steps = -1\n", 3, "'max-steps' must be a whole number, 0 or more"),
     ("[nightly]\nmax-steps = true\n", 3, "'max-steps' must be a whole number, 0 or more"),
     ("[nightly]\nmax-steps = 2\nbudget = 0\n", 4, "'budget' must be a number of seconds above 0"),
