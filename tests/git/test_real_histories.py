@@ -1,0 +1,202 @@
+"""Real histories (issue 36 item 3, issue 38's empty first commit): shapes seen in real forks and Debian quilt
+series, each on a small real repository: an empty commit first on a branch, subjects with runs of spaces, patch
+file names as `git format-patch` gives them, plain patches without a date."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from tests.support.cli import run_kpatch
+from tests.support.gitrepos import git
+
+
+@dataclass
+class Small:
+    """An upstream `app` (one commit, tagged v1), a fork of it to add commits to, and projects made by init."""
+
+    tmp: Path
+    up: Path
+    fork: Path
+
+    def project(self, name: str = "proj") -> Path:
+        root = self.tmp / name
+        root.mkdir()
+        made = run_kpatch(root, "init", "--upstream", f"app={self.up}@v1")
+        assert made.exit_code == 0, made.output
+        return root
+
+    def commit(self, subject: str, *, files: dict[str, str] | None = None, step: int = 1) -> str:
+        """A commit on the fork's branch `f`: `files` written (none: an empty commit)."""
+        for path, text in (files or {}).items():
+            (self.fork / path).write_text(text)
+            git(self.fork, "add", path)
+        git(self.fork, "commit", "--quiet", "--allow-empty", "--cleanup=verbatim", "-m", subject, date=step)
+        return git(self.fork, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Small:
+    up = tmp_path / "up"
+    up.mkdir()
+    git(up, "init", "--quiet", "-b", "main")
+    (up / "a.txt").write_text("a\n")
+    git(up, "add", "a.txt")
+    git(up, "commit", "--quiet", "-m", "base")
+    git(up, "tag", "v1")
+    fork = tmp_path / "fork"
+    git(tmp_path, "clone", "--quiet", str(up), str(fork))
+    git(fork, "checkout", "--quiet", "-b", "f")
+    return Small(tmp=tmp_path, up=up, fork=fork)
+
+
+def _import(root: Path, *args: str) -> Result:
+    return run_kpatch(root, "import", "app", *args)
+
+
+def _stack(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / "patches" / "app").iterdir())}
+
+
+def _series(root: Path) -> list[str]:
+    """The patch names the series lists, in order (its comments left out)."""
+    text = (root / "patches" / "app" / "series").read_text()
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def _format_patch(tree: Path, out: Path, since: str = "v1") -> list[str]:
+    """git's own format-patch of since..HEAD: the file names it gives, in order."""
+    git(tree, "format-patch", "--quiet", "-o", str(out), f"{since}..HEAD")
+    return sorted(p.name for p in out.iterdir())
+
+
+# --- issue 38: an empty commit first on the branch ----------------------------------------------------------------
+
+
+def test_an_empty_commit_first_on_the_branch_is_left_out_and_named(small: Small) -> None:
+    empty = small.commit("Empty one")
+    small.commit("Real one", files={"b.txt": "b\n"}, step=2)
+    root = small.project()
+    result = _import(root, "--from", f"{small.fork}@f")
+    assert result.exit_code == 0, result.output
+    assert f"skipped commit {empty[:12]} \"Empty one\": it changes nothing" in result.stdout
+    assert _series(root) == ["0001-Real-one.patch"]
+
+
+# --- names as git names them ----------------------------------------------------------------------------------------
+
+SUBJECTS = [
+    "Fix foo_bar.baz in x.y",
+    "Keep ..dots... and trailing dots...",
+    "Ünïcode wörds: naïve café",
+    "[XPU] Tag: with/slashes and (parens) & co",
+    "Rename the very_long_module.name and the other_module.name and more words",
+    "a_b__c..d--e  f",
+    "Ends in an underscore_",
+    "!!!",
+]
+
+
+def test_new_patch_files_are_named_as_git_format_patch_names_them(small: Small) -> None:
+    for step, subject in enumerate(SUBJECTS, start=1):
+        small.commit(subject, files={f"f{step}.txt": f"{step}\n"}, step=step)
+    root = small.project()
+    result = _import(root, "--from", f"{small.fork}@f")
+    assert result.exit_code == 0, result.output
+    theirs = _format_patch(small.fork, small.tmp / "fp")
+    ours = _series(root)
+    assert ours == theirs
+    assert sorted(_stack(root)) == sorted([*theirs, "series"])
+
+
+# --- subjects git am reads otherwise --------------------------------------------------------------------------------
+
+
+def test_subjects_with_runs_of_spaces_are_imported_as_git_am_reads_them_said_once(small: Small) -> None:
+    spaced = small.commit("Fix  the  cache", files={"b.txt": "b\n"}, step=1)
+    small.commit("A plain one", files={"c.txt": "c\n"}, step=2)
+    tabbed = small.commit("Tabs\tand   spaces", files={"d.txt": "d\n"}, step=3)
+    root = small.project()
+    result = _import(root, "--from", f"{small.fork}@f")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("git am reads a subject with every run of spaces made one space") == 1
+    assert f"commit {spaced[:12]}: 'Fix  the  cache' -> 'Fix the cache'" in result.stdout
+    assert f"commit {tabbed[:12]}: 'Tabs\\tand   spaces' -> 'Tabs and spaces'" in result.stdout
+    assert "A plain one" not in result.stdout.split("wrote")[0]
+    stack = _stack(root)
+    assert list(stack) == ["0001-Fix-the-cache.patch", "0002-A-plain-one.patch", "0003-Tabs-and-spaces.patch",
+                           "series"]
+    assert b"Subject: [PATCH] Fix the cache\n" in stack["0001-Fix-the-cache.patch"]
+    applied = run_kpatch(root, "apply")
+    assert applied.exit_code == 0, applied.output
+    assert run_kpatch(root, "export", "--check").exit_code == 0
+    # git's own format-patch of the same commits, imported with --series: the same stack, the same words
+    _format_patch(small.fork, small.tmp / "mails")
+    other = small.project("other")
+    taken = _import(other, "--series", str(small.tmp / "mails"))
+    assert taken.exit_code == 0, taken.output
+    assert _stack(other) == stack
+    assert taken.stdout.count("git am reads a subject with every run of spaces made one space") == 1
+    assert "0001-Fix-the-cache.patch: 'Fix  the  cache' -> 'Fix the cache'" in taken.stdout
+
+
+def test_a_plain_patch_whose_subject_has_runs_of_spaces_is_imported_as_git_am_reads_it(small: Small) -> None:
+    folder = small.tmp / "quilt"
+    folder.mkdir()
+    (folder / "fix.diff").write_text("Subject: Fix  the  cache\n\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n")
+    root = small.project()
+    result = _import(root, "--series", str(folder), "--author", "A U Thor <a@example.invalid>")
+    assert result.exit_code == 0, result.output
+    assert "fix.diff: 'Fix  the  cache' -> 'Fix the cache'" in result.stdout
+    assert list(_stack(root)) == ["0001-Fix-the-cache.patch", "series"]
+
+
+def test_export_names_the_collapsed_spaces_as_the_reason_git_am_reads_a_subject_otherwise(small: Small) -> None:
+    small.commit("Fine", files={"b.txt": "b\n"})
+    root = small.project()
+    assert _import(root, "--from", f"{small.fork}@f").exit_code == 0
+    assert run_kpatch(root, "apply").exit_code == 0
+    tree = root / "work" / "app"
+    (tree / "c.txt").write_text("c\n")
+    git(tree, "add", "c.txt")
+    git(tree, "commit", "--quiet", "-m", "Two  spaces")
+    result = run_kpatch(root, "export")
+    assert result.exit_code != 0
+    assert "git am reads its subject as 'Two spaces' (it makes every run of spaces one space)" in result.stderr
+
+
+# --- reproducible import ---------------------------------------------------------------------------------------------
+
+DP_PATCH = """\
+# DP: Fix the greeting (from upstream's bug tracker)
+
+--- a/a.txt
++++ b/a.txt
+@@ -1 +1 @@
+-a
++{line}
+"""
+
+
+def test_plain_patches_without_a_date_import_to_the_same_bytes_dated_as_the_base(small: Small) -> None:
+    folder = small.tmp / "debian-patches"
+    folder.mkdir()
+    (folder / "greeting.diff").write_text(DP_PATCH.format(line="hello"))
+    (folder / "series").write_text("greeting.diff\n")
+    stacks = []
+    for name in ("one", "two"):
+        root = small.project(name)
+        result = _import(root, "--series", str(folder), "--author", "Debian Maintainer <dm@example.invalid>")
+        assert result.exit_code == 0, result.output
+        stacks.append(_stack(root))
+    assert stacks[0] == stacks[1]
+    base_date = subprocess.run(["git", "log", "-1", "--format=%cD", "v1"], cwd=small.up, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    (data,) = (v for k, v in stacks[0].items() if k != "series")
+    date = re.search(rb"^Date: (.*)$", data, re.MULTILINE)
+    assert date is not None and date.group(1).decode() == base_date
