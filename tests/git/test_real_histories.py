@@ -4,6 +4,7 @@ file names as `git format-patch` gives them, plain patches without a date."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from dataclasses import dataclass
@@ -200,3 +201,47 @@ def test_plain_patches_without_a_date_import_to_the_same_bytes_dated_as_the_base
     (data,) = (v for k, v in stacks[0].items() if k != "series")
     date = re.search(rb"^Date: (.*)$", data, re.MULTILINE)
     assert date is not None and date.group(1).decode() == base_date
+
+
+# --- a stack whose remaining patches are all upstream ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("squashed", [False, True], ids=["picked", "squashed"])
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_rebase_onto_an_upstream_that_has_every_patch_drops_them_all_and_writes_the_empty_stack(
+        small: Small, warm: bool, squashed: bool) -> None:
+    small.commit("First patch", files={"b.txt": "b\n"}, step=1)
+    small.commit("Second patch", files={"c.txt": "c\n"}, step=2)
+    root = small.project()
+    assert _import(root, "--from", f"{small.fork}@f").exit_code == 0
+    if warm:  # the stack applied: its worktree and run state are there
+        assert run_kpatch(root, "apply").exit_code == 0
+    git(small.up, "fetch", "--quiet", str(small.fork), "f")
+    if squashed:  # both in one upstream commit: no patch-id finds them, each applies as empty
+        git(small.up, "cherry-pick", "--no-commit", "v1..FETCH_HEAD")
+        git(small.up, "commit", "--quiet", "-m", "Both patches in one", date=5)
+    else:
+        git(small.up, "cherry-pick", "v1..FETCH_HEAD", date=5)
+    merged = git(small.up, "rev-list", "--reverse", "v1..main").split()
+    merged = merged * 2 if squashed else merged
+    (small.up / "z.txt").write_text("later\n")
+    git(small.up, "add", "z.txt")
+    git(small.up, "commit", "--quiet", "-m", "A later upstream commit", date=6)
+    head = git(small.up, "rev-parse", "main")
+    result = run_kpatch(root, "rebase", "--json")
+    assert result.exit_code == 0, result.output
+    (stack,) = json.loads(result.stdout)["result"]["stacks"]
+    names = ["0001-First-patch.patch", "0002-Second-patch.patch"]
+    assert [(p["name"], p["class"], p["commit"]) for p in stack["patches"]] == \
+        [(name, "upstream", commit) for name, commit in zip(names, merged, strict=True)]
+    assert _series(root) == []
+    series = (root / "patches" / "app" / "series").read_text()
+    for name, commit in zip(names, merged, strict=True):
+        assert re.search(rf"^# dropped {re.escape(name)}: upstream \(.*; commit {commit}\)$", series, re.MULTILINE)
+    assert list(_stack(root)) == ["series"]
+    assert f'base = "{head}"' in (root / "kpatch.toml").read_text()
+    status = run_kpatch(root, "status")
+    assert status.exit_code == 0, status.output
+    assert run_kpatch(root, "rebase", "--continue").exit_code != 0  # nothing left in progress
+    if warm:
+        assert git(root / "work" / "app", "rev-parse", "HEAD") == head
