@@ -245,3 +245,46 @@ def test_a_rebase_onto_an_upstream_that_has_every_patch_drops_them_all_and_write
     assert run_kpatch(root, "rebase", "--continue").exit_code != 0  # nothing left in progress
     if warm:
         assert git(root / "work" / "app", "rev-parse", "HEAD") == head
+
+
+# --- issue 36 item 2: every state shown is the state on disk ----------------------------------------------------------
+
+
+def test_status_after_a_rebase_left_a_worktree_with_changes_shows_it_at_the_old_base(small: Small) -> None:
+    small.commit("First patch", files={"b.txt": "b\n"}, step=1)
+    root = small.project()
+    assert _import(root, "--from", f"{small.fork}@f").exit_code == 0
+    assert run_kpatch(root, "apply").exit_code == 0
+    tree = root / "work" / "app"
+    old_base = git(small.up, "rev-parse", "v1")
+    old_head = git(tree, "rev-parse", "HEAD")
+    (tree / "a.txt").write_text("my local change\n")
+    (tree / "b.txt").write_text("another\n")
+    (small.up / "z.txt").write_text("later\n")
+    git(small.up, "add", "z.txt")
+    git(small.up, "commit", "--quiet", "-m", "A later upstream commit", date=6)
+    new_base = git(small.up, "rev-parse", "main")
+    rebased = run_kpatch(root, "rebase")
+    assert rebased.exit_code == 0, rebased.output
+    assert "left as it is" in rebased.stderr
+    assert git(tree, "rev-parse", "HEAD") == old_head  # on disk: the old base, the changes kept
+    shown = run_kpatch(root, "status", "--json")
+    assert shown.exit_code == 0, shown.output
+    (report,) = json.loads(shown.stdout)["result"]["upstreams"]
+    assert report["base_commit"] == new_base
+    assert report["worktree_base"] == old_base
+    assert report["modified_files"] == 2
+    assert [p["state"] for p in report["patches"]] == ["not applied"]
+    human = run_kpatch(root, "status")
+    assert human.exit_code == 0, human.output
+    assert f"worktree at the old base {old_base[:12]}, not on the base, with 2 modified files: bring it across " \
+        f"with 'git -C {tree} stash', 'kpatch apply', then 'git -C {tree} stash pop'" in human.stdout
+    assert re.search(r"0001-First-patch\.patch +not applied", human.stdout)
+    # the commands it names do bring it across, the changes kept
+    git(tree, "stash")
+    assert run_kpatch(root, "apply").exit_code == 0
+    git(tree, "stash", "pop")
+    (after,) = json.loads(run_kpatch(root, "status", "--json").stdout)["result"]["upstreams"]
+    assert after["worktree_base"] is None and after["modified_files"] == 2
+    assert [p["state"] for p in after["patches"]] == ["applied"]
+    assert git(tree, "merge-base", "HEAD", new_base) == new_base
