@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -288,3 +289,68 @@ def test_status_after_a_rebase_left_a_worktree_with_changes_shows_it_at_the_old_
     assert after["worktree_base"] is None and after["modified_files"] == 2
     assert [p["state"] for p in after["patches"]] == ["applied"]
     assert git(tree, "merge-base", "HEAD", new_base) == new_base
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file of the project and its worktree (git's own folders left out): 'nothing changed' checks."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and ".git" not in p.parts and p.name != "lock"}
+
+
+@pytest.mark.parametrize("where", ["no-repository", "unreachable"])
+@pytest.mark.parametrize("command", ["apply", "status"])
+def test_a_given_url_that_is_no_git_repository_is_bad_input_naming_the_upstream_and_the_url(
+        small: Small, command: str, where: str) -> None:
+    small.commit("First patch", files={"b.txt": "b\n"})
+    root = small.project()
+    assert _import(root, "--from", f"{small.fork}@f").exit_code == 0
+    assert run_kpatch(root, "apply").exit_code == 0  # the mirror has everything: nothing needs a fetch
+    if where == "no-repository":
+        url = str(small.tmp / "just-a-folder")
+        Path(url).mkdir()
+    else:
+        url = "https://127.0.0.1:9/app.git"
+    before = _files(root)
+    result = run_kpatch(root, command, "--url", f"app={url}")
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: upstream app: --url app={url} is no git repository "
+                                                     "kpatch can fetch from: "), result.stderr
+    assert _files(root) == before
+    assert run_kpatch(root, command, "--url", f"app={small.up}").exit_code == 0  # a real one is taken
+
+
+def test_a_fetch_that_cannot_pass_on_a_retry_fails_at_once(small: Small, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = small.project()
+    folder = small.tmp / "not-a-repository"
+    folder.mkdir()
+    toml = root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace(f'"{small.up}"', f'"{folder}"'))
+    monkeypatch.setenv("KPATCH_FETCH_RETRY_DELAY", "5")  # a retry would take 5 s, a second one 10 s more
+    monkeypatch.setenv("XDG_CACHE_HOME", str(small.tmp / "fresh-cache"))
+    started = time.monotonic()
+    result = run_kpatch(root, "apply")
+    assert time.monotonic() - started < 5
+    assert result.exit_code == 4, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "tries" not in errors[0], result.stderr
+    assert errors[0].startswith(f"error: upstream app: cannot fetch {folder}: ")
+    assert "does not appear to be a git repository" in errors[0]
+    assert errors[0].endswith("(to work offline: --url app=PATH or KPATCH_URL_APP=PATH)")
+
+
+def test_no_fetch_hint_names_an_option_the_command_lacks_or_the_user_gave(small: Small) -> None:
+    root = small.tmp / "made"
+    root.mkdir()
+    remote = run_kpatch(root, "init", "--upstream", "app=https://127.0.0.1:9/app.git@v1")
+    assert remote.exit_code == 4, remote.output
+    [error] = [line for line in remote.stderr.splitlines() if line.startswith("error:")]
+    assert "--url" not in error and "KPATCH_URL" not in error
+    assert error.endswith("(to work offline: --upstream app=PATH@v1 of a local clone)")
+    folder = small.tmp / "not-a-repository"
+    folder.mkdir()
+    local = run_kpatch(root, "init", "--upstream", f"app={folder}@v1")
+    assert local.exit_code == 4, local.output
+    [error] = [line for line in local.stderr.splitlines() if line.startswith("error:")]
+    assert "to work offline" not in error and "tries" not in error  # the path given is the one that failed
+    assert not (root / "kpatch.toml").exists()
