@@ -22,7 +22,7 @@ from kpatch.output.ui import UI, count
 from kpatch.project import journal
 from kpatch.project.workspace import Workspace
 from kpatch.stack import SERIES, Series
-from kpatch.stack.writer import am_subject, render
+from kpatch.stack.writer import as_am_reads, render
 
 MAX_COMMITS = 1000
 
@@ -298,11 +298,11 @@ def _reword(tree: Repository, base: str, originals: list[str]) -> list[Reworded]
     parent = base
     for index, at in enumerate(range(0, len(fields) - 8, 9)):
         commit, treeish, name, email, date, cname, cemail, cdate, message = fields[at:at + 9]
-        first, newline, rest = message.partition("\n")
-        now = am_subject(first)
-        if now != first.rstrip() and now and (not rest.strip() or rest.startswith("\n")):
-            reworded.append(Reworded(commit=originals[index], file="", subject=first, now=now))
-            message = now + newline + rest
+        read = as_am_reads(message)
+        if read is not None:
+            reworded.append(Reworded(commit=originals[index], file="", subject=message.partition("\n")[0],
+                                     now=read.partition("\n")[0]))
+            message = read
         elif not reworded:  # the commits before the first one reworded stay as they are
             parent = commit.lstrip("\n")
             continue

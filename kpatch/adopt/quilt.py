@@ -16,7 +16,7 @@ from kpatch.errors import PatchConflict, SeriesError, UsageError
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
-from kpatch.stack.writer import am_subject
+from kpatch.stack.writer import am_subject, as_am_reads
 
 SUFFIXES = (".patch", ".diff")
 _DIFF_START = re.compile(r"^(diff --git |--- |Index: )")
@@ -220,13 +220,10 @@ def _reworded(plain: Plain) -> Reworded | None:
 def _as_am_reads(plain: Plain) -> Plain:
     """A plain patch whose one-line subject has runs of spaces, with them collapsed (the subject as written is
     kept for the report)."""
-    if plain.mail:
+    message = None if plain.mail else as_am_reads(plain.message)
+    if message is None:
         return plain
-    first, newline, rest = plain.message.partition("\n")
-    now = am_subject(first)
-    if now == first.rstrip() or not now or not (not rest.strip() or rest.startswith("\n")):
-        return plain
-    return replace(plain, message=now + newline + rest, subject_as_written=first)
+    return replace(plain, message=message, subject_as_written=plain.message.partition("\n")[0])
 
 
 def _commit(tree: Repository, plain: Plain, author: str | None, undated: str) -> None:

@@ -181,6 +181,15 @@ def am_subject(subject: str) -> str:
     return _SPACES.sub(" ", subject).strip(" ")
 
 
+def as_am_reads(message: str) -> str | None:
+    """`message` with its one-line subject as git am reads it (`am_subject`), when that differs; else None (a
+    subject paragraph of several lines is refused elsewhere, with its own reason)."""
+    first, newline, rest = message.partition("\n")
+    now = am_subject(first)
+    one_line = not rest.strip() or rest.startswith("\n")
+    return now + newline + rest if now and now != first.rstrip() and one_line else None
+
+
 def _difference(original: list[str], read_back: list[str]) -> str:
     """Why git am reads a message back otherwise, in words that say what to change."""
     subject_end = original.index("") if "" in original else len(original)
