@@ -16,6 +16,7 @@ from click.testing import Result
 
 from tests.support.cli import run_kpatch
 from tests.support.gitrepos import git
+from tests.support.https_git import https_git
 
 
 @dataclass
@@ -320,22 +321,34 @@ def test_a_given_url_that_is_no_git_repository_is_bad_input_naming_the_upstream_
     assert run_kpatch(root, command, "--url", f"app={small.up}").exit_code == 0  # a real one is taken
 
 
-def test_a_fetch_that_cannot_pass_on_a_retry_fails_at_once(small: Small, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("cause", ["no-repository", "authentication-refused", "not-found"])
+def test_a_fetch_that_cannot_pass_on_a_retry_fails_at_once(small: Small, monkeypatch: pytest.MonkeyPatch,
+                                                           cause: str) -> None:
     root = small.project()
-    folder = small.tmp / "not-a-repository"
-    folder.mkdir()
-    toml = root / "kpatch.toml"
-    toml.write_text(toml.read_text().replace(f'"{small.up}"', f'"{folder}"'))
     monkeypatch.setenv("KPATCH_FETCH_RETRY_DELAY", "5")  # a retry would take 5 s, a second one 10 s more
     monkeypatch.setenv("XDG_CACHE_HOME", str(small.tmp / "fresh-cache"))
-    started = time.monotonic()
-    result = run_kpatch(root, "apply")
-    assert time.monotonic() - started < 5
+    with https_git({"app": small.up}, small.tmp / "server", "user", "secret") as server:
+        monkeypatch.setenv("GIT_SSL_CAINFO", str(server.ca_file))
+        if cause == "no-repository":
+            url, shown, says = str(small.tmp / "not-a-repository"), "", "does not appear to be a git repository"
+            Path(url).mkdir()
+        elif cause == "authentication-refused":
+            url = server.url.replace("https://", "https://user:wrong@") + "/app.git"
+            shown, says = server.url.replace("https://", "https://***@") + "/app.git", "Authentication failed"
+        else:
+            url = server.url.replace("https://", "https://user:secret@") + "/nothing-here.git"
+            shown, says = server.url.replace("https://", "https://***@") + "/nothing-here.git", "not found"
+        toml = root / "kpatch.toml"
+        toml.write_text(toml.read_text().replace(f'"{small.up}"', f'"{url}"'))
+        started = time.monotonic()
+        result = run_kpatch(root, "apply")
+        took = time.monotonic() - started
+    assert took < 5, result.output
     assert result.exit_code == 4, result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "tries" not in errors[0], result.stderr
-    assert errors[0].startswith(f"error: upstream app: cannot fetch {folder}: ")
-    assert "does not appear to be a git repository" in errors[0]
+    assert errors[0].startswith(f"error: upstream app: cannot fetch {shown or url}: ")
+    assert says in errors[0] and "secret" not in result.output and "wrong" not in result.output
     assert errors[0].endswith("(to work offline: --url app=PATH or KPATCH_URL_APP=PATH)")
 
 
@@ -346,6 +359,7 @@ def test_no_fetch_hint_names_an_option_the_command_lacks_or_the_user_gave(small:
     assert remote.exit_code == 4, remote.output
     [error] = [line for line in remote.stderr.splitlines() if line.startswith("error:")]
     assert "--url" not in error and "KPATCH_URL" not in error
+    assert "after 3 tries" in error  # a refused connection may pass on a retry: still retried
     assert error.endswith("(to work offline: --upstream app=PATH@v1 of a local clone)")
     folder = small.tmp / "not-a-repository"
     folder.mkdir()
