@@ -171,12 +171,12 @@ def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapp
     upstreams = []
     for upstream in stack.upstreams:
         url = overrides.get(upstream.name) or environ.get(upstream.env_var)
+        source = "--url" if upstream.name in overrides else upstream.env_var
         if url:
             problem = url_problem(url)
             if problem:
-                source = "--url" if upstream.name in overrides else upstream.env_var
                 raise UsageError(f"{source} {upstream.name}: {problem}")
-        upstreams.append(replace(upstream, url=url, url_overridden=True) if url else upstream)
+        upstreams.append(replace(upstream, url=url, url_overridden=True, url_from=source) if url else upstream)
     return replace(stack, upstreams=tuple(upstreams))
 
 

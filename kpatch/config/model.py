@@ -68,6 +68,7 @@ class Upstream:
     line: int  # line of its [[upstream]] header in kpatch.toml
     build: Build | None = None
     url_overridden: bool = False
+    url_from: str | None = None  # where an overriding URL came from: "--url" or the KPATCH_URL_<NAME> variable
     test: TestSuite | None = None
     propose: Propose = Propose()
     test_selection: bool = False  # a scrolling step runs first the tests the upstream diff touches ($KPATCH_TESTS)

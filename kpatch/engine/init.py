@@ -171,7 +171,10 @@ def _pin(ws: Workspace, ui: UI, spec: UpstreamSpec) -> Pinned:
     found = mirror.resolve(spec.base) if mirror.exists else None
     if found is None or not _branches(mirror):
         with ui.progress(f"fetching {spec.name} from {redact_url(spec.url)}", 100) as report:
-            note = mirror.fetch(spec.url, report)
+            # init has no --url: a local clone's path goes in --upstream (no hint when that is what was given)
+            remote = "://" in spec.url or _SCP_LIKE.match(spec.url) is not None
+            hint = f"to work offline: --upstream {spec.name}=PATH@{spec.base} of a local clone" if remote else None
+            note = mirror.fetch(spec.url, report, hint=hint)
         if note:
             ui.note(note)
         found = mirror.resolve(spec.base)

@@ -18,6 +18,7 @@ from kpatch.stack.series import SERIES, Series, header_comments, render_series
 
 # What `git mailinfo` takes for a mail header when it opens the body (an "in-body header").
 _IN_BODY_HEADER = re.compile(r"^(From|Subject|Date):", re.IGNORECASE)
+_SPACES = re.compile(r"[ \t\r\n]+")  # git's isspace(): what mailinfo collapses in a subject
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
     files: dict[Path, bytes] = {}
     commits: dict[Path, str] = {}
     changed: list[tuple[str, bytes]] = []
+    slugs: list[str] | None = None  # format-patch's name part of each commit, asked of git once when needed
     for index, ((commit, subject), data) in enumerate(zip(listed, texts, strict=True)):
         same = next((p for p in old if p.subject == subject and series.folder / p.name not in files), None)
         if index < len(old) and old[index].subject == subject:
@@ -52,7 +54,8 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
         elif same is not None:
             name = same.name
         else:
-            name = _fresh_name(index, subject, {p.name for p in old} | {p.name for p in files})
+            slugs = slugs if slugs is not None else _slugs(tree, base)
+            name = _fresh_name(index, slugs[index], {p.name for p in old} | {p.name for p in files})
         target = series.folder / name
         if not (target.is_file() and _same_mail(target.read_bytes(), data)):
             changed.append((commit, data))
@@ -172,6 +175,21 @@ def _read_past_its_end(name: str) -> bool:
     return bool(open_)
 
 
+def am_subject(subject: str) -> str:
+    """A subject as `git am` reads it out of the mail format-patch writes: mailinfo makes every run of spaces and
+    tabs one space and trims the ends ("Fix  the  cache" -> "Fix the cache")."""
+    return _SPACES.sub(" ", subject).strip(" ")
+
+
+def as_am_reads(message: str) -> str | None:
+    """`message` with its one-line subject as git am reads it (`am_subject`), when that differs; else None (a
+    subject paragraph of several lines is refused elsewhere, with its own reason)."""
+    first, newline, rest = message.partition("\n")
+    now = am_subject(first)
+    one_line = not rest.strip() or rest.startswith("\n")
+    return now + newline + rest if now and now != first.rstrip() and one_line else None
+
+
 def _difference(original: list[str], read_back: list[str]) -> str:
     """Why git am reads a message back otherwise, in words that say what to change."""
     subject_end = original.index("") if "" in original else len(original)
@@ -182,6 +200,8 @@ def _difference(original: list[str], read_back: list[str]) -> str:
     header = _IN_BODY_HEADER.match(body)
     if header:
         return f"its body starts with a {header.group(1)!r} line, which git am takes for a mail header"
+    if read_back[:1] != original[:1] and read_back[:1] == [am_subject(original[0])]:
+        return f"git am reads its subject as {read_back[0][:60]!r} (it makes every run of spaces one space)"
     if read_back[:1] != original[:1]:
         return (f"git am reads its subject as {(read_back or [''])[0][:60]!r} (it drops 'Re:', ':' and "
                 "'[PATCH ...]' at the start)")
@@ -206,11 +226,21 @@ def _lines(message: str) -> list[str]:
     return out
 
 
-def _fresh_name(index: int, subject: str, taken: set[str]) -> str:
-    """format-patch style `NNNN-subject-words.patch`, unique in the folder."""
-    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in subject)
-    slug = "-".join(filter(None, slug.split("-")))[:52].rstrip("-.") or "patch"
-    name, extra = f"{index + 1:04d}-{slug}.patch", 2
+def _slugs(tree: Repository, base: str) -> list[str]:
+    """git's own file-name part of each commit of base..HEAD (`%f`, what format-patch names its files by: letters,
+    digits, '.' and '_' kept, every other run of characters one '-'), oldest first."""
+    listing = tree.run(["log", "--reverse", "--format=%f", "--end-of-options", f"{base}..HEAD"]).stdout
+    return listing.decode("ascii", "replace").split("\n")[:-1]  # each line ends in a newline (an empty one too)
+
+
+# format-patch's longest name (its --filename-max-length, 64 unless configured) less ".patch" and one more byte.
+_NAME_MAX = 64 - len(".patch") - 1
+
+
+def _fresh_name(index: int, slug: str, taken: set[str]) -> str:
+    """`NNNN-slug.patch` as `git format-patch` names the file (cut where it cuts), made unique in the folder."""
+    stem = f"{index + 1:04d}-{slug}"[:_NAME_MAX]
+    name, extra = f"{stem}.patch", 2
     while name in taken:
-        name, extra = f"{index + 1:04d}-{slug}-{extra}.patch", extra + 1
+        name, extra = f"{stem}-{extra}.patch", extra + 1
     return name

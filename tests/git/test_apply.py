@@ -155,8 +155,9 @@ def test_unknown_onto_ref_and_unreachable_url(project: Project, tmp_path: Path) 
     bad = project.run("apply", "--onto", "kernels=no-such-branch")
     assert bad.exit_code == ExitCode.UPSTREAM and "'no-such-branch' is not a commit, tag or branch" in bad.stderr
     gone = project.run("apply", "--url", f"kernels={tmp_path / 'nowhere'}", "--cache-dir", str(tmp_path / "c2"))
-    assert gone.exit_code == ExitCode.UPSTREAM
-    assert "upstream kernels: cannot fetch" in gone.stderr and "after 3 tries" in gone.stderr
+    assert gone.exit_code == ExitCode.BAD_INPUT  # a URL the person gave is checked where it is used
+    assert f"upstream kernels: --url kernels={tmp_path / 'nowhere'} is no git repository kpatch can fetch from: " \
+        in gone.stderr
     assert project.snapshot() == before
     assert not (project.workdir / "kernels").exists()
 
