@@ -307,14 +307,19 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
     branch = branch_name(group)
     head = f"{owner}:{branch}"
     title, body = pr_text(ws, group, needs, head)
-    env = forge.push_env(fork, environ)
+    env = forge.push_env(fork, environ, dry_run=dry_run)
     shown = redact_url(fork)
     try:
         remote = remote_branch(mirror.path, fork, branch, env)
     except (GitError, StorageError) as err:
         why = (err.stderr if isinstance(err, GitError) and err.stderr else str(err)).strip().splitlines()
-        raise UpstreamError(f"cannot read the fork {shown} of {upstream.name}: {why[-1] if why else '?'} "
-                            f"(does it exist? {SCOPES})") from None
+        if not dry_run:
+            raise UpstreamError(f"cannot read the fork {shown} of {upstream.name}: {why[-1] if why else '?'} "
+                                f"(does it exist? {SCOPES})") from None
+        # a dry run sends no token: a fork only the token may read stays unread (and nothing is pushed)
+        ui.note(f"{upstream.name}: the fork {shown} was not read (a dry run sends no token): "
+                f"{why[-1] if why else '?'}")
+        remote = None
     if remote == commit:
         push = "up to date"
     elif dry_run:

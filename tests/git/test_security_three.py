@@ -1,0 +1,137 @@
+"""Hostile input, round three (issue 37): secrets go only where they are meant to, a refused `init` writes
+nothing, a copy of a project never touches its original, and no unexported word of a commit is lost.
+
+kpatch runs as its own process here (tests/support/cli.py) wherever a user would run it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kpatch.errors import ExitCode
+from tests.support.cli import Ran, kpatch
+from tests.support.fake_github import fake_github
+from tests.support.gitrepos import Project, git
+from tests.support.https_git import https_git
+
+TOKEN = "ghp_roundThreeToken0123456789abcdef"
+KERNELS_REPO = "vllm-project/vllm-xpu-kernels"
+KERNELS_PATCH = "0001-Add-the-kimi-op.patch"
+
+
+def one_error(ran: Ran, code: ExitCode, text: str) -> str:
+    assert ran.exit_code == code, ran.output
+    assert len(ran.errors()) == 1 and text in ran.errors()[0], ran.stderr
+    return ran.errors()[0]
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file, link and folder under `folder` with what it holds (a link: where it points)."""
+    out: dict[str, bytes] = {}
+    for path in sorted(folder.rglob("*")):
+        key = str(path.relative_to(folder))
+        out[key] = (b"-> " + os.readlink(path).encode() if path.is_symlink() else
+                    b"<dir>" if path.is_dir() else path.read_bytes())
+    return out
+
+
+# --- 1. the GitHub token goes only to the forge it belongs to -------------------------------------------------------
+
+
+def _propose_to_an_https_fork(project: Project, tmp_path: Path, *extra: str) -> tuple[Ran, list[str]]:
+    """`kpatch propose` of the kernels patch with its fork on another https host than the GitHub API's (a local
+    server that records every Authorization header it is sent): the result and those headers."""
+    with https_git({"alice/vllm-xpu-kernels": project.kernels}, tmp_path / "server", "alice", "pw") as server, \
+            fake_github() as fake:
+        toml = project.root / "kpatch.toml"
+        toml.write_text(toml.read_text().replace(
+            "requires = []\n", f'requires = []\n\n[upstream.propose]\nrepository = "{KERNELS_REPO}"\n'
+            f'fork = "{server.url}/alice/vllm-xpu-kernels.git"\n', 1))
+        patch = project.root / "patches" / "kernels" / KERNELS_PATCH
+        patch.write_bytes(patch.read_bytes().replace(
+            b"Upstream-Status: submitted\nUpstream-PR: vllm-project/vllm-xpu-kernels#592\n",
+            b"Upstream-Status: pending\n"))
+        fake.grant(TOKEN, "write")
+        fake.repo(KERNELS_REPO)
+        ran = kpatch(project.root, "propose", f"kernels/{KERNELS_PATCH}", "--fork", "alice", *extra,
+                     env={"KPATCH_GITHUB_API": fake.url, "GITHUB_TOKEN": TOKEN, "GIT_SSL_CAINFO": str(server.ca_file)})
+    return ran, server.headers
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry run", "real run"])
+def test_propose_sends_the_github_token_to_no_fork_host_but_the_forges_own(project: Project, tmp_path: Path,
+                                                                           dry_run: bool) -> None:
+    ran, headers = _propose_to_an_https_fork(project, tmp_path, *(["--dry-run"] if dry_run else []))
+    basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    assert [h for h in headers if basic in h or TOKEN in h] == [], ran.output
+    if dry_run:
+        assert ran.exit_code == 0, ran.output
+    else:  # the fork asks for credentials it is not given: a one-line refusal, nothing pushed
+        one_error(ran, ExitCode.UPSTREAM, "cannot read the fork https://127.0.0.1:")
+
+
+@pytest.mark.parametrize(("url", "api", "dry_run", "sent"), [
+    ("https://github.com/alice/x.git", None, False, True),
+    ("https://GitHub.com/alice/x.git", None, False, True),
+    ("https://github.com/alice/x.git", None, True, False),
+    ("https://github.com.evil.example/alice/x.git", None, False, False),
+    ("https://evil.example/alice/x.git", None, False, False),
+    ("https://ghe.corp.example/alice/x.git", "https://ghe.corp.example/api/v3", False, True),
+    ("https://github.com/alice/x.git", "https://ghe.corp.example/api/v3", False, False),
+    ("https://ghe.corp.example:8443/alice/x.git", "https://ghe.corp.example/api/v3", False, False),
+    ("ssh://git@github.com/alice/x.git", None, False, False),
+])
+def test_push_env_carries_the_token_only_to_github_or_the_configured_enterprise_host_and_never_in_a_dry_run(
+        url: str, api: str | None, dry_run: bool, sent: bool) -> None:
+    from kpatch.forge import push_env
+
+    environ = {"GITHUB_TOKEN": TOKEN, **({"KPATCH_GITHUB_API": api} if api else {})}
+    env = push_env(url, environ, dry_run=dry_run)
+    assert bool(env) is sent
+    assert TOKEN not in json.dumps(env)  # the token goes base64'd in a header, never as it is
+
+
+# --- 2. credentials reach upstream code only when the cache that needs them is configured ---------------------------
+
+CLOUD = {"AWS_ACCESS_KEY_ID": "AKIAROUNDTHREE", "AWS_SECRET_ACCESS_KEY": "aws-secret-round-three",
+         "ACTIONS_RUNTIME_TOKEN": "actions-runtime-round-three", "ACTIONS_CACHE_URL": "https://cache.example/",
+         "GITHUB_TOKEN": TOKEN}
+
+
+@pytest.mark.parametrize(("remote", "passed"), [
+    ({}, set()),
+    ({"KPATCH_SCCACHE_VOLUME": "mine"}, set()),
+    ({"SCCACHE_BUCKET": "b"}, {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}),
+    ({"SCCACHE_GHA_ENABLED": "true"}, {"ACTIONS_RUNTIME_TOKEN", "ACTIONS_CACHE_URL"}),
+    ({"SCCACHE_REDIS_ENDPOINT": "redis://cache"}, set()),
+])
+def test_a_build_gets_the_cloud_credentials_only_of_the_remote_compiler_cache_it_is_configured_with(
+        remote: dict[str, str], passed: set[str]) -> None:
+    from kpatch.wheels.compiler_cache import from_environment
+
+    env = from_environment({**CLOUD, **remote}).env
+    assert set(env) & set(CLOUD) == passed
+
+
+def test_the_dispatcher_probe_child_sees_no_credential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`verify --installed` runs torch and the kernels' extensions (upstream code) in a child: it gets the
+    allowlisted environment, not GITHUB_TOKEN and the cloud keys."""
+    from kpatch.verify.diagnose import run_probe
+
+    folder, seen = tmp_path / "site", tmp_path / "seen.json"
+    folder.mkdir()
+    (folder / "torch.py").write_text(f"import json, os\nopen({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))\n")
+    monkeypatch.syspath_prepend(str(folder))
+    for name, value in CLOUD.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("KPATCH_URL_KERNELS", "https://user:pw@example.invalid/k.git")
+    run_probe([], [])
+    env = json.loads(seen.read_text())
+    assert sorted(set(env) & {*CLOUD, "KPATCH_URL_KERNELS"}) == []
+    assert env["PATH"] == os.environ["PATH"]  # the allowlisted rest is there
