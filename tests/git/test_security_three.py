@@ -135,3 +135,62 @@ def test_the_dispatcher_probe_child_sees_no_credential(tmp_path: Path, monkeypat
     env = json.loads(seen.read_text())
     assert sorted(set(env) & {*CLOUD, "KPATCH_URL_KERNELS"}) == []
     assert env["PATH"] == os.environ["PATH"]  # the allowlisted rest is there
+
+
+# --- 3 and 5. a refused `init` writes nothing, and never a credential -------------------------------------------------
+
+
+def _init(folder: Path, project: Project, kernels: str | None = None, *extra: str,
+          env: dict[str, str] | None = None) -> Ran:
+    folder.mkdir(exist_ok=True)
+    return kpatch(folder, "init", "--upstream", kernels or f"kernels={project.kernels}@{project.kernels_base}",
+                  "--upstream", f"app={project.app}@v1.0", "--requires", "app:kernels", *extra, env=env)
+
+
+def test_init_refuses_a_url_with_credentials_and_writes_them_nowhere(project: Project, tmp_path: Path) -> None:
+    """kpatch.toml is the file the nightly commits and pushes: a URL's password must not go into it."""
+    new = tmp_path / "new"
+    with https_git({"kernels": project.kernels}, tmp_path / "server", "user", "pa55word") as server:
+        url = server.url.replace("https://", "https://user:pa55word@") + "/kernels.git"
+        ran = _init(new, project, f"kernels={url}@{project.kernels_base}", env={"GIT_SSL_CAINFO": str(server.ca_file)})
+    line = one_error(ran, ExitCode.BAD_INPUT, "--upstream kernels: https://***@127.0.0.1:")
+    assert "carries credentials" in line and "KPATCH_URL_KERNELS" in line
+    assert files(new) == {}
+    assert "pa55word" not in ran.output
+
+
+@pytest.mark.parametrize(("url", "refused"), [
+    ("https://ghp_abc123@github.com/o/r.git", True),
+    ("https://user:pw@github.com/o/r.git", True),
+    ("ssh://git:pw@github.com/o/r.git", True),
+    ("ssh://git@github.com/o/r.git", False),
+    ("git@github.com:o/r.git", False),
+    ("https://github.com/o/r.git", False),
+])
+def test_init_tells_a_url_holding_a_secret_from_an_ssh_user_name(url: str, refused: bool) -> None:
+    from kpatch.engine.init import carries_credentials
+
+    assert carries_credentials(url) is refused
+
+
+@pytest.mark.parametrize("planted", ["patches", "patches/kernels", ".github", ".gitignore"])
+def test_a_refused_init_through_a_link_out_of_the_project_leaves_the_folder_and_the_outside_as_they_were(
+        project: Project, tmp_path: Path, planted: str) -> None:
+    new, outside = tmp_path / "new", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "theirs").write_text("the person's file\n")
+    (new / planted).parent.mkdir(parents=True)
+    (new / planted).symlink_to(outside / "theirs" if planted == ".gitignore" else outside)
+    before, before_outside = files(new), files(outside)
+    ran = _init(new, project, None, "--ci")
+    one_error(ran, ExitCode.BAD_INPUT, f"{new / planted} is a link")
+    assert files(new) == before and files(outside) == before_outside
+
+
+def test_init_with_a_gitignore_folder_is_one_line_naming_it_and_writes_nothing(project: Project,
+                                                                                tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    (new / ".gitignore").mkdir(parents=True)
+    ran = _init(new, project)
+    one_error(ran, ExitCode.BAD_INPUT, f"{new / '.gitignore'} is not a file")
+    assert files(new) == {".gitignore": b"<dir>"}
