@@ -189,7 +189,7 @@ def _refuse_outside(root: Path, paths: Sequence[Path]) -> None:
             if here.exists() and not here.is_dir():
                 raise UsageError(f"{here} is not a folder: kpatch init would write {path} (nothing was written)")
         if path.is_symlink():
-            raise UsageError(f"{path} is a link (to {os.readlink(path)}): kpatch init writes no file through a "
+            raise UsageError(f"{path} is a link (to {path.readlink()}): kpatch init writes no file through a "
                              "link (nothing was written)")
         if path.exists() and not path.is_file():
             raise UsageError(f"{path} is not a file: kpatch init would write it (nothing was written)")
