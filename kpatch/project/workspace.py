@@ -246,7 +246,7 @@ class Workspace:
             return
         for path in _worktree_folders(self.workdir):
             owner = shared_with(path)
-            if owner is None:
+            if owner is None or not owner.is_dir():  # a moved project's old place: no one else's worktree there
                 continue
             first = ("run 'kpatch rebase --abort' here (it leaves the original alone), then " if
                      self.scratch_dir.is_dir() else "")
