@@ -85,6 +85,9 @@ def listed(folder: Path) -> list[tuple[Path, int]]:
         found = sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file())
         if not found:
             raise UsageError(f"--series: {folder} has no series file and no .patch or .diff files")
+        for path in found:  # as for a series file's names: a link may not lead out of the folder
+            if not path.resolve().is_relative_to(folder.resolve()):
+                raise SeriesError(f"{path}: a link to {path.resolve()}, outside {folder} (nothing was written)")
         return [(p, 1) for p in found]
     out = []
     for number, line in enumerate(series.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
@@ -231,5 +234,10 @@ def _commit(tree: Repository, plain: Plain, author: str | None, undated: str) ->
     assert who is not None
     date = plain.date or undated
     env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-    tree.run(["commit", "--quiet", "--no-verify", "--no-gpg-sign", f"--author={who}", "--cleanup=verbatim",
-              "--file=-"], stdin=plain.message.encode("utf-8"), env=env)
+    proc = tree.run(["commit", "--quiet", "--no-verify", "--no-gpg-sign", f"--author={who}", "--cleanup=verbatim",
+                     "--file=-"], stdin=plain.message.encode("utf-8"), env=env, check=False)
+    if proc.status != 0:
+        said = [line.removeprefix("fatal: ") for line in proc.stderr.splitlines() if line.startswith("fatal: ")]
+        why = f"its Date {plain.date!r} is not a date git reads" if plain.date and any(
+            "date" in line for line in said) else f"git commit refused it ({(said or ['?'])[0]})"
+        raise SeriesError(f"{plain.path}: {why} (nothing was written)")

@@ -141,10 +141,34 @@ def unexported(tree: Repository, series: Series, settled: Settled | None, base: 
     candidates = tree.out(args).split()
     if not candidates:
         return []
-    in_files = set(file_patch_ids(tree, [p.path for p in series.patches], verbatim=True)) if series.patches else set()
+    paths = [p.path for p in series.patches]
+    by_id: dict[str, list[Path]] = {}
+    for path, pid in zip(paths, file_patch_ids(tree, paths, verbatim=True) if paths else [], strict=True):
+        if pid is not None:
+            by_id.setdefault(pid, []).append(path)
     ids = patch_ids_of(tree, candidates, verbatim=True)
-    lost = [sha for sha in candidates if ids.get(sha) not in in_files]
-    return [f"{sha[:12]} {tree.out(['log', '-1', '--format=%s', sha])}" for sha in lost]
+    lost = {sha: "" for sha in candidates if ids.get(sha) not in by_id}
+    lost |= _reworded(tree, {sha: by_id[ids[sha]] for sha in candidates if sha not in lost})
+    return [f"{sha[:12]} {tree.out(['log', '-1', '--format=%s', sha])}{lost[sha]}" for sha in candidates if sha in lost]
+
+
+def _reworded(tree: Repository, held: Mapping[str, list[Path]]) -> dict[str, str]:
+    """{commit: why} for the commits whose diff a patch file holds but not their words: an amended message or
+    author (`git commit --amend`) is the person's work as much as a changed diff is."""
+    from kpatch.gitx import read_mails
+    from kpatch.stack.writer import changed_words
+
+    if not held:
+        return {}
+    files = sorted({path for paths in held.values() for path in paths})
+    readings = dict(zip(files, read_mails(tree, [path.read_bytes() for path in files]), strict=True))
+    facts = tree.commit_facts(list(held))
+    out: dict[str, str] = {}
+    for sha, paths in held.items():
+        changes = [changed_words(readings[path], facts[sha]) for path in paths]
+        if None not in changes:
+            out[sha] = f" (its {changes[0]} is not the one in {paths[0].name})"
+    return out
 
 
 def refuse_unexported(_ws: Workspace, items: list[Item], run: RunState, *, discard: bool, doing: str) -> None:

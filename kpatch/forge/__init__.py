@@ -97,8 +97,9 @@ def on_repository(repository: str, environ: Mapping[str, str], *, dry_run: bool)
     return Reporter(target(parse_repository(repository), environ, dry_run=dry_run))
 
 
-def push_env(url: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """What authenticates a `git push` to the fork at `url` (the token as a header, in the environment only)."""
+def push_env(url: str, environ: Mapping[str, str], *, dry_run: bool = False) -> dict[str, str]:
+    """What authenticates a `git push` to the fork at `url` (the token as a header, in the environment only, and
+    only to the forge's own host; nothing in a dry run)."""
     from kpatch.forge.github.access import push_env as github_push_env
 
-    return github_push_env(url, environ)
+    return github_push_env(url, environ, dry_run=dry_run)

@@ -500,6 +500,27 @@ class Mirror(Repository):
         return self.path / "rr-cache"
 
 
+def shared_with(path: Path) -> Path | None:
+    """The other folder whose git state the worktree at `path` uses, or None: a copy of a worktree (`cp -a` of a
+    project) keeps its `.git` file, which names the original's record (`<mirror>/worktrees/<id>`: its HEAD, index and
+    any `git am` in progress), and that record names the original's folder. Read from git's files, no process."""
+    try:
+        line = (path / ".git").read_text(errors="replace").strip() if (path / ".git").is_file() else ""
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    record = Path(line.removeprefix("gitdir:").strip())
+    record = record if record.is_absolute() else path / record
+    try:
+        named = (record / "gitdir").read_text(errors="replace").strip()
+    except OSError:
+        return None  # no record (or not a worktree's): nothing is shared
+    named_path = Path(named) if Path(named).is_absolute() else record / named
+    owner = Path(os.path.realpath(named_path)).parent
+    return None if owner == Path(os.path.realpath(path)) else owner
+
+
 def _names(record: Path, path: Path) -> bool:
     """True when the worktree record `record` (`<mirror>/worktrees/<id>`) is the one of the folder `path`."""
     try:

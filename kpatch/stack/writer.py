@@ -148,6 +148,16 @@ def _check(commit: str, reading: MailReading, fact: CommitFacts) -> None:
         raise WorktreeError(f"{what}: git am would read its author as {reading.author!r}, not {fact.author!r}")
 
 
+def changed_words(reading: MailReading, fact: CommitFacts) -> str | None:
+    """What of a commit's words a patch file does not hold ('message', 'author'), or None: git am of that file
+    gives the commit's message and author (a diff with the same patch-id then makes it the same commit)."""
+    if _lines(reading.message) != _lines(fact.message):
+        return "message"
+    if reading.author != fact.author:
+        return "author"
+    return None
+
+
 def _read_past_its_end(name: str) -> bool:
     """Whether git's mailinfo, unquoting the comments and quoted strings of a From: header it decoded from RFC 2047
     (format-patch encodes a non-ASCII name that way, an ASCII one it quotes), runs off the name's end: a comment or
