@@ -121,6 +121,30 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
     return decorate
 
 
+BACKENDS = ("auto", "docker", "local")
+BACKEND_HELP = ("auto: the Docker engine if one answers, else this host (said as a note); docker: the engine (local, "
+                "or DOCKER_HOST); local: this host, in venvs of kpatch's own.")
+
+
+def chosen_backend(ui: UI, backend: str, image: str | None, base_image: str | None) -> str:
+    """--backend as given, or for `auto` (every command's default, the demo's too) the Docker engine when one
+    answers, else this host; --image or a --base-image given on the command line ask for the engine. Says which."""
+    if backend != "auto":
+        return backend
+    source = click.get_current_context().get_parameter_source("base_image")
+    if image or (base_image and source is not click.core.ParameterSource.ENVIRONMENT):
+        ui.note("backend: docker (--image or --base-image names an image of the Docker engine)")
+        return "docker"
+    from kpatch.container.docker import probe_engine
+
+    engine = probe_engine()
+    if engine.problem is None:
+        ui.note(f"backend: docker (the Docker engine at {engine.where} answers, version {engine.version})")
+        return "docker"
+    ui.note(f"backend: local, on this host ({engine.problem.splitlines()[0]}; --backend docker insists on one)")
+    return "local"
+
+
 def checked_base_image(backend: str, image: str | None, base_image: str | None) -> str | None:
     """--base-image, checked against --image and --backend; $KPATCH_BASE_IMAGE gives way to either of them."""
     source = click.get_current_context().get_parameter_source("base_image")
