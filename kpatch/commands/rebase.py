@@ -33,7 +33,7 @@ def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
         result = engine.continue_rebase(ws, ctx.ui)
     else:
         result = engine.rebase(ws, ctx.ui, onto_refs, force=force, discard=discard)
-    record_rebase(ctx.ui, ws, result)  # the carry history, when kpatch.toml names one ([dashboard] history)
+    record_rebase(ctx.ui, ws, result)  # the carry history ([dashboard] history, else reports/nightly/)
     code = int(ExitCode.CONFLICT) if result.conflict else 0
     if ctx.ui.json_mode:
         conflict = result.conflict

@@ -249,7 +249,10 @@ def _moves(example: ExampleProject) -> tuple[tuple[UpstreamMove, ...], bool, str
 
 
 def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
+    from kpatch.nightly.dashboard.record import record_rebase
+
     result = rebase(ws, ui, {}, force=False, discard=False)
+    record_rebase(ui, ws, result)  # as `kpatch rebase` does: the project's carry history starts here
     classes: dict[PatchClass, int] = {}
     for patch in (p for s in result.stacks for p in s.patches):
         classes[patch.klass] = classes.get(patch.klass, 0) + 1

@@ -36,6 +36,7 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     dist = sorted(p.suffix for p in (project / "dist").iterdir())
     assert dist == [".toml", ".whl", ".whl"]
     assert sorted(p.name for p in (project / "reports").glob("*.xml")) == ["app.xml", "kernels.xml"]
+    assert (project / "reports" / "nightly" / "history.jsonl").is_file()  # its rebase began the carry history
     assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
 
 
