@@ -29,6 +29,8 @@ def show_apply(ui: UI, result: ApplyResult) -> None:
                  final=False)
         for hunk in conflict.hunks:
             ui.detail(f"  {hunk.path}" + (f":{hunk.line}" if hunk.line else ""))
+        if conflict.cause:
+            ui.detail(f"  {conflict.cause}")
         if conflict.blocked:
             ui.detail(f"  not applied (they require {conflict.upstream}): {', '.join(conflict.blocked)}")
         ui.detail("  fix the files, 'git add' them, then 'kpatch apply --continue' (or 'kpatch apply --abort')")

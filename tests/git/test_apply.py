@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from kpatch.errors import ExitCode
@@ -261,3 +262,36 @@ def test_a_worktree_edited_while_an_earlier_stack_applies_is_refused_before_it_m
     assert result.exit_code == ExitCode.WORKTREE, result.output
     assert "has uncommitted changes (M README.md)" in result.stderr
     assert readme.read_text().endswith("a person's note\n")
+
+
+def test_a_hand_edited_patch_made_on_another_base_names_its_file_line_cause_and_the_step_that_helps(
+        project: Project) -> None:
+    """A patch whose index lines name blobs this upstream lacks (hand-edited, or made against another base):
+    `am -3` has no ancestor to merge with, changes no file and leaves `git status` clean. The error still names
+    the file and line, says why in words, and the step it names (then --continue) gets the stack applied."""
+    patch = next((project.root / "patches" / "app").glob("0002-*.patch"))
+    text = patch.read_text()
+    assert " # metadata line 19\n" in text and "index bf2353f230b1" in text
+    patch.write_text(text.replace(" # metadata line 19\n", " # metadata line nineteen\n")
+                     .replace("index bf2353f230b1", "index 111111111111"))
+    result = project.run("apply")
+    assert result.exit_code == ExitCode.CONFLICT, result.output
+    assert "  app/models/k3/nvidia/metadata.py:19\n" in result.stderr
+    assert ("its index lines name blobs this upstream does not have (app/models/k3/nvidia/metadata.py): it was "
+            "made against another base") in result.stderr
+    assert "'git am --show-current-patch=diff | git apply --reject'" in result.stderr
+    stopped = json.loads(project.run("apply", "--json").stdout)
+    assert stopped["error"]["exit_code"] == ExitCode.WORKTREE  # mid-am: the conflict stays to be resolved
+    tree = project.workdir / "app"
+    assert git(tree, "status", "--porcelain") == ""  # nothing to fix in the tree: hence the cause in words
+    diff = git(tree, "am", "--show-current-patch=diff") + "\n"  # the step, as the message spells it
+    step = subprocess.run(["git", "apply", "--reject"], input=diff, cwd=tree, capture_output=True, text=True,
+                          check=False)
+    assert step.returncode == 1 and "Rejected hunk #1." in step.stderr
+    target = tree / "app/models/k3/nvidia/metadata.py"
+    target.write_text(target.read_text().replace("    assert t.is_cuda\n", "    assert t.device.type != 'cpu'\n"))
+    (tree / "app/models/k3/nvidia/metadata.py.rej").unlink()
+    git(tree, "add", "-A")
+    done = project.run("apply", "--continue")
+    assert done.exit_code == 0, done.output
+    assert git(tree, "log", "--format=%s", "-1") == "[XPU] Make the block-table assert device-generic"
