@@ -43,6 +43,18 @@ class KpatchGroup(click.Group):
         except BrokenPipeError:
             _closed_pipe()
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """click's, and a misspelt command gets the nearest one (`kpatch stauts`: did you mean 'status'?)."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from kpatch.config.tables import nearest
+
+            close = nearest(name, frozenset(COMMANDS))
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close!r}?")
+        return super().resolve_command(ctx, args)
+
     def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: ARG002  # click.Group's signature
         return sorted(COMMANDS)
 
