@@ -152,7 +152,7 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
     """Build the example in `folder` (empty) and run the pipeline on it; `on_step` sees each step as it ends."""
     started = time.monotonic()
     run = _Run(folder, ui, choice, on_step)
-    with forge.offline():
+    with forge.offline("the demo runs offline"):
         for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
                            ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
                            ("test", run.test)):

@@ -51,7 +51,7 @@ def demo_scroll(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: boo
     """The scrolling demo in `folder` (empty or new; kept) or a temp folder removed unless `keep`."""
 
     def body(where: Path, kept: bool) -> ScrollResult:
-        with forge.offline():
+        with forge.offline("the demo runs offline"):
             return run_scroll(where, ui, choice, kept=kept, on_step=on_step)
 
     return in_folder(folder, ui, keep=keep, body=body)
