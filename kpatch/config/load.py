@@ -40,7 +40,7 @@ def find_config(start: Path) -> Path:
         if candidate.is_file():
             return candidate
     raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it: run kpatch in a project, give "
-                      "--config FILE, or see one with 'kpatch demo --keep'")
+                      "--config FILE, make one here with 'kpatch init', or see one with 'kpatch demo --keep'")
 
 
 def load(path: Path) -> Stack:

@@ -122,6 +122,7 @@ def test_usage_errors(project: Project) -> None:
 def test_missing_config(tmp_path: Path) -> None:
     result = run_kpatch(tmp_path, "status")
     assert result.exit_code == ExitCode.BAD_INPUT and "no kpatch.toml in" in result.stderr
+    assert "make one here with 'kpatch init', or see one with 'kpatch demo --keep'" in result.stderr  # next steps
 
 
 def test_export_without_worktree(project: Project) -> None:
