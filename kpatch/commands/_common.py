@@ -106,7 +106,7 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
             return func(Context(ui, options), **kwargs)
 
         shared = output_options(wrapper)
-        shared = click.option("--url", "urls", multiple=True, metavar="NAME=URL",
+        shared = click.option("--url", "urls", multiple=True, metavar="NAME=URL", shell_complete=complete_assignment,
                               help="Fetch upstream NAME from URL instead.")(shared)
         shared = click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
                               help="Worktrees (default: the last apply's, else ./work next to kpatch.toml).")(shared)
@@ -119,6 +119,47 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
         return click.command(name, cls=KpatchCommand, **settings)(shared)
 
     return decorate
+
+
+def _project_stack(ctx: click.Context) -> Any:
+    """The kpatch.toml shell completion reads (--config if already typed, else the nearest one), or None."""
+    from kpatch import config
+    from kpatch.errors import KpatchError
+
+    try:
+        given = ctx.params.get("config_path")
+        return config.load(Path(given) if given else config.find_config(Path.cwd()))
+    except (KpatchError, OSError):
+        return None  # completion never fails: it offers nothing
+
+
+def complete_upstreams(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion: the upstream names of kpatch.toml (`kpatch export k<TAB>`, `test --upstream`)."""
+    stack = _project_stack(ctx)
+    return [u.name for u in stack.upstreams if u.name.startswith(incomplete)] if stack else []
+
+
+def complete_assignment(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of NAME=VALUE options (`--onto`, `--url`): `NAME=` for each upstream."""
+    if "=" in incomplete:
+        return []
+    return [f"{name}=" for name in complete_upstreams(ctx, param, incomplete)]
+
+
+def complete_patches(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion: UPSTREAM/FILE.patch for every patch of every stack (`kpatch propose`)."""
+    from kpatch.errors import KpatchError
+    from kpatch.stack.series import load_series
+
+    stack = _project_stack(ctx)
+    found: list[str] = []
+    for upstream in stack.upstreams if stack else ():
+        try:
+            series = load_series(upstream.name, upstream.patches)
+        except (KpatchError, OSError):
+            continue
+        found += [f"{upstream.name}/{patch.name}" for patch in series.patches]
+    return [name for name in found if name.startswith(incomplete)]
 
 
 BACKENDS = ("auto", "docker", "local")

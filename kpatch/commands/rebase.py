@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from kpatch.commands._common import Context, assignments, kpatch_command
+from kpatch.commands._common import Context, assignments, complete_assignment, kpatch_command
 from kpatch.commands._views import show_rebase
 from kpatch.errors import ExitCode, UsageError
 
 
 @kpatch_command("rebase")
-@click.option("--onto", multiple=True, metavar="NAME=REF", help="Rebase NAME onto REF (default: its branch head).")
+@click.option("--onto", multiple=True, metavar="NAME=REF", shell_complete=complete_assignment,
+              help="Rebase NAME onto REF (default: its branch head).")
 @click.option("--force", is_flag=True, help="Allow a new base that is not a descendant of the pinned one.")
 @click.option("--continue", "continue_", is_flag=True, help="Go on after resolving a conflict (git add first).")
 @click.option("--abort", is_flag=True, help="Drop the rebase; kpatch.toml and patches/ stay as they were.")

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
-from kpatch.commands._common import BACKENDS, Context, kpatch_command
+from kpatch.commands._common import BACKENDS, Context, complete_upstreams, kpatch_command
 from kpatch.commands._views import show_test
 
 
 @kpatch_command("test")
-@click.option("--upstream", "names", multiple=True, metavar="NAME", help="Only NAME's tests (default: every suite).")
+@click.option("--upstream", "names", multiple=True, metavar="NAME", shell_complete=complete_upstreams,
+              help="Only NAME's tests (default: every suite).")
 @click.option("--device", "devices", multiple=True, metavar="PATH",
               help="Pass this device (HOST[:CONTAINER]) instead of /dev/dri; repeatable.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",

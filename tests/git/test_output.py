@@ -81,6 +81,24 @@ def test_shell_completion_as_the_readme_documents(tmp_path: Path) -> None:
     assert "complete -o nosort -F _kpatch_completion kpatch" in source.stdout
 
 
+def test_shell_completion_completes_upstream_names_patch_names_and_onto_assignments(project: Project) -> None:
+    kpatch = Path(sys.executable).parent / "kpatch"
+
+    def complete(words: str) -> list[str]:
+        env = {**environment(), "_KPATCH_COMPLETE": "bash_complete", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}
+        done = subprocess.run([str(kpatch)], capture_output=True, text=True, env=env, cwd=project.root, check=True)
+        return [item.split(",", 1)[1] for item in done.stdout.split()]
+
+    assert complete("kpatch export ") == ["kernels", "app"]  # kpatch.toml's order: kernels first
+    assert complete("kpatch test --upstream k") == ["kernels"]
+    assert complete("kpatch rebase --onto ") == ["kernels=", "app="]
+    assert complete("kpatch apply --onto a") == ["app="]
+    assert complete("kpatch propose kernels/") == ["kernels/0001-Add-the-kimi-op.patch",
+                                                   "kernels/0002-Test-the-kimi-op.patch"]
+    assert complete("kpatch export --config /nowhere/kpatch.toml ") == []  # no project: nothing, never an error
+
+
 def _into_a_closed_pipe(cwd: Path, *args: str, stderr_too: bool = False) -> subprocess.CompletedProcess[str]:
     """kpatch ARGS with stdout (and stderr) on a pipe whose reader has gone, as `kpatch ... | head -1` ends."""
     read, write = os.pipe()
