@@ -6,6 +6,7 @@ and trailers, the same author, a real diff. Otherwise export refuses and says wh
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,25 +35,32 @@ class Rendered:
         return Series(upstream=series.upstream, folder=series.folder, patches=self.patches, dropped=dict(dropped))
 
 
-def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str]) -> Rendered:
-    """The patch files and series that base..HEAD of `tree` give, reusing the series' file names."""
+def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str], *,
+           pinned: frozenset[str] | None = None) -> Rendered:
+    """The patch files and series that base..HEAD of `tree` give, reusing the series' file names. With `pinned`
+    (export: the file names a `Requires:` names, which must not change), a stack whose numbers no longer run in
+    apply order (a reorder, a commit put between two) is renumbered 1..n: a rename, the contents as they were."""
     listed = tree.commit_subjects(base)
     texts = format_patches(tree, base)
     if len(texts) != len(listed):
         raise WorktreeError(f"{tree.path}: {len(listed) - len(texts)} merge commit(s) in {base[:12]}..HEAD: "
                             "a patch stack is a straight line of commits")
     old = list(series.patches)
+    names: list[str] = []
+    for index, (_commit, subject) in enumerate(listed):
+        same = next((p for p in old if p.subject == subject and p.name not in names), None)
+        if index < len(old) and old[index].subject == subject and old[index].name not in names:
+            names.append(old[index].name)
+        elif same is not None:
+            names.append(same.name)
+        else:
+            names.append(_fresh_name(index, subject, {p.name for p in old} | set(names)))
+    if pinned is not None:
+        names = _renumbered(names, pinned)
     files: dict[Path, bytes] = {}
     commits: dict[Path, str] = {}
     changed: list[tuple[str, bytes]] = []
-    for index, ((commit, subject), data) in enumerate(zip(listed, texts, strict=True)):
-        same = next((p for p in old if p.subject == subject and series.folder / p.name not in files), None)
-        if index < len(old) and old[index].subject == subject:
-            name = old[index].name
-        elif same is not None:
-            name = same.name
-        else:
-            name = _fresh_name(index, subject, {p.name for p in old} | {p.name for p in files})
+    for name, (commit, _subject), data in zip(names, listed, texts, strict=True):
         target = series.folder / name
         if not (target.is_file() and _same_mail(target.read_bytes(), data)):
             changed.append((commit, data))
@@ -206,11 +214,33 @@ def _lines(message: str) -> list[str]:
     return out
 
 
+_NUMBERED = re.compile(r"^(\d{4})-(.+)$")
+
+
 def _fresh_name(index: int, subject: str, taken: set[str]) -> str:
-    """format-patch style `NNNN-subject-words.patch`, unique in the folder."""
+    """format-patch style `NNNN-subject-words.patch`, unique in the folder, its number too: where another file
+    has NNNN already, the next number after the highest."""
     slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in subject)
     slug = "-".join(filter(None, slug.split("-")))[:52].rstrip("-.") or "patch"
-    name, extra = f"{index + 1:04d}-{slug}.patch", 2
+    numbers = {int(m.group(1)) for m in map(_NUMBERED.match, taken) if m}
+    number = index + 1 if index + 1 not in numbers else max(numbers) + 1
+    name, extra = f"{number:04d}-{slug}.patch", 2
     while name in taken:
-        name, extra = f"{index + 1:04d}-{slug}-{extra}.patch", extra + 1
+        name, extra = f"{number:04d}-{slug}-{extra}.patch", extra + 1
     return name
+
+
+def _renumbered(names: list[str], pinned: frozenset[str]) -> list[str]:
+    """`names` (in apply order) renumbered 0001..n when their numbers do not rise in that order, so that the
+    folder's order is the apply order; as they were when they do, when one is not numbered, or when a file that
+    would be renamed is one a `Requires:` names."""
+    found = [_NUMBERED.match(name) for name in names]
+    if not all(found):
+        return names
+    numbers = [int(m.group(1)) for m in found if m]
+    if all(a < b for a, b in itertools.pairwise(numbers)):
+        return names
+    new = [f"{index + 1:04d}-{m.group(2)}" for index, m in enumerate(found) if m]
+    if any(old != renamed and old in pinned for old, renamed in zip(names, new, strict=True)):
+        return names
+    return new

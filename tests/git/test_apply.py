@@ -295,3 +295,41 @@ def test_a_hand_edited_patch_made_on_another_base_names_its_file_line_cause_and_
     done = project.run("apply", "--continue")
     assert done.exit_code == 0, done.output
     assert git(tree, "log", "--format=%s", "-1") == "[XPU] Make the block-table assert device-generic"
+
+
+def _numbers(folder: Path) -> list[str]:
+    return [name[:4] for name in (folder / "series").read_text().splitlines() if name.endswith(".patch")]
+
+
+def test_export_numbers_never_collide_and_a_reorder_renumbers_by_renaming_alone(project: Project) -> None:
+    """A commit put between two exported ones got the number of the one after it (two 0002 files); after a
+    reorder the series read 0001, 0003, 0002. Now the folder's order is the apply order: the files are renamed,
+    their bytes as they were."""
+    assert project.run("apply").exit_code == 0
+    tree, folder = project.workdir / "app", project.root / "patches" / "app"
+    first, second = git(tree, "rev-list", "--reverse", f"{project.app_base}..HEAD").split()
+    old_second = next(folder.glob("0002-*.patch"))
+    before = old_second.read_bytes()
+    git(tree, "reset", "--quiet", "--hard", first)
+    commit(tree, {"docs/xpu.md": "The XPU path.\n"}, "[XPU] Document the XPU path\n\nUpstream-Status: pending\n",
+           7000)
+    git(tree, "cherry-pick", "--quiet", "--allow-empty", second)
+    assert project.run("export", "app").exit_code == 0
+    series = [n for n in (folder / "series").read_text().splitlines() if n.endswith(".patch")]
+    assert series == ["0001-Route-k3-to-the-XPU-path.patch", "0002-XPU-Document-the-XPU-path.patch",
+                      "0003-XPU-Make-the-block-table-assert-device-generic.patch"]
+    assert sorted(p.name for p in folder.glob("*.patch")) == series  # no 0002 beside another 0002
+    assert (folder / series[2]).read_bytes() == before and not old_second.exists()  # a rename: same bytes
+    documented = (folder / series[1]).read_bytes()
+    git(tree, "reset", "--quiet", "--hard", first)  # the reorder: the old second patch first again
+    for name in (series[2], series[1]):
+        git(tree, "am", "--quiet", "--keep-non-patch", str(folder / name))
+    assert project.run("export", "app").exit_code == 0
+    assert _numbers(folder) == ["0001", "0002", "0003"]
+    renamed = [n for n in (folder / "series").read_text().splitlines() if n.endswith(".patch")]
+    assert renamed == ["0001-Route-k3-to-the-XPU-path.patch",
+                       "0002-XPU-Make-the-block-table-assert-device-generic.patch",
+                       "0003-XPU-Document-the-XPU-path.patch"]
+    assert (folder / renamed[1]).read_bytes() == before and (folder / renamed[2]).read_bytes() == documented
+    assert sorted(p.name for p in folder.glob("*.patch")) == renamed
+    assert project.run("export", "--check").exit_code == 0 and project.run("apply").exit_code == 0
