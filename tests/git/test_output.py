@@ -117,7 +117,7 @@ def test_a_closed_pipe_ends_every_command_quietly_with_141_as_git_does(project: 
             ["--help"], ["--version"], ["stauts", "--json"], *([name, "--help"] for name in sorted(COMMANDS))]
     for args in runs:
         done = _into_a_closed_pipe(project.root, *args)
-        assert done.returncode == ExitCode.CLOSED_PIPE == 141, (args, done.returncode, done.stderr)
+        assert done.returncode == int(ExitCode.CLOSED_PIPE) == 141, (args, done.returncode, done.stderr)
         for noise in ("crashed", "Traceback", "Exception ignored", "BrokenPipe"):
             assert noise not in done.stderr, (args, done.stderr)
     both = _into_a_closed_pipe(project.root, "status", stderr_too=True)  # `kpatch status 2>&1 | head -1`
