@@ -104,7 +104,7 @@ def test_offline_messages_name_who_set_it_kpatch_itself_or_the_person(monkeypatc
 
     monkeypatch.delenv("KPATCH_OFFLINE", raising=False)
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_" + "x" * 36)
-    with forge.offline("the demo runs offline"):
+    with forge.offline("the demo runs offline"), forge.offline("a replay runs offline"):  # nested: the outer's
         unavailable = check_pulls({"o/r#1"}).unavailable
         token = check_token(dict(os.environ)).problem
     assert unavailable is not None and unavailable.startswith("offline (the demo runs offline): ")
@@ -113,4 +113,5 @@ def test_offline_messages_name_who_set_it_kpatch_itself_or_the_person(monkeypatc
     monkeypatch.setenv("KPATCH_OFFLINE", "1")  # the person's own
     with forge.offline("the demo runs offline"):
         assert (check_pulls({"o/r#1"}).unavailable or "").startswith("offline (KPATCH_OFFLINE is set): ")
+    assert "KPATCH_OFFLINE_BY" not in os.environ  # the blocks leave nothing behind
     assert (check_pulls({"o/r#1"}).unavailable or "").startswith("offline (KPATCH_OFFLINE is set): ")
