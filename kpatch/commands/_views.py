@@ -30,6 +30,8 @@ def show_apply(ui: UI, result: ApplyResult) -> None:
                  final=False)
         for hunk in conflict.hunks:
             ui.detail(f"  {hunk.path}" + (f":{hunk.line}" if hunk.line else ""))
+        if conflict.cause:
+            ui.detail(f"  {conflict.cause}")
         if conflict.blocked:
             ui.detail(f"  not applied (they require {conflict.upstream}): {', '.join(conflict.blocked)}")
         ui.detail("  fix the files, 'git add' them, then 'kpatch apply --continue' (or 'kpatch apply --abort')")
@@ -181,5 +183,8 @@ def show_build(ui: UI, result: BuildResult) -> None:
         cache = f"; {describe(wheel.compiler_cache)}" if wheel.compiler_cache else ""
         ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
                 f"  (torch {wheel.torch or 'none'}{cache})")
+    if result.image_digest.startswith("local:"):  # the local backend: no image, no container
+        ui.line(f"lock: {result.lock} (built on this host, toolchain {result.image_digest[6:18]})")
+        return
     ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
             f"{count(result.containers, 'build container')} started)")

@@ -126,14 +126,15 @@ def finish(ui: UI, result: _Demo, title: str) -> int:
                         indent="  "):
         ui.plain(line)
     report = getattr(result, "report", None)
-    if report is not None:
-        ui.plain(f"  the night's report: {report if result.kept else report.name}")
-    if result.kept:
+    if result.kept:  # only what is still there is named: a removed folder's files are not
+        if report is not None:
+            ui.plain(f"  the night's report: {report}")
         ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
                  f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
     else:
         flag = "--adopt" if title.startswith("adoption") else "--scroll"
-        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo {flag} --keep' keeps it")
+        held = " (the night's report with it)" if report is not None else ""
+        ui.plain(f"  {result.folder} was removed with all of it{held}: 'kpatch demo {flag} --keep' keeps it")
     if failed is not None:
         ui.plain(f"  {failed.name} failed: {failed.summary}")
         for line in failed.detail:
@@ -204,13 +205,15 @@ def show(ui: UI, result: DemoResult) -> None:
     ui.plain(f"  backend: {result.backend.backend.value} ({result.backend.why})")
     if result.wheels:
         ui.plain(f"  wheels:  {', '.join(w.name for w in result.wheels)}")
-    if result.lock:
-        ui.plain(f"  lock:    {result.lock}")
-    if result.kept:
+    if result.kept:  # only what is still there is named: a removed folder's lock is not
+        if result.lock:
+            ui.plain(f"  lock:    {result.lock}")
         ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
                  f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
     else:
-        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo --keep' keeps it")
+        held = " (the worktrees, the wheels and their lock, the reports)" if result.lock else ""
+        ui.plain(f"  {result.folder} was removed with all of it{held}: 'kpatch demo --keep' or "
+                 "'kpatch demo --dir DIR' keeps it")
     failed = next((s for s in result.steps if not s.ok), None)
     if failed is not None:  # the cause where it is reported: the error's own lines, then where the whole log is
         ui.plain(f"  {failed.name} failed: {failed.summary}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kpatch.commands._common import Context, checked_base_image, kpatch_command
+from kpatch.commands._common import BACKEND_HELP, BACKENDS, Context, checked_base_image, chosen_backend, kpatch_command
 from kpatch.commands._views import show_build, show_rebase, show_test, show_verify
 from kpatch.errors import UsageError
 from kpatch.output.ui import UI, escape, to_jsonable
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
               "(say what would be).")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="Where report.md and report.json go (default: reports/nightly/ next to kpatch.toml).")
-@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
-              help="Where the pair is built (as build-wheels).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True, help=BACKEND_HELP)
 @click.option("--image", metavar="REF", help="Build in this existing image (as build-wheels).")
 @click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
               help="BASE_IMAGE for the Dockerfile (as build-wheels; default: $KPATCH_BASE_IMAGE).")
@@ -72,6 +71,7 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
         if every is not None and daily:
             raise UsageError("--step N and --daily are two ways to cut the replay: give one")
         return replay_command(ctx, replay_range, every, max_steps, history_file, report_dir)
+    backend = chosen_backend(ctx.ui, backend, image, base_image)
     base = checked_base_image(backend, image, base_image)
     if no_publish and publish_saved:
         raise UsageError("--no-publish and --publish-saved are the two halves of a night: give one")

@@ -17,6 +17,7 @@ from kpatch.config.tables import (
     dashboard_table,
     github_table,
     key_line,
+    near,
     nightly_table,
     propose_table,
     release_table,
@@ -41,7 +42,7 @@ def find_config(start: Path) -> Path:
         if candidate.is_file():
             return candidate
     raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it: run kpatch in a project, give "
-                      "--config FILE, or see one with 'kpatch demo --keep'")
+                      "--config FILE, make one here with 'kpatch init', or see one with 'kpatch demo --keep'")
 
 
 def load(path: Path) -> Stack:
@@ -65,7 +66,7 @@ def load(path: Path) -> Stack:
     headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
         if key not in TOP_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
+            raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), key)}: unknown key {key!r}{near(key, TOP_KEYS)}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
     tables = data.get("upstream")
@@ -100,7 +101,8 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
         raise ConfigError(f"{where}: [[upstream]] must be a table")
     for key in table:
         if key not in UPSTREAM_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [[upstream]]")
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [[upstream]]"
+                              f"{near(key, UPSTREAM_KEYS)}")
     for key in REQUIRED:
         if key not in table:
             raise ConfigError(f"{where}: [[upstream]] is missing {key!r}")

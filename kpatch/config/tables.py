@@ -21,6 +21,20 @@ from kpatch.config.model import (
 from kpatch.errors import ConfigError
 from kpatch.forge.github.names import Repository, parse_repository
 
+
+def nearest(word: str, known: tuple[str, ...] | frozenset[str] | set[str]) -> str | None:
+    """The word of `known` a misspelt key or command most likely meant (`branc`: `branch`), if any is close."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def near(word: str, known: tuple[str, ...] | frozenset[str] | set[str]) -> str:
+    """` (did you mean 'branch'?)` for a misspelt key among `known`, else nothing."""
+    close = nearest(word, known)
+    return f" (did you mean {close!r}?)" if close else ""
+
 # The keys each table takes (kpatch/config/schema.py describes each one; the JSON Schema is made from these).
 BUILD_KEYS = ("command", "env", "pin-files", "timeout")
 TEST_KEYS = ("command", "junit", "paths", "requires", "devices", "env", "timeout")
@@ -46,7 +60,7 @@ def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[
         raise ConfigError(f"{where}: 'build' must be a table")
     for key in build:
         if key not in BUILD_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r} in [upstream.build]")
+            raise ConfigError(f"{where}: unknown key {key!r} in [upstream.build]{near(key, BUILD_KEYS)}")
     if not isinstance(build.get("command"), str) or not build["command"].strip():
         raise ConfigError(f"{where}: [upstream.build] needs a non-empty 'command'")
     env = build.get("env", {})
@@ -84,7 +98,8 @@ def github_table(path: Path, lines: list[str], table: Any) -> Repository | None:
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'github')}: 'github' must be a table")
     for key in table:
         if key not in GITHUB_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [github]")
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [github]"
+                              f"{near(key, GITHUB_KEYS)}")
     value = table.get("repository")
     repository = parse_repository(value) if isinstance(value, str) else None
     if repository is None:
@@ -103,7 +118,8 @@ def set_torch(path: Path, lines: list[str], table: Any) -> str | None:
         raise ConfigError(f"{path}:{start}: 'set' must be a table")
     for key in table:
         if key not in SET_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [set]")
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [set]"
+                              f"{near(key, SET_KEYS)}")
     value = table.get("torch")
     if value is None:
         return None
@@ -130,7 +146,8 @@ def propose_table(path: Path, lines: list[str], start: int, end: int, table: dic
         raise ConfigError(f"{path}:{key_line(lines, start, end, 'propose')}: 'propose' must be a table")
     for key in found:
         if key not in PROPOSE_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, line, end, key)}: [upstream.propose] has unknown key {key!r}")
+            raise ConfigError(f"{path}:{key_line(lines, line, end, key)}: [upstream.propose] has unknown key {key!r}"
+                              f"{near(key, PROPOSE_KEYS)}")
     repository = None
     if "repository" in found:
         value = found["repository"]
@@ -159,7 +176,7 @@ def test_table(path: Path, lines: list[str], start: int, end: int, table: dict[s
 
     for key in suite:
         if key not in TEST_KEYS:
-            raise fail(key, f"has unknown key {key!r}")
+            raise fail(key, f"has unknown key {key!r}{near(key, TEST_KEYS)}")
     if not isinstance(suite.get("command"), str) or not suite["command"].strip():
         raise fail("command", "needs a non-empty 'command'")
     junit = suite.get("junit", "junit.xml")
@@ -198,7 +215,8 @@ def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'verify')}: 'verify' must be a table")
     for key in verify:
         if key not in VERIFY_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]")
+            raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]"
+                              f"{near(key, VERIFY_KEYS)}")
     entries = verify.get("cuda-only", [])
     where = f"{path}:{key_line(lines, start, len(lines) + 1, 'cuda-only')}"
     if not isinstance(entries, list):
@@ -211,7 +229,8 @@ def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]
         line = value_line(lines, start, named) if isinstance(named, str) else start
         for key in entry:
             if key not in CUDA_ONLY_KEYS:
-                raise ConfigError(f"{path}:{line}: unknown key {key!r} in a 'cuda-only' entry")
+                raise ConfigError(f"{path}:{line}: unknown key {key!r} in a 'cuda-only' entry"
+                                  f"{near(key, CUDA_ONLY_KEYS)}")
         if ("op" in entry) == ("module" in entry):
             raise ConfigError(f"{path}:{line}: a 'cuda-only' entry names exactly one of 'op' or 'module'")
         for key in ("op", "module", "why"):
@@ -248,7 +267,7 @@ def dashboard_table(path: Path, lines: list[str], table: Any) -> tuple[Path | No
     for key in table:
         if key not in DASHBOARD_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in "
-                              "[dashboard]")
+                              f"[dashboard]{near(key, DASHBOARD_KEYS)}")
     issue = table.get("issue", False)
     if not isinstance(issue, bool):
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'issue')}: 'issue' must be true or false")
@@ -273,7 +292,7 @@ def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float 
     for key in table:
         if key not in NIGHTLY_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in "
-                              "[nightly]")
+                              f"[nightly]{near(key, NIGHTLY_KEYS)}")
     steps = table.get("max-steps", DEFAULT_MAX_STEPS)
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'max-steps')}: 'max-steps' must be a "

@@ -155,7 +155,7 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
     """Build the example in `folder` (empty) and run the pipeline on it; `on_step` sees each step as it ends."""
     started = time.monotonic()
     run = _Run(folder, ui, choice, on_step)
-    with forge.offline():
+    with forge.offline("the demo runs offline"):
         for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
                            ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
                            ("test", run.test), ("release", run.release)):
@@ -256,7 +256,10 @@ def _moves(example: ExampleProject) -> tuple[tuple[UpstreamMove, ...], bool, str
 
 
 def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
+    from kpatch.nightly.dashboard.record import record_rebase
+
     result = rebase(ws, ui, {}, force=False, discard=False)
+    record_rebase(ui, ws, result)  # as `kpatch rebase` does: the project's carry history starts here
     classes: dict[PatchClass, int] = {}
     for patch in (p for s in result.stacks for p in s.patches):
         classes[patch.klass] = classes.get(patch.klass, 0) + 1

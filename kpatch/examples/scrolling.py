@@ -53,7 +53,7 @@ def demo_scroll(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: boo
     the search tries that many commits at once per round, on local worker processes."""
 
     def body(where: Path, kept: bool) -> ScrollResult:
-        with forge.offline():
+        with forge.offline("the demo runs offline"):
             return run_scroll(where, ui, choice, kept=kept, on_step=on_step, runners=runners)
 
     return in_folder(folder, ui, keep=keep, body=body)

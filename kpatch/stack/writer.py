@@ -6,6 +6,7 @@ and trailers, the same author, a real diff. Otherwise export refuses and says wh
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,27 +36,34 @@ class Rendered:
         return Series(upstream=series.upstream, folder=series.folder, patches=self.patches, dropped=dict(dropped))
 
 
-def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str]) -> Rendered:
-    """The patch files and series that base..HEAD of `tree` give, reusing the series' file names."""
+def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str], *,
+           pinned: frozenset[str] | None = None) -> Rendered:
+    """The patch files and series that base..HEAD of `tree` give, reusing the series' file names. With `pinned`
+    (export: the file names a `Requires:` names, which must not change), a stack whose numbers no longer run in
+    apply order (a reorder, a commit put between two) is renumbered 1..n: a rename, the contents as they were."""
     listed = tree.commit_subjects(base)
     texts = format_patches(tree, base)
     if len(texts) != len(listed):
         raise WorktreeError(f"{tree.path}: {len(listed) - len(texts)} merge commit(s) in {base[:12]}..HEAD: "
                             "a patch stack is a straight line of commits")
     old = list(series.patches)
+    names: list[str] = []
+    slugs: list[str] | None = None  # format-patch's name part of each commit, asked of git once when needed
+    for index, (_commit, subject) in enumerate(listed):
+        same = next((p for p in old if p.subject == subject and p.name not in names), None)
+        if index < len(old) and old[index].subject == subject and old[index].name not in names:
+            names.append(old[index].name)
+        elif same is not None:
+            names.append(same.name)
+        else:
+            slugs = slugs if slugs is not None else _slugs(tree, base)
+            names.append(_fresh_name(index, slugs[index], {p.name for p in old} | set(names)))
+    if pinned is not None:
+        names = _renumbered(names, pinned)
     files: dict[Path, bytes] = {}
     commits: dict[Path, str] = {}
     changed: list[tuple[str, bytes]] = []
-    slugs: list[str] | None = None  # format-patch's name part of each commit, asked of git once when needed
-    for index, ((commit, subject), data) in enumerate(zip(listed, texts, strict=True)):
-        same = next((p for p in old if p.subject == subject and series.folder / p.name not in files), None)
-        if index < len(old) and old[index].subject == subject:
-            name = old[index].name
-        elif same is not None:
-            name = same.name
-        else:
-            slugs = slugs if slugs is not None else _slugs(tree, base)
-            name = _fresh_name(index, slugs[index], {p.name for p in old} | {p.name for p in files})
+    for name, (commit, _subject), data in zip(names, listed, texts, strict=True):
         target = series.folder / name
         if not (target.is_file() and _same_mail(target.read_bytes(), data)):
             changed.append((commit, data))
@@ -245,12 +253,32 @@ def _slugs(tree: Repository, base: str) -> list[str]:
 
 # format-patch's longest name (its --filename-max-length, 64 unless configured) less ".patch" and one more byte.
 _NAME_MAX = 64 - len(".patch") - 1
+_NUMBERED = re.compile(r"^(\d{4})-(.+)$")
 
 
 def _fresh_name(index: int, slug: str, taken: set[str]) -> str:
-    """`NNNN-slug.patch` as `git format-patch` names the file (cut where it cuts), made unique in the folder."""
-    stem = f"{index + 1:04d}-{slug}"[:_NAME_MAX]
+    """`NNNN-slug.patch` as `git format-patch` names the file (cut where it cuts), unique in the folder, its number
+    too: where another file has NNNN already, the next number after the highest."""
+    numbers = {int(m.group(1)) for m in map(_NUMBERED.match, taken) if m}
+    number = index + 1 if index + 1 not in numbers else max(numbers) + 1
+    stem = f"{number:04d}-{slug}"[:_NAME_MAX]
     name, extra = f"{stem}.patch", 2
     while name in taken:
         name, extra = f"{stem}-{extra}.patch", extra + 1
     return name
+
+
+def _renumbered(names: list[str], pinned: frozenset[str]) -> list[str]:
+    """`names` (in apply order) renumbered 0001..n when their numbers do not rise in that order, so that the
+    folder's order is the apply order; as they were when they do, when one is not numbered, or when a file that
+    would be renamed is one a `Requires:` names."""
+    found = [_NUMBERED.match(name) for name in names]
+    if not all(found):
+        return names
+    numbers = [int(m.group(1)) for m in found if m]
+    if all(a < b for a, b in itertools.pairwise(numbers)):
+        return names
+    new = [f"{index + 1:04d}-{m.group(2)}" for index, m in enumerate(found) if m]
+    if any(old != renamed and old in pinned for old, renamed in zip(names, new, strict=True)):
+        return names
+    return new

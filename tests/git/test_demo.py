@@ -41,6 +41,7 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
         "app", "index.html", "index.json", "vllm-xpu-kernels"]
     (notes,) = (project / "site" / "stable" / "releases").glob("*/NOTES.md")
     assert "kpatch test kernels: 6 passed, 0 failed" in notes.read_text()
+    assert (project / "reports" / "nightly" / "history.jsonl").is_file()  # its rebase began the carry history
     assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
 
 

@@ -115,9 +115,22 @@ def test_report_json_gives_the_numbers_the_page_draws(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "index.html").read_text().count('class="pt"') == 6 + 3 * 3 * 2
 
 
+def test_a_bare_report_prints_the_dashboards_summary_on_the_terminal(tmp_path: Path) -> None:
+    three_nights(tmp_path / "h.jsonl")
+    code, output = _kpatch("report", "--history", str(tmp_path / "h.jsonl"))
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines[0] == f"carry history {tmp_path / 'h.jsonl'}: 3 nights, 3 patches, 2026-11-28 to 2026-11-30"
+    row = next(line.split() for line in lines if "0001-Add-the-op.patch" in line)
+    assert row[:5] == ["kernels", "0001-Add-the-op.patch", "clean", "1/3", "20"]
+    assert "acme/kernels#5 (not merged)" in output
+    assert lines[-1] == "the page: kpatch report --html DIR; the numbers: kpatch report --json"
+    assert not (tmp_path / "site").exists()
+
+
 @pytest.mark.parametrize(("args", "message"), [
-    (("--html", "{tmp}/site"), "error: no carry history at {tmp}/none.jsonl (each 'kpatch nightly' appends to it"),
-    (("--history", "{tmp}/h.jsonl"), "error: give --html DIR (the page) or --json (the numbers), or both"),
+    (("--html", "{tmp}/site"),
+     "error: no carry history at {tmp}/none.jsonl (each 'kpatch nightly' and 'kpatch rebase' appends to it"),
     (("--history", "{tmp}/h.jsonl", "--html", "{tmp}/h.jsonl"), "error: --html {tmp}/h.jsonl: a file is there"),
 ])
 def test_report_refuses_bad_input_in_one_line_naming_it(tmp_path: Path, args: tuple[str, ...], message: str) -> None:

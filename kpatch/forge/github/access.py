@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kpatch.errors import UsageError
+from kpatch.forge import offline_reason
 from kpatch.forge.github.names import Repository, parse_repository
 
 log = logging.getLogger("kpatch.forge.github")
@@ -90,11 +91,10 @@ def target(configured: Repository | None, environ: Mapping[str, str], *, dry_run
     token = Token(secret) if secret else None
     if token and all(known.reveal() != secret for known in _REDACT.tokens):
         _REDACT.tokens.append(token)
-    offline = bool(environ.get("KPATCH_OFFLINE"))
+    offline = offline_reason(environ)
     why = ("--dry-run" if dry_run else
            "no repository: set [github] repository in kpatch.toml or GITHUB_REPOSITORY" if repository is None else
-           "no GITHUB_TOKEN" if token is None else
-           "KPATCH_OFFLINE is set" if offline else None)
+           "no GITHUB_TOKEN" if token is None else offline)
     return Target(repository=repository, api=environ.get("KPATCH_GITHUB_API", DEFAULT_API), token=token, dry_run=why,
                   asks=repository is not None and token is not None and not offline)
 

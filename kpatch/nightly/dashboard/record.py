@@ -42,13 +42,14 @@ def record_night(ui: UI, stack: Stack, report: Report, path: Path) -> None:
 
 
 def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
-    """`kpatch rebase` (and --continue) appends one record per patch to the history when kpatch.toml names one
-    ([dashboard] history); a history that cannot be written is a warning, never the rebase's end."""
+    """`kpatch rebase` (and --continue) appends one record per patch to the carry history: [dashboard] history,
+    else the nightly's default (reports/nightly/history.jsonl next to kpatch.toml), so that `kpatch report` has
+    the rebases of a project that runs no nightly. A history that cannot be written is a warning, never the
+    rebase's end."""
     from kpatch import __version__
     from kpatch.nightly.stages import moves, patch_lines
 
-    if ws.stack.history is None:
-        return
+    path = location(ws.stack, ws.stack.root / "reports" / "nightly")
     conflict = result.conflict is not None
     try:
         run = StageRun(Stage.REBASE, StageStatus.FAILED if conflict else StageStatus.PASSED, 0.0, 0,
@@ -57,11 +58,11 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
                         outcome=Outcome.FAILED if conflict else Outcome.PASSED, exit_code=0, summary="kpatch rebase",
                         stages=(run,), moves=tuple(moves(ws, result, [])), patches=tuple(patch_lines(result)),
                         reviews=tuple(s.review for s in result.stacks if s.review is not None))
-        held = history.append(ws.stack.history, patch_records(ws.stack, report, pr_states=False))
+        held = history.append(path, patch_records(ws.stack, report, pr_states=False))
     except (KpatchError, OSError) as err:
         ui.warn(f"carry history not updated: {err}")
         return
-    ui.note(f"carry history: {ws.stack.history} ({held} record(s))")
+    ui.note(f"carry history: {path} ({held} record(s))")
 
 
 def dashboard_issue(ui: UI, path: Path) -> str | None:
