@@ -23,8 +23,8 @@ def _named_paths(text: str, under: Path) -> list[str]:
 def _demo(folder: Path, *, kept: bool) -> DemoResult:
     lock = folder / "project" / "dist" / "pylock.toml"
     return DemoResult(folder=folder, kept=kept, backend=LOCAL, steps=STEPS, applied=None, moves=(), rebase=None,
-                      build=None, verify=None, test=None, lock=lock, wheels=(lock.parent / "app-1.0-py3-none-any.whl",),
-                      seconds=1.0)
+                      build=None, verify=None, test=None, release=None, lock=lock,
+                      wheels=(lock.parent / "app-1.0-py3-none-any.whl",), seconds=1.0)
 
 
 def _scroll(folder: Path, *, kept: bool) -> ScrollResult:
