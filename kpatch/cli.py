@@ -3,13 +3,14 @@ error boundary that turns errors into exit codes, and --version."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -21,7 +22,7 @@ from kpatch.output.ui import UI, keep_log
 COMMANDS = {"apply": "apply", "rebase": "rebase", "export": "export", "status": "status",
             "build-wheels": "build_wheels", "verify": "verify", "test": "test", "nightly": "nightly",
             "demo": "demo", "doctor": "doctor", "init": "init", "import": "import_",
-            "report": "report", "propose": "propose"}
+            "report": "report", "propose": "propose", "release": "release", "diff": "diff"}
 
 
 class KpatchGroup(click.Group):
@@ -33,6 +34,26 @@ class KpatchGroup(click.Group):
             module = importlib.import_module(f"kpatch.commands.{COMMANDS[cmd_name]}")
             self.add_command(module.command, cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """click's, and `kpatch --help | head -1` ends as a closed pipe does (click's own answer is exit 1)."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            _closed_pipe()
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """click's, and a misspelt command gets the nearest one (`kpatch stauts`: did you mean 'status'?)."""
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from kpatch.config.tables import nearest
+
+            close = nearest(name, frozenset(COMMANDS))
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close!r}?")
+        return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: ARG002  # click.Group's signature
         return sorted(COMMANDS)
@@ -49,18 +70,24 @@ class KpatchGroup(click.Group):
              **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         try:
+            sys.exit(self._run(argv, prog_name, complete_var, **extra))
+        except BrokenPipeError:  # telling a usage error to a reader that went away
+            _closed_pipe()
+
+    def _run(self, argv: list[str], prog_name: str | None, complete_var: str | None, **extra: Any) -> int:
+        try:
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.UsageError as err:
             hint = f" (see '{_help_command(err.ctx)}')"
             _usage_ui(err.ctx, argv).error(err.format_message() + hint, ExitCode.BAD_INPUT)
-            sys.exit(int(ExitCode.BAD_INPUT))
+            return int(ExitCode.BAD_INPUT)
         except click.exceptions.ClickException as err:
             _usage_ui(None, argv).error(err.format_message(), err.exit_code)
-            sys.exit(err.exit_code)
+            return err.exit_code
         except click.exceptions.Abort:
             UI().error("interrupted", ExitCode.INTERRUPTED)
-            sys.exit(int(ExitCode.INTERRUPTED))
-        sys.exit(code if isinstance(code, int) else 0)
+            return int(ExitCode.INTERRUPTED)
+        return code if isinstance(code, int) else 0
 
 
 def _usage_ui(ctx: click.Context | None, argv: list[str]) -> UI:
@@ -78,8 +105,16 @@ def _help_command(ctx: click.Context | None) -> str:
 
 
 def guarded(where: UI | Callable[[], UI], body: Callable[[], int | None]) -> int:
-    """Run a command: kpatch's errors become their exit codes, Ctrl-C 130, anything else a crash log and 70.
+    """Run a command: kpatch's errors become their exit codes, Ctrl-C 130, anything else a crash log and 70; a
+    reader that went away (`| head -1`, while the command ran or while its error was told) ends it quietly.
     `where`: the UI that reports them, or how to find it (the command makes its own once its options are read)."""
+    try:
+        return _guarded(where, body)
+    except BrokenPipeError:
+        _closed_pipe()
+
+
+def _guarded(where: UI | Callable[[], UI], body: Callable[[], int | None]) -> int:
     from kpatch.procs import register_secrets
 
     def ui() -> UI:
@@ -100,6 +135,8 @@ def guarded(where: UI | Callable[[], UI], body: Callable[[], int | None]) -> int
         _keep_log(ui())
         ui().error("interrupted", ExitCode.INTERRUPTED)
         return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        raise  # the reader went away: no crash (guarded ends it quietly)
     except OSError as err:
         if err.errno not in STORAGE_ERRNOS:
             return _crash(ui())
@@ -127,6 +164,17 @@ def _keep_log(ui: UI) -> None:
     """A command that failed keeps its log, a reader's too (written now from memory)."""
     if ui.log_file:
         ui.log_file = keep_log()
+
+
+def _closed_pipe() -> NoReturn:
+    """The reader of stdout or stderr went away (`kpatch status | head -1`): end quietly, as git and coreutils do
+    (the shell reports 141 for them too). The command stopped where an interrupt would have; what it had written
+    stays. Nothing more is written: the streams point at /dev/null, so Python's own flush at exit finds no pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(devnull, stream.fileno())
+    sys.exit(int(ExitCode.CLOSED_PIPE))
 
 
 def _terminate(_signum: int, _frame: object) -> None:

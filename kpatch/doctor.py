@@ -77,7 +77,8 @@ def _config(stack: Stack | None, error: ConfigError | None) -> Finding:
         return Finding("config", Level.OK, f"{stack.path}: {len(stack.upstreams)} upstreams ({names})")
     if error is not None and str(error).startswith(f"no {CONFIG_NAME} in"):
         return Finding("config", Level.FAIL, f"{error}: every command needs one; the project's needs were not checked",
-                       "run kpatch doctor in a project, or give --config FILE (try 'kpatch demo --keep')")
+                       "run kpatch doctor in a project, give --config FILE, make one with 'kpatch init' "
+                       "(or try 'kpatch demo --keep')")
     return Finding("config", Level.FAIL, str(error or "no stack"), "fix kpatch.toml at the line named")
 
 

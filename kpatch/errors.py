@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     NO_DEVICE = 7  # kpatch test: a suite needs an XPU and none is present (not "passed", not "failed")
     INTERNAL = 70  # a bug in kpatch: a crash log is written
     INTERRUPTED = 130  # Ctrl-C
+    CLOSED_PIPE = 141  # the reader of the output went away (`| head -1`): 128 + SIGPIPE, as git's and coreutils'
 
 
 class KpatchError(Exception):

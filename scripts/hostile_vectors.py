@@ -2,9 +2,11 @@
 """Figures: how many hostile inputs (issue 8) kpatch refuses or survives, from the tests that try each one.
 
 Every case of tests/git/test_security.py (URLs that would run commands, credentials, file modes, symlinked
-resolutions, unexported work, export from a moved worktree, paths in the run state and the journal) and
-tests/git/test_roundtrip.py (messages git am reads differently, CRLF files, header-like diff lines) is one
-vector: kpatch runs as its own process and the test checks that nothing ran, leaked, changed or was lost.
+resolutions, unexported work, export from a moved worktree, paths in the run state and the journal),
+tests/git/test_security_three.py (issue 37: where the GitHub token and cloud credentials go, a refused `init`,
+a copied project, an amended message or author, import and propose input) and tests/git/test_roundtrip.py
+(messages git am reads differently, CRLF files, header-like diff lines) is one vector: kpatch runs as its own
+process and the test checks that nothing ran, leaked, changed or was lost.
 `--tree` runs another kpatch source tree under the same tests (e.g. an old commit: `git archive 5240a9e |
 tar -x -C /tmp/old`), to show what it let through.
 
@@ -23,13 +25,19 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VECTORS = ("tests/git/test_security.py", "tests/git/test_roundtrip.py")
+VECTORS = ("tests/git/test_security.py", "tests/git/test_security_three.py", "tests/git/test_roundtrip.py")
 REAL_WORLD = "tests/git/test_real_world.py"
 # These drive kpatch's modules in pytest's own process, so they always test this checkout: left out with --tree.
 IN_PROCESS = ("tests/git/test_security.py::test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config",
               "tests/git/test_security.py::test_the_test_log_replaces_a_planted_link_and_never_writes_through_it",
               "tests/git/test_security.py::test_the_dispatcher_probe_imports_nothing_from_the_working_folder",
-              "tests/git/test_roundtrip.py::test_apply_of_export_gives_the_same_commit_or_a_clear_refusal")
+              "tests/git/test_roundtrip.py::test_apply_of_export_gives_the_same_commit_or_a_clear_refusal",
+              "tests/git/test_security_three.py::test_push_env_carries_the_token_only_to_github_or_the_configured_"
+              "enterprise_host_and_never_in_a_dry_run",
+              "tests/git/test_security_three.py::test_a_build_gets_the_cloud_credentials_only_of_the_remote_compiler_"
+              "cache_it_is_configured_with",
+              "tests/git/test_security_three.py::test_the_dispatcher_probe_child_sees_no_credential",
+              "tests/git/test_security_three.py::test_init_tells_a_url_holding_a_secret_from_an_ssh_user_name")
 
 
 def run(files: list[str], tree: Path | None, basetemp: Path) -> dict[str, dict[str, list[str]]]:

@@ -21,6 +21,7 @@ from typing import Any
 from kpatch.adopt.branch import ImportResult
 from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
+from kpatch.engine.diff import DiffResult
 from kpatch.engine.export import FileChange
 from kpatch.engine.init import InitResult
 from kpatch.engine.propose import ProposeResult
@@ -36,6 +37,7 @@ from kpatch.output.ui import JSON_VERSION
 from kpatch.testing.run import TestRun
 from kpatch.verify.run import VerifyResult
 from kpatch.wheels.build import BuildResult
+from kpatch.wheels.release import Published
 
 FOLDER = Path(__file__).resolve().parents[1] / "kpatch" / "commands" / "schemas"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -106,6 +108,7 @@ def results() -> dict[str, dict[str, Any]]:
         "export": {"oneOf": [obj(written={"type": "boolean"}, files={"type": "array", "items": of_type(FileChange)}),
                              obj(aborted={"const": True})]},
         "status": of_type(StatusResult),
+        "diff": of_type(DiffResult),
         "build-wheels": of_type(BuildResult),
         "verify": of_type(VerifyResult),
         "test": of_type(TestRun),
@@ -115,6 +118,7 @@ def results() -> dict[str, dict[str, Any]]:
         "init": of_type(InitResult),
         "report": of_type(Written),
         "import": {"oneOf": [of_type(ImportResult), obj(aborted={"type": "boolean"}, finished={"type": "boolean"})]},
+        "release": of_type(Published),
         "propose": {"oneOf": [of_type(ProposeResult), obj(aborted={"type": "boolean"}, finished={"type": "boolean"})]},
     }
 

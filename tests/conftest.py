@@ -43,7 +43,7 @@ def _python_envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def _compiler_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The compiler cache local builds get, as a person's would: sccache (the [test] extra's) on PATH, so the
+    """The compiler cache local builds get, as a person's would: sccache (the test dependency group's) on PATH, so the
     example kernels' setup.py puts it in front of g++ (as real upstreams do), its cache in one folder for the whole
     run (xdist's workers share it) and its server on a port of this run's own, stopped at the end. Every local
     build still runs its whole build; only the 24 identical C++ units are not compiled again by every test."""

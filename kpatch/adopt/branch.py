@@ -22,7 +22,7 @@ from kpatch.output.ui import UI, count
 from kpatch.project import journal
 from kpatch.project.workspace import Workspace
 from kpatch.stack import SERIES, Series
-from kpatch.stack.writer import render
+from kpatch.stack.writer import as_am_reads, render
 
 MAX_COMMITS = 1000
 
@@ -38,6 +38,17 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class Reworded:
+    """A commit (or a --series file) whose subject `git am` reads otherwise: written as git am reads it, so that
+    the patch file gives back the commit it was made from."""
+
+    commit: str  # the fork's commit ("" for a file of --series)
+    file: str  # the --series file ("" for --from)
+    subject: str  # as it was
+    now: str  # as it is written: every run of spaces one space, as git am reads it
+
+
+@dataclass(frozen=True)
 class ImportResult:
     name: str = field(metadata={"json": "upstream"})
     base: str
@@ -45,6 +56,7 @@ class ImportResult:
     skipped: tuple[Skipped, ...] = ()
     suggestions: tuple[Suggestion, ...] = ()
     base_pinned: bool = False  # kpatch.toml's base was set to `base` (--base named another commit)
+    reworded: tuple[Reworded, ...] = ()
 
 
 def parse_source(value: str, name: str) -> tuple[str, str]:
@@ -76,13 +88,14 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
             with scratch(ws, mirror, name, base if gone else tip) as tree:
                 if gone:
                     _pick(tree, kept)
+                reworded = _reword(tree, base, kept)
                 files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
         finally:
             mirror.run(["update-ref", "-d", ref], check=False)
     order = {c: i for i, c in enumerate(commits)}
     skipped.sort(key=lambda s: order[s.commit])
     return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions,
-                        base_pinned=where.moved)
+                        base_pinned=where.moved, reworded=tuple(reworded))
 
 
 def continue_import(ws: Workspace, ui: UI) -> bool:
@@ -246,7 +259,9 @@ def _empty(mirror: Mirror, base: str, commits: list[str]) -> list[Skipped]:
     if not commits:
         return []
     listing = mirror.out(["log", "--reverse", "--format=%H %T %s", "--end-of-options", f"{base}..{commits[-1]}"])
-    before = mirror.out(["rev-parse", "--end-of-options", f"{base}^{{tree}}"])
+    # --verify: without it, git 2.39's rev-parse prints "--end-of-options" itself before the tree, and the first
+    # commit (compared with that) was never found empty.
+    before = mirror.out(["rev-parse", "--verify", "--end-of-options", f"{base}^{{tree}}"])
     found = []
     for line in listing.splitlines():
         sha, tree, subject = [*line.split(" ", 2), ""][:3]
@@ -270,6 +285,34 @@ def _upstream(mirror: Mirror, upstream: Upstream, base: str, tip: str, commits: 
     theirs = {pid: commit for commit, pid in commit_patch_ids(mirror, base, head, paths).items()}
     return [Skipped(commit=c, subject=subjects.get(c, ""), why="upstream", upstream_commit=theirs[ours[c]])
             for c in commits if c not in skip and ours.get(c) in theirs]
+
+
+def _reword(tree: Repository, base: str, originals: list[str]) -> list[Reworded]:
+    """Give each commit of base..HEAD (made from `originals`, in order) whose one-line subject git am reads with its
+    spaces collapsed that subject, and the commits after it their new parents (trees, authors, committers and dates
+    kept): the stack's files then give back the commits. Real histories have them ("Fix  the cache")."""
+    form = "--format=%H%x00%T%x00%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd%x00%B%x00"
+    listing = tree.run(["log", "--reverse", "--date=raw", form, "--end-of-options", f"{base}..HEAD"]).stdout
+    fields = listing.decode("utf-8", "surrogateescape").split("\0")
+    reworded: list[Reworded] = []
+    parent = base
+    for index, at in enumerate(range(0, len(fields) - 8, 9)):
+        commit, treeish, name, email, date, cname, cemail, cdate, message = fields[at:at + 9]
+        read = as_am_reads(message)
+        if read is not None:
+            reworded.append(Reworded(commit=originals[index], file="", subject=message.partition("\n")[0],
+                                     now=read.partition("\n")[0]))
+            message = read
+        elif not reworded:  # the commits before the first one reworded stay as they are
+            parent = commit.lstrip("\n")
+            continue
+        env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": f"@{date}",
+               "GIT_COMMITTER_NAME": cname, "GIT_COMMITTER_EMAIL": cemail, "GIT_COMMITTER_DATE": f"@{cdate}"}
+        parent = tree.out(["commit-tree", "--no-gpg-sign", treeish, "-p", parent, "-F", "-"],
+                          stdin=message.encode("utf-8", "surrogateescape"), env=env)
+    if reworded:
+        tree.reset_hard(parent)
+    return reworded
 
 
 def _pick(tree: Repository, kept: list[str]) -> None:

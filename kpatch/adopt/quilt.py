@@ -4,16 +4,19 @@ apply is named with its failing hunk, and nothing is written."""
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import email.utils
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kpatch.adopt.branch import ImportResult, Skipped, empty_stack, resolve_base, scratch, write_stack
+from kpatch.adopt.branch import ImportResult, Reworded, Skipped, empty_stack, resolve_base, scratch, write_stack
 from kpatch.errors import PatchConflict, SeriesError, UsageError
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
+from kpatch.stack.writer import am_subject, as_am_reads
 
 SUFFIXES = (".patch", ".diff")
 _DIFF_START = re.compile(r"^(diff --git |--- |Index: )")
@@ -37,6 +40,7 @@ class Plain:
     diff: bytes
     strip: int  # -pN
     mail: bool = False  # a `git format-patch` mail: git am reads it (message, trailers, author, date exactly)
+    subject_as_written: str = ""  # a subject `message` has with its spaces collapsed (as git am reads it)
 
 
 def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: str | None, author: str | None,
@@ -44,14 +48,16 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
     """Every patch of `folder` applied onto the base in order and written as NAME's stack."""
     if author is not None and not _AUTHOR.match(author):
         raise UsageError(f"--author takes 'Name <email>', got {author!r}")
-    plains = [read_plain(path, strip) for path, strip in listed(folder)]
+    plains = [_as_am_reads(read_plain(path, strip)) for path, strip in listed(folder)]
     for plain in plains:
         if plain.author is None and author is None:
             raise UsageError(f"{plain.path}: no author in its header: give --author 'Name <email>'")
+    reworded = [r for r in map(_reworded, plains) if r is not None]
     with ws.writer("import", ui):
         upstream, series = empty_stack(ws, name)
         where = resolve_base(ws, ui, upstream, base_ref)
         mirror, base = where.mirror, where.commit
+        date = undated(mirror, base)
         skipped: list[Skipped] = []
         with scratch(ws, mirror, name, base) as tree:
             for plain in plains:
@@ -63,10 +69,10 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
                 if not tree.out(["diff", "--cached", "--name-only"]):
                     skipped.append(Skipped(commit="", subject=plain.path.name, why="empty"))
                     continue
-                _commit(tree, plain, author)
+                _commit(tree, plain, author, date)
             files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
     return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions,
-                        base_pinned=where.moved)
+                        base_pinned=where.moved, reworded=tuple(reworded))
 
 
 def listed(folder: Path) -> list[tuple[Path, int]]:
@@ -79,6 +85,9 @@ def listed(folder: Path) -> list[tuple[Path, int]]:
         found = sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file())
         if not found:
             raise UsageError(f"--series: {folder} has no series file and no .patch or .diff files")
+        for path in found:  # as for a series file's names: a link may not lead out of the folder
+            if not path.resolve().is_relative_to(folder.resolve()):
+                raise SeriesError(f"{path}: a link to {path.resolve()}, outside {folder} (nothing was written)")
         return [(p, 1) for p in found]
     out = []
     for number, line in enumerate(series.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
@@ -191,9 +200,44 @@ def _conflict(plain: Plain, base: str, output: str) -> PatchConflict:
     return PatchConflict(f"{plain.path.name} does not apply onto {base[:12]}: {where} (nothing was written)")
 
 
-def _commit(tree: Repository, plain: Plain, author: str | None) -> None:
+def undated(mirror: Repository, base: str) -> str:
+    """The date a patch without one gets: the base commit's (its committer date), so that importing the same
+    patches onto the same base writes the same bytes every time (the time of the import would not)."""
+    return "@" + mirror.out(["log", "-1", "--no-walk", "--date=raw", "--format=%cd", "--end-of-options", base])
+
+
+def _reworded(plain: Plain) -> Reworded | None:
+    """A patch whose subject git am reads with its spaces collapsed: a mail's (am does it), or a plain patch's
+    (`_as_am_reads` does it, so that the patch file written gives back the commit)."""
+    if plain.mail:
+        header = email.parser.BytesHeaderParser(policy=email.policy.default).parsebytes(plain.path.read_bytes())
+        subject = _PREFIX.sub("", str(header.get("Subject", "")))
+    else:
+        subject = plain.subject_as_written
+    now = am_subject(subject)
+    if not now or now == subject.rstrip():
+        return None
+    return Reworded(commit="", file=plain.path.name, subject=subject, now=now)
+
+
+def _as_am_reads(plain: Plain) -> Plain:
+    """A plain patch whose one-line subject has runs of spaces, with them collapsed (the subject as written is
+    kept for the report)."""
+    message = None if plain.mail else as_am_reads(plain.message)
+    if message is None:
+        return plain
+    return replace(plain, message=message, subject_as_written=plain.message.partition("\n")[0])
+
+
+def _commit(tree: Repository, plain: Plain, author: str | None, undated: str) -> None:
     who = plain.author or author  # the header's own, else --author
     assert who is not None
-    env = {"GIT_AUTHOR_DATE": plain.date} if plain.date else None
-    tree.run(["commit", "--quiet", "--no-verify", "--no-gpg-sign", f"--author={who}", "--cleanup=verbatim",
-              "--file=-"], stdin=plain.message.encode("utf-8"), env=env)
+    date = plain.date or undated
+    env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    proc = tree.run(["commit", "--quiet", "--no-verify", "--no-gpg-sign", f"--author={who}", "--cleanup=verbatim",
+                     "--file=-"], stdin=plain.message.encode("utf-8"), env=env, check=False)
+    if proc.status != 0:
+        said = [line.removeprefix("fatal: ") for line in proc.stderr.splitlines() if line.startswith("fatal: ")]
+        why = f"its Date {plain.date!r} is not a date git reads" if plain.date and any(
+            "date" in line for line in said) else f"git commit refused it ({(said or ['?'])[0]})"
+        raise SeriesError(f"{plain.path}: {why} (nothing was written)")

@@ -22,7 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 UI_KEY = "kpatch.ui"  # click's meta: the command's UI, for the error boundary in kpatch/cli.py
 
 # Commands that only read: a run that succeeds leaves no log file (export --check is one too).
-READERS = frozenset({"status", "verify", "doctor", "report"})
+READERS = frozenset({"status", "verify", "doctor", "report", "diff"})
 # Commands that take the project's writer lock: they take --wait[=SECONDS].
 WRITERS = frozenset({"apply", "rebase", "export", "import", "propose", "nightly", "build-wheels"})
 
@@ -115,7 +115,7 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
             shared = click.option("--wait", metavar="[SECONDS]", is_flag=False, flag_value="forever", default=None,
                                   help="If another kpatch is writing this project, wait for it (at most SECONDS) "
                                        "instead of failing.")(shared)
-        shared = click.option("--url", "urls", multiple=True, metavar="NAME=URL",
+        shared = click.option("--url", "urls", multiple=True, metavar="NAME=URL", shell_complete=complete_assignment,
                               help="Fetch upstream NAME from URL instead.")(shared)
         shared = click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
                               help="Worktrees (default: the last apply's, else ./work next to kpatch.toml).")(shared)
@@ -143,6 +143,71 @@ def _wait_seconds(value: str | None) -> float | None:
     if not seconds >= 0 or seconds == float("inf"):
         raise UsageError(f"--wait takes a number of seconds (or nothing: no limit), got {value!r}")
     return seconds
+
+
+def _project_stack(ctx: click.Context) -> Any:
+    """The kpatch.toml shell completion reads (--config if already typed, else the nearest one), or None."""
+    from kpatch import config
+    from kpatch.errors import KpatchError
+
+    try:
+        given = ctx.params.get("config_path")
+        return config.load(Path(given) if given else config.find_config(Path.cwd()))
+    except (KpatchError, OSError):
+        return None  # completion never fails: it offers nothing
+
+
+def complete_upstreams(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion: the upstream names of kpatch.toml (`kpatch export k<TAB>`, `test --upstream`)."""
+    stack = _project_stack(ctx)
+    return [u.name for u in stack.upstreams if u.name.startswith(incomplete)] if stack else []
+
+
+def complete_assignment(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of NAME=VALUE options (`--onto`, `--url`): `NAME=` for each upstream."""
+    if "=" in incomplete:
+        return []
+    return [f"{name}=" for name in complete_upstreams(ctx, param, incomplete)]
+
+
+def complete_patches(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion: UPSTREAM/FILE.patch for every patch of every stack (`kpatch propose`)."""
+    from kpatch.errors import KpatchError
+    from kpatch.stack.series import load_series
+
+    stack = _project_stack(ctx)
+    found: list[str] = []
+    for upstream in stack.upstreams if stack else ():
+        try:
+            series = load_series(upstream.name, upstream.patches)
+        except (KpatchError, OSError):
+            continue
+        found += [f"{upstream.name}/{patch.name}" for patch in series.patches]
+    return [name for name in found if name.startswith(incomplete)]
+
+
+BACKENDS = ("auto", "docker", "local")
+BACKEND_HELP = ("auto: the Docker engine if one answers, else this host (said as a note); docker: the engine (local, "
+                "or DOCKER_HOST); local: this host, in venvs of kpatch's own.")
+
+
+def chosen_backend(ui: UI, backend: str, image: str | None, base_image: str | None) -> str:
+    """--backend as given, or for `auto` (every command's default, the demo's too) the Docker engine when one
+    answers, else this host; --image or a --base-image given on the command line ask for the engine. Says which."""
+    if backend != "auto":
+        return backend
+    source = click.get_current_context().get_parameter_source("base_image")
+    if image or (base_image and source is not click.core.ParameterSource.ENVIRONMENT):
+        ui.note("backend: docker (--image or --base-image names an image of the Docker engine)")
+        return "docker"
+    from kpatch.container.docker import probe_engine
+
+    engine = probe_engine()
+    if engine.problem is None:
+        ui.note(f"backend: docker (the Docker engine at {engine.where} answers, version {engine.version})")
+        return "docker"
+    ui.note(f"backend: local, on this host ({engine.problem.splitlines()[0]}; --backend docker insists on one)")
+    return "local"
 
 
 def checked_base_image(backend: str, image: str | None, base_image: str | None) -> str | None:

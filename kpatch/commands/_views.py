@@ -11,6 +11,7 @@ from kpatch.output.ui import UI, columns, count, escape, styled_columns
 
 if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test, rebase or the nightly
     from kpatch.engine.apply import ApplyResult
+    from kpatch.engine.diff import StackDiff
     from kpatch.engine.rebase import RebaseResult
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
@@ -29,6 +30,8 @@ def show_apply(ui: UI, result: ApplyResult) -> None:
                  final=False)
         for hunk in conflict.hunks:
             ui.detail(f"  {hunk.path}" + (f":{hunk.line}" if hunk.line else ""))
+        if conflict.cause:
+            ui.detail(f"  {conflict.cause}")
         if conflict.blocked:
             ui.detail(f"  not applied (they require {conflict.upstream}): {', '.join(conflict.blocked)}")
         ui.detail("  fix the files, 'git add' them, then 'kpatch apply --continue' (or 'kpatch apply --abort')")
@@ -50,6 +53,8 @@ def show_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | Non
             rows.append([patch.name, patch.klass, why])
         for line in columns(rows, indent="  "):
             ui.plain(line)
+        if stack.review is not None:
+            ui.plain("  " + review_counts(stack.review))
     if result.conflict:
         where = next(s.name for s in result.stacks if result.conflict in s.patches)
         ui.error(f"patch {result.conflict.name} conflicts: nothing was written to kpatch.toml or patches/", 1,
@@ -58,6 +63,16 @@ def show_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | Non
                   "(or 'kpatch rebase --abort')")
     elif result.committed:
         ui.plain(_written(result.changed, project))
+
+
+def review_counts(review: StackDiff) -> str:
+    """`kernels patches: 3 unchanged, 1 changed (NAME), 1 dropped, 0 new`: what a range-diff found, in one line."""
+    from kpatch.engine.diff import Change  # only when there is a review to show
+
+    changed = [p.name for p in review.patches if p.change is Change.CHANGED]
+    parts = [f"{review.count(c)} {c.value}" + (f" ({', '.join(changed)})" if c is Change.CHANGED and changed else "")
+             for c in Change]
+    return f"{review.upstream} patches: " + ", ".join(parts)
 
 
 def _written(changed: int | None, project: Path | None) -> str:
@@ -86,6 +101,10 @@ def show_verify(ui: UI, result: VerifyResult, explain: bool = False) -> None:
     for contract in result.contracts:
         if contract.report is not None and (explain or not contract.report.ok):
             show_contract(ui, contract.kernels, contract.app, contract.report, explain)
+        for seen in contract.seen:
+            where = f" in {escape(seen.function)}" if seen.function else ""
+            ui.line(f"  [bold]what a user sees[/]: the first call at {escape(seen.site)}{where} raises "
+                    f"{escape(seen.error)}")
     ui.line("verify " + ("[green]passed[/]" if result.ok else "[bold red]FAILED[/]"))
 
 
@@ -115,6 +134,10 @@ def show_contract(ui: UI, kernels: str, app: str, report: ContractReport, explai
         for d in report.not_reached:
             ui.line(f"  not reached on XPU: {d.namespace}.{escape(d.op)} at {d.site} ({escape(d.site.function)}): "
                     f"{escape(d.site.why)}")
+    if report.keys_unread:
+        more = " …" if len(report.keys_unread) > 5 else ""
+        ui.line(f"  [yellow]dispatch keys not in the binary[/] for {len(report.keys_unread)} called op(s) the "
+                f"kernels define: {escape(', '.join(report.keys_unread[:5]))}{more}")
     ui.line(f"  [dim]not counted: {len(report.cuda_only)} listed cuda-only, {len(report.other_backends)} only "
             f"declared by {app}'s CPU/ROCm builds, {report.off_xpu_calls} call sites in non-XPU branches, "
             f"{report.probes} hasattr/getattr probes, {len(report.not_reached)} calls XPU never reaches, "
@@ -160,5 +183,8 @@ def show_build(ui: UI, result: BuildResult) -> None:
         cache = f"; {describe(wheel.compiler_cache)}" if wheel.compiler_cache else ""
         ui.line(f"{escape(wheel.upstream):<20} {'cached' if wheel.cached else 'built':<7} {escape(wheel.filename)}"
                 f"  (torch {wheel.torch or 'none'}{cache})")
+    if result.image_digest.startswith("local:"):  # the local backend: no image, no container
+        ui.line(f"lock: {result.lock} (built on this host, toolchain {result.image_digest[6:18]})")
+        return
     ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
             f"{count(result.containers, 'build container')} started)")

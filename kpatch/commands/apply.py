@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from kpatch.commands._common import Context, assignments, kpatch_command
+from kpatch.commands._common import Context, assignments, complete_assignment, kpatch_command
 from kpatch.commands._views import show_apply
 from kpatch.errors import ExitCode, UsageError
 
 
 @kpatch_command("apply")
-@click.option("--onto", multiple=True, metavar="NAME=REF", help="Apply NAME's stack onto REF instead of its base.")
+@click.option("--onto", multiple=True, metavar="NAME=REF", shell_complete=complete_assignment,
+              help="Apply NAME's stack onto REF instead of its base.")
 @click.option("--continue", "continue_", is_flag=True, help="Go on after resolving a conflict (git add first).")
 @click.option("--abort", is_flag=True, help="Put every worktree back as it was before the stopped apply.")
 @click.option("--discard", is_flag=True, help="Move worktrees even if they hold commits not exported to patches/.")

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import click
 
-from kpatch.commands._common import Context, checked_base_image, kpatch_command
+from kpatch.commands._common import BACKEND_HELP, BACKENDS, Context, checked_base_image, chosen_backend, kpatch_command
 from kpatch.commands._views import show_build
 
 
 @kpatch_command("build-wheels")
-@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
-              help="docker: the engine (local, or DOCKER_HOST); local: this host (with oneAPI installed).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True, help=BACKEND_HELP)
 @click.option("--image", metavar="REF", help="Build in this existing image instead of building the Dockerfile.")
 @click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
               help="BASE_IMAGE for the Dockerfile (default: $KPATCH_BASE_IMAGE, else Intel oneAPI's).")
@@ -26,6 +25,7 @@ def command(ctx: Context, backend: str, image: str | None, base_image: str | Non
     from kpatch import verify
     from kpatch.wheels.build import build_wheels
 
+    backend = chosen_backend(ctx.ui, backend, image, base_image)
     base = checked_base_image(backend, image, base_image)
     ws = ctx.workspace()
     result = build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base, gate=verify.gate,

@@ -26,14 +26,17 @@ if TYPE_CHECKING:
 @click.option("--scroll", is_flag=True,
               help="The scrolling demo: a planted test break three commits into the app's new day; one night "
               "bisects to the last green commit and names the culprit.")
+@click.option("--runners", type=click.IntRange(min=1), metavar="N",
+              help="With --scroll: the night's search tries N commits at once per round, on N local worker "
+              "processes (default 1: a bisection).")
 @click.option("--backend", type=click.Choice(["auto", "docker", "local"]), default="auto", show_default=True,
               help="auto: the Docker engine if it answers and has a base image, else this host.")
 @click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
               help="A local image with python3, pip and setuptools to build on (default: $KPATCH_BASE_IMAGE, else "
               "kpatch-test-base:bookworm, else the oneAPI image, if the engine has one; never pulled).")
 @output_options
-def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, backend: str, base_image: str | None,
-            json_mode: bool, quiet: bool, verbose: bool) -> int:
+def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners: int | None, backend: str,
+            base_image: str | None, json_mode: bool, quiet: bool, verbose: bool) -> int:
     """Run the whole pipeline on example upstreams kpatch builds itself, offline: apply, an upstream that moved,
     rebase (a merged patch dropped, a conflict resolved by a recorded resolution), build-wheels, verify, test.
     With --adopt: a kernels fork branch and the app's quilt folder become a new project's stacks. With --scroll: a
@@ -44,6 +47,8 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, backend:
     ui = make_ui("demo", json_mode, quiet, verbose)
     if adopt and scroll:
         raise UsageError("--adopt and --scroll are two demos: give one")
+    if runners is not None and not scroll:
+        raise UsageError("--runners goes with --scroll (the scrolling demo's search)")
     if adopt:
         return adopt_demo(ui, folder, keep)
     source = click.get_current_context().get_parameter_source("base_image")
@@ -61,7 +66,7 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, backend:
     if scroll:
         from kpatch.examples.scrolling import demo_scroll
 
-        scrolled = demo_scroll(folder, ui, choice, keep=keep, on_step=on_step)
+        scrolled = demo_scroll(folder, ui, choice, keep=keep, on_step=on_step, runners=runners or 1)
         return finish(ui, scrolled, "scrolling demo")
     result = demo(folder, ui, choice, keep=keep, on_step=on_step)
     if ui.json_mode:
@@ -121,14 +126,15 @@ def finish(ui: UI, result: _Demo, title: str) -> int:
                         indent="  "):
         ui.plain(line)
     report = getattr(result, "report", None)
-    if report is not None:
-        ui.plain(f"  the night's report: {report if result.kept else report.name}")
-    if result.kept:
+    if result.kept:  # only what is still there is named: a removed folder's files are not
+        if report is not None:
+            ui.plain(f"  the night's report: {report}")
         ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
                  f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
     else:
         flag = "--adopt" if title.startswith("adoption") else "--scroll"
-        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo {flag} --keep' keeps it")
+        held = " (the night's report with it)" if report is not None else ""
+        ui.plain(f"  {result.folder} was removed with all of it{held}: 'kpatch demo {flag} --keep' keeps it")
     if failed is not None:
         ui.plain(f"  {failed.name} failed: {failed.summary}")
         for line in failed.detail:
@@ -183,7 +189,7 @@ def show_step(ui: UI, step: Step, result: object) -> None:
         ui.plain(f"  the night: {escape(result.summary)}")
         for found in (result.scroll.steps if result.scroll else ()):
             ui.plain(f"  step {found.upstream} {found.commit[:12]} \"{escape(found.subject)}\": {found.result.value}"
-                     f" ({found.seconds:.1f} s)")
+                     f" ({found.seconds:.1f} s, round {found.round}, {escape(found.where)})")
         culprit = result.scroll.culprit if result.scroll else None
         if culprit is not None:
             ui.plain(f"  culprit: {culprit.commit[:12]} \"{escape(culprit.subject)}\" by {escape(culprit.author)}: "
@@ -199,13 +205,15 @@ def show(ui: UI, result: DemoResult) -> None:
     ui.plain(f"  backend: {result.backend.backend.value} ({result.backend.why})")
     if result.wheels:
         ui.plain(f"  wheels:  {', '.join(w.name for w in result.wheels)}")
-    if result.lock:
-        ui.plain(f"  lock:    {result.lock}")
-    if result.kept:
+    if result.kept:  # only what is still there is named: a removed folder's lock is not
+        if result.lock:
+            ui.plain(f"  lock:    {result.lock}")
         ui.plain(f"  everything is in {result.folder}; look around: cd {result.folder / 'project'} && "
                  f"export KPATCH_CACHE_DIR={result.folder / 'cache'} && kpatch status")
     else:
-        ui.plain(f"  {result.folder} was removed with all of it: 'kpatch demo --keep' keeps it")
+        held = " (the worktrees, the wheels and their lock, the reports)" if result.lock else ""
+        ui.plain(f"  {result.folder} was removed with all of it{held}: 'kpatch demo --keep' or "
+                 "'kpatch demo --dir DIR' keeps it")
     failed = next((s for s in result.steps if not s.ok), None)
     if failed is not None:  # the cause where it is reported: the error's own lines, then where the whole log is
         ui.plain(f"  {failed.name} failed: {failed.summary}")

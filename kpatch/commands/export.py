@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from kpatch.commands._common import Context, kpatch_command
+from kpatch.commands._common import Context, complete_upstreams, kpatch_command
 from kpatch.errors import ExitCode, UsageError
 from kpatch.output.ui import columns, count
 
 
 @kpatch_command("export")
-@click.argument("names", nargs=-1, metavar="[NAME]...")
+@click.argument("names", nargs=-1, metavar="[NAME]...", shell_complete=complete_upstreams)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when a patch file or series is stale.")
 @click.option("--continue", "continue_", is_flag=True, help="Finish an export that was interrupted.")
 @click.option("--abort", is_flag=True, help="Undo an export that was interrupted: every file as it was.")

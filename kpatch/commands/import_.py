@@ -78,6 +78,12 @@ def show(ui: UI, result: ImportResult, root: Path) -> None:
             ui.plain(f"skipped {escape(what)}: already upstream as {(skipped.upstream_commit or '?')[:12]}")
         else:
             ui.plain(f"skipped {escape(what)}: it changes nothing")
+    if result.reworded:  # said once: what git am does to them, then which
+        ui.plain(f"git am reads a subject with every run of spaces made one space: "
+                 f"{count(len(result.reworded), 'subject')} written as it reads them")
+        for reworded in result.reworded:
+            what = f"commit {reworded.commit[:12]}" if reworded.commit else reworded.file
+            ui.plain(f"  {escape(what)}: {escape(repr(reworded.subject))} -> {escape(repr(reworded.now))}")
     for suggestion in result.suggestions:
         ui.plain(f"{suggestion.patch} calls op {suggestion.op}: add 'Requires: {suggestion.requires}' "
                  "(or import with --requires-auto)")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kpatch.commands._common import Context, checked_base_image, kpatch_command
+from kpatch.commands._common import BACKEND_HELP, BACKENDS, Context, checked_base_image, chosen_backend, kpatch_command
 from kpatch.commands._views import show_build, show_rebase, show_test, show_verify
 from kpatch.errors import UsageError
 from kpatch.output.ui import UI, escape, to_jsonable
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
               "(say what would be).")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="Where report.md and report.json go (default: reports/nightly/ next to kpatch.toml).")
-@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
-              help="Where the pair is built (as build-wheels).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True, help=BACKEND_HELP)
 @click.option("--image", metavar="REF", help="Build in this existing image (as build-wheels).")
 @click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
               help="BASE_IMAGE for the Dockerfile (as build-wheels; default: $KPATCH_BASE_IMAGE).")
@@ -35,6 +34,9 @@ if TYPE_CHECKING:
               "[nightly] max-steps, else 8; 0: no search).")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Stop that search after S seconds of wall clock (default: [nightly] budget, else none).")
+@click.option("--runners", type=click.IntRange(min=1), metavar="N",
+              help="Try N commits at once per round of that search, as N local worker processes (default: "
+              "[nightly] runners, else 1: a bisection, in this process).")
 @click.option("--no-publish", is_flag=True, help="Write the report and the refreshed files only; ask GitHub nothing "
               "(a later 'nightly --publish-saved', with the token, reports it).")
 @click.option("--publish-saved", is_flag=True, help="Run no stage: report to GitHub the night in --report (run "
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
               "history.jsonl in the --report folder).")
 def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
             base_image: str | None, devices: tuple[str, ...], timeout: float | None, max_steps: int | None,
-            budget: float | None, no_publish: bool, publish_saved: bool, replay_range: str | None,
+            budget: float | None, runners: int | None, no_publish: bool, publish_saved: bool, replay_range: str | None,
             every: int | None, daily: bool, history_file: Path | None) -> int:
     """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
     from kpatch.nightly import run
@@ -69,6 +71,7 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
         if every is not None and daily:
             raise UsageError("--step N and --daily are two ways to cut the replay: give one")
         return replay_command(ctx, replay_range, every, max_steps, history_file, report_dir)
+    backend = chosen_backend(ctx.ui, backend, image, base_image)
     base = checked_base_image(backend, image, base_image)
     if no_publish and publish_saved:
         raise UsageError("--no-publish and --publish-saved are the two halves of a night: give one")
@@ -76,7 +79,8 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
     settings = Settings(backend=backend, image=image, base_image=base, devices=devices, timeout=timeout)
     limits = Limits(max_steps=ws.stack.max_steps if max_steps is None else max_steps,
-                    budget=ws.stack.budget if budget is None else budget)
+                    budget=ws.stack.budget if budget is None else budget,
+                    runners=ws.stack.runners if runners is None else runners)
     options = run.Options(report_dir=folder, dry_run=dry_run, settings=settings, publish=not no_publish,
                           limits=limits, scroll=limits.max_steps > 0)
     if publish_saved:

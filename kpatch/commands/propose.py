@@ -6,13 +6,13 @@ import os
 
 import click
 
-from kpatch.commands._common import Context, kpatch_command
+from kpatch.commands._common import Context, complete_patches, kpatch_command
 from kpatch.errors import UsageError
 from kpatch.output.ui import escape
 
 
 @kpatch_command("propose")
-@click.argument("names", nargs=-1, metavar="UPSTREAM/FILE.patch...")
+@click.argument("names", nargs=-1, metavar="UPSTREAM/FILE.patch...", shell_complete=complete_patches)
 @click.option("--fork", "fork_owner", metavar="OWNER",
               help="Your GitHub account: branches go to its fork of each upstream (the upstream's URL with OWNER, "
                    "unless [upstream.propose] fork names the URL).")

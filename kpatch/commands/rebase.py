@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from kpatch.commands._common import Context, assignments, kpatch_command
+from kpatch.commands._common import Context, assignments, complete_assignment, kpatch_command
 from kpatch.commands._views import show_rebase
 from kpatch.errors import ExitCode, UsageError
 
 
 @kpatch_command("rebase")
-@click.option("--onto", multiple=True, metavar="NAME=REF", help="Rebase NAME onto REF (default: its branch head).")
+@click.option("--onto", multiple=True, metavar="NAME=REF", shell_complete=complete_assignment,
+              help="Rebase NAME onto REF (default: its branch head).")
 @click.option("--force", is_flag=True, help="Allow a new base that is not a descendant of the pinned one.")
 @click.option("--continue", "continue_", is_flag=True, help="Go on after resolving a conflict (git add first).")
 @click.option("--abort", is_flag=True, help="Drop the rebase; kpatch.toml and patches/ stay as they were.")
@@ -33,7 +34,7 @@ def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
         result = engine.continue_rebase(ws, ctx.ui)
     else:
         result = engine.rebase(ws, ctx.ui, onto_refs, force=force, discard=discard)
-    record_rebase(ctx.ui, ws, result)  # the carry history, when kpatch.toml names one ([dashboard] history)
+    record_rebase(ctx.ui, ws, result)  # the carry history ([dashboard] history, else reports/nightly/)
     code = int(ExitCode.CONFLICT) if result.conflict else 0
     if ctx.ui.json_mode:
         conflict = result.conflict

@@ -10,7 +10,7 @@ from kpatch.commands._common import Context, kpatch_command
 from kpatch.output.ui import UI, article, columns, count, escape
 
 if TYPE_CHECKING:
-    from kpatch.engine.status import StatusResult
+    from kpatch.engine.status import StatusResult, UpstreamReport
 
 
 @kpatch_command("status")
@@ -46,6 +46,8 @@ def show(ui: UI, result: StatusResult) -> None:
                  for index, patch in enumerate(report.patches, start=1)]
         for line in columns(rows, indent="  "):
             ui.plain(line)
+        if report.worktree_base is not None:
+            ui.plain(f"  {_elsewhere(report)}")
         if report.unexported:
             ui.plain(f"  {count(report.unexported, 'worktree commit')} not in the patch files: run 'kpatch export'")
     if result.pulls_unavailable:
@@ -55,6 +57,18 @@ def show(ui: UI, result: StatusResult) -> None:
                  "or '--abort'")
     elif result.operation:
         ui.plain(f"{article(result.operation)} is in progress: 'kpatch {result.operation} --continue' or '--abort'")
+
+
+def _elsewhere(report: UpstreamReport) -> str:
+    """A worktree not on the base (a rebase left it, with its changes, where it was): where it is, and the
+    commands that bring it across."""
+    assert report.worktree_base is not None
+    tree = escape(str(report.worktree))
+    where = f"worktree at the old base {report.worktree_base[:12]}, not on the base"
+    if report.modified_files:
+        return (f"{where}, with {count(report.modified_files, 'modified file')}: bring it across with 'git -C {tree} "
+                f"stash', 'kpatch apply', then 'git -C {tree} stash pop'")
+    return f"{where}: bring it across with 'kpatch apply'"
 
 
 def _pr(pr: str, pulls: dict[str, str] | None) -> str:

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
-from kpatch.commands._common import Context, kpatch_command
+from kpatch.commands._common import BACKENDS, Context, complete_upstreams, kpatch_command
 from kpatch.commands._views import show_test
 
 
 @kpatch_command("test")
-@click.option("--upstream", "names", multiple=True, metavar="NAME", help="Only NAME's tests (default: every suite).")
+@click.option("--upstream", "names", multiple=True, metavar="NAME", shell_complete=complete_upstreams,
+              help="Only NAME's tests (default: every suite).")
 @click.option("--device", "devices", multiple=True, metavar="PATH",
               help="Pass this device (HOST[:CONTAINER]) instead of /dev/dri; repeatable.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
@@ -20,8 +21,9 @@ from kpatch.commands._views import show_test
               help="The pair's lock (default: dist/pylock.toml next to kpatch.toml).")
 @click.option("--reports", type=click.Path(file_okay=False),
               help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
-@click.option("--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True,
-              help="docker: in the build image; local: on this host, in a fresh venv of kpatch's own.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+              help="auto: where the lock's pair was built (this host, or the image of the Docker engine), said as a "
+              "note; docker: in the build image; local: on this host, in a fresh venv of kpatch's own.")
 def command(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
             lock_path: str | None, reports: str | None, backend: str) -> int:
     """Run each upstream's tests in the build image, with the locked pair installed from its lock."""

@@ -1,4 +1,5 @@
-"""`kpatch verify`: the pair against its lock, the op contract, and with --installed the live environment."""
+"""`kpatch verify`: the pair against its lock, the op contract, and with --installed the live environment; with
+--wheel twice, the op contract of any released pair (wheels, sdists, folders, requirements), no project needed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import click
 
 from kpatch.commands._common import Context, kpatch_command
 from kpatch.commands._views import show_verify
-from kpatch.errors import ExitCode
+from kpatch.errors import ExitCode, UsageError
 
 
 @kpatch_command("verify")
@@ -20,13 +21,32 @@ from kpatch.errors import ExitCode
               "on XPU (the platform check, caller or import that keeps it off).")
 @click.option("--update-baseline", "reason", metavar="REASON", help="First record today's op-contract findings as "
               "accepted, with REASON (verify-baseline.toml); verify then fails only on new ones.")
-def command(ctx: Context, lock_path: str | None, installed: bool, explain: bool, reason: str | None) -> int:
+@click.option("--wheel", "wheels", multiple=True, metavar="KERNELS|APP", help="Twice, kernels first: check the op "
+              "contract of two released halves instead of the project's pair; each a wheel, an sdist, a folder, or "
+              "a requirement (vllm_xpu_kernels==0.1.15.4: downloaded from the package index, sha256 checked).")
+@click.option("--python", "python", metavar="PATH", help="With --wheel NAME: read the distribution NAME installed "
+              "in the environment of this Python.")
+def command(ctx: Context, lock_path: str | None, installed: bool, explain: bool, reason: str | None,
+            wheels: tuple[str, ...], python: str | None) -> int:
     """Check the built pair against its lock and the op contract between the two patched worktrees."""
     from kpatch.verify.model import Status
-    from kpatch.verify.run import verify
 
-    result = verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
-                    installed=installed, update_baseline=reason)
+    if wheels or python:
+        if len(wheels) != 2:
+            raise UsageError(f"--wheel takes two halves, the kernels' then the application's (got {len(wheels)})")
+        if lock_path or installed or reason is not None:
+            raise UsageError("--wheel checks two released halves: --lock, --installed and --update-baseline are "
+                             "for the project's own pair")
+        from kpatch.project.workspace import default_cache_dir
+        from kpatch.verify.released import verify_released
+
+        cache = (ctx.options.cache_dir or default_cache_dir()) / "releases"
+        result = verify_released(ctx.ui, wheels[0], wheels[1], python=python, cache=cache)
+    else:
+        from kpatch.verify.run import verify
+
+        result = verify(ctx.workspace(), ctx.ui, lock_path=Path(lock_path).resolve() if lock_path else None,
+                        installed=installed, update_baseline=reason)
     code = 0 if result.ok else int(ExitCode.CONFLICT)
     if ctx.ui.json_mode:
         failed = [c for c in result.checks if c.status is Status.FAIL]

@@ -10,7 +10,9 @@ from pathlib import Path
 def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
     """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped).
 
-    Edited with tomlkit, so comments, key order, quoting and layout stay as the person wrote them.
+    Edited with tomlkit, so comments, key order, quoting and layout stay as the person wrote them: a base the
+    person wrote as a literal string ('v1.0') gets its SHA as one too. The new value's string kind is set here, not
+    left to tomlkit, whose releases differ in what an assignment keeps (0.15 keeps the old kind, 0.12-0.14 did not).
     """
     import tomlkit
 
@@ -20,7 +22,7 @@ def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
     for table in document.get("upstream", []):
         name = table.get("name")
         if name in bases:
-            table["base"] = bases[name]
+            table["base"] = _string_like(table.get("base"), bases[name])
             if "base-commit" in table:
                 del table["base-commit"]
     edited = tomlkit.dumps(document)
@@ -41,3 +43,12 @@ def _keep_lines(text: str, untouched: str, edited: str) -> str:
         lines += original[i1:i2] if tag == "equal" else after[j1:j2]
     return "".join(lines)
 
+
+
+def _string_like(old: object, value: str) -> object:
+    """`value` as a one-line TOML string of the kind `old` was written in: literal ('...') or basic ("...")."""
+    import tomlkit
+    from tomlkit.items import String
+
+    literal = isinstance(old, String) and old.as_string().startswith("'")  # as written: `.type` is 0.14+ only
+    return tomlkit.string(value, literal=literal)

@@ -17,8 +17,10 @@ from kpatch.config.tables import (
     dashboard_table,
     github_table,
     key_line,
+    near,
     nightly_table,
     propose_table,
+    release_table,
     set_torch,
     test_table,
 )
@@ -26,7 +28,8 @@ from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
-TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard", "nightly")  # the keys of the file itself
+TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard", "nightly",
+            "release")  # the keys of the file itself
 UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "test-selection", "build",
                  "test", "propose")
 REQUIRED = ("name", "url", "branch", "base", "patches")  # of an [[upstream]]
@@ -39,7 +42,7 @@ def find_config(start: Path) -> Path:
         if candidate.is_file():
             return candidate
     raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it: run kpatch in a project, give "
-                      "--config FILE, or see one with 'kpatch demo --keep'")
+                      "--config FILE, make one here with 'kpatch init', or see one with 'kpatch demo --keep'")
 
 
 def load(path: Path) -> Stack:
@@ -63,7 +66,7 @@ def load(path: Path) -> Stack:
     headers = [i + 1 for i, line in enumerate(lines) if _HEADER.match(line)]
     for key in data:
         if key not in TOP_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), key)}: unknown key {key!r}")
+            raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), key)}: unknown key {key!r}{near(key, TOP_KEYS)}")
     if data.get("version") != CONFIG_VERSION:
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines), 'version')}: version must be {CONFIG_VERSION}")
     tables = data.get("upstream")
@@ -83,12 +86,13 @@ def load(path: Path) -> Stack:
                 line = key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
     history, dashboard_issue = dashboard_table(path, lines, data.get("dashboard"))
-    max_steps, budget = nightly_table(path, lines, data.get("nightly"))
+    max_steps, budget, runners = nightly_table(path, lines, data.get("nightly"))
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
                  github=github_table(path, lines, data.get("github")), torch=set_torch(path, lines, data.get("set")),
                  cuda_only=cuda_only(path, lines, data.get("verify")),
                  baseline=baseline(path, lines, data.get("verify")),
-                 history=history, dashboard_issue=dashboard_issue, max_steps=max_steps, budget=budget)
+                 history=history, dashboard_issue=dashboard_issue, max_steps=max_steps, budget=budget,
+                 runners=runners, release=release_table(path, lines, data.get("release")))
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:
@@ -97,7 +101,8 @@ def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) ->
         raise ConfigError(f"{where}: [[upstream]] must be a table")
     for key in table:
         if key not in UPSTREAM_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [[upstream]]")
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [[upstream]]"
+                              f"{near(key, UPSTREAM_KEYS)}")
     for key in REQUIRED:
         if key not in table:
             raise ConfigError(f"{where}: [[upstream]] is missing {key!r}")
@@ -168,13 +173,13 @@ def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapp
     upstreams = []
     for upstream in stack.upstreams:
         url = overrides.get(upstream.name) or environ.get(upstream.env_var)
+        source = "--url" if upstream.name in overrides else upstream.env_var
         if url:
             problem = url_problem(url)
             if problem:
-                source = "--url" if upstream.name in overrides else upstream.env_var
                 raise UsageError(f"{source} {upstream.name}: {problem}")
-        upstreams.append(replace(upstream, url=url, url_overridden=True, configured_url=upstream.url) if url
-                         else upstream)
+        upstreams.append(replace(upstream, url=url, url_overridden=True, url_from=source, configured_url=upstream.url)
+                         if url else upstream)
     return replace(stack, upstreams=tuple(upstreams))
 
 

@@ -18,6 +18,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 DEVICE_KINDS = ("xpu",)  # what a test suite can say it needs ([upstream.test] devices)
 DEFAULT_TEST_TIMEOUT = 1800.0
+PYTORCH_XPU_INDEX = "https://download.pytorch.org/whl/xpu"  # where an XPU torch comes from, by default
 DEFAULT_BUILD_TIMEOUT = 14400.0  # 4 h: a cold vLLM XPU build on a small runner takes 1-2 h; a hang is stopped
 
 
@@ -67,6 +68,7 @@ class Upstream:
     line: int  # line of its [[upstream]] header in kpatch.toml
     build: Build | None = None
     url_overridden: bool = False
+    url_from: str | None = None  # where an overriding URL came from: "--url" or the KPATCH_URL_<NAME> variable
     configured_url: str | None = None  # kpatch.toml's url when --url or KPATCH_URL_<NAME> points elsewhere
     test: TestSuite | None = None
     propose: Propose = Propose()
@@ -109,6 +111,15 @@ class CudaOnly:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Release:
+    """Where `kpatch release --to DIR` publishes and what its channels keep ([release])."""
+
+    url: str | None = None  # DIR as users reach it; None: DIR's file:// URL
+    keep: int = 7  # the sets the nightly channel's index lists
+    torch_index: str | None = None  # where the set's torch is; None: the PyTorch XPU index
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stack:
     """The whole stack file: upstreams in dependency order (each after everything it requires)."""
 
@@ -123,6 +134,8 @@ class Stack:
     dashboard_issue: bool = False  # [dashboard] issue: the nightly keeps a "carry dashboard" issue on GitHub
     max_steps: int = 8  # [nightly] max-steps: bisection steps of the search for the last green upstream commits
     budget: float | None = None  # [nightly] budget: seconds of wall clock for that search; None: no budget
+    runners: int = 1  # [nightly] runners: commits that search tries at once per round (local workers); 1: bisection
+    release: Release = Release()  # [release]
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:

@@ -18,6 +18,7 @@ from kpatch.config.model import (
     DEFAULT_TEST_TIMEOUT,
     DEVICE_KINDS,
     NAME_RE,
+    PYTORCH_XPU_INDEX,
     SHA_RE,
 )
 from kpatch.config.tables import (
@@ -25,10 +26,12 @@ from kpatch.config.tables import (
     CUDA_ONLY_KEYS,
     DASHBOARD_KEYS,
     DEFAULT_BASELINE,
+    DEFAULT_KEEP,
     DEFAULT_MAX_STEPS,
     GITHUB_KEYS,
     NIGHTLY_KEYS,
     PROPOSE_KEYS,
+    RELEASE_KEYS,
     SET_KEYS,
     TEST_KEYS,
     VERIFY_KEYS,
@@ -59,7 +62,10 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                         "examples": [{"history": "reports/nightly/history.jsonl"}]},
     ("", "nightly"): {"description": "How far `kpatch nightly` searches, when the upstream heads are red, for the "
                                      "last upstream commits at which the whole chain is green.",
-                      "examples": [{"max-steps": 8, "budget": 7200}]},
+                      "examples": [{"max-steps": 8, "budget": 7200, "runners": 3}]},
+    ("", "release"): {"description": "Where `kpatch release --to DIR` publishes the set and what its nightly "
+                                     "channel keeps.",
+                      "examples": [{"url": "https://example.org/kimi-xpu", "keep": 7}]},
     ("", "set"): {"description": "What the whole set of wheels builds against.",
                   "examples": [{"torch": "2.14.0+xpu"}]},
     ("", "verify"): {"description": "What `kpatch verify` allows vLLM to call without an XPU kernel.",
@@ -157,6 +163,22 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                "examples": [8]},
     ("nightly", "budget"): {**_SECONDS, "description": "Seconds of wall clock the search may take (--budget "
                                                        "overrides); no budget when not set.", "examples": [7200]},
+    ("nightly", "runners"): {"type": "integer", "minimum": 1, "default": 1,
+                             "description": "Commits the search tries at once per round, each step on a local "
+                                            "worker process; 1: a bisection (--runners overrides).",
+                             "examples": [3]},
+    ("release", "url"): {"type": "string", "pattern": r"^(https?|file)://\S+$",
+                         "description": "The URL DIR is served at: the index's and each release lock's URLs start "
+                                        "with it (--base-url overrides; default: DIR's file:// URL).",
+                         "examples": ["https://example.org/kimi-xpu"]},
+    ("release", "keep"): {"type": "integer", "minimum": 1, "default": DEFAULT_KEEP,
+                          "description": "The sets the nightly channel's index lists; older ones leave the index "
+                                         "(their files and release folders stay).", "examples": [7]},
+    ("release", "torch-index"): {"type": "string", "pattern": r"^(https?|file)://\S+$",
+                                 "default": PYTORCH_XPU_INDEX,
+                                 "description": "The package index the set's torch comes from: the release lock "
+                                                "names its wheels there, pip's command adds it as an extra index.",
+                                 "examples": [PYTORCH_XPU_INDEX]},
     ("set", "torch"): {"type": "string", "pattern": r"^[0-9][0-9A-Za-z.!+_-]*$",
                        "description": "One exact torch version every upstream builds against (a local label such "
                                       "as +xpu allowed); written into every upstream's pin files.",
@@ -191,6 +213,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "verify": (VERIFY_KEYS, ()),
     "dashboard": (DASHBOARD_KEYS, ()),
     "nightly": (NIGHTLY_KEYS, ()),
+    "release": (RELEASE_KEYS, ()),
     "verify.cuda-only": (CUDA_ONLY_KEYS, ("why",)),
 }
 _ARRAYS = {"upstream": 1, "verify.cuda-only": 0}  # the tables that come as arrays, with their fewest items

@@ -15,10 +15,25 @@ from kpatch.config.model import (
     Build,
     CudaOnly,
     Propose,
+    Release,
     TestSuite,
 )
 from kpatch.errors import ConfigError
 from kpatch.forge.github.names import Repository, parse_repository
+
+
+def nearest(word: str, known: tuple[str, ...] | frozenset[str] | set[str]) -> str | None:
+    """The word of `known` a misspelt key or command most likely meant (`branc`: `branch`), if any is close."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def near(word: str, known: tuple[str, ...] | frozenset[str] | set[str]) -> str:
+    """` (did you mean 'branch'?)` for a misspelt key among `known`, else nothing."""
+    close = nearest(word, known)
+    return f" (did you mean {close!r}?)" if close else ""
 
 # The keys each table takes (kpatch/config/schema.py describes each one; the JSON Schema is made from these).
 BUILD_KEYS = ("command", "env", "pin-files", "timeout")
@@ -29,7 +44,9 @@ SET_KEYS = ("torch",)
 VERIFY_KEYS = ("cuda-only", "baseline")
 CUDA_ONLY_KEYS = ("op", "module", "why")
 DASHBOARD_KEYS = ("history", "issue")
-NIGHTLY_KEYS = ("max-steps", "budget")
+NIGHTLY_KEYS = ("max-steps", "budget", "runners")
+RELEASE_KEYS = ("url", "keep", "torch-index")
+DEFAULT_KEEP = 7  # [release] keep: the sets the nightly channel's index lists
 DEFAULT_MAX_STEPS = 8  # [nightly] max-steps: bisection steps when the heads are red
 
 
@@ -43,7 +60,7 @@ def build_table(path: Path, lines: list[str], start: int, end: int, table: dict[
         raise ConfigError(f"{where}: 'build' must be a table")
     for key in build:
         if key not in BUILD_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r} in [upstream.build]")
+            raise ConfigError(f"{where}: unknown key {key!r} in [upstream.build]{near(key, BUILD_KEYS)}")
     if not isinstance(build.get("command"), str) or not build["command"].strip():
         raise ConfigError(f"{where}: [upstream.build] needs a non-empty 'command'")
     env = build.get("env", {})
@@ -81,7 +98,8 @@ def github_table(path: Path, lines: list[str], table: Any) -> Repository | None:
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'github')}: 'github' must be a table")
     for key in table:
         if key not in GITHUB_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [github]")
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [github]"
+                              f"{near(key, GITHUB_KEYS)}")
     value = table.get("repository")
     repository = parse_repository(value) if isinstance(value, str) else None
     if repository is None:
@@ -100,7 +118,8 @@ def set_torch(path: Path, lines: list[str], table: Any) -> str | None:
         raise ConfigError(f"{path}:{start}: 'set' must be a table")
     for key in table:
         if key not in SET_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [set]")
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [set]"
+                              f"{near(key, SET_KEYS)}")
     value = table.get("torch")
     if value is None:
         return None
@@ -127,7 +146,8 @@ def propose_table(path: Path, lines: list[str], start: int, end: int, table: dic
         raise ConfigError(f"{path}:{key_line(lines, start, end, 'propose')}: 'propose' must be a table")
     for key in found:
         if key not in PROPOSE_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, line, end, key)}: [upstream.propose] has unknown key {key!r}")
+            raise ConfigError(f"{path}:{key_line(lines, line, end, key)}: [upstream.propose] has unknown key {key!r}"
+                              f"{near(key, PROPOSE_KEYS)}")
     repository = None
     if "repository" in found:
         value = found["repository"]
@@ -156,7 +176,7 @@ def test_table(path: Path, lines: list[str], start: int, end: int, table: dict[s
 
     for key in suite:
         if key not in TEST_KEYS:
-            raise fail(key, f"has unknown key {key!r}")
+            raise fail(key, f"has unknown key {key!r}{near(key, TEST_KEYS)}")
     if not isinstance(suite.get("command"), str) or not suite["command"].strip():
         raise fail("command", "needs a non-empty 'command'")
     junit = suite.get("junit", "junit.xml")
@@ -195,7 +215,8 @@ def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'verify')}: 'verify' must be a table")
     for key in verify:
         if key not in VERIFY_KEYS:
-            raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]")
+            raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in [verify]"
+                              f"{near(key, VERIFY_KEYS)}")
     entries = verify.get("cuda-only", [])
     where = f"{path}:{key_line(lines, start, len(lines) + 1, 'cuda-only')}"
     if not isinstance(entries, list):
@@ -208,7 +229,8 @@ def cuda_only(path: Path, lines: list[str], verify: Any) -> tuple[CudaOnly, ...]
         line = value_line(lines, start, named) if isinstance(named, str) else start
         for key in entry:
             if key not in CUDA_ONLY_KEYS:
-                raise ConfigError(f"{path}:{line}: unknown key {key!r} in a 'cuda-only' entry")
+                raise ConfigError(f"{path}:{line}: unknown key {key!r} in a 'cuda-only' entry"
+                                  f"{near(key, CUDA_ONLY_KEYS)}")
         if ("op" in entry) == ("module" in entry):
             raise ConfigError(f"{path}:{line}: a 'cuda-only' entry names exactly one of 'op' or 'module'")
         for key in ("op", "module", "why"):
@@ -245,7 +267,7 @@ def dashboard_table(path: Path, lines: list[str], table: Any) -> tuple[Path | No
     for key in table:
         if key not in DASHBOARD_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in "
-                              "[dashboard]")
+                              f"[dashboard]{near(key, DASHBOARD_KEYS)}")
     issue = table.get("issue", False)
     if not isinstance(issue, bool):
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'issue')}: 'issue' must be true or false")
@@ -258,18 +280,19 @@ def dashboard_table(path: Path, lines: list[str], table: Any) -> tuple[Path | No
     return (path.parent / value).resolve(), issue
 
 
-def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float | None]:
-    """`[nightly] max-steps = N` (bisection steps the search for the last green commits may take, default 8) and
-    `budget = S` (seconds of wall clock for that search; none when not set)."""
+def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float | None, int]:
+    """`[nightly] max-steps = N` (steps the search for the last green commits may take, default 8), `budget = S`
+    (seconds of wall clock for that search; none when not set) and `runners = N` (commits it tries at once per
+    round, on local worker processes; default 1: a bisection)."""
     if table is None:
-        return DEFAULT_MAX_STEPS, None
+        return DEFAULT_MAX_STEPS, None, 1
     start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[nightly]"), 1)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'nightly')}: 'nightly' must be a table")
     for key in table:
         if key not in NIGHTLY_KEYS:
             raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, key)}: unknown key {key!r} in "
-                              "[nightly]")
+                              f"[nightly]{near(key, NIGHTLY_KEYS)}")
     steps = table.get("max-steps", DEFAULT_MAX_STEPS)
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'max-steps')}: 'max-steps' must be a "
@@ -278,7 +301,37 @@ def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float 
     if budget is not None and (not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0):
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'budget')}: 'budget' must be a number of "
                           "seconds above 0")
-    return steps, None if budget is None else float(budget)
+    runners = table.get("runners", 1)
+    if not isinstance(runners, int) or isinstance(runners, bool) or runners < 1:
+        raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'runners')}: 'runners' must be a whole "
+                          "number, 1 or more")
+    return steps, None if budget is None else float(budget), runners
+
+
+def release_table(path: Path, lines: list[str], table: Any) -> Release:
+    """`[release] url = "https://..."` (where `kpatch release --to DIR` publishes DIR: the index's and the locks'
+    URLs), `keep = N` (the sets the nightly channel lists, default 7) and `torch-index = URL` (where the set's torch
+    is, default the PyTorch XPU index)."""
+    if table is None:
+        return Release()
+    start, end = table_span(lines, "[release]")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}:{key_line(lines, 1, len(lines) + 1, 'release')}: 'release' must be a table")
+    for key in table:
+        if key not in RELEASE_KEYS:
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: unknown key {key!r} in [release]")
+    keep = table.get("keep", DEFAULT_KEEP)
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'keep')}: [release] 'keep' must be a whole number, "
+                          "1 or more")
+    urls = {}
+    for key in ("url", "torch-index"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not re.match(r"^(https?|file)://\S+$", value)):
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: [release] {key!r} must be an http(s):// "
+                              f"or file:// URL, not {value!r}")
+        urls[key] = value
+    return Release(url=urls["url"], keep=keep, torch_index=urls["torch-index"])
 
 
 def relative(value: str) -> bool:

@@ -46,6 +46,7 @@ class Conflict:
     worktree: Path
     hunks: tuple[Hunk, ...]
     blocked: tuple[str, ...]  # upstreams not applied because they require this one
+    cause: str = ""  # why, in words, where the hunks alone do not say it (no 3-way merge was possible)
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ def _record(stack: StackRun, am: AmRun, first: int) -> None:
         if method is Method.EMPTY:
             patch.phase, patch.how, patch.detail = Phase.UPSTREAM, None, "already in the base: git am skipped it"
         else:
-            patch.phase = Phase.APPLIED
+            patch.phase, patch.detail = Phase.APPLIED, ""  # a stopped patch's cause goes once it is applied
             patch.how = How.THREE_WAY if method is Method.THREE_WAY else How.CLEAN
         patch.hunks = []
     stopped_at = first + len(am.methods)
@@ -215,6 +216,7 @@ def _record(stack: StackRun, am: AmRun, first: int) -> None:
     if am.stopped:
         stack.patches[stopped_at].phase = Phase.CONFLICT
         stack.patches[stopped_at].hunks = [Hunk(h.path, h.line) for h in am.hunks]
+        stack.patches[stopped_at].detail = am.cause
         stack.phase = StackPhase.STOPPED
     else:
         stack.phase = StackPhase.DONE
@@ -264,5 +266,5 @@ def _result(op: Operation) -> ApplyResult:
             blocked = tuple(n for n, s in op.stacks.items() if s.phase is StackPhase.WAITING)
             patch = next(p for p in stack.patches if p.phase is Phase.CONFLICT)
             conflict = Conflict(upstream=name, patch=patch.name, worktree=Path(stack.tree),
-                                hunks=tuple(patch.hunks), blocked=blocked)
+                                hunks=tuple(patch.hunks), blocked=blocked, cause=patch.detail)
     return ApplyResult(stacks=tuple(stacks), conflict=conflict)

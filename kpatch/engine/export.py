@@ -67,7 +67,7 @@ def _export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expo
         if names and item.upstream.name not in names:
             continue
         tree, base = _tree_on_stack(ws, item, run)
-        rendered = render(tree, base, item.series, item.series.dropped)
+        rendered = render(tree, base, item.series, item.series.dropped, pinned=_required(ws))
         planned.append((item, tree, rendered))
         compared = _compare(item, rendered)
         if not check:
@@ -154,6 +154,21 @@ def _refuse_overwriting_newer_files(item: Item, run: RunState, compared: list[Fi
         raise WorktreeError(f"{changed[0].path}: patches/ of {name} changed since its worktree was made from them "
                             "(kpatch propose, a pull or an edit); export would overwrite that: run 'kpatch apply' "
                             "to take them into the worktree first (nothing was written)")
+
+
+def _required(ws: Workspace) -> frozenset[str]:
+    """Every patch file name a `Requires:` trailer names, in any stack: export renumbers none of them."""
+    from kpatch.errors import KpatchError
+    from kpatch.stack.series import load_series
+
+    names: set[str] = set()
+    for upstream in ws.stack.upstreams:
+        try:
+            series = load_series(upstream.name, upstream.patches)
+        except KpatchError:
+            continue  # the export's own reading of it says what is wrong
+        names |= {ref.patch for patch in series.patches for ref in patch.requires}
+    return frozenset(names)
 
 
 def _check_requires(ws: Workspace, planned: list[tuple[Item, Repository, Rendered]],

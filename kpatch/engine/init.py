@@ -3,7 +3,9 @@ entries, and with `--ci` the nightly workflow; every base resolved through the u
 
 from __future__ import annotations
 
+import contextlib
 import graphlib
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from kpatch.config import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, U
 from kpatch.errors import UpstreamError, UsageError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, url_problem
+from kpatch.gitx.mirror import url_variable
 from kpatch.gitx.repo import UPSTREAM_REFS
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI
@@ -71,7 +74,24 @@ def parse_upstream(value: str) -> UpstreamSpec:
         raise UsageError(f"--upstream takes NAME=URL@BASE (BASE: a tag or commit), got {value!r}")
     if not NAME_RE.match(name):
         raise UsageError(f"--upstream {value!r}: bad name {name!r} (lower-case letters, digits, '.', '_', '-')")
-    return UpstreamSpec(name=name, url=fetchable(url, f"--upstream {name}"), base=base)
+    url = fetchable(url, f"--upstream {name}")
+    if carries_credentials(url):
+        raise UsageError(f"--upstream {name}: {redact_url(url)} carries credentials, and kpatch.toml is committed "
+                         f"and pushed: give the URL without them, and them to git's credential helper (or the "
+                         f"whole URL to later commands as {url_variable(name)}) (nothing was written)")
+    return UpstreamSpec(name=name, url=url, base=base)
+
+
+_CREDENTIALS = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<userinfo>[^/?#]*)@")
+
+
+def carries_credentials(url: str) -> bool:
+    """Whether `url` holds a secret in its userinfo: a password anywhere, or any user name in an http(s) URL (a token
+    often goes there); `ssh://git@host/...`'s user name is not one."""
+    match = _CREDENTIALS.match(url)
+    if match is None:
+        return False
+    return ":" in match.group("userinfo") or match.group("scheme").lower() in ("http", "https")
 
 
 def fetchable(url: str, option: str) -> str:
@@ -123,16 +143,18 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
     there = next((f for f in files if f.exists() or f.is_symlink()), None)
     if there is not None:
         raise UsageError(f"{there} exists: kpatch init writes only new files (nothing was written)")
+    gitignore = root / ".gitignore"
+    _refuse_outside(root, [*files, gitignore])
     ws = Workspace(stack=_stack(root, specs), cache_dir=_cache(cache_dir), workdir=root / "work", say=ui.note)
     pinned = tuple(_pin(ws, ui, spec) for spec in specs)
     texts = {root / CONFIG_NAME: render_config(pinned, requires).encode()}
     texts |= {root / "patches" / s.name / SERIES: SERIES_HEADER.encode() for s in specs}
     if ci:
         texts[root / WORKFLOW] = workflow().encode()
-    gitignore = root / ".gitignore"
     old = gitignore.read_text(encoding="utf-8", errors="replace") if gitignore.is_file() else None
     extra = [line for line in IGNORED if old is None or line not in old.splitlines()]
     written: list[Path] = []
+    made = _missing_folders(root, texts)
     try:
         for path, data in texts.items():
             write_atomic(path, data)
@@ -143,13 +165,41 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
                 f"{line}\n" for line in extra)
             write_atomic(gitignore, ((old or "") + block).encode())
     except BaseException:
-        for path in written:  # all or nothing: the files this run made go again
+        for path in written:  # all or nothing: the files this run made go again, and the folders it made
             path.unlink(missing_ok=True)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     load(root / CONFIG_NAME)  # what was written reads back (a bug otherwise)
     new = [*written, *([gitignore] if extra and old is None else [])]
     return InitResult(root=root, upstreams=pinned, written=tuple(new),
                       extended=(gitignore,) if extra and old is not None else ())
+
+
+def _refuse_outside(root: Path, paths: Sequence[Path]) -> None:
+    """Every file init would write (or extend) stays inside `root` and is written as a file: no folder on its way
+    is a link out of the project, and none of them is a link or a folder. Checked before anything is written."""
+    for path in paths:
+        for folder in reversed(path.relative_to(root).parents[:-1]):  # patches, patches/kernels...
+            here = root / folder
+            if here.is_symlink() and not Path(os.path.realpath(here)).is_relative_to(root):
+                raise UsageError(f"{here} is a link out of the project (to {os.path.realpath(here)}): kpatch init "
+                                 "writes only inside it (nothing was written)")
+            if here.exists() and not here.is_dir():
+                raise UsageError(f"{here} is not a folder: kpatch init would write {path} (nothing was written)")
+        if path.is_symlink():
+            raise UsageError(f"{path} is a link (to {path.readlink()}): kpatch init writes no file through a "
+                             "link (nothing was written)")
+        if path.exists() and not path.is_file():
+            raise UsageError(f"{path} is not a file: kpatch init would write it (nothing was written)")
+
+
+def _missing_folders(root: Path, texts: Mapping[Path, bytes]) -> list[Path]:
+    """The folders writing `texts` makes (the deepest first): what a failed init removes again."""
+    missing = {root / folder for path in texts for folder in path.relative_to(root).parents[:-1]
+               if not (root / folder).exists()}
+    return sorted(missing, key=lambda p: len(p.parts), reverse=True)
 
 
 def _cache(cache_dir: Path | None) -> Path:
@@ -170,7 +220,10 @@ def _pin(ws: Workspace, ui: UI, spec: UpstreamSpec) -> Pinned:
     the branch and base."""
     mirror = ws.mirror(spec.name)
     with ui.progress(f"fetching {spec.name} from {redact_url(spec.url)}", 100) as report:
-        note = mirror.fetch(spec.url, report)
+        # init has no --url: a local clone's path goes in --upstream (no hint when that is what was given)
+        remote = "://" in spec.url or _SCP_LIKE.match(spec.url) is not None
+        hint = f"to work offline: --upstream {spec.name}=PATH@{spec.base} of a local clone" if remote else None
+        note = mirror.fetch(spec.url, report, hint=hint)
     if note:
         ui.note(note)
     found = mirror.resolve(spec.base)

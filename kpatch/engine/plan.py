@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.config import SHA_RE, Stack, Upstream
-from kpatch.errors import ConfigError, SeriesError, UpstreamError, WorktreeError
+from kpatch.errors import ConfigError, SeriesError, UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of
+from kpatch.gitx.mirror import unreadable
 from kpatch.gitx.repo import UPSTREAM_HELD
 from kpatch.output.ui import UI
 from kpatch.project.state import RunState, Settled
@@ -58,12 +59,32 @@ def requires_problem(stack: Stack, all_series: Mapping[str, Series]) -> tuple[Pa
 
 
 def fetch(ws: Workspace, ui: UI, upstream: Upstream) -> Mirror:
+    check_given_url(upstream)
     mirror = ws.mirror(upstream.name)
+    # How to work offline, unless the person already gave the URL to use (then they know).
+    hint = None if upstream.url_overridden else \
+        f"to work offline: --url {upstream.name}=PATH or {upstream.env_var}=PATH"
     with ui.progress(f"fetching {upstream.name} from {upstream.display_url}", 100) as report:
-        note = mirror.fetch(upstream.url, report)
+        note = mirror.fetch(upstream.url, report, hint=hint)
     if note:  # the server allows no partial clone: a full fetch instead (once: the mirror is a full one now)
         ui.note(note)
     return mirror
+
+
+_READABLE: set[str] = set()  # the given URLs this run found readable
+
+
+def check_given_url(upstream: Upstream) -> None:
+    """A URL the person gave (`--url NAME=URL`, KPATCH_URL_<NAME>) must be a git repository kpatch can read, even
+    when the mirror has what this command needs: bad input (exit 2), not a URL silently never fetched."""
+    if not upstream.url_overridden or upstream.url in _READABLE:
+        return
+    why = unreadable(upstream.url)
+    if why is None:
+        _READABLE.add(upstream.url)  # asked once a run (resolve_items, then its fetch)
+    else:
+        raise UsageError(f"upstream {upstream.name}: {upstream.url_from or '--url'} {upstream.name}="
+                         f"{upstream.display_url} is no git repository kpatch can fetch from: {why}")
 
 
 def resolve_items(ws: Workspace, ui: UI, onto: Mapping[str, str], *, fetch_missing: bool,
@@ -74,6 +95,7 @@ def resolve_items(ws: Workspace, ui: UI, onto: Mapping[str, str], *, fetch_missi
         ws.stack.get(name)
     items = []
     for upstream in ws.stack.upstreams:
+        check_given_url(upstream)
         mirror = ws.mirror(upstream.name)
         ref = onto.get(upstream.name, upstream.base)
         base = mirror.resolve(ref) if mirror.exists else None
@@ -119,10 +141,34 @@ def unexported(tree: Repository, series: Series, settled: Settled | None, base: 
     candidates = tree.out(args).split()
     if not candidates:
         return []
-    in_files = set(file_patch_ids(tree, [p.path for p in series.patches], verbatim=True)) if series.patches else set()
+    paths = [p.path for p in series.patches]
+    by_id: dict[str, list[Path]] = {}
+    for path, pid in zip(paths, file_patch_ids(tree, paths, verbatim=True) if paths else [], strict=True):
+        if pid is not None:
+            by_id.setdefault(pid, []).append(path)
     ids = patch_ids_of(tree, candidates, verbatim=True)
-    lost = [sha for sha in candidates if ids.get(sha) not in in_files]
-    return [f"{sha[:12]} {tree.out(['log', '-1', '--format=%s', sha])}" for sha in lost]
+    lost = {sha: "" for sha in candidates if ids.get(sha) not in by_id}
+    lost |= _reworded(tree, {sha: by_id[ids[sha]] for sha in candidates if sha not in lost})
+    return [f"{sha[:12]} {tree.out(['log', '-1', '--format=%s', sha])}{lost[sha]}" for sha in candidates if sha in lost]
+
+
+def _reworded(tree: Repository, held: Mapping[str, list[Path]]) -> dict[str, str]:
+    """{commit: why} for the commits whose diff a patch file holds but not their words: an amended message or
+    author (`git commit --amend`) is the person's work as much as a changed diff is."""
+    from kpatch.gitx import read_mails
+    from kpatch.stack.writer import changed_words
+
+    if not held:
+        return {}
+    files = sorted({path for paths in held.values() for path in paths})
+    readings = dict(zip(files, read_mails(tree, [path.read_bytes() for path in files]), strict=True))
+    facts = tree.commit_facts(list(held))
+    out: dict[str, str] = {}
+    for sha, paths in held.items():
+        changes = [changed_words(readings[path], facts[sha]) for path in paths]
+        if None not in changes:
+            out[sha] = f" (its {changes[0]} is not the one in {paths[0].name})"
+    return out
 
 
 def refuse_unexported(_ws: Workspace, items: list[Item], run: RunState, *, discard: bool, doing: str) -> None:

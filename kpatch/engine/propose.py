@@ -20,7 +20,7 @@ from pathlib import Path
 from kpatch.config import Upstream
 from kpatch.engine.plan import fetch, load_all_series
 from kpatch.errors import PatchConflict, SeriesError, UpstreamError, UsageError, WorktreeError
-from kpatch.forge.github.names import parse_repository
+from kpatch.forge.github.names import OWNER_PATTERN, parse_repository
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
@@ -164,6 +164,9 @@ def fork_of(upstream: Upstream, repository: str, owner: str | None) -> tuple[str
         if match is None:
             raise UsageError(f"upstream {upstream.name}: the fork {redact_url(url)} names no owner: give --fork OWNER")
         owner = match["owner"]
+    if not re.fullmatch(OWNER_PATTERN, owner):  # checked before anything is pushed: GitHub would refuse it after
+        raise UsageError(f"upstream {upstream.name}: --fork {owner!r} is not a GitHub owner (1-39 letters, digits, "
+                         "'-' or '_')")
     if owner.lower() == repository.split("/")[0].lower() or _same_place(url, upstream.url):
         raise UsageError(f"upstream {upstream.name}: the fork {redact_url(url)} is the upstream itself: kpatch "
                          "pushes only to a fork (give --fork OWNER with your own account)")
@@ -307,14 +310,19 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
     branch = branch_name(group)
     head = f"{owner}:{branch}"
     title, body = pr_text(ws, group, needs, head)
-    env = forge.push_env(fork, environ)
+    env = forge.push_env(fork, environ, dry_run=dry_run)
     shown = redact_url(fork)
     try:
         remote = remote_branch(mirror.path, fork, branch, env)
     except (GitError, StorageError) as err:
         why = (err.stderr if isinstance(err, GitError) and err.stderr else str(err)).strip().splitlines()
-        raise UpstreamError(f"cannot read the fork {shown} of {upstream.name}: {why[-1] if why else '?'} "
-                            f"(does it exist? {SCOPES})") from None
+        if not dry_run:
+            raise UpstreamError(f"cannot read the fork {shown} of {upstream.name}: {why[-1] if why else '?'} "
+                                f"(does it exist? {SCOPES})") from None
+        # a dry run sends no token: a fork only the token may read stays unread (and nothing is pushed)
+        ui.note(f"{upstream.name}: the fork {shown} was not read (a dry run sends no token): "
+                f"{why[-1] if why else '?'}")
+        remote = None
     if remote == commit:
         push = "up to date"
     elif dry_run:

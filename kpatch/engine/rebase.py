@@ -18,9 +18,10 @@ from pathlib import Path
 
 from kpatch import config, forge, killseam
 from kpatch.engine import classify, fastpath, rerere
+from kpatch.engine.diff import StackDiff, forge_url, rebase_diff
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
-from kpatch.errors import GitError, StorageError, UpstreamError, UsageError, WorktreeError
+from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository, restore_preimages
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
@@ -71,6 +72,7 @@ class StackReport:
     new_base: str
     outcome: Outcome
     patches: tuple[PatchReport, ...]
+    review: StackDiff | None = None  # what the rebase did to each patch (a committed rebase; None: not known)
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,11 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
     stacks: dict[str, StackRun] = {}
     items = []
     for upstream in ws.stack.upstreams:  # everything is resolved and checked before anything is written
-        mirror = fetch(ws, ui, upstream)
-        old = mirror.resolve(upstream.base)
         ref = onto.get(upstream.name, upstream.branch)
+        mirror = ws.mirror(upstream.name)
+        if not (config.SHA_RE.match(ref) and mirror.exists and mirror.resolve(ref) and mirror.resolve(upstream.base)):
+            mirror = fetch(ws, ui, upstream)  # the branch head, or a commit the mirror lacks (none to fetch else)
+        old = mirror.resolve(upstream.base)
         new = mirror.resolve(ref)
         if old is None:
             raise UpstreamError(f"upstream {upstream.name}: pinned base {upstream.base!r} is not in "
@@ -318,6 +322,7 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
     writes: dict[Path, bytes] = {}
     deletes: list[Path] = []
     after: dict[str, Series] = {}
+    reviews = _reviews(ws, ui, op, series)  # before the files change: the old side is made from them
     for upstream in ws.stack.upstreams:
         stack, stack_series = op.stacks[upstream.name], series[upstream.name]
         dropped = dict(stack_series.dropped)
@@ -333,11 +338,31 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
     writes[ws.stack.path] = config.with_new_bases(ws.stack.path, {n: s.base for n, s in op.stacks.items()})
     changed = journal.write(ws.journal_dir, "rebase", writes, deletes)
     ui.note(f"rebase committed: {count(changed, 'file')} changed in kpatch.toml and patches/")
-    return _finish(ws, ui, run, changed, after)
+    return _finish(ws, ui, run, changed, after, reviews)
+
+
+def _reviews(ws: Workspace, ui: UI, op: Operation, series: dict[str, Series]) -> dict[str, StackDiff]:
+    """Each stack's range-diff from its patch files on the old base to its rebased commits; a stack whose review
+    cannot be made is said once and left out (the review never stops a rebase)."""
+    reviews = {}
+    for name, stack in op.stacks.items():
+        assert stack.old_base is not None and stack.final_head is not None
+        kept = [p.name for p in stack.patches if p.phase is Phase.APPLIED]
+        merged = [p.name for p in stack.patches if p.phase is Phase.APPLIED and p.how is How.THREE_WAY]
+        try:
+            reviews[name] = rebase_diff(ws.mirror(name), name, stack.old_base, series[name], stack.base,
+                                        stack.final_head, kept, merged, forge_url(ws.stack.get(name).url))
+        except KpatchError as failure:
+            ui.warn(f"{name}: no range-diff of the rebase: {failure}")
+        except Exception as failure:  # a bug in the review must not stop a rebase at its commit point
+            log.exception("range-diff of %s", name)
+            ui.warn(f"{name}: no range-diff of the rebase: {type(failure).__name__}: {failure} (a kpatch bug; the log "
+                    "has its traceback)")
+    return reviews
 
 
 def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None,
-            series: dict[str, Series] | None = None) -> RebaseResult:
+            series: dict[str, Series] | None = None, reviews: Mapping[str, StackDiff] | None = None) -> RebaseResult:
     """Move the user's worktrees to the rebased commits (keeping what they held), drop the scratch ones.
     `series`: the stacks as the commit just wrote them (else read from patches/)."""
     op = run.operation
@@ -365,7 +390,7 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None,
         for scratch in (Path(stack.tree), ws.worktree_beside(name)):
             if scratch.exists():
                 mirror.remove_worktree(scratch)
-    result = _result(ws, op, committed=True, changed=changed)
+    result = _result(ws, op, committed=True, changed=changed, reviews=reviews or {})
     for name, stack in op.stacks.items():
         assert stack.final_head is not None
         run.settled[name] = Settled(base=stack.base, head=stack.final_head, stack_hash=series[name].stack_hash())
@@ -435,7 +460,8 @@ def _require(ws: Workspace) -> RunState:
     return run
 
 
-def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | None = None) -> RebaseResult:
+def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | None = None,
+            reviews: Mapping[str, StackDiff] | None = None) -> RebaseResult:
     outcome = {StackPhase.DONE: Outcome.APPLIED, StackPhase.STOPPED: Outcome.CONFLICT}
     reports = []
     for name, stack in op.stacks.items():
@@ -448,7 +474,8 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
                                        commit=patch.commit,
                                        hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
-                                   outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches)))
+                                   outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches),
+                                   review=(reviews or {}).get(name)))
     return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed, changed=changed)
 
 

@@ -48,6 +48,10 @@ class UpstreamReport:
     head: str | None
     unexported: int  # worktree commits that match no patch file
     patches: tuple[PatchStatus, ...]
+    # Where the worktree is when it is not on the base (a rebase that left it as it was, a checkout by hand): the
+    # commit it forked from the base's line at (the old base); its patches then count as not applied. None: on it.
+    worktree_base: str | None = None
+    modified_files: int = 0  # tracked files with uncommitted changes in the worktree
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,9 @@ def _report(item: Item, run: RunState) -> UpstreamReport:
     behind = item.mirror.count(base, mirror_head) if base and mirror_head else None
     tree = Repository(item.worktree)
     head = tree.head() if item.worktree.exists() else None
-    states, unexported = _patch_states(item, tree, base, stack)
+    elsewhere = _elsewhere(tree, base, head) if stack is None else None
+    states, unexported = _patch_states(item, tree, base, stack) if elsewhere is None else \
+        ([PatchState.NOT_APPLIED] * len(item.series.patches), 0)
     patches = tuple(
         PatchStatus(name=p.name, subject=p.subject, upstream_status=p.status.value if p.status else None,
                     upstream_prs=p.prs, requires=tuple(str(r) for r in p.requires), state=s)
@@ -116,7 +122,17 @@ def _report(item: Item, run: RunState) -> UpstreamReport:
     )
     return UpstreamReport(name=name, url=upstream.display_url, branch=upstream.branch, base=upstream.base,
                           base_commit=base, mirror_head=mirror_head, behind=behind, worktree=item.worktree,
-                          head=head, unexported=unexported, patches=patches)
+                          head=head, unexported=unexported, patches=patches, worktree_base=elsewhere,
+                          modified_files=len(tree.dirty()) if head is not None else 0)
+
+
+def _elsewhere(tree: Repository, base: str | None, head: str | None) -> str | None:
+    """The commit the worktree's line leaves the base's at, when HEAD does not descend from the base (what is on
+    disk, not what the run state says: a rebase leaves a worktree with local changes at the old base)."""
+    if base is None or head is None or tree.is_ancestor(base, head):
+        return None
+    found = tree.run(["merge-base", "--end-of-options", base, head], check=False)
+    return found.text.strip() if found.status == 0 and found.text.strip() else head
 
 
 def _patch_states(item: Item, tree: Repository, base: str | None,

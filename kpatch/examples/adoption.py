@@ -174,7 +174,7 @@ def demo_adopt(folder: Path | None, ui: UI, *, keep: bool, on_step: OnStep) -> A
     from kpatch.examples.demo import in_folder
 
     def body(where: Path, kept: bool) -> AdoptResult:
-        with forge.offline():
+        with forge.offline("the demo runs offline"):
             return run_adopt(where, ui, kept=kept, on_step=on_step)
 
     return in_folder(folder, ui, keep=keep, body=body)

@@ -28,9 +28,11 @@ from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 from kpatch.testing.run import TestRun, run_suites
 from kpatch.verify.model import Status
-from kpatch.verify.run import VerifyResult
+from kpatch.verify.run import VerifyResult, release_verified
 from kpatch.verify.run import verify as run_verify
+from kpatch.wheels import release as releases
 from kpatch.wheels.build import BuildResult, build_wheels
+from kpatch.wheels.release import Published
 
 # Images the demo may build on, in this order, when they are already on the engine: it never pulls (a oneAPI
 # image is many GB). kpatch-test-base:bookworm is the small Debian image scripts/docker-test-image builds.
@@ -91,6 +93,7 @@ class DemoResult(StepsOutcome):
     build: BuildResult | None
     verify: VerifyResult | None
     test: TestRun | None
+    release: Published | None  # the set released into the project's site/ (the last step)
     lock: Path | None
     wheels: tuple[Path, ...]
     seconds: float
@@ -152,17 +155,18 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
     """Build the example in `folder` (empty) and run the pipeline on it; `on_step` sees each step as it ends."""
     started = time.monotonic()
     run = _Run(folder, ui, choice, on_step)
-    with forge.offline():
+    with forge.offline("the demo runs offline"):
         for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
                            ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
-                           ("test", run.test)):
+                           ("test", run.test), ("release", run.release)):
             if not run.step(name, body):
                 break
     build: BuildResult | None = run.results.get("build-wheels")
     return DemoResult(folder=folder, kept=kept, backend=choice, steps=tuple(run.steps),
                       applied=run.results.get("apply"), moves=run.results.get("upstream moves") or (),
                       rebase=run.results.get("rebase"), build=build, verify=run.results.get("verify"),
-                      test=run.results.get("test"), lock=build.lock if build else None,
+                      test=run.results.get("test"), release=run.results.get("release"),
+                      lock=build.lock if build else None,
                       wheels=tuple(build.lock.parent / w.filename for w in build.wheels) if build else (),
                       seconds=round(time.monotonic() - started, 2))
 
@@ -236,6 +240,9 @@ class _Run(Steps):
     def test(self) -> Outcome:
         return _test(self.ws, self.ui, self.choice)
 
+    def release(self) -> Outcome:
+        return _release(self.ws, self.ui)
+
 
 def _apply(ws: Workspace, ui: UI) -> tuple[ApplyResult, bool, str]:
     result = apply(ws, ui, {}, discard=False)
@@ -249,7 +256,10 @@ def _moves(example: ExampleProject) -> tuple[tuple[UpstreamMove, ...], bool, str
 
 
 def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
+    from kpatch.nightly.dashboard.record import record_rebase
+
     result = rebase(ws, ui, {}, force=False, discard=False)
+    record_rebase(ui, ws, result)  # as `kpatch rebase` does: the project's carry history starts here
     classes: dict[PatchClass, int] = {}
     for patch in (p for s in result.stacks for p in s.patches):
         classes[patch.klass] = classes.get(patch.klass, 0) + 1
@@ -280,3 +290,10 @@ def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, 
         counts = suite.counts
         parts.append(f"{suite.upstream} {suite.outcome.value}" + (f" ({counts.passed} passed)" if counts else ""))
     return result, result.exit_code is ExitCode.OK, "; ".join(parts)
+
+
+def _release(ws: Workspace, ui: UI) -> tuple[Published, bool, str]:
+    site = ws.stack.root / "site"
+    result = release_verified(ws, ui, releases.target(ws.stack, site, "stable", None),
+                              ws.stack.root / "dist" / "pylock.toml", None)
+    return result, True, f"{result.tag} into {site} ({result.index_url}); {result.pip_command}"

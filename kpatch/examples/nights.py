@@ -52,7 +52,7 @@ def simulate(folder: Path, ui: UI) -> Nights:
     today = datetime.now(UTC).date()
     when = 3000
     outcomes = []
-    with forge.offline():
+    with forge.offline("the simulated nights run offline"):
         for night in range(3):
             if night == 0:
                 for n in range(3):

@@ -47,19 +47,22 @@ class ScrollResult(StepsOutcome):
     seconds: float
 
 
-def demo_scroll(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_step: OnStep) -> ScrollResult:
-    """The scrolling demo in `folder` (empty or new; kept) or a temp folder removed unless `keep`."""
+def demo_scroll(folder: Path | None, ui: UI, choice: BackendChoice, *, keep: bool, on_step: OnStep,
+                runners: int = 1) -> ScrollResult:
+    """The scrolling demo in `folder` (empty or new; kept) or a temp folder removed unless `keep`; `runners` > 1:
+    the search tries that many commits at once per round, on local worker processes."""
 
     def body(where: Path, kept: bool) -> ScrollResult:
-        with forge.offline():
-            return run_scroll(where, ui, choice, kept=kept, on_step=on_step)
+        with forge.offline("the demo runs offline"):
+            return run_scroll(where, ui, choice, kept=kept, on_step=on_step, runners=runners)
 
     return in_folder(folder, ui, keep=keep, body=body)
 
 
-def run_scroll(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step: OnStep) -> ScrollResult:
+def run_scroll(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step: OnStep,
+               runners: int = 1) -> ScrollResult:
     started = time.monotonic()
-    run = _Scroll(folder, ui, choice, on_step)
+    run = _Scroll(folder, ui, choice, on_step, runners)
     for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
                        ("nightly", run.nightly)):
         if not run.step(name, body):
@@ -73,9 +76,10 @@ def run_scroll(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_st
 
 
 class _Scroll(Steps):
-    def __init__(self, folder: Path, ui: UI, choice: BackendChoice, on_step: OnStep) -> None:
+    def __init__(self, folder: Path, ui: UI, choice: BackendChoice, on_step: OnStep, runners: int = 1) -> None:
         super().__init__(folder, ui, on_step)
         self.choice = choice
+        self.runners = runners
         self.project: ExampleProject | None = None
         self.report = folder / "project" / "reports" / "nightly" / "report.md"
 
@@ -114,11 +118,14 @@ class _Scroll(Steps):
 
     def nightly(self) -> Outcome:
         from kpatch.nightly import run
+        from kpatch.nightly.scroll import Limits
         from kpatch.nightly.stages import Settings
 
         ws = self.ws
         settings = Settings(backend=self.choice.backend.value, base_image=self.choice.base_image)
-        options = run.Options(report_dir=self.report.parent, dry_run=True, settings=settings, publish=False)
+        options = run.Options(report_dir=self.report.parent, dry_run=True, settings=settings, publish=False,
+                              limits=Limits(max_steps=ws.stack.max_steps, budget=ws.stack.budget,
+                                            runners=self.runners))
         with ws.writer("nightly") as notes:
             self.ui.notes(notes)
             tgt = run.target(ws, os.environ, dry_run=True)
@@ -137,7 +144,8 @@ def scroll_summary(report: Report) -> str:
     found = report.scroll
     if found is None:
         return f"the night {report.outcome.value} without a search: {report.summary}"
-    steps = f"{len(found.steps)} steps, {found.seconds:.1f} s"
+    rounds = f" in {found.rounds} round(s) of up to {found.runners}" if found.runners > 1 else ""
+    steps = f"{len(found.steps)} steps{rounds}, {found.seconds:.1f} s"
     if found.culprit is None:
         return f"heads red at {report.failure.stage.value if report.failure else '?'}; no culprit found ({steps})"
     green = next(p.commit for p in found.last_green if p.upstream == found.culprit.upstream)

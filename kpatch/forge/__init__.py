@@ -20,19 +20,36 @@ if TYPE_CHECKING:
 OFFLINE = "KPATCH_OFFLINE"  # set: no forge is asked anything (Upstream-PR states unchecked, nothing written)
 
 
+# Why kpatch itself set KPATCH_OFFLINE (the demo, a replay): what the messages say instead of "KPATCH_OFFLINE
+# is set", which a person reads as "I set it". A variable, so that the processes kpatch starts read it too.
+OFFLINE_BY = "KPATCH_OFFLINE_BY"
+
+
 @contextmanager
-def offline() -> Iterator[None]:
+def offline(why: str) -> Iterator[None]:
     """KPATCH_OFFLINE for a block (the demo, the simulated nights, a replay: no one on the network is asked about
-    Upstream-PR states), restored after it."""
-    before = os.environ.get(OFFLINE)
-    os.environ[OFFLINE] = "1"
+    Upstream-PR states), restored after it. `why` is what the messages say (a person did not set it): "the demo
+    runs offline"; where the person had set it already, they still say "KPATCH_OFFLINE is set"."""
+    saved = {name: os.environ.get(name) for name in (OFFLINE, OFFLINE_BY)}
+    if saved[OFFLINE] is None:
+        os.environ[OFFLINE], os.environ[OFFLINE_BY] = "1", why
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(OFFLINE, None)
-        else:
-            os.environ[OFFLINE] = before
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def offline_reason(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why no forge is asked, in the words a message uses: "KPATCH_OFFLINE is set" where a person set it, the
+    reason kpatch gave where it set it itself (`offline`); None when it is not set."""
+    environ = os.environ if environ is None else environ
+    if not environ.get(OFFLINE):
+        return None
+    return environ.get(OFFLINE_BY) or f"{OFFLINE} is set"
 
 
 class Forge(Protocol):
@@ -97,8 +114,9 @@ def on_repository(repository: str, environ: Mapping[str, str], *, dry_run: bool)
     return Reporter(target(parse_repository(repository), environ, dry_run=dry_run))
 
 
-def push_env(url: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """What authenticates a `git push` to the fork at `url` (the token as a header, in the environment only)."""
+def push_env(url: str, environ: Mapping[str, str], *, dry_run: bool = False) -> dict[str, str]:
+    """What authenticates a `git push` to the fork at `url` (the token as a header, in the environment only, and
+    only to the forge's own host; nothing in a dry run)."""
     from kpatch.forge.github.access import push_env as github_push_env
 
-    return github_push_env(url, environ)
+    return github_push_env(url, environ, dry_run=dry_run)

@@ -32,6 +32,10 @@ AM_OPTIONS = ("-3", "--keep-cr", "--keep-non-patch", "--committer-date-is-author
 RESUME_OPTIONS = ("--committer-date-is-author-date", "--no-gpg-sign")
 log = logging.getLogger("kpatch.git")
 _FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
+# git's words when a patch's `index` lines name preimage blobs the repository does not have (the patch was made
+# against another base), so `am -3` cannot build the merge's ancestor: git 2.39+ and older gits.
+_NO_BLOB = re.compile(r"^error: (?:invalid object \d+ [0-9a-f]+ for '(.+)'|sha1 information is lacking or useless "
+                      r"\((.+)\)\.?)$", re.MULTILINE)
 _IN_INDEX = re.compile(r"^error: (.+): (?:does not exist in index|already exists in (?:index|working directory))$",
                        re.MULTILINE)
 
@@ -61,6 +65,7 @@ class AmRun:
     hunks: tuple[Hunk, ...] = ()
     rerere: tuple[int, ...] = ()  # offsets into `methods` of conflicts a recorded resolution resolved
     output: str = field(default="", repr=False)
+    cause: str = ""  # why it stopped, in words, when the hunks alone do not say it (no 3-way merge was possible)
 
 
 class Am:
@@ -154,9 +159,25 @@ class Am:
                 resolved.append(len(methods))
                 args, resuming = ["am", "--continue", *RESUME_OPTIONS], True
                 continue
-            hunks = _failed_hunks(self.tree, output)
+            hunks, cause = _failed_hunks(self.tree, output), ""
+            missing = [a or b for a, b in _NO_BLOB.findall(output)]
+            if missing:  # nothing was merged, so nothing is marked in the tree: ask git where the hunks fail
+                hunks, cause = self._unmergeable(hunks, missing)
             return AmRun(methods=tuple(methods), stopped=True, hunks=hunks, rerere=tuple(resolved),
-                         output="\n".join(outputs))
+                         output="\n".join(outputs), cause=cause)
+
+    def _unmergeable(self, hunks: tuple[Hunk, ...], missing: list[str]) -> tuple[tuple[Hunk, ...], str]:
+        """The stopped patch names preimage blobs this repository lacks: where its hunks fail on the tree as it
+        is (`git apply --check`, which changes nothing), and the cause in words with the step that helps."""
+        checked = self.tree.run(["apply", "--check", str(self.state_dir / "patch")], check=False)
+        found = [Hunk(m.group(1), int(m.group(2))) for m in _FAILED.finditer(checked.stderr)]
+        hunks = tuple(dict.fromkeys([*hunks, *found])) or tuple(Hunk(name, None) for name in dict.fromkeys(missing))
+        files = ", ".join(dict.fromkeys(missing))
+        cause = (f"its index lines name blobs this upstream does not have ({files}): it was made against another "
+                 "base, so git could not fall back on a 3-way merge and changed no file; apply what does apply "
+                 "with 'git am --show-current-patch=diff | git apply --reject', fix the hunks of the .rej files "
+                 "by hand (then delete them)")
+        return hunks, cause
 
     def _run(self, args: list[str], on_progress: Callable[[int], None]) -> tuple[int, list[list[str]], str]:
         """One am process: exit status, its stdout split into per-patch blocks, and all it printed."""

@@ -181,8 +181,10 @@ class Mirror(Repository):
         fresh.rename(self.path)
 
     def fetch(self, url: str, on_progress: Callable[[int], None] = lambda _percent: None, *,
-              sleep: Callable[[float], None] = time.sleep) -> str | None:
-        """Fetch every branch and tag of `url` (tried FETCH_TRIES times); `on_progress` gets percent received.
+              sleep: Callable[[float], None] = time.sleep, hint: str | None = None) -> str | None:
+        """Fetch every branch and tag of `url` (tried FETCH_TRIES times, unless git's answer cannot change on a
+        retry: no repository there, not found, authentication refused); `on_progress` gets percent received.
+        `hint`: what a failure's message ends with (how to work offline, in the caller's options), else nothing.
 
         A new mirror fetched from a URL (not a local path) is a blobless partial clone (commits and trees only;
         blobs come when they are needed) when blobless_wanted() and the server allows filters; from a server that
@@ -193,9 +195,10 @@ class Mirror(Repository):
         if problem:
             raise UpstreamError(f"upstream {self.name}: {problem}")
         with self._guard():
-            return self._fetch(url, on_progress, sleep)
+            return self._fetch(url, on_progress, sleep, hint)
 
-    def _fetch(self, url: str, on_progress: Callable[[int], None], sleep: Callable[[float], None]) -> str | None:
+    def _fetch(self, url: str, on_progress: Callable[[int], None], sleep: Callable[[float], None],
+               hint: str | None) -> str | None:
         if not self.exists:
             self._create()
         _FETCHED[self.path] = url
@@ -218,12 +221,15 @@ class Mirror(Repository):
             if problem:  # a full or read-only cache: trying again cannot help, and it is not the upstream's fault
                 raise StorageError(problem)
             last = redact_text(fetch_failure(stderr))
+            tail = f" ({hint})" if hint else ""
+            if permanent(stderr):  # the same answer on every try: said at once
+                raise UpstreamError(f"upstream {self.name}: cannot fetch {redact_url(url)}: {last}{tail}")
             log.warning("fetch %s from %s failed (try %d/%d): %s", self.name, redact_url(url), attempt, FETCH_TRIES,
                         last)
             if attempt < FETCH_TRIES:
                 sleep(retry_delay() * attempt)
         raise UpstreamError(f"upstream {self.name}: cannot fetch {redact_url(url)} after {FETCH_TRIES} tries: {last}"
-                            f" (to work offline: --url {self.name}=PATH or {url_variable(self.name)}=PATH)")
+                            f"{tail}")
 
     def seed(self, source: Mirror) -> None:
         """Make this (absent) mirror a local copy of `source`'s refs and objects (hard links where the file system
@@ -545,10 +551,34 @@ class Mirror(Repository):
             self._forget(path)
 
     def enable_rerere(self) -> Path:
-        """Turn on rerere (with autoupdate) for the mirror and its worktrees; return its rr-cache folder."""
-        self.set_config("rerere.enabled", "true")
-        self.set_config("rerere.autoupdate", "true")
+        """Turn on rerere (with autoupdate) for the mirror and its worktrees; return its rr-cache folder. The config
+        is written only when it says otherwise: rebases running side by side on one mirror (the nightly's search
+        on local workers) would fail on each other's config lock."""
+        for key in ("rerere.enabled", "rerere.autoupdate"):
+            if self.run(["config", "--get", key], check=False).text.strip() != "true":
+                self.set_config(key, "true")
         return self.path / "rr-cache"
+
+
+def shared_with(path: Path) -> Path | None:
+    """The other folder whose git state the worktree at `path` uses, or None: a copy of a worktree (`cp -a` of a
+    project) keeps its `.git` file, which names the original's record (`<mirror>/worktrees/<id>`: its HEAD, index and
+    any `git am` in progress), and that record names the original's folder. Read from git's files, no process."""
+    try:
+        line = (path / ".git").read_text(errors="replace").strip() if (path / ".git").is_file() else ""
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    record = Path(line.removeprefix("gitdir:").strip())
+    record = record if record.is_absolute() else path / record
+    try:
+        named = (record / "gitdir").read_text(errors="replace").strip()
+    except OSError:
+        return None  # no record (or not a worktree's): nothing is shared
+    named_path = Path(named) if Path(named).is_absolute() else record / named
+    owner = Path(os.path.realpath(named_path)).parent
+    return None if owner == Path(os.path.realpath(path)) else owner
 
 
 def _names(record: Path, path: Path) -> bool:
@@ -579,6 +609,26 @@ def _sparse_pattern(path: str) -> str | None:
 
 
 _BOILERPLATE = ("please make sure you have the correct access rights", "and the repository exists")
+
+
+# What git says when a fetch cannot pass on a retry (no repository there, not found, authentication refused);
+# anything else (a refused or reset connection, a timeout, a name that did not resolve, a 5xx) may pass.
+_PERMANENT = re.compile(r"does not appear to be a git repository|not a git repository|repository .* not found|"
+                        r"repository not found|authentication failed|permission denied|could not read (username|"
+                        r"password)|terminal prompts disabled|invalid username or password|"
+                        r"the requested url returned error: (401|403|404)", re.IGNORECASE)
+
+
+def permanent(stderr: str) -> bool:
+    """Whether a failed fetch's stderr says a retry cannot help."""
+    return _PERMANENT.search(stderr) is not None
+
+
+def unreadable(url: str) -> str | None:
+    """Why `url` is no git repository kpatch can fetch from (git's words), asked with one `git ls-remote`; None when
+    it is one. For a URL a person gave on the command line, checked where it is used."""
+    done = run(["ls-remote", "--heads", "--", url], None, user_config=True, check=False)
+    return None if done.status == 0 else redact_text(fetch_failure(done.stderr))
 
 
 def fetch_failure(stderr: str) -> str:

@@ -57,6 +57,8 @@ def pick(tree: Repository, commits: Sequence[str], on_progress: Callable[[int], 
     None, with HEAD where it was, when the picks could not be told apart afterwards (two commits with the same
     author, date and message); a rebase that fails before it begins raises as any git command does.
     """
+    if not commits:  # nothing to pick (every patch found upstream before): git's rebase says "nothing to do"
+        return PickRun(picked=(), stopped=False)
     keys = identities(tree, commits)
     if len(set(keys.values())) != len(commits):
         log.info("picks: two commits share author, date and message; not picking")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from kpatch.engine.diff import StackDiff
 from kpatch.forge.model import Result
 from kpatch.project.state import Culprit, PatchClass
 from kpatch.verify.model import Check
@@ -208,6 +209,8 @@ class Step:
     summary: str
     pins: tuple[Pin, ...]  # the whole combination this step ran
     selection: tuple[Selection, ...] = ()  # the upstreams with test-selection: what their tests ran first
+    round: int = 1  # the search's round (a round tries up to `runners` commits at once)
+    where: str = "this process"  # where it ran: "this process", or "worker K" (--runners: a local worker process)
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,8 @@ class Scroll:
     max_steps: int
     budget: float | None  # seconds; None: no wall-clock budget
     seconds: float
+    runners: int = 1  # commits tried at once per round ([nightly] runners, --runners); 1: a bisection
+    rounds: int = 0  # the rounds the search ran
 
 
 @dataclass(frozen=True)
@@ -283,6 +288,7 @@ class Report:
     stages: tuple[StageRun, ...]
     moves: tuple[Move, ...] = ()
     patches: tuple[PatchLine, ...] = ()
+    reviews: tuple[StackDiff, ...] = ()  # what the rebase did to each patch, per stack (git range-diff)
     flags: tuple[Flag, ...] = ()
     pulls: tuple[PullLine, ...] = ()  # the Upstream-PRs' states, asked once after the rebase (empty: not asked)
     wheels: tuple[Wheel, ...] = ()

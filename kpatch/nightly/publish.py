@@ -43,14 +43,14 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
     with reporter as gh:
         if report.outcome is Outcome.FAILED:
             stage = report.failure.stage.value if report.failure else "?"
-            results.append(gh.report_failure(f"{ISSUE_TITLE} at {stage}", for_github(report)))
+            results.append(gh.report_failure(f"{ISSUE_TITLE} at {stage}", for_github(report, run_url(environ))))
             if report.scroll is not None and report.scroll.advanced:  # the heads are red, the last green is not
                 top = branch.checkout_of(ws.stack.root)
                 push = _push(ws, report, tgt, top, paths)
                 if push.status in (PushStatus.PUSHED, PushStatus.DRY_RUN):
                     assert top is not None
                     results.append(gh.ensure_pull_request(BRANCH, _base(top, environ), _title(report),
-                                                          for_github(report)))
+                                                          for_github(report, run_url(environ))))
             results += _dashboard(gh, dashboard)
             for result in results:
                 (ui.note if result.ok else ui.warn)(f"GitHub: {result.message}")
@@ -61,7 +61,7 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
             if push.status in (PushStatus.PUSHED, PushStatus.DRY_RUN):
                 assert top is not None
                 results.append(gh.ensure_pull_request(BRANCH, _base(top, environ), _title(report),
-                                                      for_github(report)))
+                                                      for_github(report, run_url(environ))))
         results.append(gh.close_failure(f"kpatch nightly {report.outcome.value} ({report.started}): "
                                         f"{report.summary}"))
         results += _dashboard(gh, dashboard)
@@ -157,6 +157,14 @@ def _repository_in(url: str, host: str) -> str | None:
 def _base(top: Path, environ: Mapping[str, str]) -> str:
     """The branch the pull request targets: the one the nightly ran on (the workflow's checkout)."""
     return branch.current_branch(top) or environ.get("GITHUB_REF_NAME") or "main"
+
+
+def run_url(environ: Mapping[str, str]) -> str | None:
+    """This GitHub Actions run's page (its artifacts are there), or None outside one."""
+    parts = [environ.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
+    if not all(parts) or not parts[0].startswith("https://") or not parts[2].isdigit():
+        return None
+    return f"{parts[0].rstrip('/')}/{parts[1]}/actions/runs/{parts[2]}"
 
 
 def _title(report: Report) -> str:

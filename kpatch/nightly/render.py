@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from kpatch.engine.diff import Change, PatchChange
 from kpatch.files import write_atomic
 from kpatch.nightly.model import Outcome, PatchLine, Report, StageStatus
 from kpatch.output.redact import redact_text
 from kpatch.output.ui import count, to_jsonable
 from kpatch.project.state import PatchClass
 
-MARKDOWN, JSON = "report.md", "report.json"
+MARKDOWN, JSON, RANGE_DIFF = "report.md", "report.json", "range-diff.txt"
 GITHUB_LIMIT = 60_000  # GitHub refuses bodies and comments over 65,536 characters
 
 
@@ -22,19 +24,35 @@ def to_json(report: Report) -> str:
 
 
 def write(folder: Path, report: Report) -> tuple[Path, Path]:
-    """report.md and report.json in `folder`, each written whole (a reader never sees half of one)."""
+    """report.md and report.json in `folder`, each written whole (a reader never sees half of one); with the
+    rebase's review, range-diff.txt too (the whole range-diff, which a pull request body may not hold)."""
     folder.mkdir(parents=True, exist_ok=True)
     md, js = folder / MARKDOWN, folder / JSON
     write_atomic(md, markdown(report).encode("utf-8"))
     write_atomic(js, to_json(report).encode("utf-8"))
+    if report.reviews:
+        write_atomic(folder / RANGE_DIFF, range_diff_text(report).encode("utf-8"))
     return md, js
 
 
-def for_github(report: Report) -> str:
-    """The markdown, cut to what GitHub takes in one body or comment."""
-    text = markdown(report)
+def range_diff_text(report: Report) -> str:
+    """Every stack's range-diff as git printed it, each under a line that says how to print it again."""
+    return "".join(f"# {r.upstream}: git range-diff --no-color {r.old_range or '-'} {r.new_range or '-'}\n"
+                   f"{r.range_diff}" for r in report.reviews)
+
+
+def for_github(report: Report, run_url: str | None = None) -> str:
+    """The markdown as GitHub takes it in one body or comment: when it is too long, the interdiffs that do not fit
+    are left to range-diff.txt in the run's artifact (`run_url`: the run's page, where the artifact is), and if
+    it still is, it is cut."""
+    text = markdown(report, run_url=run_url)
     if len(text) <= GITHUB_LIMIT:
         return text
+    if report.reviews:
+        room = GITHUB_LIMIT - len(markdown(report, interdiffs=0, run_url=run_url))
+        if room >= 0:
+            return markdown(report, interdiffs=room, run_url=run_url)
+        text = markdown(report, interdiffs=0, run_url=run_url)
     return text[:GITHUB_LIMIT] + "\n\n… (cut: the whole report is report.md in the run's artifact)\n"
 
 
@@ -44,7 +62,9 @@ def headline(report: Report) -> str:
     return f"kpatch nightly: {report.outcome.value}"
 
 
-def markdown(report: Report) -> str:
+def markdown(report: Report, *, interdiffs: int | None = None, run_url: str | None = None) -> str:
+    """The report; `interdiffs`: at most this many characters of changed patches' interdiff blocks (None: all of
+    them), the others named, their interdiffs left to range-diff.txt (in the artifact of the run at `run_url`)."""
     lines = [f"# {headline(report)}", "", _text(report.summary), "",
              f"kpatch {report.kpatch_version}, started {report.started}, exit code {report.exit_code}", ""]
     lines += _table(["stage", "result", "time", "summary"],
@@ -52,6 +72,8 @@ def markdown(report: Report) -> str:
                       f"{s.seconds:.1f} s", _text(s.summary)] for s in report.stages])
     for section in (_clock, _moves, _scroll, _patches, _pulls, _wheels, _checks, _suites, _failure, _github):
         lines += section(report)
+        if section is _moves:
+            lines += _changes(report, interdiffs, run_url)
     return redact_text("\n".join(lines).rstrip() + "\n")
 
 
@@ -91,8 +113,9 @@ def _scroll(report: Report) -> list[str]:
                if sc.advanced else "The heads are red, and no commit past the pinned bases was found green: the "
                "pins stay.")
     budget = f", budget {sc.budget:g} s" if sc.budget is not None else ""
+    rounds = f" in {count(sc.rounds, 'round')} of up to {sc.runners} at once" if sc.runners > 1 else ""
     lines += ["", "## Scrolling: the last green upstream commits", "", verdict, "",
-              f"{count(len(sc.steps), 'step')} in {sc.seconds:.1f} s (max-steps {sc.max_steps}{budget}); "
+              f"{count(len(sc.steps), 'step')}{rounds} in {sc.seconds:.1f} s (max-steps {sc.max_steps}{budget}); "
               + ("the search ended." if sc.complete else f"**stopped early: {_text(sc.stopped or '')}**"), ""]
     lines += _table(["upstream", "pinned base", "last green", "first red", "head", "commits"],
                     [[_text(s.upstream), _code(s.base[:12]), _code(s.last_green[:12]),
@@ -100,9 +123,10 @@ def _scroll(report: Report) -> list[str]:
                      for s in sc.spans])
     if sc.steps:
         lines += ["", "Steps:", "", *_table(
-            ["#", "upstream", "commit", "subject", "result", "stage", "time"],
-            [[str(n), _text(st.upstream), _code(st.commit[:12]), _text(st.subject), _text(st.result.value),
-              _text(st.stage.value) if st.stage else "-", f"{st.seconds:.1f} s"]
+            ["#", "round", "upstream", "commit", "subject", "result", "stage", "where", "time"],
+            [[str(n), str(st.round), _text(st.upstream), _code(st.commit[:12]), _text(st.subject),
+              _text(st.result.value), _text(st.stage.value) if st.stage else "-", _text(st.where),
+              f"{st.seconds:.1f} s"]
              for n, st in enumerate(sc.steps, 1)])]
     selected = [(n, sel) for n, st in enumerate(sc.steps, 1) for sel in st.selection]
     if selected:
@@ -131,6 +155,67 @@ def _scroll(report: Report) -> list[str]:
         lines += ["", "Flaky (failed once, passed on the retry at the same commit; never a culprit): "
                   + ", ".join(_code(t) for t in sc.flaky)]
     return lines
+
+
+def _changes(report: Report, room: int | None, run_url: str | None) -> list[str]:
+    """What the rebase did to each patch: the unchanged in one line, each changed one as a collapsed block with
+    its interdiff (while `room` lasts), the dropped with the upstream commit that carries them, the new."""
+    if not report.reviews:
+        return []
+    lines = ["", "## What changed in the patches", ""]
+    dropped = {(p.upstream, p.patch): p for p in report.patches if p.klass is PatchClass.UPSTREAM}
+    left: list[str] = []
+    for review in report.reviews:
+        counts = ", ".join(f"{review.count(c)} {c.value}" for c in Change)
+        lines += [f"**{_text(review.upstream)}**: {counts}.", ""]
+        same = [p for p in review.patches if p.change is Change.UNCHANGED]
+        if same:
+            lines += ["Unchanged (only offsets or context moved): " + ", ".join(_code(p.name) for p in same), ""]
+        for p in review.patches:
+            if p.change is not Change.CHANGED:
+                continue
+            block = _interdiff_block(review.upstream, p.name, p.interdiff, _behind(p))
+            if room is not None and len(block) + 1 > room:
+                left.append(f"{review.upstream}/{p.name}")
+                continue
+            room = None if room is None else room - len(block) - 1
+            lines += [block, ""]
+        for p in review.patches:
+            if p.change is Change.UNCHANGED and p.upstream_commits:  # three-way: its context moved upstream
+                lines.append(f"- three-way {_code(f'{review.upstream}/{p.name}')}: {_behind(p)}")
+            elif p.change is Change.DROPPED:
+                line = dropped.get((review.upstream, p.name))
+                why = (f"merged upstream as {_code(line.commit[:12])} ({_text(line.why)})" if line and line.commit
+                       else f"dropped ({_text(line.why)})" if line else "dropped")
+                lines.append(f"- dropped {_code(f'{review.upstream}/{p.name}')}: {why}")
+            elif p.change is Change.NEW:
+                lines.append(f"- new {_code(f'{review.upstream}/{p.name}')}")
+        if lines[-1]:
+            lines.append("")
+    if left:
+        where = f"[the run's artifact]({run_url})" if run_url else "the run's artifact"
+        more = count(len(left), "more changed patch", "more changed patches")
+        lines += [f"The body is at GitHub's limit: the interdiffs of {more} ({', '.join(_code(n) for n in left)}) "
+                  f"are in {_code(RANGE_DIFF)}, the whole range-diff, in {where}.", ""]
+    return lines[:-1]
+
+
+def _interdiff_block(upstream: str, name: str, interdiff: str, behind: str) -> str:
+    """One changed patch as a collapsed block: its interdiff as range-diff printed it, in a fence none of its
+    lines can close, then the upstream commits that touched its lines."""
+    body = interdiff.rstrip("\n").splitlines()
+    fence = "`" * max(3, 1 + max((_longest_run(line, "`") for line in body), default=0))
+    return "\n".join([f"<details><summary>changed <code>{html.escape(f'{upstream}/{name}')}</code></summary>", "",
+                      f"{fence}diff", *body, fence, "", *([behind, ""] if behind else []), "</details>"])
+
+
+def _behind(p: PatchChange) -> str:
+    """The upstream commits that touched the patch's lines: subject, author, date, and the PR as a link."""
+    if not p.upstream_commits:
+        return ""
+    return "upstream commits that touched its lines: " + "; ".join(
+        f"{_code(c.sha[:12])} \"{_text(c.subject)}\" by {_text(c.author)} ({_text(c.date)})"
+        + (f", [PR {c.pr}]({c.link})" if c.link else f", PR {c.pr}" if c.pr else "") for c in p.upstream_commits)
 
 
 def _patches(report: Report) -> list[str]:

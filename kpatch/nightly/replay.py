@@ -129,7 +129,7 @@ def replay(ws: Workspace, ui: UI, span: Range, *, every: int | None, max_steps: 
     """Replay `span` in a scratch folder, appending each step's night to the history at `path`."""
     scratch = Path(tempfile.mkdtemp(prefix="kpatch-replay-"))
     try:
-        with forge.offline():
+        with forge.offline("a replay runs offline"):
             return _replay(ws, ui, span, every, max_steps, path, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -144,9 +144,14 @@ def _scrolled(ws: Workspace, ui: UI, options: Options, show: Show, report: Repor
     rebased onto them (their lock kept, for the pull request), or onto the heads when nothing past the pins is
     green (as a red night leaves them)."""
     heads = scroll.heads_attempt(report.failure, report.suites)
+    runner = None
+    if options.limits.runners > 1:  # each round's steps at once, on local worker processes
+        from kpatch.nightly import workers
+
+        runner = workers.local(ws, ui, options.settings, saved, {m.upstream: m.old_base for m in report.moves})
     with ui.group("kpatch nightly: scroll"):
         found_scroll, lock = scroll.search(ws, ui, options.settings, show, report.moves, heads, options.limits,
-                                           saved)
+                                           saved, runner)
     onto = {p.upstream: p.commit for p in found_scroll.last_green} if found_scroll.advanced else \
         {m.upstream: m.new_base for m in report.moves}
     scroll.settle(ws, ui, saved, onto)
@@ -260,7 +265,8 @@ def _report(ui: UI, started: str, runs: list[StageRun], outcome: Outcome, found:
                                          StageStatus.PASSED)
     return Report(kpatch_version=__version__, started=started, outcome=outcome,
                   exit_code=failed.exit_code if failed else 0, summary=summary, stages=tuple(runs),
-                  moves=tuple(found.moves), patches=tuple(found.patches), flags=tuple(found.flags),
+                  moves=tuple(found.moves), patches=tuple(found.patches), reviews=tuple(found.reviews),
+                  flags=tuple(found.flags),
                   wheels=tuple(found.wheels), lock=str(found.lock) if found.lock else None,
                   containers=found.containers, checks=tuple(found.checks), contract=tuple(found.contract),
                   accepted=tuple(found.accepted),                   suites=tuple(found.suites),

@@ -2,9 +2,11 @@
 commit at which it is green, so the stacks never fall further behind than the first break.
 
 Per upstream, in kpatch.toml's order (kernels first), the others held at their pins (the pinned base, or the last
-green commit an earlier upstream's search found), bisect the first-parent commits of base..head: log2 steps, each
-a whole chain through the night's own stage functions; the build cache makes unchanged wheels hits. A red test
-step is retried once at the same commit: passing then, it is FLAKY (green, reported, never a culprit).
+green commit an earlier upstream's search found), search the first-parent commits of base..head in rounds: each
+round tries `runners` commits at once (kway.plan; 1: a bisection, log2 steps), each step a whole chain through the
+night's own stage functions, in this process or on local worker processes (workers.py); the build cache makes
+unchanged wheels hits. A red test step is retried once at the same commit: passing then, it is FLAKY (green,
+reported, never a culprit).
 
 The steps rebase the project's own files; each starts from the files as they were before the night (kept in
 scratch, under .kpatch/), and the end leaves them as a night leaves them: rebased onto the last green commits
@@ -20,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch.files import write_atomic
-from kpatch.nightly import stages
+from kpatch.nightly import kway, stages
 from kpatch.nightly.model import (
     Breaker,
     Failure,
@@ -47,6 +49,7 @@ SCRATCH = "scroll"  # under .kpatch/: the files as they were before the night
 class Limits:
     max_steps: int = MAX_STEPS
     budget: float | None = None  # seconds of wall clock for the whole search; None: none
+    runners: int = 1  # commits a round tries at once ([nightly] runners, --runners); 1: a bisection
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,24 @@ class Saved:
             shutil.rmtree(tree, ignore_errors=True)
             if (self.folder / str(n)).is_dir():
                 shutil.copytree(self.folder / str(n), tree, symlinks=True)
+
+    def restore_into(self, root: Path) -> None:
+        """The same files, as they were, into a copy of the project at `root` (a local worker's)."""
+        top = self.ws.stack.root
+        write_atomic(root / self.ws.stack.path.relative_to(top), self.toml)
+        state = root / self.ws.state_file.relative_to(top)
+        if self.state is None:
+            state.unlink(missing_ok=True)
+        else:
+            state.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(state, self.state, durable=False)
+        for n, tree in enumerate(self.trees):
+            if not tree.is_relative_to(top):
+                continue
+            there = root / tree.relative_to(top)
+            shutil.rmtree(there, ignore_errors=True)
+            if (self.folder / str(n)).is_dir():
+                shutil.copytree(self.folder / str(n), there, symlinks=True)
 
     def drop(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -144,12 +165,53 @@ def retry_test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Set
     return failing or ("(a suite)",)
 
 
+@dataclass(frozen=True)
+class Trial:
+    """One step a round asks for: the chain with `upstream` at `commit`, every upstream at `onto`."""
+
+    upstream: str
+    commit: str
+    onto: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One step of a round as its runner ran it: the attempt (None: it could not run, `problem` says why), how
+    long it took, and where it ran."""
+
+    attempt: Attempt | None
+    seconds: float
+    where: str
+    problem: str | None = None
+
+
+Runner = Callable[[Sequence[Trial]], list[Ran]]  # a round's steps -> what each did, in the same order
+
+
+def in_process(ws: Workspace, ui: UI, settings: Settings, show: Show, saved: Saved,
+               bases: Mapping[str, str]) -> Runner:
+    """The steps one after the other in this process, on the project itself (each from the saved files)."""
+    def run(trials: Sequence[Trial]) -> list[Ran]:
+        done = []
+        for trial in trials:
+            began = time.monotonic()
+            saved.restore()
+            with ui.group(f"kpatch nightly: scroll {trial.upstream} at {trial.commit[:12]}"):
+                attempt = chain(ws, ui, settings, show, trial.onto, bases)
+            done.append(Ran(attempt, round(time.monotonic() - began, 3), "this process"))
+        return done
+    return run
+
+
 def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequence[Move], heads: Attempt,
-           limits: Limits, saved: Saved) -> tuple[Scroll, bytes | None]:
-    """Bisect each moved upstream's range for its last green commit; the Scroll and the proposed lock."""
+           limits: Limits, saved: Saved, runner: Runner | None = None) -> tuple[Scroll, bytes | None]:
+    """Search each moved upstream's range for its last green commit, a round of up to `limits.runners` steps at
+    a time (kway.plan; runners = 1: a bisection), each round's steps run by `runner` (default: in this process);
+    the Scroll and the proposed lock."""
     started = time.monotonic()
     pins = {m.upstream: m.old_base for m in moves}
     bases = dict(pins)  # the night's pinned bases: each step's upstream diff starts there (test selection)
+    run_round = runner or in_process(ws, ui, settings, show, saved, bases)
     at_heads = {m.upstream: m.new_base for m in moves}
     steps: list[Step] = []
     spans: list[Span] = []
@@ -157,6 +219,7 @@ def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequenc
     culprit: Breaker | None = None
     lock: bytes | None = None
     stopped: str | None = None
+    rounds = 0
     for move in moves:
         mirror = ws.mirror(move.upstream)
         if move.old_base == move.new_base or not mirror.is_ancestor(move.old_base, move.new_base):
@@ -166,7 +229,7 @@ def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequenc
         red: Attempt | None = None
         if {**pins, move.upstream: move.new_base} == at_heads:  # the night ran exactly this: red at the head
             hi, red = len(commits) - 1, heads
-        while hi - lo > 1:
+        while kway.plan(lo, hi, len(commits), 1):
             elapsed = time.monotonic() - started
             if len(steps) >= limits.max_steps:
                 stopped = f"max-steps ({limits.max_steps}) reached"
@@ -174,24 +237,35 @@ def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequenc
             if limits.budget is not None and elapsed >= limits.budget:
                 stopped = f"the budget ({limits.budget:g} s) ran out after {elapsed:.0f} s"
                 break
-            # the head first when it is not known: one step settles an upstream that did not break the chain
-            mid = hi - 1 if hi == len(commits) else (lo + hi) // 2
-            combination = {**pins, move.upstream: commits[mid]}
-            info = mirror.commit_info(commits[mid])
-            ui.note(f"scroll: {move.upstream} {commits[mid][:12]} ({mid + 1}/{len(commits)}) \"{info.subject}\"")
-            began = time.monotonic()
-            saved.restore()
-            with ui.group(f"kpatch nightly: scroll {move.upstream} at {commits[mid][:12]}"):
-                attempt = chain(ws, ui, settings, show, combination, bases)
-            steps.append(Step(upstream=move.upstream, commit=commits[mid], subject=info.subject,
-                              result=attempt.result, seconds=round(time.monotonic() - began, 3), stage=attempt.stage,
-                              summary=attempt.summary, pins=tuple(Pin(u, c) for u, c in combination.items()),
-                              selection=attempt.selection))
-            flaky += [t for t in attempt.flaky if t not in flaky]
-            if attempt.result is StepResult.RED:
-                hi, red = mid, attempt
-            else:
-                lo, lock = mid, attempt.lock
+            # a round that max-steps cuts short tries fewer commits, still splitting the range evenly
+            tries = kway.plan(lo, hi, len(commits), min(limits.runners, limits.max_steps - len(steps)))
+            rounds += 1
+            trials = [Trial(move.upstream, commits[i], {**pins, move.upstream: commits[i]}) for i in tries]
+            infos = [mirror.commit_info(commits[i]) for i in tries]
+            for i, info in zip(tries, infos, strict=True):
+                ui.note(f"scroll: round {rounds}: {move.upstream} {commits[i][:12]} ({i + 1}/{len(commits)}) "
+                        f"\"{info.subject}\"")
+            results: dict[int, bool] = {}
+            attempts: dict[int, Attempt] = {}
+            for i, info, trial, ran in zip(tries, infos, trials, run_round(trials), strict=True):
+                if ran.attempt is None:
+                    stopped = stopped or f"round {rounds}: {ran.where} could not run {trial.commit[:12]}: {ran.problem}"
+                    continue
+                attempt = attempts[i] = ran.attempt
+                steps.append(Step(upstream=move.upstream, commit=trial.commit, subject=info.subject,
+                                  result=attempt.result, seconds=ran.seconds, stage=attempt.stage,
+                                  summary=attempt.summary, pins=tuple(Pin(u, c) for u, c in trial.onto.items()),
+                                  selection=attempt.selection, round=rounds, where=ran.where))
+                flaky += [t for t in attempt.flaky if t not in flaky]
+                results[i] = attempt.result is not StepResult.RED
+            new_lo, new_hi = kway.narrow(lo, hi, results)
+            if new_hi != hi:
+                red = attempts[new_hi]
+            if new_lo != lo:
+                lock = attempts[new_lo].lock
+            lo, hi = new_lo, new_hi
+            if stopped is not None:
+                break
         last = commits[lo] if lo >= 0 else move.old_base
         first_red = commits[hi] if hi < len(commits) and hi - lo == 1 else None
         spans.append(Span(upstream=move.upstream, base=move.old_base, head=move.new_base, commits=len(commits),
@@ -208,7 +282,7 @@ def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequenc
     scroll = Scroll(spans=tuple(spans), steps=tuple(steps), last_green=tuple(Pin(u, c) for u, c in pins.items()),
                     advanced=advanced, culprit=culprit, flaky=tuple(flaky), complete=stopped is None,
                     stopped=stopped, max_steps=limits.max_steps, budget=limits.budget,
-                    seconds=round(time.monotonic() - started, 3))
+                    seconds=round(time.monotonic() - started, 3), runners=limits.runners, rounds=rounds)
     return scroll, lock if advanced else None
 
 

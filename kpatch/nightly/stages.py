@@ -32,6 +32,7 @@ from kpatch.project.workspace import Workspace
 from kpatch.verify.model import Check, Status
 
 if TYPE_CHECKING:
+    from kpatch.engine.diff import StackDiff
     from kpatch.engine.rebase import RebaseResult
     from kpatch.forge.model import PullCheck
     from kpatch.testing.run import TestRun
@@ -59,6 +60,7 @@ class Findings:
 
     moves: list[Move] = field(default_factory=list)
     patches: list[PatchLine] = field(default_factory=list)
+    reviews: list[StackDiff] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
     wheels: list[Wheel] = field(default_factory=list)
     lock: Path | None = None
@@ -91,6 +93,7 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str
     show(Stage.REBASE, result)
     found.moves = moves(ws, result, found.moves)
     found.patches = patch_lines(result)
+    found.reviews = [s.review for s in result.stacks if s.review is not None]
     if result.github:
         found.notes.append(result.github)
     check = None

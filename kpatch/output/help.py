@@ -15,6 +15,8 @@ EXAMPLES = {
     "apply": Example("kpatch apply --url vllm-xpu-kernels=/src/vllm-xpu-kernels --url vllm=/src/vllm",
                      "apply both stacks, fetching the upstreams from local clones instead of GitHub"),
     "status": Example("kpatch status --json", "pins, mirror heads and every patch's state, for a script"),
+    "diff": Example("kpatch diff origin/main --stat",
+                    "what a nightly's branch does to each patch against main: one line per patch"),
     "export": Example("kpatch export vllm --check", "exit 1 if a worktree commit is not in patches/vllm yet"),
     "rebase": Example("kpatch rebase --onto vllm=v0.33.0", "move vLLM's stack to the v0.33.0 tag (kernels to main)"),
     "build-wheels": Example("kpatch build-wheels --base-image kpatch-test-base:bookworm --out dist",
@@ -31,6 +33,8 @@ EXAMPLES = {
     "nightly": Example("kpatch nightly --dry-run", "rebase, build, verify and test; say what it would report"),
     "propose": Example("kpatch propose vllm/0001-XPU-route-k3.patch --fork acme --dry-run",
                        "print the branch and pull request kpatch would send for a vLLM patch (kernels first)"),
+    "release": Example("kpatch release --to site --base-url https://example.org/kimi-xpu",
+                       "publish the verified set in dist/ into site/stable/simple, and print the install command"),
     "report": Example("kpatch report --html site", "the carry dashboard from the nightly's history: site/index.html"),
 }
 

@@ -262,14 +262,29 @@ class _Activity:
         log.debug("%s | %s", self.description, line)
         self.last = line
         if self.status is not None:
-            self.status.update(f"{self.description}: {escape(line[-100:])}")
+            room = max(20, self.ui._rich_err.width - len(self.description) - 6)  # the spinner, ": ", a margin
+            self.status.update(f"{self.description}: {escape(tail_words(line, room))}")
 
     def heartbeat(self, interval: float, stop: threading.Event) -> None:
-        """Off a terminal (CI logs): a line every `interval` seconds, so a long quiet step is seen to be alive."""
+        """Off a terminal (CI logs): a line every `interval` seconds, so a long quiet step is seen to be alive;
+        the first one sooner (a third of it, 10 s at most: a 30 s silence reads as a hang)."""
         started = time.monotonic()
-        while not stop.wait(interval):
-            last = f"; last line: {self.last[-120:]}" if self.last.strip() else ""
+        wait = min(interval / 3, 10.0)
+        while not stop.wait(wait):
+            last = f"; last line: {tail_words(self.last, 120)}" if self.last.strip() else ""
             self.ui.note(f"{self.description}: still running after {time.monotonic() - started:.0f} s{last}")
+            wait = interval
+
+
+def tail_words(line: str, room: int) -> str:
+    """The end of `line` in at most `room` characters, cut between words (`…` where it was cut), never mid-word
+    unless one word alone is longer than the room."""
+    line = line.strip()
+    if len(line) <= room:
+        return line
+    cut = line[len(line) - room + 1:]
+    space = cut.find(" ")
+    return "…" + (cut[space + 1:] if 0 <= space < len(cut) - 1 else cut)
 
 
 def heartbeat_interval() -> float:

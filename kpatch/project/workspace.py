@@ -227,6 +227,8 @@ class Workspace:
             notes += self._clean_after_kills(command)
             if ui is not None:
                 ui.notes(notes)
+            if command != "rebase --abort":  # that one only drops the copy's own folders (round two)
+                self.refuse_shared_worktrees()
             _HELD.add(self.kpatch_dir)
             try:
                 yield notes
@@ -341,6 +343,23 @@ class Workspace:
         mirrors = (self.cache_dir / "mirrors").resolve()
         return common if common is not None and common.parent == mirrors else None
 
+    def refuse_shared_worktrees(self) -> None:
+        """Refuse to go on in a copy (`cp -a`) of a project whose worktrees still use the original's git state: any
+        git command there (`am --continue`, a checkout) would move the original's worktrees instead."""
+        from kpatch.gitx.mirror import shared_with
+
+        if not self.workdir.is_dir():
+            return
+        for path in _worktree_folders(self.workdir):
+            owner = shared_with(path)
+            if owner is None or not owner.is_dir():  # a moved project's old place: no one else's worktree there
+                continue
+            first = ("run 'kpatch rebase --abort' here (it leaves the original alone), then " if
+                     self.scratch_dir.is_dir() else "")
+            raise WorktreeError(f"{path} shares its git state with {owner} (was the project copied with cp -a?): "
+                                f"kpatch changes nothing of that one from here; to go on in this copy, {first}"
+                                f"remove {self.workdir} (kpatch.toml and patches/ stay) and run 'kpatch apply'")
+
     def check_writable(self, *paths: Path) -> None:
         """Refuse before changing anything when a place kpatch must write is read-only (or not a folder)."""
         for path in paths:
@@ -364,6 +383,24 @@ class Workspace:
             if old.exists():
                 raise WorktreeError(f"{old}: run state of an older kpatch; finish or abort its operation with "
                                     "that version, or remove the file and run 'kpatch apply' again")
+
+
+def _worktree_folders(workdir: Path) -> Iterator[Path]:
+    """Every folder in the work folder that may be a worktree: work/<name>, and those in kpatch's own hidden
+    folders (work/.rebase/<name>, work/.rebase/.worktrees/<name>, work/.propose/<name>...); never a walk of a
+    worktree's own files."""
+    folders = [workdir]
+    while folders:
+        folder = folders.pop()
+        try:
+            children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+        except OSError:
+            continue
+        for child in children:
+            if (child / ".git").is_file():
+                yield child
+            elif child.name.startswith("."):
+                folders.append(child)
 
 
 def _relative_to(path: Path, root: Path) -> str:

@@ -49,17 +49,28 @@ def load_series(upstream: str, folder: Path) -> Series:
     series_file = folder / SERIES
     text = read_text(series_file) if series_file.is_file() else ""
     names = parse_series_text(text, str(series_file))
-    for name in sorted(p.name for p in folder.glob("*.patch")):
-        if name not in names:
-            raise SeriesError(f"{folder / name}: patch file is not listed in {series_file}")
-    patches = []
-    for name, number in names.items():
+    files = sorted(p.name for p in folder.glob("*.patch"))
+    for name, number in names.items():  # a series line naming no file first: a typo there is the cause
         path = folder / name
         if path.is_symlink() or not path.is_file():
-            what = "is a symlink" if path.is_symlink() else "does not exist"
+            what = "is a symlink" if path.is_symlink() else "does not exist" + _nearest(name, files, names)
             raise SeriesError(f"{series_file}:{number}: patch file {name} {what}")
-        patches.append(parse_patch(path))
+    for name in files:
+        if name not in names:
+            raise SeriesError(f"{folder / name}: patch file is not listed in {series_file}")
+    patches = [parse_patch(folder / name) for name in names]
     return Series(upstream=upstream, folder=folder, patches=tuple(patches), dropped=parse_dropped(text))
+
+
+def _nearest(name: str, files: list[str], listed: dict[str, int]) -> str:
+    """`(the nearest file: 0002-Fix-x.patch)` for a series line that names no file: the folder's file closest to
+    it, those no other line names first."""
+    import difflib
+
+    unlisted = [f for f in files if f not in listed]
+    close = difflib.get_close_matches(name, unlisted, n=1, cutoff=0.5) or \
+        difflib.get_close_matches(name, files, n=1, cutoff=0.5)
+    return f" (the nearest file: {close[0]})" if close else ""
 
 
 def parse_dropped(text: str) -> dict[str, str]:

@@ -6,6 +6,7 @@ and trailers, the same author, a real diff. Otherwise export refuses and says wh
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from kpatch.stack.series import SERIES, Series, header_comments, render_series
 
 # What `git mailinfo` takes for a mail header when it opens the body (an "in-body header").
 _IN_BODY_HEADER = re.compile(r"^(From|Subject|Date):", re.IGNORECASE)
+_SPACES = re.compile(r"[ \t\r\n]+")  # git's isspace(): what mailinfo collapses in a subject
 
 
 @dataclass(frozen=True)
@@ -34,25 +36,34 @@ class Rendered:
         return Series(upstream=series.upstream, folder=series.folder, patches=self.patches, dropped=dict(dropped))
 
 
-def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str]) -> Rendered:
-    """The patch files and series that base..HEAD of `tree` give, reusing the series' file names."""
+def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str], *,
+           pinned: frozenset[str] | None = None) -> Rendered:
+    """The patch files and series that base..HEAD of `tree` give, reusing the series' file names. With `pinned`
+    (export: the file names a `Requires:` names, which must not change), a stack whose numbers no longer run in
+    apply order (a reorder, a commit put between two) is renumbered 1..n: a rename, the contents as they were."""
     listed = tree.commit_subjects(base)
     texts = format_patches(tree, base)
     if len(texts) != len(listed):
         raise WorktreeError(f"{tree.path}: {len(listed) - len(texts)} merge commit(s) in {base[:12]}..HEAD: "
                             "a patch stack is a straight line of commits")
     old = list(series.patches)
+    names: list[str] = []
+    slugs: list[str] | None = None  # format-patch's name part of each commit, asked of git once when needed
+    for index, (_commit, subject) in enumerate(listed):
+        same = next((p for p in old if p.subject == subject and p.name not in names), None)
+        if index < len(old) and old[index].subject == subject and old[index].name not in names:
+            names.append(old[index].name)
+        elif same is not None:
+            names.append(same.name)
+        else:
+            slugs = slugs if slugs is not None else _slugs(tree, base)
+            names.append(_fresh_name(index, slugs[index], {p.name for p in old} | set(names)))
+    if pinned is not None:
+        names = _renumbered(names, pinned)
     files: dict[Path, bytes] = {}
     commits: dict[Path, str] = {}
     changed: list[tuple[str, bytes]] = []
-    for index, ((commit, subject), data) in enumerate(zip(listed, texts, strict=True)):
-        same = next((p for p in old if p.subject == subject and series.folder / p.name not in files), None)
-        if index < len(old) and old[index].subject == subject:
-            name = old[index].name
-        elif same is not None:
-            name = same.name
-        else:
-            name = _fresh_name(index, subject, {p.name for p in old} | {p.name for p in files})
+    for name, (commit, _subject), data in zip(names, listed, texts, strict=True):
         target = series.folder / name
         if not (target.is_file() and _same_mail(target.read_bytes(), data)):
             changed.append((commit, data))
@@ -145,6 +156,16 @@ def _check(commit: str, reading: MailReading, fact: CommitFacts) -> None:
         raise WorktreeError(f"{what}: git am would read its author as {reading.author!r}, not {fact.author!r}")
 
 
+def changed_words(reading: MailReading, fact: CommitFacts) -> str | None:
+    """What of a commit's words a patch file does not hold ('message', 'author'), or None: git am of that file
+    gives the commit's message and author (a diff with the same patch-id then makes it the same commit)."""
+    if _lines(reading.message) != _lines(fact.message):
+        return "message"
+    if reading.author != fact.author:
+        return "author"
+    return None
+
+
 def _read_past_its_end(name: str) -> bool:
     """Whether git's mailinfo, unquoting the comments and quoted strings of a From: header it decoded from RFC 2047
     (format-patch encodes a non-ASCII name that way, an ASCII one it quotes), runs off the name's end: a comment or
@@ -172,6 +193,21 @@ def _read_past_its_end(name: str) -> bool:
     return bool(open_)
 
 
+def am_subject(subject: str) -> str:
+    """A subject as `git am` reads it out of the mail format-patch writes: mailinfo makes every run of spaces and
+    tabs one space and trims the ends ("Fix  the  cache" -> "Fix the cache")."""
+    return _SPACES.sub(" ", subject).strip(" ")
+
+
+def as_am_reads(message: str) -> str | None:
+    """`message` with its one-line subject as git am reads it (`am_subject`), when that differs; else None (a
+    subject paragraph of several lines is refused elsewhere, with its own reason)."""
+    first, newline, rest = message.partition("\n")
+    now = am_subject(first)
+    one_line = not rest.strip() or rest.startswith("\n")
+    return now + newline + rest if now and now != first.rstrip() and one_line else None
+
+
 def _difference(original: list[str], read_back: list[str]) -> str:
     """Why git am reads a message back otherwise, in words that say what to change."""
     subject_end = original.index("") if "" in original else len(original)
@@ -182,6 +218,8 @@ def _difference(original: list[str], read_back: list[str]) -> str:
     header = _IN_BODY_HEADER.match(body)
     if header:
         return f"its body starts with a {header.group(1)!r} line, which git am takes for a mail header"
+    if read_back[:1] != original[:1] and read_back[:1] == [am_subject(original[0])]:
+        return f"git am reads its subject as {read_back[0][:60]!r} (it makes every run of spaces one space)"
     if read_back[:1] != original[:1]:
         return (f"git am reads its subject as {(read_back or [''])[0][:60]!r} (it drops 'Re:', ':' and "
                 "'[PATCH ...]' at the start)")
@@ -206,11 +244,41 @@ def _lines(message: str) -> list[str]:
     return out
 
 
-def _fresh_name(index: int, subject: str, taken: set[str]) -> str:
-    """format-patch style `NNNN-subject-words.patch`, unique in the folder."""
-    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in subject)
-    slug = "-".join(filter(None, slug.split("-")))[:52].rstrip("-.") or "patch"
-    name, extra = f"{index + 1:04d}-{slug}.patch", 2
+def _slugs(tree: Repository, base: str) -> list[str]:
+    """git's own file-name part of each commit of base..HEAD (`%f`, what format-patch names its files by: letters,
+    digits, '.' and '_' kept, every other run of characters one '-'), oldest first."""
+    listing = tree.run(["log", "--reverse", "--format=%f", "--end-of-options", f"{base}..HEAD"]).stdout
+    return listing.decode("ascii", "replace").split("\n")[:-1]  # each line ends in a newline (an empty one too)
+
+
+# format-patch's longest name (its --filename-max-length, 64 unless configured) less ".patch" and one more byte.
+_NAME_MAX = 64 - len(".patch") - 1
+_NUMBERED = re.compile(r"^(\d{4})-(.+)$")
+
+
+def _fresh_name(index: int, slug: str, taken: set[str]) -> str:
+    """`NNNN-slug.patch` as `git format-patch` names the file (cut where it cuts), unique in the folder, its number
+    too: where another file has NNNN already, the next number after the highest."""
+    numbers = {int(m.group(1)) for m in map(_NUMBERED.match, taken) if m}
+    number = index + 1 if index + 1 not in numbers else max(numbers) + 1
+    stem = f"{number:04d}-{slug}"[:_NAME_MAX]
+    name, extra = f"{stem}.patch", 2
     while name in taken:
-        name, extra = f"{index + 1:04d}-{slug}-{extra}.patch", extra + 1
+        name, extra = f"{stem}-{extra}.patch", extra + 1
     return name
+
+
+def _renumbered(names: list[str], pinned: frozenset[str]) -> list[str]:
+    """`names` (in apply order) renumbered 0001..n when their numbers do not rise in that order, so that the
+    folder's order is the apply order; as they were when they do, when one is not numbered, or when a file that
+    would be renamed is one a `Requires:` names."""
+    found = [_NUMBERED.match(name) for name in names]
+    if not all(found):
+        return names
+    numbers = [int(m.group(1)) for m in found if m]
+    if all(a < b for a, b in itertools.pairwise(numbers)):
+        return names
+    new = [f"{index + 1:04d}-{m.group(2)}" for index, m in enumerate(found) if m]
+    if any(old != renamed and old in pinned for old, renamed in zip(names, new, strict=True)):
+        return names
+    return new

@@ -66,9 +66,12 @@ def run_probe(modules: list[str], ops: list[str], python: str = sys.executable) 
 
     Nothing of the working folder is importable there (a `torch.py` in the project or a worktree must not run):
     the probe is started as a file with -P, in an empty folder of its own, without the working folder on its path.
+    It sees what upstream builds see of kpatch's environment (`procs.upstream_env`): no credential.
     """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(import_path(sys.path, str(Path.cwd())))
+    # torch and the extensions are upstream code: the allowlisted environment (no token, no cloud key), and HOME
+    env = procs.upstream_env(os.environ, {"PYTHONPATH": os.pathsep.join(import_path(sys.path, str(Path.cwd())))})
+    if "HOME" in os.environ:
+        env.setdefault("HOME", os.environ["HOME"])
     request = json.dumps({"modules": modules, "ops": ops, "key": "XPU"})
     with tempfile.TemporaryDirectory(prefix="kpatch-probe-") as empty:
         done = procs.run([python, "-P", str(Path(probe.__file__).resolve())], stdin=request, cwd=Path(empty),

@@ -7,7 +7,7 @@ from importlib import metadata
 from pathlib import Path
 
 from kpatch.engine.plan import load_all_series
-from kpatch.errors import LockError
+from kpatch.errors import LockError, VerifyFailed
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 from kpatch.verify import applied, baseline, contract_pairs, first_problem, pair
@@ -16,7 +16,19 @@ from kpatch.verify import installed as inst
 from kpatch.verify.contract import ContractReport, Side, check_sides, read_app, read_kernels
 from kpatch.verify.model import Check, Status, failed, passed
 from kpatch.wheels import lock as lockfile
+from kpatch.wheels import notes, release
 from kpatch.wheels.lock import Lock
+from kpatch.wheels.release import Published, Target
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """What a user would see at one call site the contract fails on: the exception torch raises there."""
+
+    op: str  # "ns.op"
+    site: str  # "file:line" in the application
+    function: str  # the calling function
+    error: str  # "AttributeError: '_OpNamespace' '_C' object has no attribute '...'"
 
 
 @dataclass(frozen=True)
@@ -24,6 +36,7 @@ class ContractResult:
     kernels: str
     app: str
     report: ContractReport | None  # None: a worktree was not applied, so the contract was not read
+    seen: tuple[Symptom, ...] = ()  # verify --wheel: what a user would see at each failing call
 
 
 @dataclass(frozen=True)
@@ -166,3 +179,38 @@ def _installed(ws: Workspace, ui: UI, lock: Lock | None, path: Path, declared: d
             checks += diag.diagnose(found[kernels], found[app], declared.get(app), ws.stack.cuda_only,
                                     wheel_files.get(kernels, f"<{kernels} wheel>"))
     return provenance
+
+
+def release_verified(ws: Workspace, ui: UI, target: Target, lock: Path, tag: str | None) -> Published:
+    """`kpatch release`: verify the set against its lock (the op contract included) and publish it, with notes
+    that carry the verify summary and the last test reports. A set that does not verify is refused (exit 1)
+    naming the first failed check, and nothing is written."""
+    if not lock.is_file():
+        raise LockError(f"no lock at {lock}: build the set first (kpatch build-wheels)")
+    result = verify(ws, ui, lock_path=lock, installed=False)
+    bad = [c for c in result.checks if c.status is Status.FAIL]
+    if bad:
+        raise VerifyFailed(f"the set does not verify ({len(bad)} failed check(s), first {bad[0].area} "
+                           f"{bad[0].subject}: {bad[0].detail}); nothing was released ('kpatch verify' shows all)")
+    counts = {s: sum(c.status is s for c in result.checks) for s in Status}
+    lines = [f"kpatch verify: {counts[Status.PASS]} passed, {counts[Status.WARN]} warned, "
+             f"{counts[Status.SKIP]} skipped"]
+    lines += [f"{c.area} {c.subject}: {c.detail}" for c in result.checks if c.area in ("contract", "pin", "torch")
+              and c.status is Status.PASS]
+    lines += [_test_summary(ws.stack.root / "reports", up.name) for up in ws.stack.upstreams]
+    return release.publish(target, lock, tag, notes.body(ws.stack, lockfile.read(lock), tuple(lines)))
+
+
+def _test_summary(reports: Path, upstream: str) -> str:
+    """One line of the last `kpatch test` report of `upstream` in reports/, for the release notes."""
+    from kpatch.testing import junit
+
+    report = reports / f"{upstream}.xml"
+    try:
+        n = junit.parse(report.read_bytes()).counts()
+    except FileNotFoundError:
+        return f"kpatch test {upstream}: no report in {reports}"
+    except (OSError, junit.JUnitError) as err:
+        return f"kpatch test {upstream}: {report} unreadable ({err})"
+    return f"kpatch test {upstream}: {n.passed} passed, {n.failed} failed, {n.errors} errors, {n.skipped} skipped " \
+           f"(last run, {report})"

@@ -7,6 +7,7 @@ import json
 import logging
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from kpatch.errors import BuildError
@@ -53,13 +54,20 @@ def store(cache: Path, name: str, key: str, filename: str, data: bytes, torch: s
         (staging / filename).write_bytes(data)
         (staging / INFO).write_text(json.dumps({"torch": torch}), encoding="utf-8")
         read_wheel(staging / filename)  # a broken wheel never enters the cache
-        if target.exists():
+        if target.exists() and cached(cache, name, key) is None:  # a broken entry: replaced
             shutil.rmtree(target)
-        staging.replace(target)
+        try:
+            staging.replace(target)
+        except OSError:
+            # A build of the same key beside this one (the nightly search's local workers) put its wheel first.
+            if cached(cache, name, key) is None:
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return _record(target / filename, name, torch, commit)
+    kept = cached(cache, name, key, commit)
+    return kept if kept is not None else _record(target / filename, name, torch, commit)
 
 
 def _record(file: Path, upstream: str, torch: str | None, commit: str | None) -> Wheel:
@@ -69,7 +77,16 @@ def _record(file: Path, upstream: str, torch: str | None, commit: str | None) ->
                  requires=tuple(str(r) for r in meta.requires))
 
 
+STAGING_AGE = 600.0  # seconds: a staging folder untouched this long is a killed build's, not one being written
+
+
 def sweep(cache: Path) -> None:
-    """Remove staging folders a killed build left in the cache."""
+    """Remove staging folders a killed build left in the cache (not one a build beside this one is writing)."""
+    now = time.time()
     for staging in cache.glob("*/.*-*"):
+        try:
+            if now - staging.stat().st_mtime < STAGING_AGE:
+                continue
+        except OSError:
+            continue
         shutil.rmtree(staging, ignore_errors=True)

@@ -9,7 +9,9 @@ Configured from the environment kpatch runs in, like sccache itself:
   SCCACHE_*                     passed to the build as they are: sccache's remote storage, e.g. SCCACHE_BUCKET and
                                 SCCACHE_ENDPOINT (S3 or S3-compatible), SCCACHE_REDIS_ENDPOINT (Redis),
                                 SCCACHE_GHA_ENABLED (GitHub Actions cache); sccache then uses it instead of the volume
-  AWS_*, ACTIONS_* credentials  passed too (the names in CREDENTIALS), and kept out of everything kpatch prints or logs
+  AWS_*, ACTIONS_* credentials  passed only with the remote that reads them (AWS_* with SCCACHE_BUCKET, ACTIONS_*
+                                with SCCACHE_GHA_ENABLED: the names in CREDENTIALS), never otherwise, and kept
+                                out of everything kpatch prints or logs; no other variable of kpatch's reaches a build
 
 The cache never changes what is built: a hit returns the object file the same compile wrote, and nothing of this
 goes into a wheel's cache key.
@@ -24,9 +26,13 @@ from kpatch.output.redact import add_secret
 
 DEFAULT_VOLUME = "kpatch-sccache"
 MOUNT = "/home/kpatch/.cache/sccache"  # made by the build image, owned by the build user (a new volume copies it)
-CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
-               "AWS_ENDPOINT_URL", "ACTIONS_CACHE_URL", "ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN",
-               "ACTIONS_CACHE_SERVICE_V2")
+# The credentials each remote cache reads, passed only when that cache is configured (its key is set).
+CREDENTIALS = {
+    "SCCACHE_BUCKET": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+                       "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_PROFILE"),
+    "SCCACHE_GHA_ENABLED": ("ACTIONS_CACHE_URL", "ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN",
+                            "ACTIONS_CACHE_SERVICE_V2"),
+}
 _SECRET_NAMES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "ACTIONS_RUNTIME_TOKEN", "SCCACHE_REDIS_PASSWORD")
 _REMOTES = (("SCCACHE_BUCKET", "S3 bucket"), ("SCCACHE_REDIS_ENDPOINT", "Redis"), ("SCCACHE_REDIS", "Redis"),
             ("SCCACHE_REDIS_CLUSTER_ENDPOINTS", "Redis cluster"), ("SCCACHE_GHA_ENABLED", "GitHub Actions cache"),
@@ -68,7 +74,9 @@ def from_environment(environ: Mapping[str, str]) -> CacheConfig:
         return OFF
     volume = environ.get("KPATCH_SCCACHE_VOLUME", "").strip() or DEFAULT_VOLUME
     passed = {k: v for k, v in environ.items() if k.startswith("SCCACHE_") and k != "SCCACHE_DIR"}
-    passed |= {k: environ[k] for k in CREDENTIALS if k in environ}
+    for key, names in CREDENTIALS.items():
+        if passed.get(key, "").strip():
+            passed |= {k: environ[k] for k in names if k in environ}
     for name in _SECRET_NAMES:
         add_secret(passed.get(name))
     remote = next((f"{label} ({key})" for key, label in _REMOTES if passed.get(key)), None)

@@ -1,8 +1,10 @@
 """Python environments kpatch owns on this host, for `--backend local` builds and test runs.
 
 Upstream code never runs in the user's interpreter or its site-packages. kpatch keeps one *seed* per base
-interpreter in its cache: a venv with pip, setuptools and wheel from the package index, made once by kpatch's
-own pip (`pip --python`, so no `ensurepip` is needed: Debian's python3 has none without python3-venv). Each build
+interpreter in its cache: a venv with pip, setuptools and wheel from the package index, made once by a pip that
+fills it from outside (`pip --python`, so no `ensurepip` is needed: Debian's python3 has none without
+python3-venv). kpatch does not depend on pip: the pip used is the one beside kpatch if its environment has one, else
+the `python3 -m pip` on PATH (as the README's install line uses), else the seed's own `ensurepip`. Each build
 or test run gets a fresh venv of its own that sees the seed's packages through a `.pth` file: what the run
 installs goes into its own venv and goes away with it; pip never removes the seed's files (they lie outside the
 run's environment). `python3`, `python` and `pip` on the run's PATH are the run's venv.
@@ -10,8 +12,11 @@ run's environment). `python3`, `python` and `pip` on the run's PATH are the run'
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -27,6 +32,7 @@ from kpatch.files import sha256
 SEED_PACKAGES = ("pip", "setuptools", "wheel")
 RECIPE = 1  # a change to how a seed is made: a new seed, and new toolchain digests for the build cache
 _READY = "kpatch-seed.json"
+_PIP_FOR_PYTHON = (22, 3)  # `pip --python` (22.3) fills a venv from outside it
 _PIP_SCRIPT = "#!{python}\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n"
 _PROBE = ("import importlib.metadata as m, json, platform, sys\n"
           "print(json.dumps({'python': platform.python_version(), 'implementation': sys.implementation.name,\n"
@@ -88,9 +94,16 @@ def seed(cache_dir: Path, environ: Mapping[str, str]) -> Seed:
     home.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".new-seed-", dir=home) as scratch:
         new = Path(scratch) / "env"
-        venv.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(new)
-        command = [sys.executable, "-m", "pip", "--python", str(new / "bin" / "python"), "install", "--quiet",
-                   "--disable-pip-version-check", "--no-input", "--no-warn-script-location", *SEED_PACKAGES]
+        pip = _outside_pip(environ)
+        try:
+            venv.EnvBuilder(with_pip=pip is None, symlinks=os.name != "nt").create(new)
+        except (OSError, subprocess.CalledProcessError, SystemExit):  # Debian's venv exits without python3-venv
+            raise BuildError(f"cannot make the local build environment in {home}: no pip to fill it (none beside "
+                             "kpatch, no `python3 -m pip` on PATH, and this Python's ensurepip does not work): "
+                             "install pip beside kpatch, or put a python3 with pip 22.3 or newer on PATH") from None
+        pip = [*pip, "--python", str(new / "bin" / "python")] if pip else [str(new / "bin" / "python"), "-m", "pip"]
+        command = [*pip, "install", "--quiet", "--upgrade", "--disable-pip-version-check", "--no-input",
+                   "--no-warn-script-location", *SEED_PACKAGES]
         done = procs.run(command, env=procs.upstream_env(environ, {}))
         if done.status != 0:
             raise BuildError(_failed(f"cannot make the local build environment in {home}: pip could not install "
@@ -110,6 +123,22 @@ def seed(cache_dir: Path, environ: Mapping[str, str]) -> Seed:
     made = _read(folder)
     assert made is not None, folder
     return made
+
+
+def _outside_pip(environ: Mapping[str, str]) -> list[str] | None:
+    """A pip that can fill a venv from outside (`--python`): kpatch's own environment's, else `python3 -m pip` on
+    PATH; None when neither has one (the seed then gets pip from its own `ensurepip`)."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    python3 = shutil.which("python3", path=environ.get("PATH") or os.defpath)
+    if python3 is None:  # (the same binary as kpatch's may still have pip: a venv's python is a link to its base)
+        return None
+    probe = procs.run([python3, "-c", "import pip; print(pip.__version__)"], env=procs.upstream_env(environ, {}))
+    try:
+        version = tuple(int(part) for part in probe.output.strip().splitlines()[-1].split(".")[:2])
+    except (ValueError, IndexError):
+        return None
+    return [python3, "-m", "pip"] if probe.status == 0 and version >= _PIP_FOR_PYTHON else None
 
 
 def _read(folder: Path) -> Seed | None:

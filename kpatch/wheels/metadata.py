@@ -52,6 +52,18 @@ def read_wheel(path: Path) -> WheelMetadata:
                          pure=is_pure(path.name))
 
 
+def core_metadata(path: Path) -> bytes:
+    """A wheel's METADATA as it is in the wheel: what a PEP 658 `.metadata` file beside it holds."""
+    try:
+        with open_regular(path) as handle:
+            _, text = _metadata_member(path.name, handle)
+    except NotAFile as err:
+        raise BuildError(f"cannot read wheel {err}") from None
+    except OSError as err:
+        raise BuildError(f"cannot read wheel {path}: {err.strerror}") from None
+    return text.encode("utf-8")
+
+
 def is_pure(filename: str) -> bool:
     """Whether a wheel's tags say it holds no compiled code (py*-none-any)."""
     return all(t.abi == "none" and t.platform == "any" for t in _tags(filename))

@@ -161,7 +161,7 @@ def test_an_engine_that_refuses_the_connection_is_one_line_naming_it(project: Pr
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     assert project.run("apply").exit_code == 0
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
-    result = kpatch(project.root, "build-wheels")
+    result = kpatch(project.root, "build-wheels", "--backend", "docker")  # auto would build on this host
     assert result.exit_code == ExitCode.BUILD
     assert result.errors() == ["error: no Docker engine at tcp://127.0.0.1:1 (Connection refused): start one (as "
                                "root: 'dockerd &'), or point DOCKER_HOST at one (e.g. ssh://xpu-build-host)"]

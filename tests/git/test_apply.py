@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from kpatch.errors import ExitCode
@@ -155,8 +156,9 @@ def test_unknown_onto_ref_and_unreachable_url(project: Project, tmp_path: Path) 
     bad = project.run("apply", "--onto", "kernels=no-such-branch")
     assert bad.exit_code == ExitCode.UPSTREAM and "'no-such-branch' is not a commit, tag or branch" in bad.stderr
     gone = project.run("apply", "--url", f"kernels={tmp_path / 'nowhere'}", "--cache-dir", str(tmp_path / "c2"))
-    assert gone.exit_code == ExitCode.UPSTREAM
-    assert "upstream kernels: cannot fetch" in gone.stderr and "after 3 tries" in gone.stderr
+    assert gone.exit_code == ExitCode.BAD_INPUT  # a URL the person gave is checked where it is used
+    assert f"upstream kernels: --url kernels={tmp_path / 'nowhere'} is no git repository kpatch can fetch from: " \
+        in gone.stderr
     assert project.snapshot() == before
     assert not (project.workdir / "kernels").exists()
 
@@ -261,3 +263,74 @@ def test_a_worktree_edited_while_an_earlier_stack_applies_is_refused_before_it_m
     assert result.exit_code == ExitCode.WORKTREE, result.output
     assert "has uncommitted changes (M README.md)" in result.stderr
     assert readme.read_text().endswith("a person's note\n")
+
+
+def test_a_hand_edited_patch_made_on_another_base_names_its_file_line_cause_and_the_step_that_helps(
+        project: Project) -> None:
+    """A patch whose index lines name blobs this upstream lacks (hand-edited, or made against another base):
+    `am -3` has no ancestor to merge with, changes no file and leaves `git status` clean. The error still names
+    the file and line, says why in words, and the step it names (then --continue) gets the stack applied."""
+    patch = next((project.root / "patches" / "app").glob("0002-*.patch"))
+    text = patch.read_text()
+    assert " # metadata line 19\n" in text and "index bf2353f230b1" in text
+    patch.write_text(text.replace(" # metadata line 19\n", " # metadata line nineteen\n")
+                     .replace("index bf2353f230b1", "index 111111111111"))
+    result = project.run("apply")
+    assert result.exit_code == ExitCode.CONFLICT, result.output
+    assert "  app/models/k3/nvidia/metadata.py:19\n" in result.stderr
+    assert ("its index lines name blobs this upstream does not have (app/models/k3/nvidia/metadata.py): it was "
+            "made against another base") in result.stderr
+    assert "'git am --show-current-patch=diff | git apply --reject'" in result.stderr
+    stopped = json.loads(project.run("apply", "--json").stdout)
+    assert stopped["error"]["exit_code"] == ExitCode.WORKTREE  # mid-am: the conflict stays to be resolved
+    tree = project.workdir / "app"
+    assert git(tree, "status", "--porcelain") == ""  # nothing to fix in the tree: hence the cause in words
+    diff = git(tree, "am", "--show-current-patch=diff") + "\n"  # the step, as the message spells it
+    step = subprocess.run(["git", "apply", "--reject"], input=diff, cwd=tree, capture_output=True, text=True,
+                          check=False)
+    assert step.returncode == 1 and "Rejected hunk #1." in step.stderr
+    target = tree / "app/models/k3/nvidia/metadata.py"
+    target.write_text(target.read_text().replace("    assert t.is_cuda\n", "    assert t.device.type != 'cpu'\n"))
+    (tree / "app/models/k3/nvidia/metadata.py.rej").unlink()
+    git(tree, "add", "-A")
+    done = project.run("apply", "--continue")
+    assert done.exit_code == 0, done.output
+    assert git(tree, "log", "--format=%s", "-1") == "[XPU] Make the block-table assert device-generic"
+
+
+def _numbers(folder: Path) -> list[str]:
+    return [name[:4] for name in (folder / "series").read_text().splitlines() if name.endswith(".patch")]
+
+
+def test_export_numbers_never_collide_and_a_reorder_renumbers_by_renaming_alone(project: Project) -> None:
+    """A commit put between two exported ones got the number of the one after it (two 0002 files); after a
+    reorder the series read 0001, 0003, 0002. Now the folder's order is the apply order: the files are renamed,
+    their bytes as they were."""
+    assert project.run("apply").exit_code == 0
+    tree, folder = project.workdir / "app", project.root / "patches" / "app"
+    first, second = git(tree, "rev-list", "--reverse", f"{project.app_base}..HEAD").split()
+    old_second = next(folder.glob("0002-*.patch"))
+    before = old_second.read_bytes()
+    git(tree, "reset", "--quiet", "--hard", first)
+    commit(tree, {"docs/xpu.md": "The XPU path.\n"}, "[XPU] Document the XPU path\n\nUpstream-Status: pending\n",
+           7000)
+    git(tree, "cherry-pick", "--quiet", "--allow-empty", second)
+    assert project.run("export", "app").exit_code == 0
+    series = [n for n in (folder / "series").read_text().splitlines() if n.endswith(".patch")]
+    assert series == ["0001-Route-k3-to-the-XPU-path.patch", "0002-XPU-Document-the-XPU-path.patch",
+                      "0003-XPU-Make-the-block-table-assert-device-generic.patch"]
+    assert sorted(p.name for p in folder.glob("*.patch")) == series  # no 0002 beside another 0002
+    assert (folder / series[2]).read_bytes() == before and not old_second.exists()  # a rename: same bytes
+    documented = (folder / series[1]).read_bytes()
+    git(tree, "reset", "--quiet", "--hard", first)  # the reorder: the old second patch first again
+    for name in (series[2], series[1]):
+        git(tree, "am", "--quiet", "--keep-non-patch", str(folder / name))
+    assert project.run("export", "app").exit_code == 0
+    assert _numbers(folder) == ["0001", "0002", "0003"]
+    renamed = [n for n in (folder / "series").read_text().splitlines() if n.endswith(".patch")]
+    assert renamed == ["0001-Route-k3-to-the-XPU-path.patch",
+                       "0002-XPU-Make-the-block-table-assert-device-generic.patch",
+                       "0003-XPU-Document-the-XPU-path.patch"]
+    assert (folder / renamed[1]).read_bytes() == before and (folder / renamed[2]).read_bytes() == documented
+    assert sorted(p.name for p in folder.glob("*.patch")) == renamed
+    assert project.run("export", "--check").exit_code == 0 and project.run("apply").exit_code == 0

@@ -41,7 +41,7 @@ A1 = "0001-Route-k3-to-the-XPU-path.patch"
 
 CASES: dict[str, tuple[Callable[[Project], None], ExitCode, str]] = {
     "unknown key": (lambda p: _toml(p, 'branch = "main"', 'branch = "main"\nbrnch = "x"'), ExitCode.BAD_INPUT,
-                    r"kpatch\.toml:7: unknown key 'brnch' in \[\[upstream\]\]"),
+                    r"kpatch\.toml:7: unknown key 'brnch' in \[\[upstream\]\] \(did you mean 'branch'\?\)$"),
     "missing field": (lambda p: _toml(p, 'branch = "main"\n', ""), ExitCode.BAD_INPUT,
                       r"kpatch\.toml:3: \[\[upstream\]\] is missing 'branch'"),
     "cycle": (lambda p: _toml(p, "requires = []", 'requires = ["app"]'), ExitCode.BAD_INPUT,
@@ -56,6 +56,9 @@ CASES: dict[str, tuple[Callable[[Project], None], ExitCode, str]] = {
     "series names a missing file": (lambda p: _series(p, "kernels", f"{K1}\n{K2}\n0003-gone.patch\n"),
                                     ExitCode.BAD_INPUT,
                                     r"kernels/series:3: patch file 0003-gone\.patch does not exist"),
+    "a typo on a series line": (lambda p: _series(p, "kernels", f"{K1}\n0002-Test-the-kimi-opp.patch\n"),
+                                ExitCode.BAD_INPUT, r"kernels/series:2: patch file 0002-Test-the-kimi-opp\.patch "
+                                rf"does not exist \(the nearest file: {K2}\)$"),
     "patch not in series": (lambda p: _series(p, "kernels", f"{K1}\n"), ExitCode.BAD_INPUT,
                             rf"kernels/{K2}: patch file is not listed in .*kernels/series"),
     "duplicate series entry": (lambda p: _series(p, "kernels", f"{K1}\n# c\n{K2}\n{K1}\n"), ExitCode.BAD_INPUT,
@@ -122,6 +125,7 @@ def test_usage_errors(project: Project) -> None:
 def test_missing_config(tmp_path: Path) -> None:
     result = run_kpatch(tmp_path, "status")
     assert result.exit_code == ExitCode.BAD_INPUT and "no kpatch.toml in" in result.stderr
+    assert "make one here with 'kpatch init', or see one with 'kpatch demo --keep'" in result.stderr  # next steps
 
 
 def test_export_without_worktree(project: Project) -> None:

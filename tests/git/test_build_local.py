@@ -257,3 +257,24 @@ def test_a_build_timeout_that_is_no_positive_number_of_seconds_names_its_line(tm
     line = toml.read_text().splitlines().index(f"timeout = {value}") + 1
     assert f"kpatch.toml:{line}: [upstream.build] 'timeout' must be a positive number of seconds" in result.stderr
     assert toml.read_bytes() == before and not (root / "dist").exists() and not (tmp_path / "cache").exists()
+
+
+def test_without_an_engine_build_wheels_and_test_default_to_this_host_and_say_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/workflow.md's `kpatch build-wheels` and `kpatch test`, as shown (no --backend), on a machine without a
+    Docker engine: `auto` (the demo's default too) builds and tests on this host and says which it took."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    root = make_example_project(tmp_path).root
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert run_kpatch(root, "apply", *cache).exit_code == 0
+    built = run_kpatch(root, "build-wheels", *cache)
+    assert built.exit_code == 0, built.output
+    assert "backend: local, on this host (no Docker engine at unix:///nonexistent/docker.sock" in built.stderr
+    assert "--backend docker insists on one" in built.stderr
+    lock_line = built.stdout.splitlines()[-1]
+    assert "built on this host" in lock_line and "image local" not in lock_line  # no image, no container
+    tested = run_kpatch(root, "test", *cache)
+    assert tested.exit_code == 0, tested.output
+    assert "backend: local, on this host (the pair in pylock.toml was built on this host)" in tested.stderr
+    insisted = run_kpatch(root, "build-wheels", "--backend", "docker", *cache)
+    assert insisted.exit_code == ExitCode.BUILD  # --backend docker still means the engine

@@ -29,15 +29,16 @@ def test_the_page_loads_sorts_filters_and_draws_every_point_in_chromium(tmp_path
         assert driver.title == "dashboard"  # the hostile subject's script and onerror did not run
         assert console_errors(driver) == []
         assert HOSTILE.split(">")[0] + ">" in driver.find_element(By.ID, "stack").text  # shown as text
-        assert _column(driver, 6) == ["3", "20", "200"]  # the summary's order: by upstream, then patch name
+        assert _column(driver, 7) == ["3", "20", "200"]  # the summary's order: by upstream, then patch name
+        assert _column(driver, 5) == ["0", "0", "0"]  # changed (churn): no night recorded a range-diff change
         conflicts = driver.find_element(By.XPATH, "//table[@id='stack']/thead/tr/th[text()='conflicts']")
         conflicts.click()
-        assert _column(driver, 4) == ["0", "0", "1"] and _column(driver, 6) == ["3", "200", "20"]
+        assert _column(driver, 4) == ["0", "0", "1"] and _column(driver, 7) == ["3", "200", "20"]
         assert conflicts.get_attribute("aria-sort") == "ascending"
         lines = driver.find_element(By.XPATH, "//table[@id='stack']/thead/tr/th[text()='lines']")
         lines.click()
         lines.click()
-        assert _column(driver, 6) == ["200", "20", "3"] and lines.get_attribute("aria-sort") == "descending"
+        assert _column(driver, 7) == ["200", "20", "3"] and lines.get_attribute("aria-sort") == "descending"
         assert conflicts.get_attribute("aria-sort") is None
         driver.find_element(By.ID, "filter").send_keys("three-way")
         assert _column(driver, 1) == ["0002-Tune.patch"]

@@ -1,5 +1,5 @@
-"""Every `kpatch rebase` (not only the nightly's) appends to the carry history when kpatch.toml names one: real
-repositories, a real conflict with its culprit, then the person's --continue."""
+"""Every `kpatch rebase` (not only the nightly's) appends to the carry history (kpatch.toml's, else the default
+one): real repositories, a real conflict with its culprit, then the person's --continue."""
 
 from __future__ import annotations
 
@@ -44,9 +44,23 @@ def test_the_continue_that_resolves_it_replaces_the_days_records_with_the_resolv
     assert not any(p.conflict for p in held.patches)
 
 
-def test_without_a_configured_history_a_rebase_writes_none(rp: RebaseProject) -> None:
+def test_without_a_configured_history_rebases_keep_the_default_one_and_report_reads_it(
+        rp: RebaseProject, tmp_path: Path) -> None:
+    """README: "the nightly and every rebase append to a carry history" with no [dashboard] table: the default
+    reports/nightly/history.jsonl, which `kpatch report` reads (the page, and bare: a summary)."""
     assert rp.run("rebase").exit_code == ExitCode.CONFLICT
-    assert not list(rp.root.rglob(history.NAME)) and not (rp.root / "reports").exists()
+    default = rp.root / "reports" / "nightly" / history.NAME
+    assert [p.klass for p in history.read(default).patches if p.upstream == "kernels"] == \
+        ["upstream", "upstream", "conflict", "clean"]
+    resolve_c(rp)
+    assert rp.run("rebase", "--continue").exit_code == 0
+    page = rp.run("report", "--html", str(tmp_path / "site"))
+    assert page.exit_code == 0, page.output
+    assert (tmp_path / "site" / "index.html").is_file()
+    bare = rp.run("report")
+    assert bare.exit_code == 0, bare.output
+    assert bare.stdout.startswith(f"carry history {default}: 0 nights, ")
+    assert "three-way" in bare.stdout and "kpatch report --html DIR" in bare.stdout
 
 
 def test_a_history_that_cannot_be_written_is_a_warning_and_the_rebase_keeps_its_exit_code(

@@ -27,7 +27,7 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     assert first.startswith("backend: local (local backend, because no Docker engine at " + NO_ENGINE)
     assert "start one" in first  # and says how
     steps = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("== ")]
-    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test"]
+    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test", "release"]
     project = folder / "project"
     # the rebase dropped the merged kernels patch and took the recorded resolution for the app's conflict
     assert "# dropped 0001-Add-the-kimi-op.patch: upstream" in (project / "patches/kernels/series").read_text()
@@ -36,6 +36,12 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     dist = sorted(p.suffix for p in (project / "dist").iterdir())
     assert dist == [".toml", ".whl", ".whl"]
     assert sorted(p.name for p in (project / "reports").glob("*.xml")) == ["app.xml", "kernels.xml"]
+    # the last step released the set into site/: its index lists both wheels, its notes carry both test runs
+    assert sorted(p.name for p in (project / "site" / "stable" / "simple").iterdir()) == [
+        "app", "index.html", "index.json", "vllm-xpu-kernels"]
+    (notes,) = (project / "site" / "stable" / "releases").glob("*/NOTES.md")
+    assert "kpatch test kernels: 6 passed, 0 failed" in notes.read_text()
+    assert (project / "reports" / "nightly" / "history.jsonl").is_file()  # its rebase began the carry history
     assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
 
 
@@ -51,13 +57,14 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     assert envelope["ok"] and envelope["command"] == "demo" and envelope["error"] is None
     assert report["backend"]["backend"] == "local" and not report["kept"]
     assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "rebase", "build-wheels",
-                                                    "verify", "test"]
+                                                    "verify", "test", "release"]
     classes = {p["name"]: p["class"] for s in report["rebase"]["stacks"] for p in s["patches"]}
     assert classes == {"0001-Add-the-kimi-op.patch": "upstream", "0002-Test-the-kimi-op.patch": "clean",
                        "0001-Route-k3-to-the-XPU-path.patch": "clean",
                        "0002-XPU-Make-the-block-table-assert-device-generic.patch": "three-way"}
     assert [s["outcome"] for s in report["test"]["suites"]] == ["passed", "passed"]
     assert Path(report["lock"]).name == "pylock.toml" and len(report["wheels"]) == 2
+    assert report["release"]["channel"] == "stable" and report["release"]["package"] == "app"
     assert list(temp.iterdir()) == []  # the demo's folder is gone, wheels and lock with it
 
 
@@ -202,3 +209,28 @@ def test_demo_adopt_and_scroll_are_two_demos_and_together_are_refused(tmp_path: 
     result = CliRunner().invoke(main, ["demo", "--adopt", "--scroll", "--dir", str(tmp_path / "d")])
     assert result.exit_code == ExitCode.BAD_INPUT, result.output
     assert "--adopt and --scroll are two demos" in result.stderr and not (tmp_path / "d").exists()
+
+
+def test_demo_runners_without_scroll_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["demo", "--runners", "3", "--dir", str(tmp_path / "d")])
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert "--runners goes with --scroll" in result.stderr and not (tmp_path / "d").exists()
+
+
+def test_demo_scroll_on_three_local_workers_tries_three_commits_at_once_and_names_the_same_culprit(
+        tmp_path: Path) -> None:
+    from tests.support.cli import run_kpatch
+
+    result = run_kpatch(None, "demo", "--scroll", "--runners", "3", "--backend", "local", "--dir",
+                        str(tmp_path / "d"), "--json")
+    assert result.exit_code == 0, result.output
+    report = checked(result.stdout, "demo")["result"]
+    moves = [m["commit"] for m in report["moves"]]
+    scroll = report["scroll"]
+    assert report["outcome"] == "failed" and scroll["complete"] and scroll["advanced"]
+    # one round of three from the red head: the four commits below it cut into four parts
+    assert [(s["round"], s["where"], s["commit"], s["result"]) for s in scroll["steps"]] == [
+        (1, "worker 1", moves[0], "green"), (1, "worker 2", moves[1], "green"), (1, "worker 3", moves[2], "red")]
+    assert scroll["culprit"]["commit"] == moves[2]
+    assert {p["upstream"]: p["commit"] for p in scroll["last_green"]}["app"] == moves[1]
+    assert "(3 steps in 1 round(s) of up to 3, " in report["steps"][-1]["summary"]

@@ -182,7 +182,7 @@ def test_the_written_nightly_workflow_passes_actionlint_and_zizmor(tmp_path: Pat
     tools = [scripts / "actionlint", scripts / "zizmor"]
     missing = [t.name for t in tools if not t.is_file()]
     if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (pip install -e '.[test]')")
+        pytest.skip(f"not installed: {', '.join(missing)} (the test dependency group: scripts/test installs it)")
     path = tmp_path / WORKFLOW_PATH
     path.parent.mkdir(parents=True)
     path.write_text(workflow())

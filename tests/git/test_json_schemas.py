@@ -18,8 +18,8 @@ from tests.support.cli import run_kpatch
 from tests.support.json_envelope import checked, schema
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ("apply", "rebase", "export", "status", "build-wheels", "verify", "test", "nightly", "demo", "doctor",
-            "init", "import", "report", "propose")
+COMMANDS = ("apply", "rebase", "diff", "export", "status", "build-wheels", "verify", "test", "nightly", "demo",
+            "doctor", "init", "import", "report", "propose", "release")
 
 
 @pytest.mark.unit

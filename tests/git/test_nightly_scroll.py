@@ -65,6 +65,8 @@ def test_a_planted_test_break_is_scrolled_past_the_last_green_commit_proposed_an
         ("app", 5, commits[1], culprit)
     # bisection from the red head: commit 2 (green), then commit 3 (red): two steps, not five
     assert [(s["commit"], s["result"]) for s in scroll["steps"]] == [(commits[1], "green"), (culprit, "red")]
+    assert [(s["round"], s["where"]) for s in scroll["steps"]] == [(1, "this process"), (2, "this process")]
+    assert (scroll["runners"], scroll["rounds"]) == (1, 2)
     assert scroll["complete"] and scroll["advanced"] and scroll["flaky"] == []
     assert {p["upstream"]: p["commit"] for p in scroll["last_green"]}["app"] == commits[1]
     named = scroll["culprit"]
@@ -90,6 +92,32 @@ def test_a_planted_test_break_is_scrolled_past_the_last_green_commit_proposed_an
     assert not (world.root / ".kpatch" / "scroll").exists()
     markdown = (world.root / "reports" / "nightly" / "report.md").read_text()
     assert "## Scrolling: the last green upstream commits" in markdown and commits[1][:12] in markdown
+
+
+def test_three_runners_try_three_commits_at_once_on_local_workers_and_find_the_same_culprit_in_one_round(
+        world: World) -> None:
+    commits, culprit = _day_with_a_break(world)
+    result, report = world.night("--backend", "local", "--dry-run", "--runners", "3")
+    assert result.exit_code == 1, result.output
+    scroll = report["scroll"]
+    (span,) = scroll["spans"]
+    assert (span["last_green"], span["first_red"]) == (commits[1], culprit)  # as the bisection finds them
+    # the 4 commits below the red head cut into 4 parts: the first three at once, on three workers
+    assert [(s["round"], s["where"], s["commit"], s["result"]) for s in scroll["steps"]] == [
+        (1, "worker 1", commits[0], "green"), (1, "worker 2", commits[1], "green"), (1, "worker 3", culprit, "red")]
+    assert (scroll["runners"], scroll["rounds"], scroll["complete"]) == (3, 1, True)
+    assert all(s["seconds"] > 0 for s in scroll["steps"])
+    named = scroll["culprit"]
+    assert (named["commit"], named["stage"]) == (culprit, "test")
+    assert any("planted break" in line for line in named["log_tail"]), named["log_tail"]
+    assert any("test_the_sampler_keeps_the_top_token" in t for t in named["failing"]), named
+    # the proposal is the green worker's: the checkout rebased onto it, its lock kept; the workers' folders gone
+    assert _app_base((world.root / "kpatch.toml").read_text()) == commits[1]
+    assert "app" in (world.root / "pylock.toml").read_text()
+    assert not (world.root / ".kpatch" / "scroll").exists()
+    markdown = (world.root / "reports" / "nightly" / "report.md").read_text()
+    assert "3 steps in 1 round of up to 3 at once" in markdown and "| worker 3 |" in markdown
+    checked(result.stdout, "nightly")
 
 
 def test_a_test_that_fails_once_and_passes_on_its_retry_is_flaky_not_a_red_night(world: World,
@@ -141,7 +169,8 @@ def test_a_spent_budget_stops_the_search_says_how_far_it_got_and_leaves_the_stac
     assert world.fake.writes() == [] and world.branch() is None
 
 
-@pytest.mark.parametrize(("option", "value"), [("--max-steps", "-1"), ("--budget", "0"), ("--budget", "soon")])
+@pytest.mark.parametrize(("option", "value"), [("--max-steps", "-1"), ("--budget", "0"), ("--budget", "soon"),
+                                               ("--runners", "0")])
 def test_a_bad_search_bound_is_refused_and_nothing_changes(world: World, option: str, value: str) -> None:
     world.churn("app", 1)
     before = world.project.snapshot()

@@ -1,4 +1,5 @@
-"""Output for people: no escape codes under NO_COLOR (even on a terminal), --quiet, --verbose, shell completion."""
+"""Output for people: no escape codes under NO_COLOR (even on a terminal), --quiet, --verbose, shell completion,
+a closed pipe."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kpatch.cli import COMMANDS
+from kpatch.errors import ExitCode
+from tests.support.cli import environment
 from tests.support.gitrepos import Project
 
 ESC = b"\x1b"
@@ -75,3 +79,47 @@ def test_shell_completion_as_the_readme_documents(tmp_path: Path) -> None:
     source = subprocess.run([str(kpatch)], capture_output=True, text=True, cwd=tmp_path,
                             env={**os.environ, "_KPATCH_COMPLETE": "bash_source"})
     assert "complete -o nosort -F _kpatch_completion kpatch" in source.stdout
+
+
+def test_shell_completion_completes_upstream_names_patch_names_and_onto_assignments(project: Project) -> None:
+    kpatch = Path(sys.executable).parent / "kpatch"
+
+    def complete(words: str) -> list[str]:
+        env = {**environment(), "_KPATCH_COMPLETE": "bash_complete", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}
+        done = subprocess.run([str(kpatch)], capture_output=True, text=True, env=env, cwd=project.root, check=True)
+        return [item.split(",", 1)[1] for item in done.stdout.split()]
+
+    assert complete("kpatch export ") == ["kernels", "app"]  # kpatch.toml's order: kernels first
+    assert complete("kpatch test --upstream k") == ["kernels"]
+    assert complete("kpatch rebase --onto ") == ["kernels=", "app="]
+    assert complete("kpatch apply --onto a") == ["app="]
+    assert complete("kpatch propose kernels/") == ["kernels/0001-Add-the-kimi-op.patch",
+                                                   "kernels/0002-Test-the-kimi-op.patch"]
+    assert complete("kpatch export --config /nowhere/kpatch.toml ") == []  # no project: nothing, never an error
+
+
+def _into_a_closed_pipe(cwd: Path, *args: str, stderr_too: bool = False) -> subprocess.CompletedProcess[str]:
+    """kpatch ARGS with stdout (and stderr) on a pipe whose reader has gone, as `kpatch ... | head -1` ends."""
+    read, write = os.pipe()
+    os.close(read)  # every write now fails with EPIPE: the reader of `| head -1` left after its line
+    try:
+        return subprocess.run([sys.executable, "-m", "kpatch", *args], cwd=cwd, stdin=subprocess.DEVNULL,
+                              stdout=write, stderr=write if stderr_too else subprocess.PIPE, text=True,
+                              env=environment(), timeout=300)
+    finally:
+        os.close(write)
+
+
+def test_a_closed_pipe_ends_every_command_quietly_with_141_as_git_does(project: Project) -> None:
+    assert project.run("apply").exit_code == 0
+    runs = [["status"], ["status", "--json"], ["report", "--json"], ["doctor", "--json"],
+            ["--help"], ["--version"], ["stauts", "--json"], *([name, "--help"] for name in sorted(COMMANDS))]
+    for args in runs:
+        done = _into_a_closed_pipe(project.root, *args)
+        assert done.returncode == int(ExitCode.CLOSED_PIPE) == 141, (args, done.returncode, done.stderr)
+        for noise in ("crashed", "Traceback", "Exception ignored", "BrokenPipe"):
+            assert noise not in done.stderr, (args, done.stderr)
+    both = _into_a_closed_pipe(project.root, "status", stderr_too=True)  # `kpatch status 2>&1 | head -1`
+    assert both.returncode == 141
+    assert not list((project.root.parent).rglob("kpatch-crash-*.log"))

@@ -124,7 +124,8 @@ def test_onto_unknown_ref_and_backwards(rp: RebaseProject) -> None:
 def test_fetch_failure_changes_nothing(rp: RebaseProject, tmp_path: Path) -> None:
     before = rp.tracked()
     result = rp.run("rebase", "--url", f"app={tmp_path / 'gone'}")
-    assert result.exit_code == ExitCode.UPSTREAM and "upstream app: cannot fetch" in result.stderr
+    assert result.exit_code == ExitCode.BAD_INPUT  # a URL the person gave is checked before it is fetched from
+    assert f"upstream app: --url app={tmp_path / 'gone'} is no git repository kpatch can fetch from" in result.stderr
     assert rp.tracked() == before
     assert not (rp.root / ".kpatch" / "state.json").exists()
 

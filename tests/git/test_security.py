@@ -198,12 +198,14 @@ def test_credentials_of_an_unreachable_url_are_in_no_output_or_file(project: Pro
         ["status"], ["status", "--json"], ["export", "--check"], ["export"], ["apply", "--json"],
         ["apply", "--onto", "kernels=main"], ["apply", "--onto", "kernels=main", "--json"], ["rebase"],
         ["rebase", "--json"])]
-    # kpatch.toml naming another URL names another repository, whose mirror (keyed by that URL) must be fetched
-    # first; --url and KPATCH_URL_<NAME> only say where the mirror of kpatch.toml's URL fetches from.
-    applied = ExitCode.UPSTREAM if source == "kpatch.toml" else 0
-    assert [r.exit_code for r in runs] == [0, 0, 0, 0, applied, ExitCode.UPSTREAM, ExitCode.UPSTREAM,
-                                           ExitCode.UPSTREAM, ExitCode.UPSTREAM], [r.output for r in runs]
-    assert "https://***@127.0.0.1:9/x.git" in runs[0].stdout and "cannot fetch https://***@127.0.0.1" in runs[-2].stderr
+    if source == "kpatch.toml":  # a new URL in kpatch.toml is another repository: its mirror must be fetched
+        assert [r.exit_code for r in runs] == [0, 0, 0, 0, ExitCode.UPSTREAM, ExitCode.UPSTREAM, ExitCode.UPSTREAM,
+                                               ExitCode.UPSTREAM, ExitCode.UPSTREAM], [r.output for r in runs]
+        assert "https://***@127.0.0.1:9/x.git" in runs[0].stdout
+        assert "cannot fetch https://***@127.0.0.1" in runs[-2].stderr
+    else:  # a URL the person gave is checked by every command that reads the upstreams: bad input
+        assert [r.exit_code for r in runs] == [ExitCode.BAD_INPUT] * len(runs), [r.output for r in runs]
+        assert "kernels=https://***@127.0.0.1:9/x.git is no git repository kpatch can fetch from" in runs[-2].stderr
     allowed = {project.root / "kpatch.toml"} if source == "kpatch.toml" else set()  # the user's own file
     assert leaks(tmp_path, runs, b"secret", allowed) == []
 

@@ -25,6 +25,7 @@ class Served:
     ca_file: Path
     authorized: list[str] = field(default_factory=list)  # paths served to a client with the right password
     refused: int = 0
+    headers: list[str] = field(default_factory=list)  # every Authorization header a client sent, right or wrong
 
 
 def _certificate(folder: Path) -> tuple[Path, Path]:
@@ -66,6 +67,8 @@ def https_git(repos: dict[str, Path], folder: Path, user: str, password: str) ->
 
     class Handler(SimpleHTTPRequestHandler):
         def do_GET(self) -> None:
+            if self.headers.get("Authorization") is not None:
+                served.headers.append(self.headers["Authorization"])
             if self.headers.get("Authorization") != expected:
                 served.refused += 1
                 self.send_response(401)

@@ -32,6 +32,28 @@ def test_a_mistyped_command_points_at_kpatch_help_not_a_group_named_main() -> No
     assert "kpatch main" not in result.output
 
 
+@pytest.mark.parametrize(("typed", "meant"), [("stauts", "status"), ("build-wheel", "build-wheels"),
+                                              ("rebsae", "rebase"), ("reprot", "report")])
+def test_a_misspelt_command_is_answered_with_the_nearest_one(typed: str, meant: str) -> None:
+    result = CliRunner().invoke(main, [typed])
+    assert result.exit_code == 2
+    assert f"error: No such command '{typed}'. Did you mean '{meant}'? (see 'kpatch --help')" in result.output
+    far = CliRunner().invoke(main, ["xyzzy"])
+    assert far.exit_code == 2 and "Did you mean" not in far.output
+
+
+def test_a_misspelt_config_key_is_answered_with_the_key_it_meant(tmp_path: Path) -> None:
+    toml = tmp_path / "kpatch.toml"
+    toml.write_text('version = 1\n\n[[upstream]]\nname = "k"\nurl = "/nowhere"\nbranc = "main"\n'
+                    'base = "' + "a" * 40 + '"\npatches = "patches/k"\n')
+    result = CliRunner().invoke(main, ["status", "--config", str(toml)])
+    assert result.exit_code == 2
+    assert f"error: {toml}:6: unknown key 'branc' in [[upstream]] (did you mean 'branch'?)" in result.output
+    toml.write_text(toml.read_text().replace("branc", "branch") + '[github]\nrepositry = "o/r"\n')
+    again = CliRunner().invoke(main, ["status", "--config", str(toml)])
+    assert "unknown key 'repositry' in [github] (did you mean 'repository'?)" in again.output
+
+
 def test_a_bad_option_points_at_its_command_help() -> None:
     result = CliRunner().invoke(main, ["apply", "--bogus"])
     assert result.exit_code == 2 and "(see 'kpatch apply --help')" in result.output

@@ -36,12 +36,19 @@ def test_nightly_max_steps_and_budget_are_read(tmp_path: Path) -> None:
     assert (stack.max_steps, stack.budget) == (3, 90.0)
 
 
+def test_nightly_runners_is_one_by_default_and_read_when_given(tmp_path: Path) -> None:
+    assert _load(tmp_path, "").runners == 1 and _load(tmp_path, "[nightly]\nmax-steps = 3\n").runners == 1
+    assert _load(tmp_path, "[nightly]\nrunners = 3\n").runners == 3
+
+
 @pytest.mark.parametrize(("head", "line", "message"), [
+    ("[nightly]\nrunners = 0\n", 3, "'runners' must be a whole number, 1 or more"),
+    ("[nightly]\nmax-steps = 2\nrunners = 2.5\n", 4, "'runners' must be a whole number, 1 or more"),
     ("[nightly]\nmax-steps = -1\n", 3, "'max-steps' must be a whole number, 0 or more"),
     ("[nightly]\nmax-steps = true\n", 3, "'max-steps' must be a whole number, 0 or more"),
     ("[nightly]\nmax-steps = 2\nbudget = 0\n", 4, "'budget' must be a number of seconds above 0"),
     ('[nightly]\nbudget = "1h"\n', 3, "'budget' must be a number of seconds above 0"),
-    ("[nightly]\nmax_steps = 2\n", 3, "unknown key 'max_steps' in [nightly]"),
+    ("[nightly]\nmax_steps = 2\n", 3, "unknown key 'max_steps' in [nightly] (did you mean 'max-steps'?)"),
     ('nightly = "yes"\n', 2, "'nightly' must be a table"),
 ])
 def test_a_bad_nightly_table_names_the_file_line_and_key(tmp_path: Path, head: str, line: int, message: str) -> None:

@@ -115,9 +115,22 @@ def test_report_json_gives_the_numbers_the_page_draws(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "index.html").read_text().count('class="pt"') == 6 + 3 * 3 * 2
 
 
+def test_a_bare_report_prints_the_dashboards_summary_on_the_terminal(tmp_path: Path) -> None:
+    three_nights(tmp_path / "h.jsonl")
+    code, output = _kpatch("report", "--history", str(tmp_path / "h.jsonl"))
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines[0] == f"carry history {tmp_path / 'h.jsonl'}: 3 nights, 3 patches, 2026-11-28 to 2026-11-30"
+    row = next(line.split() for line in lines if "0001-Add-the-op.patch" in line)
+    assert row[:5] == ["kernels", "0001-Add-the-op.patch", "clean", "1/3", "20"]
+    assert "acme/kernels#5 (not merged)" in output
+    assert lines[-1] == "the page: kpatch report --html DIR; the numbers: kpatch report --json"
+    assert not (tmp_path / "site").exists()
+
+
 @pytest.mark.parametrize(("args", "message"), [
-    (("--html", "{tmp}/site"), "error: no carry history at {tmp}/none.jsonl (each 'kpatch nightly' appends to it"),
-    (("--history", "{tmp}/h.jsonl"), "error: give --html DIR (the page) or --json (the numbers), or both"),
+    (("--html", "{tmp}/site"),
+     "error: no carry history at {tmp}/none.jsonl (each 'kpatch nightly' and 'kpatch rebase' appends to it"),
     (("--history", "{tmp}/h.jsonl", "--html", "{tmp}/h.jsonl"), "error: --html {tmp}/h.jsonl: a file is there"),
 ])
 def test_report_refuses_bad_input_in_one_line_naming_it(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
@@ -184,3 +197,24 @@ def test_the_pulls_table_shows_each_prs_last_asked_state_over_the_patchs_merged_
                                              "0001-Add-the-op.patch", "open, approved, checks green")])
     (row,) = summarise(history.read(path), "h").pulls
     assert (row.pr, row.state) == ("acme/kernels#5", "open, approved, checks green")
+
+
+def test_churn_counts_the_nights_a_rebase_changed_a_patch_beside_its_conflicts(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from kpatch.nightly.dashboard.markdown import issue_body
+
+    path = tmp_path / "h.jsonl"
+    for day, change in (("2026-12-01", "changed"), ("2026-12-02", "unchanged"), ("2026-12-03", "changed")):
+        history.append(path, [night(day, {"kernels": 3}), replace(patch(day, "kernels", "0001-Add-the-op.patch"),
+                                                                  change=change)])
+    older = json.loads(path.read_text().splitlines()[-1])
+    del older["change"]  # a line an older kpatch wrote has no such field: read as not known
+    history.append(path, [night("2026-12-04", {"kernels": 3}),
+                          history.from_line(json.dumps({**older, "date": "2026-12-04",
+                                                        "started": "2026-12-04T02:00:00Z"}), "old")])
+    board = summarise(history.read(path), "h")
+    row = next(r for r in board.patches if r.patch == "0001-Add-the-op.patch")
+    assert (row.churn, row.conflicts, row.nights) == (2, 0, 4)
+    assert "| kernels | `0001-Add-the-op.patch` | Add the op | clean | 0 of 4 | 2 |" in issue_body(board)
+    assert '<td class="num" data-sort="0">0</td><td class="num" data-sort="2">2</td>' in page.render(board, "t")

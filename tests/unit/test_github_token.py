@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import importlib
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,3 +93,25 @@ def test_the_push_target_carries_the_token_only_in_git_config_env() -> None:
     assert push.env["GIT_CONFIG_VALUE_0"] == "AUTHORIZATION: basic " + _forms(TOKEN)[1].decode()
     enterprise = github.target(None, {"GITHUB_REPOSITORY": "acme/stack", "KPATCH_GITHUB_API": "https://ghe.corp/api/v3"})
     assert github.push_target(enterprise) == github.PushTarget("https://ghe.corp/acme/stack.git", {})
+
+
+def test_offline_messages_name_who_set_it_kpatch_itself_or_the_person(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo (and --scroll, the replay) set KPATCH_OFFLINE themselves: their warning says why in their words,
+    never "KPATCH_OFFLINE is set", which a person reads as "I set it"; where the person did, it says that."""
+    from kpatch import forge
+    from kpatch.forge.github.identity import check_token
+    from kpatch.forge.github.pulls import check_pulls
+
+    monkeypatch.delenv("KPATCH_OFFLINE", raising=False)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_" + "x" * 36)
+    with forge.offline("the demo runs offline"), forge.offline("a replay runs offline"):  # nested: the outer's
+        unavailable = check_pulls({"o/r#1"}).unavailable
+        token = check_token(dict(os.environ)).problem
+    assert unavailable is not None and unavailable.startswith("offline (the demo runs offline): ")
+    assert token == "the demo runs offline: GitHub not asked"
+    assert "KPATCH_OFFLINE" not in unavailable
+    monkeypatch.setenv("KPATCH_OFFLINE", "1")  # the person's own
+    with forge.offline("the demo runs offline"):
+        assert (check_pulls({"o/r#1"}).unavailable or "").startswith("offline (KPATCH_OFFLINE is set): ")
+    assert "KPATCH_OFFLINE_BY" not in os.environ  # the blocks leave nothing behind
+    assert (check_pulls({"o/r#1"}).unavailable or "").startswith("offline (KPATCH_OFFLINE is set): ")

@@ -206,7 +206,8 @@ def test_a_scrolled_nights_markdown_names_the_last_green_the_culprit_and_the_fla
     text = render.markdown(_scrolled_night())
     assert "## Scrolling: the last green upstream commits" in text
     assert "the chain is green at kernels `cccccccccccc`, app `111111111111`: the pull request proposes" in text
-    assert "| 2 | app | `222222222222` | Tighten the sampler @\u200bsomeone #\u200b12 | red | test | 30.8 s |" in text
+    assert "| 2 | 1 | app | `222222222222` | Tighten the sampler @\u200bsomeone #\u200b12 | red | test | " \
+        "this process | 30.8 s |" in text
     named = f"app `{'2' * 40}` \"Tighten the sampler @\u200bsomeone #\u200b12\" by Up Stream &lt;up@example.invalid&gt;"
     assert named in text
     assert "- `tests.t::test_sampler: planted`" in text and "E   AssertionError: planted" in text

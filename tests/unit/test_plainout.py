@@ -52,3 +52,37 @@ def test_the_cli_and_plain_output_import_neither_rich_nor_gitpython() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip().splitlines()[-1] == "[]"
     assert proc.stderr.splitlines() == ["x", "warning: [y]"]
+
+
+def test_a_long_steps_first_heartbeat_comes_at_a_third_of_the_interval_then_every_interval(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The kernels build was silent for 30 s before its first heartbeat (a silence that reads as a hang)."""
+    import threading
+    import time
+
+    from kpatch.output.ui import UI, _Activity
+
+    beat = _Activity(UI(), "building kernels")
+    beat("compiling unit 7")
+    stop = threading.Event()
+    thread = threading.Thread(target=beat.heartbeat, args=(3.0, stop), daemon=True)
+    thread.start()
+    time.sleep(1.6)  # past a third of the interval, well before the whole of it
+    stop.set()
+    thread.join()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines  # the first beat, and not yet the second
+    assert lines[0].startswith("building kernels: still running after ")
+    assert lines[0].endswith(" s; last line: compiling unit 7")
+
+
+@pytest.mark.parametrize(("line", "room", "shown"), [
+    ("short line", 40, "short line"),
+    ("g++ -O2 -c csrc/attention/paged_attention_kernel.cpp -o build/paged_attention_kernel.o", 40,
+     "…-o build/paged_attention_kernel.o"),
+    ("one " + "x" * 60, 20, "…" + "x" * 19),  # a word longer than the room: its end
+])
+def test_the_spinners_line_is_cut_between_words_to_the_room_it_has(line: str, room: int, shown: str) -> None:
+    from kpatch.output.ui import tail_words
+
+    assert tail_words(line, room) == shown and len(shown) <= room

@@ -609,3 +609,22 @@ def test_a_class_a_registry_imports_by_name_from_a_package_that_re_exports_it_on
     assert got["kda_decode"].reached is reached
     if not reached:
         assert "current_platform.is_rocm()" in got["kda_decode"].why
+
+
+def test_a_call_after_a_platform_assert_in_its_function_is_not_reached_but_one_before_it_is(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/ops.py": PLATFORM + """
+        import torch
+
+        def mla_decode(x):
+            torch.ops._C.before_assert(x)
+            assert current_platform.is_cuda_alike(), "CUDA only"
+            torch.ops._C.after_assert(x)
+
+        def any_device(x):
+            assert x.dim() == 2
+            torch.ops._C.after_shape_assert(x)
+        """, "app/use.py": "from app.ops import mla_decode, any_device\n\ndef run(x):\n    mla_decode(x)\n"
+                           "    any_device(x)\n"})
+    assert not got["after_assert"].reached
+    assert "after `assert current_platform.is_cuda_alike()`, false on XPU" in got["after_assert"].why
+    assert got["before_assert"].reached and got["after_shape_assert"].reached

@@ -14,6 +14,7 @@ PENDING: dict[str, set[str]] = {}
 FOREIGN = {
     "--zero-commit": "git format-patch", "--no-signature": "git format-patch", "-N": "git format-patch",
     "--full-index": "git format-patch", "--stat": "git format-patch", "--no-deps": "pip", "--no-index": "pip",
+    "--extra-index-url": "pip (docs/release.md)",
     "--python": "pip (the README's main command)",
     "--privileged": "docker", "-v": "pytest", "-": "(a dash in prose)", "--": "git (the end of options)",
     "--end-of-options": "git", "--keep-cr": "git am", "---": "(a commit message line)",

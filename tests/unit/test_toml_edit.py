@@ -22,7 +22,13 @@ LAYOUTS = {
         '[[upstream]]\n"base" = "{K}"\npatches = "p"\n"name" = "kernels"\n'),
     "inline build table and a literal string": (
         "[[upstream]]\nname = 'app'\nbuild = { command = \"make\", env = { A = \"1\" } }\nbase = 'v1'\n",
-        "[[upstream]]\nname = 'app'\nbuild = {{ command = \"make\", env = {{ A = \"1\" }} }}\nbase = \"{A}\"\n"),
+        "[[upstream]]\nname = 'app'\nbuild = {{ command = \"make\", env = {{ A = \"1\" }} }}\nbase = '{A}'\n"),
+    "a multi-line literal string becomes a one-line literal": (
+        "[[upstream]]\nname = 'app'\nbase = \'\'\'v1\'\'\'  # odd but valid\n",
+        "[[upstream]]\nname = 'app'\nbase = '{A}'  # odd but valid\n"),
+    "a multi-line basic string becomes a one-line basic": (
+        '[[upstream]]\nname = "app"\nbase = """v1"""\n',
+        '[[upstream]]\nname = "app"\nbase = "{A}"\n'),
     "base-commit dropped, its neighbours kept": (
         '[[upstream]]\nname = "app"\nbase = "v1"\nbase-commit = "{K}"  # checked\nbranch = "main"\n',
         '[[upstream]]\nname = "app"\nbase = "{A}"\nbranch = "main"\n'),

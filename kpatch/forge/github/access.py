@@ -8,8 +8,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from kpatch.errors import UsageError
+from kpatch.forge import offline_reason
 from kpatch.forge.github.names import Repository, parse_repository
 
 log = logging.getLogger("kpatch.forge.github")
@@ -89,11 +91,10 @@ def target(configured: Repository | None, environ: Mapping[str, str], *, dry_run
     token = Token(secret) if secret else None
     if token and all(known.reveal() != secret for known in _REDACT.tokens):
         _REDACT.tokens.append(token)
-    offline = bool(environ.get("KPATCH_OFFLINE"))
+    offline = offline_reason(environ)
     why = ("--dry-run" if dry_run else
            "no repository: set [github] repository in kpatch.toml or GITHUB_REPOSITORY" if repository is None else
-           "no GITHUB_TOKEN" if token is None else
-           "KPATCH_OFFLINE is set" if offline else None)
+           "no GITHUB_TOKEN" if token is None else offline)
     return Target(repository=repository, api=environ.get("KPATCH_GITHUB_API", DEFAULT_API), token=token, dry_run=why,
                   asks=repository is not None and token is not None and not offline)
 
@@ -132,12 +133,20 @@ def scrub(text: str, tgt: Target) -> str:
     return tgt.token.redact(text) if tgt.token else text
 
 
-def push_env(url: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """git config (GIT_CONFIG_*) that sends GITHUB_TOKEN as an auth header to an https `url`'s host; nothing for
-    another URL (ssh, a path: the person's own git credentials do). The token never goes in a URL or argv."""
+def forge_host(environ: Mapping[str, str]) -> str:
+    """The host (and port) the token belongs to: github.com, or the GitHub Enterprise host of KPATCH_GITHUB_API."""
+    api = environ.get("KPATCH_GITHUB_API", DEFAULT_API).rstrip("/")
+    web = "https://github.com" if api == DEFAULT_API else re.sub(r"/api/v3$", "", api)
+    return urlsplit(web).netloc.lower()
+
+
+def push_env(url: str, environ: Mapping[str, str], *, dry_run: bool = False) -> dict[str, str]:
+    """git config (GIT_CONFIG_*) that sends GITHUB_TOKEN as an auth header to `url` when it is an https URL of the
+    forge the token belongs to (`forge_host`); nothing for another host, another URL (ssh, a path: the person's own
+    git credentials do) or a dry run, which pushes nothing. The token never goes in a URL or argv."""
     secret = environ.get("GITHUB_TOKEN", "").strip()
-    match = re.match(r"^(https://[^/@]+)/", url)
-    if not secret or match is None:
+    match = re.match(r"^(https://([^/@]+))/", url)
+    if dry_run or not secret or match is None or match.group(2).lower() != forge_host(environ):
         return {}
     token = Token(secret)
     if all(known.reveal() != secret for known in _REDACT.tokens):

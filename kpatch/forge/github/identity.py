@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kpatch.forge import offline_reason
 from kpatch.forge.github.access import client, scrub, target
 
 # What the nightly writes (a branch, a pull request, an issue with a label): a classic token needs one of these.
@@ -35,8 +36,9 @@ def check_token(environ: Mapping[str, str]) -> TokenCheck:
     tgt = target(None, environ)  # registers the token with the log redaction before any request
     if tgt.token is None:
         return TokenCheck(present=False, problem="no GITHUB_TOKEN")
-    if environ.get("KPATCH_OFFLINE"):
-        return TokenCheck(present=True, problem="KPATCH_OFFLINE is set: GitHub not asked")
+    offline = offline_reason(environ)
+    if offline:
+        return TokenCheck(present=True, problem=f"{offline}: GitHub not asked")
     gh = client(tgt)
     try:
         login = gh.get_user().login

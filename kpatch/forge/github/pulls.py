@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from kpatch.forge import offline_reason
 from kpatch.forge.github.access import Target, client, scrub, target
 from kpatch.forge.github.names import PR_PATTERN
 from kpatch.forge.model import PullCheck, PullState
@@ -57,8 +58,9 @@ def check_pulls(prs: set[str]) -> PullCheck:
     """Ask GitHub about each PR; any network or server failure degrades to 'unavailable', never a crash."""
     if not prs:
         return PullCheck({}, None)
-    if os.environ.get("KPATCH_OFFLINE"):
-        return PullCheck({}, f"offline (KPATCH_OFFLINE is set): {NOT_CHECKED}")
+    reason = offline_reason()
+    if reason:
+        return PullCheck({}, f"offline ({reason}): {NOT_CHECKED}")
     from github import GithubException
 
     # Only the token and API base matter here: the PRs name their own repositories.

@@ -44,6 +44,9 @@ class PatchRecord:
     prs: tuple[str, ...]  # its Upstream-PR trailers
     pr_state: str | None  # merged, not merged, or None (not known that night)
     tests: str | None  # its upstream's suite outcome that night (passed, failed, ...); None: not run
+    # what the rebase did to it (range-diff: unchanged, changed, dropped, new); None: not known (a conflict, or a
+    # line an older kpatch wrote, which has no such field)
+    change: str | None = None
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -168,11 +171,12 @@ def _decode(kind: object, data: object) -> object:
         if not isinstance(data, dict):
             raise ValueError(f"expected an object for {kind.__name__}")
         hints = typing.get_type_hints(kind)
-        names = [f.name for f in dataclasses.fields(kind)]
-        missing = [n for n in names if n not in data]
+        fields = dataclasses.fields(kind)
+        names = [f.name for f in fields]
+        missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING]
         if missing:
             raise ValueError(f"missing {', '.join(missing)}")
-        return kind(**{n: _decode(hints[n], data[n]) for n in names})
+        return kind(**{n: _decode(hints[n], data[n]) for n in names if n in data})
     if kind is float and isinstance(data, int) and not isinstance(data, bool):
         return float(data)
     if not isinstance(kind, type) or not isinstance(data, kind) or (isinstance(data, bool) and kind is not bool):

@@ -40,7 +40,7 @@ def issue_body(board: Dashboard, limit: int = GITHUB_LIMIT) -> str:
               if board.pulls else ["No patch names an Upstream-PR."])]
     rows = [_row(r) for r in board.patches]
     table_head = ["", "## The stack", "", *_table(
-        ["upstream", "patch", "subject", "class", "conflicts", "culprit", "lines", "age (days)", "tests",
+        ["upstream", "patch", "subject", "class", "conflicts", "changed", "culprit", "lines", "age (days)", "tests",
          f"size, last {RECENT}"], [])]
     while True:
         cut = len(board.patches) - len(rows)
@@ -54,8 +54,8 @@ def issue_body(board: Dashboard, limit: int = GITHUB_LIMIT) -> str:
 def _row(row: PatchRow) -> str:
     culprit = f"{_code(row.culprit[:12])} {_text(row.culprit_subject or '')}" if row.culprit else "–"
     cells = [_text(row.upstream), _code(row.patch), _text(row.subject), row.klass,
-             f"{row.conflicts} of {row.nights}", culprit, _num(row.lines), _num(row.age_days), row.tests or "–",
-             _spark([p.value for p in row.size])]
+             f"{row.conflicts} of {row.nights}", str(row.churn), culprit, _num(row.lines), _num(row.age_days),
+             row.tests or "–", _spark([p.value for p in row.size])]
     return "| " + " | ".join(cells) + " |"
 
 

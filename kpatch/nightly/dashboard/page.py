@@ -79,8 +79,8 @@ _SCRIPT = """
 
 # (header, how it sorts: "text", "num", or "chart": by the number its sparkline ends on) of the stack table
 COLUMNS = (("upstream", "text"), ("patch", "text"), ("subject", "text"), ("class", "text"), ("conflicts", "num"),
-           ("culprit", "text"), ("lines", "num"), ("files", "num"), ("age (days)", "num"), ("PR", "text"),
-           ("tests", "text"), ("size", "chart"), ("conflict history", "chart"))
+           ("changed", "num"), ("culprit", "text"), ("lines", "num"), ("files", "num"), ("age (days)", "num"),
+           ("PR", "text"), ("tests", "text"), ("size", "chart"), ("conflict history", "chart"))
 
 
 def e(value: object) -> str:
@@ -161,7 +161,7 @@ def _row(row: PatchRow) -> str:
     label = f"{row.upstream}/{row.patch}"
     return (f'<tr data-upstream="{e(row.upstream)}" data-patch="{e(row.patch)}">'
             f"<td>{e(row.upstream)}</td><td><code>{e(row.patch)}</code></td><td>{e(row.subject)}</td>"
-            f'<td class="k-{e(row.klass)}">{e(row.klass)}</td>{_num(row.conflicts)}'
+            f'<td class="k-{e(row.klass)}">{e(row.klass)}</td>{_num(row.conflicts)}{_num(row.churn)}'
             f"<td>{culprit}</td>"
             f"{_num(row.lines)}{_num(row.files)}{_num(row.age_days)}<td>{prs}</td><td>{e(row.tests)}</td>"
             f'<td data-sort="{"" if row.lines is None else row.lines}">'

@@ -42,25 +42,27 @@ def record_night(ui: UI, stack: Stack, report: Report, path: Path) -> None:
 
 
 def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
-    """`kpatch rebase` (and --continue) appends one record per patch to the history when kpatch.toml names one
-    ([dashboard] history); a history that cannot be written is a warning, never the rebase's end."""
+    """`kpatch rebase` (and --continue) appends one record per patch to the carry history: [dashboard] history,
+    else the nightly's default (reports/nightly/history.jsonl next to kpatch.toml), so that `kpatch report` has
+    the rebases of a project that runs no nightly. A history that cannot be written is a warning, never the
+    rebase's end."""
     from kpatch import __version__
     from kpatch.nightly.stages import moves, patch_lines
 
-    if ws.stack.history is None:
-        return
+    path = location(ws.stack, ws.stack.root / "reports" / "nightly")
     conflict = result.conflict is not None
     try:
         run = StageRun(Stage.REBASE, StageStatus.FAILED if conflict else StageStatus.PASSED, 0.0, 0,
                        "kpatch rebase")
         report = Report(kpatch_version=__version__, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         outcome=Outcome.FAILED if conflict else Outcome.PASSED, exit_code=0, summary="kpatch rebase",
-                        stages=(run,), moves=tuple(moves(ws, result, [])), patches=tuple(patch_lines(result)))
-        held = history.append(ws.stack.history, patch_records(ws.stack, report, pr_states=False))
+                        stages=(run,), moves=tuple(moves(ws, result, [])), patches=tuple(patch_lines(result)),
+                        reviews=tuple(s.review for s in result.stacks if s.review is not None))
+        held = history.append(path, patch_records(ws.stack, report, pr_states=False))
     except (KpatchError, OSError) as err:
         ui.warn(f"carry history not updated: {err}")
         return
-    ui.note(f"carry history: {ws.stack.history} ({held} record(s))")
+    ui.note(f"carry history: {path} ({held} record(s))")
 
 
 def dashboard_issue(ui: UI, path: Path) -> str | None:
@@ -104,6 +106,7 @@ def patch_records(stack: Stack, report: Report, *, pr_states: bool = True) -> li
     rebase = report.stage(Stage.REBASE)
     asked = pr_states and rebase is not None and rebase.status is StageStatus.PASSED and \
         not any(NOT_ASKED in n for n in report.notes)
+    changes = {(r.upstream, p.name): p.change.value for r in report.reviews for p in r.patches}
     out: list[history.Record] = []
     for line in report.patches:
         size = _size(stack, line)
@@ -116,7 +119,8 @@ def patch_records(stack: Stack, report: Report, *, pr_states: bool = True) -> li
             subject=size.subject, klass=line.klass, conflict=line.klass == "conflict",
             culprit=line.culprit.sha if line.culprit else None,
             culprit_subject=line.culprit.subject if line.culprit else None, lines=size.lines, files=size.files,
-            age_days=_age(size.date, started), prs=prs, pr_state=state, tests=tests.get(line.upstream)))
+            age_days=_age(size.date, started), prs=prs, pr_state=state, tests=tests.get(line.upstream),
+            change=changes.get((line.upstream, line.patch))))
     out += [history.PullRecord(date=day, started=started, pr=p.pr, upstream=p.upstream, patch=p.patch, state=p.state)
             for p in report.pulls]
     return out

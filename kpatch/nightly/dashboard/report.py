@@ -19,8 +19,8 @@ class Written:
 def report(source: Path, html: Path | None, title: str) -> Written:
     """Read the history (it must exist: an empty page hides a wrong path), draw the page if asked."""
     if not source.is_file():
-        raise UsageError(f"no carry history at {source} (each 'kpatch nightly' appends to it; another one: "
-                         "--history FILE)")
+        raise UsageError(f"no carry history at {source} (each 'kpatch nightly' and 'kpatch rebase' appends to it; "
+                         "another one: --history FILE)")
     if html is not None and html.exists() and not html.is_dir():
         raise UsageError(f"--html {html}: a file is there, not a folder")
     board = summarise(history.read(source), str(source))

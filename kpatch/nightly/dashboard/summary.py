@@ -19,6 +19,7 @@ class PatchRow:
     last_seen: str  # the day of its last record
     nights: int  # nights it was recorded on
     conflicts: int  # nights it conflicted on
+    churn: int  # nights a rebase changed it (its own lines or message: range-diff, not offsets or context)
     culprit: str | None  # the last conflict's culprit
     culprit_subject: str | None
     lines: int | None
@@ -83,6 +84,7 @@ def _row(records: list[PatchRecord]) -> PatchRow:
     subject = read[-1].subject if read else last.subject
     return PatchRow(upstream=last.upstream, patch=last.patch, subject=subject, klass=last.klass,
                     last_seen=last.date, nights=len(records), conflicts=len(conflicted),
+                    churn=sum(r.change == "changed" for r in records),
                     culprit=culprit.culprit if culprit else None,
                     culprit_subject=culprit.culprit_subject if culprit else None,
                     lines=_known(records, "lines"), files=_known(records, "files"),

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from kpatch.config import CudaOnly
-from kpatch.verify.contract import cmake, cpp, pycalls, schema
+from kpatch.verify.contract import binary, cmake, cpp, pycalls, schema
 from kpatch.verify.contract.pycalls import CallSite
 from kpatch.verify.contract.reach import Reach, Verdict
 from kpatch.verify.contract.schema import Schema, SchemaDiff
@@ -38,8 +39,8 @@ class Site:
     file: str
     line: int
 
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
+    def __str__(self) -> str:  # line 0: a built binary, which has no lines
+        return f"{self.file}:{self.line}" if self.line else self.file
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ class ContractReport:
     problems: tuple[str, ...]  # errors: unreadable schemas
     not_reached: tuple[NotReached, ...] = ()  # calls of unserved ops (or unbound calls) XPU never runs, and why
     accepted: tuple[Finding, ...] = ()  # findings a person accepted (the verify baseline): not errors
+    # called ops the kernels define whose dispatch keys their binary does not say: not errors, never passed
+    keys_unread: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -205,8 +208,7 @@ def read_app(root: Path) -> Side:
 
 
 def _read_side(root: Path, targets: dict[str, tuple[str, ...]], skip: tuple[str, ...]) -> Side:
-    defined: dict[tuple[str, str], Defined] = {}
-    keys: dict[tuple[str, str], list[str]] = {}
+    found: list[tuple[str, cpp.Registrations]] = []
     problems: list[str] = []
     other: set[tuple[str, str]] = set()
     for path in _cpp_files(root):
@@ -214,20 +216,56 @@ def _read_side(root: Path, targets: dict[str, tuple[str, ...]], skip: tuple[str,
         text = path.read_text(encoding="utf-8", errors="replace")
         if "TORCH_LIBRARY" not in text:
             continue
-        found = cpp.registrations(text, rel, targets.get(rel, ()))
+        regs = cpp.registrations(text, rel, targets.get(rel, ()))
         if rel.startswith(skip):
-            other |= {(d.namespace, cpp.op_name(d.schema)) for d in found.definitions}
+            other |= {(d.namespace, cpp.op_name(d.schema)) for d in regs.definitions}
             continue
         problems += [f"{where}: library named by TORCH_EXTENSION_NAME, but no CMake extension target lists {rel}"
-                     for where in found.unresolved]
-        for d in found.definitions:
+                     for where in regs.unresolved]
+        found.append((rel, regs))
+    return _side(found, problems, other)
+
+
+def read_binaries(root: Path, packages: tuple[str, ...] | None = None) -> Side:
+    """The schemas and dispatch keys the built extension modules under `root` register (a wheel's, or an
+    installed environment's `packages`), read from their symbols and strings (kpatch.verify.contract.binary)."""
+    found: list[tuple[str, cpp.Registrations]] = []
+    problems: list[str] = []
+    for path in extension_modules(root, packages):
+        rel = path.relative_to(root).as_posix()
+        try:
+            module = binary.read(path.read_bytes(), rel)
+        except (binary.NotElf, struct.error) as err:
+            problems.append(f"{rel}: cannot be read as an extension module ({err}): its op registrations are unknown")
+            continue
+        problems += module.problems
+        found.append((rel, module.registrations))
+    return _side(found, problems, set())
+
+
+def extension_modules(root: Path, packages: tuple[str, ...] | None = None) -> list[Path]:
+    """The importable extension modules (`_C.abi3.so`, `x.cpython-312-x86_64-linux-gnu.so`) under root's packages,
+    not the shared libraries they load (`lib*.so`)."""
+    folders = [root / p for p in packages] if packages is not None else [root]
+    out = []
+    for folder in folders:
+        if folder.is_dir():
+            out += sorted(p for p in folder.rglob("*.so") if not p.name.startswith("lib") and p.is_file())
+    return out
+
+
+def _side(found: list[tuple[str, cpp.Registrations]], problems: list[str], other: set[tuple[str, str]]) -> Side:
+    defined: dict[tuple[str, str], Defined] = {}
+    keys: dict[tuple[str, str], list[str]] = {}
+    for rel, regs in found:
+        for d in regs.definitions:
             try:
                 parsed = schema.parse(d.schema)
             except schema.SchemaSyntaxError as err:
                 problems.append(f"{d.file}:{d.line}: schema does not parse: {err}")
                 continue
             defined.setdefault((d.namespace, parsed.name), Defined(d.namespace, parsed.name, parsed, Site(rel, d.line)))
-        for impl in found.implementations:
+        for impl in regs.implementations:
             keys.setdefault((impl.namespace, impl.op.split(".", 1)[0]), []).append(impl.key)
     return Side(defined=defined, keys={k: tuple(dict.fromkeys(v)) for k, v in keys.items()},
                 problems=tuple(problems), other_backends=frozenset(other - set(defined)))
@@ -247,11 +285,13 @@ def check(kernels_root: Path, app_root: Path, cuda_only: tuple[CudaOnly, ...] = 
     return check_sides(read_kernels(kernels_root), read_app(app_root), app_root, cuda_only)
 
 
-def check_sides(kernels: Side, app: Side, app_root: Path, cuda_only: tuple[CudaOnly, ...] = ()) -> ContractReport:
-    """The contract from both sides' C++ (already read) and the application's Python under `app_root`."""
+def check_sides(kernels: Side, app: Side, app_root: Path, cuda_only: tuple[CudaOnly, ...] = (),
+                packages: tuple[str, ...] | None = None) -> ContractReport:
+    """The contract from both sides' registrations (already read) and the application's Python under `app_root`
+    (only its `packages` when given, as in an environment's site-packages)."""
     namespaces = frozenset(ns for ns, _ in (*kernels.defined, *kernels.keys))
-    sites, broken = pycalls.call_sites(app_root, namespaces)
-    model = Reach(app_root, pycalls.package_files(app_root),
+    sites, broken = pycalls.call_sites(app_root, namespaces, packages)
+    model = Reach(app_root, pycalls.package_files(app_root, packages),
                   lambda ns, op: (ns, op) in kernels.defined or (ns, op) in kernels.keys)
     return compare(kernels, app, sites, cuda_only, namespaces,
                    problems=tuple(f"{b} (cannot be read: its op calls are unknown)" for b in broken),
@@ -260,6 +300,11 @@ def check_sides(kernels: Side, app: Side, app_root: Path, cuda_only: tuple[CudaO
 
 def serves_xpu(kernels: Side, namespace: str, op: str) -> bool:
     return any(k in XPU_KEYS for k in kernels.keys.get((namespace, op), ()))
+
+
+def keys_unread(kernels: Side, namespace: str, op: str) -> bool:
+    """The kernels define the op, but for which dispatch keys is not in their binary (binary.UNKNOWN_KEY)."""
+    return binary.UNKNOWN_KEY in kernels.keys.get((namespace, op), ())
 
 
 def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[CudaOnly, ...],
@@ -271,6 +316,7 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
     called = {(s.namespace, s.op, s.module) for s in calls}
     listed: set[str] = set()
     other: set[str] = set()
+    unread: set[str] = set()
     by_module: dict[str, dict[tuple[str, str], list[Call]]] = {}
     dismissed: list[NotReached] = []
     verdicts: dict[CallSite, Verdict] = {}
@@ -282,6 +328,9 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
 
     for s in calls:
         if serves_xpu(kernels, s.namespace, s.op):
+            continue
+        if keys_unread(kernels, s.namespace, s.op):
+            unread.add(f"{s.namespace}.{s.op}")
             continue
         if any(c.matches(s.namespace, s.op, s.module) for c in cuda_only):
             listed.add(f"{s.namespace}.{s.op}")
@@ -313,7 +362,7 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
         unbound=tuple(unbound), cuda_only=tuple(sorted(listed)), other_backends=tuple(sorted(other)),
         stale=_stale(kernels, called, cuda_only), off_xpu_calls=sum(s.off_xpu for s in sites),
         probes=sum(s.probe for s in sites), problems=(*kernels.problems, *app.problems, *problems),
-        not_reached=tuple(dismissed))
+        not_reached=tuple(dismissed), keys_unread=tuple(sorted(unread)))
 
 
 def _gap(kernels: Side, ns: str, op: str) -> str:

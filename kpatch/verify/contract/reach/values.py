@@ -70,6 +70,9 @@ class Values(Index):
                 stmts = getattr(parent, field, None)
                 if isinstance(stmts, list) and child in stmts:
                     for sibling in stmts[:stmts.index(child)]:
+                        if isinstance(sibling, ast.Assert) and self.value(mod, sibling.test, depth) is False:
+                            return f"{mod.where(sibling)}: after `assert {text(sibling.test)}`, false on XPU" \
+                                   + self._because_of(sibling.test)
                         if not isinstance(sibling, ast.If):
                             continue
                         value = self.value(mod, sibling.test, depth)
