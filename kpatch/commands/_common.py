@@ -23,6 +23,8 @@ UI_KEY = "kpatch.ui"  # click's meta: the command's UI, for the error boundary i
 
 # Commands that only read: a run that succeeds leaves no log file (export --check is one too).
 READERS = frozenset({"status", "verify", "doctor", "report", "diff"})
+# Commands that take the project's writer lock: they take --wait[=SECONDS].
+WRITERS = frozenset({"apply", "rebase", "export", "import", "propose", "nightly", "build-wheels"})
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class CommonOptions:
     urls: tuple[str, ...]
     command: str
     reads_only: bool = False  # its log file is written only if it fails
+    wait: float | None = None  # --wait: seconds to wait for the project's writer lock (None: fail at once)
 
 
 class Context:
@@ -52,7 +55,8 @@ class Context:
         stack = config.load(found)
         overrides = config.parse_assignments(self.options.urls, "--url")
         stack = config.with_url_overrides(stack, overrides, os.environ)
-        ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir)
+        ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir, wait=self.options.wait,
+                              say=self.ui.note)
         start_log(self.ui, ws.log_dir, self.options.command, deferred=self.options.reads_only)
         return ws
 
@@ -101,11 +105,16 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
         def wrapper(config_path: Path | None, cache_dir: Path | None, workdir: Path | None, urls: tuple[str, ...],
                     json_mode: bool, quiet: bool, verbose: bool, **kwargs: Any) -> int:
             ui = make_ui(name, json_mode, quiet, verbose)
+            wait = _wait_seconds(kwargs.pop("wait")) if name in WRITERS else None
             options = CommonOptions(config_path=config_path, cache_dir=cache_dir, workdir=workdir, urls=urls,
-                                    command=name, reads_only=name in READERS or bool(kwargs.get("check")))
+                                    command=name, reads_only=name in READERS or bool(kwargs.get("check")), wait=wait)
             return func(Context(ui, options), **kwargs)
 
         shared = output_options(wrapper)
+        if name in WRITERS:
+            shared = click.option("--wait", metavar="[SECONDS]", is_flag=False, flag_value="forever", default=None,
+                                  help="If another kpatch is writing this project, wait for it (at most SECONDS) "
+                                       "instead of failing.")(shared)
         shared = click.option("--url", "urls", multiple=True, metavar="NAME=URL", shell_complete=complete_assignment,
                               help="Fetch upstream NAME from URL instead.")(shared)
         shared = click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
@@ -119,6 +128,21 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
         return click.command(name, cls=KpatchCommand, **settings)(shared)
 
     return decorate
+
+
+def _wait_seconds(value: str | None) -> float | None:
+    """--wait's value: None (not given), forever (given alone), or its seconds."""
+    if value is None:
+        return None
+    if value == "forever":
+        return float("inf")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise UsageError(f"--wait takes a number of seconds (or nothing: no limit), got {value!r}")
+    return seconds
 
 
 def _project_stack(ctx: click.Context) -> Any:

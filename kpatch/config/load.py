@@ -178,7 +178,8 @@ def with_url_overrides(stack: Stack, overrides: Mapping[str, str], environ: Mapp
             problem = url_problem(url)
             if problem:
                 raise UsageError(f"{source} {upstream.name}: {problem}")
-        upstreams.append(replace(upstream, url=url, url_overridden=True, url_from=source) if url else upstream)
+        upstreams.append(replace(upstream, url=url, url_overridden=True, url_from=source, configured_url=upstream.url)
+                         if url else upstream)
     return replace(stack, upstreams=tuple(upstreams))
 
 

@@ -69,6 +69,7 @@ class Upstream:
     build: Build | None = None
     url_overridden: bool = False
     url_from: str | None = None  # where an overriding URL came from: "--url" or the KPATCH_URL_<NAME> variable
+    configured_url: str | None = None  # kpatch.toml's url when --url or KPATCH_URL_<NAME> points elsewhere
     test: TestSuite | None = None
     propose: Propose = Propose()
     test_selection: bool = False  # a scrolling step runs first the tests the upstream diff touches ($KPATCH_TESTS)
@@ -76,6 +77,12 @@ class Upstream:
     @property
     def base_is_sha(self) -> bool:
         return SHA_RE.match(self.base) is not None
+
+    @property
+    def mirror_url(self) -> str:
+        """The URL the upstream's mirror in the cache is keyed by: kpatch.toml's, not an override's (a copy to
+        fetch from offline is the same upstream, and its worktrees stay the mirror's)."""
+        return self.configured_url or self.url
 
     @property
     def display_url(self) -> str:

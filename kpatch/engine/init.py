@@ -145,7 +145,7 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
         raise UsageError(f"{there} exists: kpatch init writes only new files (nothing was written)")
     gitignore = root / ".gitignore"
     _refuse_outside(root, [*files, gitignore])
-    ws = Workspace(stack=_stack(root, specs), cache_dir=_cache(cache_dir), workdir=root / "work")
+    ws = Workspace(stack=_stack(root, specs), cache_dir=_cache(cache_dir), workdir=root / "work", say=ui.note)
     pinned = tuple(_pin(ws, ui, spec) for spec in specs)
     texts = {root / CONFIG_NAME: render_config(pinned, requires).encode()}
     texts |= {root / "patches" / s.name / SERIES: SERIES_HEADER.encode() for s in specs}
@@ -216,18 +216,17 @@ def _stack(root: Path, specs: Sequence[UpstreamSpec]) -> Stack:
 
 
 def _pin(ws: Workspace, ui: UI, spec: UpstreamSpec) -> Pinned:
-    """Fetch the upstream into its mirror (unless the mirror has the base already), then the branch and base."""
+    """Fetch the upstream into the mirror of its URL (always: the base is what the URL names now), then resolve
+    the branch and base."""
     mirror = ws.mirror(spec.name)
-    found = mirror.resolve(spec.base) if mirror.exists else None
-    if found is None or not _branches(mirror):
-        with ui.progress(f"fetching {spec.name} from {redact_url(spec.url)}", 100) as report:
-            # init has no --url: a local clone's path goes in --upstream (no hint when that is what was given)
-            remote = "://" in spec.url or _SCP_LIKE.match(spec.url) is not None
-            hint = f"to work offline: --upstream {spec.name}=PATH@{spec.base} of a local clone" if remote else None
-            note = mirror.fetch(spec.url, report, hint=hint)
-        if note:
-            ui.note(note)
-        found = mirror.resolve(spec.base)
+    with ui.progress(f"fetching {spec.name} from {redact_url(spec.url)}", 100) as report:
+        # init has no --url: a local clone's path goes in --upstream (no hint when that is what was given)
+        remote = "://" in spec.url or _SCP_LIKE.match(spec.url) is not None
+        hint = f"to work offline: --upstream {spec.name}=PATH@{spec.base} of a local clone" if remote else None
+        note = mirror.fetch(spec.url, report, hint=hint)
+    if note:
+        ui.note(note)
+    found = mirror.resolve(spec.base)
     if found is None:
         raise UpstreamError(f"upstream {spec.name}: {spec.base!r} is not a commit, tag or branch of "
                             f"{redact_url(spec.url)} (nothing was written)")

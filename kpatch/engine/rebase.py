@@ -182,6 +182,7 @@ def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
                 mirror.remove_worktree(folder)
         _move_back(ws, ui, run, stack)
     shutil.rmtree(ws.scratch_dir, ignore_errors=True)
+    shutil.rmtree(ws.rerere_dir, ignore_errors=True)
     run.operation = None
     ws.write_state(run)
     ui.note("rebase aborted" + ("" if aside else "; kpatch.toml and patches/ are as they were") +
@@ -213,9 +214,6 @@ def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) ->
             for patch in stack.patches:  # a fresh scratch holds none of them
                 if patch.phase is Phase.APPLIED:
                     patch.reset()
-        # Every time, not only with a fresh scratch: a kill between making the scratch and copying the recorded
-        # resolutions left an rr-cache without them, and the conflict they resolve would stop for a person.
-        rerere.load(ws.stack.root, upstream.name, mirror.enable_rerere())
         tree = Repository(scratch)
         todo = [p for p in stack.patches if not p.settled]
         stack.phase, stack.head_before = StackPhase.RUNNING, tree.head()
@@ -234,7 +232,9 @@ def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) ->
             if todo:
                 restore_preimages(mirror, [series[upstream.name].folder / p.name for p in patches])
                 what = f"rebasing {upstream.name}" + (f" with git am from {todo[0].name}" if commits else "")
-                with ui.progress(what, len(todo)) as report:
+                # The project's recorded resolutions go into the (shared) mirror's rr-cache every time, and only
+                # for this am: see engine/rerere.py.
+                with rerere.session(ws, mirror, upstream.name, tree), ui.progress(what, len(todo)) as report:
                     am = Am(tree).start([series[upstream.name].folder / p.name for p in todo], report, rerere=True)
         _record(mirror, tree, stack, todo, am, patches)
         ws.write_state(run)
@@ -290,7 +290,7 @@ def _resume(ws: Workspace, ui: UI, run: RunState, stack: StackRun, patches: Sequ
     if am.in_progress():
         stack.phase, stack.head_before = StackPhase.RESUMING, tree.head()
         ws.write_state(run)  # what the next --continue sees if this one is killed
-        with ui.progress(f"continuing {stack.name}", len(todo)) as report:
+        with rerere.session(ws, mirror, stack.name, tree), ui.progress(f"continuing {stack.name}", len(todo)) as report:
             went = am.resume(report, rerere=True)
         _record(mirror, tree, stack, todo, went, patches, resumed=True)
         return stack.phase is not StackPhase.STOPPED
@@ -334,7 +334,7 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
         writes.update(rendered.files)
         writes[upstream.patches / SERIES] = rendered.series
         deletes += [p.path for p in stack_series.patches if p.path not in rendered.files]
-        writes.update(rerere.recorded(ws.stack.root, upstream.name, ws.mirror(upstream.name).path / "rr-cache"))
+        writes.update(rerere.recorded(ws.stack.root, upstream.name, ws.rerere_dir / upstream.name))
     writes[ws.stack.path] = config.with_new_bases(ws.stack.path, {n: s.base for n, s in op.stacks.items()})
     changed = journal.write(ws.journal_dir, "rebase", writes, deletes)
     ui.note(f"rebase committed: {count(changed, 'file')} changed in kpatch.toml and patches/")
@@ -395,6 +395,7 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None,
         assert stack.final_head is not None
         run.settled[name] = Settled(base=stack.base, head=stack.final_head, stack_hash=series[name].stack_hash())
     shutil.rmtree(ws.scratch_dir, ignore_errors=True)  # before the end is recorded: a kill leaves none behind
+    shutil.rmtree(ws.rerere_dir, ignore_errors=True)  # the journal wrote them into patches/.rerere
     run.operation = None
     ws.write_state(run)
     killseam.reached("rebase:finished")

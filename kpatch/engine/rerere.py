@@ -2,15 +2,26 @@
 
 They travel in the repository, so they are input like any patch: only plain files in plain folders are
 read; a symlink anywhere in there is refused (it would copy its target into the mirror).
+
+They belong to their project, and a mirror (its rr-cache) is shared by every project of that URL: git reads and
+writes the rr-cache only inside a `session`, which holds the mirror's lock, starts from an empty rr-cache with
+this project's resolutions only (patches/.rerere and those of the rebase in progress, `.kpatch/rerere/`), and at
+its end keeps in `.kpatch/rerere/` what git recorded there for this project's conflicts. A rebase's commit takes
+the resolutions from `.kpatch/rerere/`, never from the rr-cache.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kpatch.errors import SeriesError
+from kpatch.files import write_atomic
+from kpatch.gitx import Mirror, Repository
+from kpatch.project.workspace import Workspace
 
 RERERE = ".rerere"
 _ID = re.compile(r"^[0-9a-f]{40}$")
@@ -39,21 +50,61 @@ def check(root: Path, name: str) -> None:
             raise SeriesError(f"{entry}: not a recorded resolution (expected <id>/preimage or <id>/postimage)")
 
 
-def load(root: Path, name: str, rr_cache: Path) -> None:
-    """The resolutions kept in the repository -> the mirror's rr-cache (plain files only)."""
+def load(root: Path, name: str, rr_cache: Path) -> set[str]:
+    """The resolutions kept in the repository -> the mirror's rr-cache (plain files only); their ids."""
     check(root, name)
-    kept = folder(root, name)
-    if not kept.is_dir():
-        return
-    for entry in kept.iterdir():
-        for source in entry.iterdir():
-            if _PART.match(source.name) and source.is_file() and not source.is_symlink():
-                (rr_cache / entry.name).mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, rr_cache / entry.name / source.name, follow_symlinks=False)
+    return _copy(folder(root, name), rr_cache)
+
+
+def _copy(source: Path, target: Path, ids: set[str] | None = None) -> set[str]:
+    """Copy each <id>/{preimage,postimage} (of `ids`, when given) from `source` to `target`; the ids copied."""
+    copied: set[str] = set()
+    if not source.is_dir() or source.is_symlink():
+        return copied
+    for entry in sorted(source.iterdir()):
+        if not _ID.match(entry.name) or not entry.is_dir() or entry.is_symlink() or \
+                (ids is not None and entry.name not in ids):
+            continue
+        for part in sorted(entry.iterdir()):
+            if _PART.match(part.name) and part.is_file() and not part.is_symlink():
+                (target / entry.name).mkdir(parents=True, exist_ok=True)
+                write_atomic(target / entry.name / part.name, part.read_bytes(), durable=False)
+                copied.add(entry.name)
+    return copied
+
+
+def conflicts(tree: Repository) -> set[str]:
+    """The ids of the conflicts git rerere saw in this worktree's merge in progress (its MERGE_RR)."""
+    try:
+        listing = (tree.git_dir / "MERGE_RR").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return set()
+    return {entry.split("\t", 1)[0].split(".", 1)[0] for entry in listing.split("\0") if "\t" in entry}
+
+
+@contextmanager
+def session(ws: Workspace, mirror: Mirror, name: str, tree: Repository) -> Iterator[None]:
+    """git am with rerere in `tree` (a worktree of `mirror`), seeing upstream `name`'s resolutions of this project
+    only, and keeping in `.kpatch/rerere/<name>` those git used or recorded for it (see the module's note)."""
+    own = ws.rerere_dir / name
+    with ws.mirror_lock(mirror.path, doing=f"rebase (git am in {tree.path})"):
+        rr_cache = mirror.enable_rerere()
+        # A person's own `git am --continue` since the last session recorded the resolution of a conflict of ours
+        # there: keep it, then start from an empty rr-cache (what is left is another project's, or a kill's).
+        pending = {p.name for p in own.iterdir() if _ID.match(p.name)} if own.is_dir() else set()
+        _copy(rr_cache, own, pending)
+        shutil.rmtree(rr_cache, ignore_errors=True)
+        rr_cache.mkdir(parents=True, exist_ok=True)
+        ids = load(ws.stack.root, name, rr_cache) | _copy(own, rr_cache)
+        try:
+            yield
+        finally:
+            _copy(rr_cache, own, ids | conflicts(tree))
 
 
 def recorded(root: Path, name: str, rr_cache: Path) -> dict[Path, bytes]:
-    """Resolutions in the mirror's rr-cache that have a postimage -> their files under patches/.rerere/<name>."""
+    """Resolutions in `rr_cache` (the project's `.kpatch/rerere/<name>`) that have a postimage -> their files under
+    patches/.rerere/<name>."""
     files: dict[Path, bytes] = {}
     if not rr_cache.is_dir():
         return files

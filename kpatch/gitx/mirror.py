@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from subprocess import Popen
 from urllib.parse import unquote
@@ -27,6 +29,7 @@ _ALLOWED_SCHEMES = {"https", "ssh", "git", "file"}
 _SCP_LIKE = re.compile(r"^[^/]+:")  # host:path, git's short form of an ssh URL (its path is the host's business)
 _RECEIVING = re.compile(r"Receiving objects:\s+(\d+)%")
 _BARE = re.compile(r"^\s*bare\s*=", re.MULTILINE | re.IGNORECASE)
+KEY_CONFIG = "kpatch.url"  # the normalised URL a mirror is the mirror of (what its folder name is keyed by)
 _LAYOUT = "kpatch.upstreamrefs"  # set once the mirror fetches into UPSTREAM_REFS (older mirrors used refs/heads)
 REMOTE = "upstream"  # the mirror's one remote: its fetch refspec, and a blobless mirror's promisor remote
 BLOB_FILTER = "blob:none"
@@ -70,6 +73,9 @@ def url_problem(url: str) -> str | None:
         return "an upstream URL may not contain control characters"
     if url.startswith("-"):
         return f"{redact_url(url)!r} looks like a command-line option, not a URL"
+    option_like = _option_like(url)
+    if option_like:
+        return option_like
     scheme = _SCHEME.match(url)
     if scheme:
         name = scheme.group(1).lower()
@@ -80,6 +86,50 @@ def url_problem(url: str) -> str | None:
     if "::" in url.split("/", 1)[0]:
         return f"git remote helpers ({url.split('::', 1)[0]}::) are not allowed: use https, ssh, git, file or a path"
     return None if _SCP_LIKE.match(url) else _dotdot(url, url)
+
+
+def _option_like(url: str) -> str | None:
+    """A host or path that starts with '-' (`host:-x`, `ssh://-oProxyCommand=...`) is refused: git hands it on to
+    ssh or to the server as an argument, where it reads as an option."""
+    scheme = _SCHEME.match(url)
+    if scheme:
+        host = url[len(scheme.group(0)):].split("/", 1)[0].rsplit("@", 1)[-1]
+        return f"{redact_url(url)!r}: its host {host!r} looks like a command-line option" if host.startswith("-") \
+            else None
+    if _SCP_LIKE.match(url):
+        host, _, path = url.partition(":")
+        for part, what in ((host.rsplit("@", 1)[-1], "host"), (path, "path")):
+            if part.startswith("-"):
+                return f"{redact_url(url)!r}: its {what} {part!r} looks like a command-line option, not a URL"
+    return None
+
+
+def normalized_url(url: str) -> str:
+    """What identifies an upstream's repository: the URL without userinfo, a trailing `/` or `.git`, its scheme and
+    host lower-cased; `host:path` written as `ssh://host/path`; a local path (or file:// URL) as the real path of
+    the folder it names. Two spellings of one repository give one string; two repositories never do."""
+    scheme = _SCHEME.match(url)
+    if scheme and scheme.group(1).lower() == "file":
+        url = unquote(url[len(scheme.group(0)):])
+        scheme = None
+    elif not scheme and _SCP_LIKE.match(url):
+        host, _, path = url.partition(":")
+        url = f"ssh://{host}/{path.lstrip('/')}"
+        scheme = _SCHEME.match(url)
+    if scheme is None:  # a folder here: `x` and `x.git` are two of them
+        return os.path.realpath(Path(url).expanduser())
+    host, slash, path = url[len(scheme.group(0)):].partition("/")
+    text = f"{scheme.group(1).lower()}://{host.rsplit('@', 1)[-1].lower()}{slash}{path}".rstrip("/")
+    return text.removesuffix(".git") if path.rstrip("/") not in ("", ".git") else text
+
+
+def mirror_folder(url: str) -> str:
+    """The folder name of the mirror of `url` in the cache's `mirrors/`: the repository's last path segment (for
+    people) and a hash of its normalised URL (what keys it)."""
+    key = normalized_url(url)
+    last = key.rsplit("/", 1)[-1].removesuffix(".git")
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", last).strip(".-")[:40] or "repository"
+    return f"{tail}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.git"
 
 
 def _dotdot(url: str, path: str) -> str | None:
@@ -94,9 +144,12 @@ class Mirror(Repository):
     """The bare mirror of one upstream in the cache: every branch (under UPSTREAM_REFS) and tag, fetched
     incrementally. Its refs/heads is the people's: every worktree shares the mirror's refs, and no fetch touches it."""
 
-    def __init__(self, path: Path, name: str) -> None:
+    def __init__(self, path: Path, name: str, *, url: str | None = None,
+                 guard: Callable[[], AbstractContextManager[object]] | None = None) -> None:
         super().__init__(path)
         self.name = name
+        self.url = url  # the normalised URL it is the mirror of (recorded in its config as KEY_CONFIG), if known
+        self._guard = guard or nullcontext  # held while the mirror itself is written (a fetch): the cache's lock
 
     @property
     def partial(self) -> bool:
@@ -122,6 +175,8 @@ class Mirror(Repository):
             shutil.rmtree(left)
         fresh = parent / f"{self.path.name}.new-{os.getpid()}"
         run(["init", "--quiet", "--bare", "--", str(fresh)])
+        if self.url is not None:
+            run(["config", "--file", str(fresh / "config"), KEY_CONFIG, self.url])
         killseam.reached("mirror:init")
         fresh.rename(self.path)
 
@@ -139,6 +194,11 @@ class Mirror(Repository):
         problem = url_problem(url)
         if problem:
             raise UpstreamError(f"upstream {self.name}: {problem}")
+        with self._guard():
+            return self._fetch(url, on_progress, sleep, hint)
+
+    def _fetch(self, url: str, on_progress: Callable[[int], None], sleep: Callable[[float], None],
+               hint: str | None) -> str | None:
         if not self.exists:
             self._create()
         _FETCHED[self.path] = url

@@ -249,7 +249,8 @@ def _workspace(stack: Stack, toml: Path, cache: Path, work: Path) -> Workspace:
     --url or KPATCH_URL_<NAME> override included)."""
     loaded = config.load(toml)
     urls = {u.name: u for u in stack.upstreams}
-    upstreams = tuple(replace(u, url=urls[u.name].url, url_overridden=urls[u.name].url_overridden)
+    upstreams = tuple(replace(u, url=urls[u.name].url, url_overridden=urls[u.name].url_overridden,
+                              configured_url=urls[u.name].configured_url)
                       for u in loaded.upstreams)
     return Workspace(stack=replace(loaded, upstreams=upstreams, history=None, dashboard_issue=False),
                      cache_dir=cache, workdir=work)

@@ -1,8 +1,9 @@
-"""One writer at a time: an exclusive lock per project and per cache, held by every command that writes.
+"""One writer at a time: an exclusive lock per project, held by every command that writes it, and one per mirror
+in the shared cache, held only while the mirror itself is written (a fetch).
 
 The lock is an `flock` on a file that also names its holder (pid, command, start time), so a second writer
-fails at once with a clear message, and a holder that died (even by SIGKILL) can never leave it stuck:
-the kernel releases the lock with the process. Readers (`status`) take no lock.
+fails at once with a clear message (or, given `wait`, waits for it), and a holder that died (even by SIGKILL)
+can never leave it stuck: the kernel releases the lock with the process. Readers (`status`) take no lock.
 """
 
 from __future__ import annotations
@@ -11,34 +12,37 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from kpatch.errors import WorktreeError
 
+WAIT_FOREVER = float("inf")
+_POLL = 0.05  # seconds between two tries of a lock waited for
+
 
 @contextmanager
-def exclusive(locks: list[Path], command: str) -> Iterator[list[str]]:
-    """Hold every lock in `locks` (taken in sorted order); yield notes about holders that died holding one."""
+def exclusive(locks: list[Path], command: str, *, wait: float | None = None,
+              on_wait: Callable[[str], None] = lambda _said: None) -> Iterator[list[str]]:
+    """Hold every lock in `locks` (taken in sorted order); yield notes about holders that died holding one.
+
+    A lock another kpatch holds fails at once (WorktreeError, exit 3), or with `wait` (seconds; WAIT_FOREVER) is
+    waited for, `on_wait` told once whom it waits for."""
     notes: list[str] = []
     with ExitStack() as stack:
         for path in sorted(set(locks)):
-            notes += stack.enter_context(_hold(path, command))
+            notes += stack.enter_context(_hold(path, command, wait, on_wait))
         yield notes
 
 
 @contextmanager
-def _hold(path: Path, command: str) -> Iterator[list[str]]:
+def _hold(path: Path, command: str, wait: float | None = None,
+          on_wait: Callable[[str], None] = lambda _said: None) -> Iterator[list[str]]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe(_holder(fd))
-            raise WorktreeError(f"another kpatch is writing here ({holder}): wait for it to finish "
-                                f"(lock {path})") from None
+        _take(fd, path, wait, on_wait)
         previous = _read(fd)
         notes = []
         if previous.get("pid"):
@@ -52,6 +56,28 @@ def _hold(path: Path, command: str) -> Iterator[list[str]]:
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+def _take(fd: int, path: Path, wait: float | None, on_wait: Callable[[str], None]) -> None:
+    """flock `fd`: at once, or within `wait` seconds."""
+    deadline = time.monotonic() + (wait or 0.0)
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if wait is None or time.monotonic() >= deadline:
+                holder = _describe(_holder(fd))
+                waited = f"; waited {wait:g} s" if wait else ""
+                advice = "wait for it to finish, or run again with --wait" if not wait else "wait longer (--wait)"
+                raise WorktreeError(f"another kpatch is writing here ({holder}{waited}): {advice} "
+                                    f"(lock {path})") from None
+            if not told:
+                told = True
+                limit = "" if wait == WAIT_FOREVER else f" (at most {wait:g} s)"
+                on_wait(f"waiting for another kpatch to finish ({_describe(_holder(fd))}){limit}: lock {path}")
+            time.sleep(_POLL)
 
 
 def _holder(fd: int) -> dict[str, object]:

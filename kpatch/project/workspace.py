@@ -1,23 +1,27 @@
 """Where things live (mirrors, worktrees, the run state, the journal, logs) and the checks on a worktree.
 
 Per project, kpatch keeps `.kpatch/` next to kpatch.toml: the run state (which also remembers the work folder
-the last apply used), the journal of an interrupted multi-file write, and the writer lock.
+the last apply used), the recorded resolutions of a rebase in progress, the journal of an interrupted multi-file
+write, and the writer lock. The cache is shared by every project of a user: a mirror there belongs to a URL
+(`mirrors/<name>-<hash of the normalised URL>.git`, its lock `locks/<name>-<hash>`), never to an upstream's name.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from kpatch.config import Stack
-from kpatch.errors import StorageError, WorktreeError
+from kpatch.errors import GitError, StorageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
+from kpatch.gitx.mirror import KEY_CONFIG, mirror_folder, normalized_url
 from kpatch.gitx.storage import place_problem
 from kpatch.output.ui import article
 from kpatch.project import journal, state
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
     from kpatch.output.ui import UI
 
 KPATCH_DIR = ".kpatch"
+WAIT_FOREVER = float("inf")
+log = logging.getLogger("kpatch")
 _HELD: set[Path] = set()  # the projects whose writer lock this process holds (an operation inside a night)
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,15 +44,19 @@ class Workspace:
     stack: Stack
     cache_dir: Path
     workdir: Path
+    wait: float | None = None  # seconds a writer waits for the project's lock (None: it fails at once)
+    say: Callable[[str], None] | None = field(default=None, compare=False, repr=False)  # a line for a person
 
     @classmethod
-    def create(cls, stack: Stack, cache_dir: Path | None, workdir: Path | None) -> Workspace:
+    def create(cls, stack: Stack, cache_dir: Path | None, workdir: Path | None, *,
+               wait: float | None = None, say: Callable[[str], None] | None = None) -> Workspace:
         """The workspace for `stack`; without `workdir`, the one the last apply used (else ./work)."""
         if workdir is None:
             where = stack.root / KPATCH_DIR / "state.json"
             recorded = state.read(where)
             workdir = _recorded_workdir(stack.root, recorded.workdir, where) if recorded else stack.root / "work"
-        ws = cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(), workdir=workdir.resolve())
+        ws = cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(), workdir=workdir.resolve(),
+                 wait=wait, say=say)
         ws._refuse_legacy()
         return ws
 
@@ -70,8 +80,44 @@ class Workspace:
     def scratch_dir(self) -> Path:
         return self.workdir / ".rebase"
 
+    @property
+    def rerere_dir(self) -> Path:
+        """The recorded resolutions of the rebase in progress, per upstream (the mirror's rr-cache is shared)."""
+        return self.kpatch_dir / "rerere"
+
     def mirror(self, name: str) -> Mirror:
-        return Mirror(self.cache_dir / "mirrors" / f"{name}.git", name)
+        """Upstream `name`'s mirror: the one of its URL (kpatch.toml's). Until a writer moves it there, a mirror an
+        older kpatch named after the upstream serves when this project's worktree is one of its own."""
+        url = self.stack.get(name).mirror_url
+        path = self.cache_dir / "mirrors" / mirror_folder(url)
+        mirror = Mirror(path, name, url=normalized_url(url), guard=functools.partial(self.mirror_lock, path))
+        if not path.exists():
+            legacy = self._legacy_mirror(name)
+            if legacy is not None and legacy.owns(self.worktree(name)):
+                return legacy
+        return mirror
+
+    def _legacy_mirror(self, name: str) -> Mirror | None:
+        """`mirrors/<name>.git`, an older kpatch's mirror (named after an upstream, whatever its URL), if there."""
+        path = self.cache_dir / "mirrors" / f"{name}.git"
+        legacy = Mirror(path, name)
+        return legacy if path.is_dir() and legacy.exists else None
+
+    @contextmanager
+    def mirror_lock(self, mirror: Path, *, wait: float | None = WAIT_FOREVER, doing: str = "fetch") -> Iterator[None]:
+        """Hold the lock of one mirror of the cache while `doing` writes it (a fetch, its move into place, a git am
+        using its rr-cache): another project's kpatch writing it is waited for (it holds it only that long)."""
+        from kpatch.project.exclusive import exclusive
+
+        with exclusive([self.cache_dir / "locks" / mirror.name.removesuffix(".git")], doing, wait=wait,
+                       on_wait=self._say):
+            yield
+
+    def _say(self, text: str) -> None:
+        if self.say is not None:
+            self.say(text)
+        else:
+            log.warning("%s", text)
 
     def worktree(self, name: str) -> Path:
         return self.workdir / name
@@ -163,9 +209,8 @@ class Workspace:
 
     @contextmanager
     def writer(self, command: str, ui: UI | None = None) -> Iterator[list[str]]:
-        """Hold the project's and the cache's writer locks (fails at once if another kpatch holds one); notes
-        about a holder that died holding one go to `ui` when given."""
-        from kpatch.gitx.orphans import stop_orphans
+        """Hold the project's writer lock (fails at once if another kpatch holds it, or waits `self.wait` seconds
+        for it); notes about a holder that died holding it, and about what a killed kpatch left, go to `ui`."""
         from kpatch.project.exclusive import exclusive  # readers (status, export --check) take no lock
 
         if self.kpatch_dir in _HELD:  # a stage of an operation that holds it already (the nightly's rebase)
@@ -173,17 +218,13 @@ class Workspace:
             return
         self._ensure_kpatch_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        with exclusive([self.kpatch_dir / "lock", self.cache_dir / "lock"], command) as notes:
+        with exclusive([self.kpatch_dir / "lock"], command, wait=self.wait,
+                       on_wait=ui.note if ui is not None else self._say) as notes:
             if self.journal_dir.exists() and self.pending_journal() is None:
                 journal.close(self.journal_dir)  # the journal of a run that had finished
             journal.sweep(self.journal_dir)  # what a kill left of a journal being staged or dropped
-            stopped = stop_orphans([self.workdir, self.cache_dir])  # no git of ours runs yet: these are a dead one's
-            if stopped:
-                notes.append(f"stopped {len(stopped)} git process(es) a killed kpatch left running "
-                             f"(e.g. pid {stopped[0].pid} in {stopped[0].cwd})")
-            cleared = self._clear_stale_git_locks()
-            if cleared:
-                notes.append(f"removed {len(cleared)} git lock file(s) a killed git left (e.g. {cleared[0]})")
+            notes += self._adopt_legacy_mirrors(command)
+            notes += self._clean_after_kills(command)
             if ui is not None:
                 ui.notes(notes)
             if command != "rebase --abort":  # that one only drops the copy's own folders (round two)
@@ -194,18 +235,71 @@ class Workspace:
             finally:
                 _HELD.discard(self.kpatch_dir)
 
-    def _clear_stale_git_locks(self) -> list[Path]:
-        """Remove the git lock files no live process holds in this project's mirrors and their worktrees' git
-        folders. Only a writer calls it, once no git of ours runs: a kill leaves them (packed-refs.lock even where
-        no git am or rebase is in progress to abort), and the person's own git in a worktree fails on them."""
-        from kpatch.gitx import locks
+    def _adopt_legacy_mirrors(self, command: str) -> list[str]:
+        """An older kpatch's cache named each mirror after an upstream (`mirrors/<name>.git`). One whose worktree
+        here is this project's is this upstream's: it moves to its URL's folder (its worktrees, this project's and
+        any other's, repaired). Any other is no URL's that kpatch can tell: left as it is, and this upstream's
+        mirror fetched anew. Said once: after that the URL's mirror is there."""
+        notes: list[str] = []
+        for upstream in self.stack.upstreams:
+            legacy = self._legacy_mirror(upstream.name)
+            keyed = self.cache_dir / "mirrors" / mirror_folder(upstream.mirror_url)
+            if legacy is None or keyed.exists():
+                continue
+            if not legacy.owns(self.worktree(upstream.name)):
+                notes.append(f"upstream {upstream.name}: {legacy.path} (an older kpatch's mirror, named after an "
+                             f"upstream, not keyed by its URL) is not used: {upstream.display_url} is fetched anew "
+                             f"into {keyed.name}; remove the old one once no project uses it")
+                continue
+            with self.mirror_lock(keyed, doing=command), self.mirror_lock(legacy.path, doing=command):
+                if keyed.exists() or not legacy.exists:  # another project moved it meanwhile
+                    continue
+                legacy.path.rename(keyed)
+                moved = Mirror(keyed, upstream.name)
+                moved.set_config(KEY_CONFIG, normalized_url(upstream.mirror_url))
+                moved.run(["worktree", "repair"], check=False)  # each worktree's .git names the new folder
+            notes.append(f"upstream {upstream.name}: moved the cache's mirror {legacy.path.name} (an older "
+                         f"kpatch's, named after the upstream) to {keyed.name}, keyed by its URL")
+        return notes
 
+    def _clean_after_kills(self, command: str) -> list[str]:
+        """Stop the git processes a killed kpatch left running, and remove the git lock files a killed git left,
+        where they are this project's: its worktrees (under its lock), and each of its mirrors no other kpatch
+        writes now (under that mirror's lock, tried once: one that is busy is cleaned another time)."""
+        from kpatch.gitx import locks
+        from kpatch.gitx.orphans import stop_orphans
+
+        notes: list[str] = []
+        stopped = stop_orphans([self.workdir])  # no git of ours runs yet: these are a dead one's
         folders: list[Path] = []
         for upstream in self.stack.upstreams:
-            common = self.mirror(upstream.name).path
-            if common.is_dir():
-                folders += [common, *(p for p in (common / "worktrees").glob("*") if p.is_dir())]
-        return locks.clear_stale(folders)
+            mirror = self.mirror(upstream.name)
+            records = [p for p in (mirror.path / "worktrees").glob("*") if p.is_dir() and self._owns_record(p)]
+            folders += records
+            if not mirror.path.is_dir():
+                continue
+            try:
+                with self.mirror_lock(mirror.path, wait=None, doing=command):
+                    stopped += stop_orphans([mirror.path])
+                    folders.append(mirror.path)
+            except WorktreeError:
+                log.info("%s: another kpatch writes it now; what a killed one left there is cleaned another time",
+                         mirror.path)
+        if stopped:
+            notes.append(f"stopped {len(stopped)} git process(es) a killed kpatch left running "
+                         f"(e.g. pid {stopped[0].pid} in {stopped[0].cwd})")
+        cleared = locks.clear_stale(folders)
+        if cleared:
+            notes.append(f"removed {len(cleared)} git lock file(s) a killed git left (e.g. {cleared[0]})")
+        return notes
+
+    def _owns_record(self, record: Path) -> bool:
+        """A mirror's worktree record (`worktrees/<id>`) of a folder in this project's work folder."""
+        try:
+            gitdir = Path(os.path.realpath((record / "gitdir").read_text(errors="replace").strip()))
+        except OSError:
+            return False
+        return gitdir.is_relative_to(self.workdir.resolve())
 
     # --- checks ---------------------------------------------------------------------------------------------
 
@@ -234,8 +328,20 @@ class Workspace:
         if not path.exists():
             return False
         if not mirror.owns(path):
-            raise WorktreeError(f"{path} exists but is not a kpatch worktree of {name}; move it away")
+            other = self._other_mirror(path)
+            why = f" (it is one of {other}, the mirror of another URL: did kpatch.toml's url change?)" if other \
+                else ""
+            raise WorktreeError(f"{path} exists but is not a kpatch worktree of {name}{why}; move it away")
         return True
+
+    def _other_mirror(self, path: Path) -> Path | None:
+        """The mirror of the cache `path` is a worktree of, when it is one (read from git's files)."""
+        try:
+            common = Repository(path).common_dir if (path / ".git").is_file() else None
+        except (OSError, GitError):
+            return None
+        mirrors = (self.cache_dir / "mirrors").resolve()
+        return common if common is not None and common.parent == mirrors else None
 
     def refuse_shared_worktrees(self) -> None:
         """Refuse to go on in a copy (`cp -a`) of a project whose worktrees still use the original's git state: any

@@ -21,6 +21,7 @@ from kpatch.examples.upstreams import PEP517_BUILD, ExampleProject, make_example
 from kpatch.wheels.lock import check as check_lock
 from tests.support.cli import run_kpatch, start
 from tests.support.example_toml import with_build_command
+from tests.support.gitrepos import mirror_dir
 
 
 class Pair:
@@ -149,7 +150,7 @@ def test_missing_worktree_unknown_image_and_no_engine(pair: Pair, monkeypatch: p
     assert "no Docker engine at unix:///nonexistent/docker.sock" in none.stderr and "dockerd" in none.stderr
     monkeypatch.delenv("DOCKER_HOST")
     subprocess.run(["git", "worktree", "remove", "--force", str(pair.root / "work" / "app")],
-                   cwd=pair.cache / "mirrors" / "app.git", check=True)
+                   cwd=mirror_dir(pair.cache, "app"), check=True)
     missing = pair.build()
     assert missing.exit_code == ExitCode.WORKTREE and "run 'kpatch apply' first" in missing.stderr
     assert pair.dist() == {}

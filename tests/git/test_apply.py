@@ -9,7 +9,7 @@ from pathlib import Path
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit
 from tests.support.cli import KPATCH
-from tests.support.gitrepos import Project, git, kill_inside_git_am
+from tests.support.gitrepos import Project, git, kill_inside_git_am, mirror_dir
 
 
 def test_applies_kernels_first_and_reproducibly(project: Project) -> None:
@@ -223,7 +223,7 @@ def test_kill_inside_git_am_then_continue(project: Project, tmp_path: Path) -> N
     assert project.run("apply").exit_code == 0
     clean_heads = {name: git(project.workdir / name, "rev-parse", "HEAD") for name in ("kernels", "app")}
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
-    kill_inside_git_am([*KPATCH, "apply"], project.root, cache / "mirrors" / "kernels.git",
+    kill_inside_git_am([*KPATCH, "apply"], project.root, mirror_dir(cache, "kernels"),
                        tmp_path / "in-am")
     state = json.loads((project.root / ".kpatch" / "state.json").read_text())
     assert state["operation"]["stacks"]["kernels"]["phase"] == "running"
@@ -254,7 +254,7 @@ def test_a_worktree_edited_while_an_earlier_stack_applies_is_refused_before_it_m
     edit the app's worktree while the kernels' git am runs (here: the am's own hook does, at that moment)."""
     assert project.run("apply").exit_code == 0
     readme = project.workdir / "app" / "README.md"
-    mirror = Path(project.root).parent / "home" / ".cache" / "kpatch" / "mirrors" / "kernels.git"
+    mirror = mirror_dir(Path(project.root).parent / "home" / ".cache" / "kpatch", "kernels")
     hook = mirror / "hooks" / "applypatch-msg"
     hook.parent.mkdir(exist_ok=True)
     hook.write_text(f"#!/bin/sh\necho \"a person's note\" >> '{readme}'\n")

@@ -18,7 +18,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from tests.support.cli import run_kpatch
-from tests.support.gitrepos import git
+from tests.support.gitrepos import git, mirror_dir
 from tests.support.https_git import https_git
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
@@ -35,7 +35,7 @@ def serve(rp: RebaseProject, *, filters: bool) -> None:
 
 
 def mirror(rp: RebaseProject, name: str, cache: Path | None = None) -> Path:
-    return (cache or rp.root.parent / "home" / ".cache" / "kpatch") / "mirrors" / f"{name}.git"
+    return mirror_dir(cache or rp.root.parent / "home" / ".cache" / "kpatch", name)
 
 
 def promisor(repo: Path) -> bool:

@@ -21,7 +21,7 @@ import pytest
 from kpatch.errors import ExitCode
 from tests.support.cli import kpatch
 from tests.support.cli import start as start_kpatch
-from tests.support.gitrepos import Project, git
+from tests.support.gitrepos import Project, git, make_project, mirror_dir, mirror_of
 
 WAIT = "i=0; while [ ! -e '{release}' ] && [ $i -lt 900 ]; do sleep 0.05; i=$((i+1)); done\n"
 
@@ -112,7 +112,7 @@ def test_two_applies_started_together_one_works_one_fails_at_once(project: Proje
     heads = {n: git(project.workdir / n, "rev-parse", "HEAD") for n in ("kernels", "app")}
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
     gate = Gate(tmp_path / "gate")
-    hook_gate(cache / "mirrors" / "kernels.git", gate)
+    hook_gate(mirror_dir(cache, "kernels"), gate)
     holder, refused, _ = race(project, ["apply"], ["apply"], gate)
     assert_refused_naming(refused, holder, "apply")
     # Readers do not block: status works (and says an apply is in progress) while the holder is in git am.
@@ -130,7 +130,7 @@ def test_apply_and_rebase_started_together_never_both(project: Project, tmp_path
     assert project.run("apply").exit_code == 0
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
     gate = Gate(tmp_path / "gate")
-    hook_gate(cache / "mirrors" / "kernels.git", gate)
+    hook_gate(mirror_dir(cache, "kernels"), gate)
     holder, refused, _ = race(project, ["apply"], ["rebase"], gate)
     what = "rebase" if holder.args[3] == "rebase" else "apply"  # type: ignore[index]
     assert_refused_naming(refused, holder, what)
@@ -155,29 +155,83 @@ def test_two_exports_started_together_never_both(project: Project, tmp_path: Pat
     assert "0003-Add-NEWS.patch" in (project.root / "patches" / "app" / "series").read_text()
 
 
-def test_two_projects_sharing_a_cache_take_turns(project: Project, tmp_path: Path) -> None:
-    """The cache (mirrors) is shared between projects: its own lock keeps a second project's apply out."""
+def test_two_projects_and_a_third_made_by_init_share_one_cache_and_work_at_once(project: Project,
+                                                                                tmp_path: Path,
+                                                                                example_template: Path) -> None:
+    """The cache is every project's: while one project's rebase holds its own lock (stopped inside its git am),
+    another project's apply and a third's (made by init on the first one's URLs: they share its mirrors) succeed.
+    Before, the writer lock covered the whole cache: exit 3, "another kpatch is writing here"."""
     cache = tmp_path / "shared-cache"
-    assert project.run("apply", "--cache-dir", str(cache)).exit_code == 0
-    other = tmp_path / "other"
-    shutil.copytree(project.root, other, ignore=shutil.ignore_patterns("work", ".kpatch"))
+    second = make_project(tmp_path / "second", example_template)
+    for each in (project, second):
+        assert kpatch(each.root, "apply", "--cache-dir", str(cache), timeout=300).exit_code == 0
+    third = tmp_path / "third"
+    third.mkdir()
+    made = kpatch(third, "init", "--cache-dir", str(cache), "--upstream", f"kernels={project.kernels}@"
+                  f"{project.kernels_base}", "--upstream", f"app={project.app}@v1.0", "--requires", "app:kernels",
+                  timeout=300)
+    assert made.exit_code == 0, made.stderr
+    # One mirror per URL: the second project's upstreams are other repositories (of the same names), the third's
+    # are the first's.
+    assert sorted(p.name for p in (cache / "mirrors").glob("*.git")) == sorted(
+        mirror_of(cache, url).name for url in (project.kernels, project.app, second.kernels, second.app))
     gate = Gate(tmp_path / "gate")
-    hook_gate(cache / "mirrors" / "kernels.git", gate)
-    first = start(project, "apply", "--cache-dir", str(cache))
-    gate.wait_reached([first])
-    second = kpatch(other, "apply", "--cache-dir", str(cache), timeout=120)
-    assert second.exit_code == ExitCode.WORKTREE
-    assert f"pid {first.pid}: kpatch apply" in second.stderr and f"lock {cache / 'lock'}" in second.stderr
-    assert not (other / "work").exists()
-    code, err = finish(first, gate)
+    hook_gate(mirror_of(cache, project.kernels), gate)
+    holder = start(project, "rebase", "--cache-dir", str(cache))
+    gate.wait_reached([holder])
+    assert json.loads((project.root / ".kpatch" / "lock").read_text())["pid"] == holder.pid
+    other = kpatch(second.root, "apply", "--cache-dir", str(cache), timeout=300)
+    assert other.exit_code == 0, other.stderr
+    new = kpatch(third, "apply", "--cache-dir", str(cache), timeout=300)
+    assert new.exit_code == 0, new.stderr
+    assert (third / "work" / "app").is_dir() and (second.workdir / "app").is_dir()
+    assert holder.poll() is None  # still in its git am, holding its project's lock all along
+    code, err = finish(holder, gate)
     assert code == 0, err
+    assert not (cache / "lock").exists()  # no lock over the whole cache any more
+
+
+def test_wait_waits_for_the_projects_lock_then_does_its_work(project: Project, tmp_path: Path) -> None:
+    assert project.run("apply").exit_code == 0
+    gate = Gate(tmp_path / "gate")
+    hook_gate(mirror_dir(Path(project.root).parent / "home" / ".cache" / "kpatch", "kernels"), gate)
+    holder = start(project, "apply")
+    gate.wait_reached([holder])
+    waiter = start(project, "apply", "--wait")
+    time.sleep(3)
+    assert waiter.poll() is None, waiter.stderr.read() if waiter.stderr else ""  # waiting, not refused
+    code, err = finish(holder, gate)
+    assert code == 0, err
+    _, said = waiter.communicate(timeout=300)
+    assert waiter.returncode == 0, said
+    assert f"waiting for another kpatch to finish (pid {holder.pid}: kpatch apply" in said
+    assert "another kpatch is writing here" not in said
+
+
+def test_wait_with_seconds_gives_up_after_them_with_exit_3_naming_the_holder(project: Project,
+                                                                             tmp_path: Path) -> None:
+    assert project.run("apply").exit_code == 0
+    gate = Gate(tmp_path / "gate")
+    hook_gate(mirror_dir(Path(project.root).parent / "home" / ".cache" / "kpatch", "kernels"), gate)
+    holder = start(project, "apply")
+    gate.wait_reached([holder])
+    began = time.monotonic()
+    late = kpatch(project.root, "rebase", "--wait=1", timeout=120)
+    took = time.monotonic() - began
+    code, err = finish(holder, gate)
+    assert code == 0, err
+    assert late.exit_code == ExitCode.WORKTREE, late.stderr
+    assert f"another kpatch is writing here (pid {holder.pid}: kpatch apply" in late.stderr
+    assert "waited 1 s" in late.stderr and took >= 1
+    bad = kpatch(project.root, "apply", "--wait=soon", timeout=120)
+    assert bad.exit_code == ExitCode.BAD_INPUT and "--wait takes a number of seconds" in bad.stderr
 
 
 def test_a_lock_left_by_a_killed_holder_is_taken_over_with_a_note(project: Project, tmp_path: Path) -> None:
     assert project.run("apply").exit_code == 0
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
     gate = Gate(tmp_path / "gate")
-    hook_gate(cache / "mirrors" / "kernels.git", gate)
+    hook_gate(mirror_dir(cache, "kernels"), gate)
     holder = start(project, "apply")
     gate.wait_reached([holder])
     os.kill(holder.pid, signal.SIGKILL)  # only kpatch: its git am dies with it (parent-death signal)

@@ -10,7 +10,7 @@ import pytest
 from kpatch.errors import ExitCode
 from tests.support.cli import run_kpatch
 from tests.support.fake_github import fake_github
-from tests.support.gitrepos import Project
+from tests.support.gitrepos import Project, mirror_dir
 
 NO_ENGINE = "unix:///nonexistent/docker.sock"
 TOKEN = "ghp_DOCTORdoctor0123456789DOCTORdoctor"
@@ -69,10 +69,11 @@ def test_doctor_a_broken_kpatch_toml_is_a_failure_with_its_line(project: Project
 def test_doctor_fsck_names_a_broken_mirror(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     assert project.run("apply", "--cache-dir", "cache").exit_code == 0
-    mirror = project.root / "cache" / "mirrors" / "app.git"
+    mirror, kernels = mirror_dir(project.root / "cache", "app"), mirror_dir(project.root / "cache", "kernels").name
+    clean = [{"area": "fsck", "status": "ok", "detail": f"{name}: git fsck clean", "fix": ""}
+             for name in sorted((mirror.name, kernels))]
     assert _findings(project.run("doctor", "--cache-dir", "cache", "--fsck", "--backend", "local", "--json").stdout
-                     )["fsck"] == [{"area": "fsck", "status": "ok", "detail": "app.git: git fsck clean", "fix": ""},
-                                   {"area": "fsck", "status": "ok", "detail": "kernels.git: git fsck clean", "fix": ""}]
+                     )["fsck"] == clean
     biggest = max((p for p in (mirror / "objects").rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
     data = bytearray(biggest.read_bytes())
     middle = len(data) // 2
@@ -84,8 +85,8 @@ def test_doctor_fsck_names_a_broken_mirror(project: Project, monkeypatch: pytest
     result = project.run("doctor", "--cache-dir", "cache", "--fsck", "--backend", "local", "--json")
     assert result.exit_code == ExitCode.CONFLICT
     fsck = {f["detail"].split(":")[0]: f for f in _findings(result.stdout)["fsck"]}
-    assert fsck["app.git"]["status"] == "fail" and fsck["app.git"]["fix"].startswith(f"remove {mirror}")
-    assert fsck["kernels.git"]["status"] == "ok"
+    assert fsck[mirror.name]["status"] == "fail" and fsck[mirror.name]["fix"].startswith(f"remove {mirror}")
+    assert fsck[kernels]["status"] == "ok"
 
 
 @pytest.mark.parametrize(("access", "level", "says"), [

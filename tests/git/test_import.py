@@ -18,7 +18,7 @@ from click.testing import Result
 from kpatch.config import load
 from kpatch.errors import ExitCode
 from tests.support.cli import run_kpatch
-from tests.support.gitrepos import Project, git
+from tests.support.gitrepos import Project, git, mirror_dir
 from tests.support.json_envelope import checked
 
 
@@ -76,7 +76,7 @@ def test_importing_the_applied_stacks_as_a_fork_gives_byte_identical_patch_files
 
 def _leftovers(adopting: Adopting, name: str) -> tuple[list[str], bool]:
     """Refs the import left in the upstream's mirror, and whether its scratch worktree is still there."""
-    mirror = next((adopting.new.parent / "home" / ".cache" / "kpatch" / "mirrors").glob(f"{name}.git"))
+    mirror = mirror_dir(adopting.new.parent / "home" / ".cache" / "kpatch", name)
     refs = git(mirror, "for-each-ref", "--format=%(refname)", "refs/kpatch/import/").split()
     return refs, (adopting.new / "work" / ".import" / name).exists()
 

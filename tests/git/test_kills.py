@@ -24,7 +24,15 @@ from kpatch.errors import ExitCode
 from kpatch.examples.moves import move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, commit
 from tests.support.cli import KPATCH, kpatch
-from tests.support.gitrepos import Project, committer_is_author, git, kill_inside_git_am, make_project
+from tests.support.gitrepos import (
+    Project,
+    committer_is_author,
+    git,
+    kill_inside_git_am,
+    make_project,
+    mirror_dir,
+    mirror_of,
+)
 from tests.support.killing import ApplyKills, Runner, isolated_env, processes_under
 from tests.support.many_patches import make_long_project
 
@@ -54,7 +62,7 @@ def test_git_left_running_by_a_killed_kpatch_is_stopped_before_recovery(project:
     `git reset --hard`, which would go on writing (and hold index.lock) in the worktree being recovered."""
     assert project.run("apply").exit_code == 0
     heads = {n: git(project.workdir / n, "rev-parse", "HEAD") for n in ("kernels", "app")}
-    mirror = project.root.parent / "home" / ".cache" / "kpatch" / "mirrors" / "kernels.git"
+    mirror = mirror_dir(project.root.parent / "home" / ".cache" / "kpatch", "kernels")
     git(mirror, "worktree", "remove", "--force", str(project.workdir / "kernels"))
     marker = tmp_path / "in-checkout"
     git(mirror, "config", "filter.slow.smudge", f"sh -c 'touch {marker}; sleep 2; cat'")
@@ -120,7 +128,7 @@ def test_stale_git_locks_a_kill_left_are_removed_before_the_next_apply_runs_git(
     runner, heads, _ = long_project
     planted = []
     for name in heads:
-        planted.append(runner.cache / "mirrors" / f"{name}.git" / "packed-refs.lock")
+        planted.append(mirror_dir(runner.cache, name) / "packed-refs.lock")
         git_dir = Path(subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=runner.root / "work" / name,
                                       capture_output=True, text=True, check=True).stdout.strip())
         planted.append(git_dir / "index.lock")
@@ -162,7 +170,7 @@ def test_kill_during_apply_continue_after_a_resolved_conflict(tmp_path: Path, ex
     monkeypatch.setenv("KPATCH_CACHE_DIR", str(tmp_path / "cache"))
     project = make_project(tmp_path / "killed", example_template)
     _stopped_at_a_conflict(project)
-    mirror = tmp_path / "cache" / "mirrors" / "kernels.git"
+    mirror = mirror_dir(tmp_path / "cache", "kernels")
     kill_inside_git_am([*KPATCH, "apply", "--continue"], project.root, mirror,
                        tmp_path / "in-am")
     done = project.run("apply", f"--{recovery}")
@@ -195,7 +203,7 @@ def test_a_kill_while_the_first_mirror_is_made_leaves_nothing_half_made(project:
     in a folder of its own and renamed into place, so the next apply starts from no mirror, not half of one."""
     killed = kpatch(project.root, "apply", env={"KPATCH_TEST_KILL_AT": "mirror:init"})
     assert killed.exit_code == -signal.SIGKILL
-    assert not (_cache(project) / "mirrors" / "kernels.git").exists()
+    assert not mirror_dir(_cache(project), "kernels").exists()
     for command in (["status"], ["apply"], ["status"]):
         ran = kpatch(project.root, *command)
         assert ran.exit_code == 0, ran.output
@@ -205,7 +213,7 @@ def test_a_kill_while_the_first_mirror_is_made_leaves_nothing_half_made(project:
 def test_a_mirror_an_interrupted_git_init_left_half_made_is_made_again(project: Project) -> None:
     """`git init` writes HEAD before the objects folder and the config: `Mirror.exists` looked only at HEAD, and
     apply and status failed (exit 5) every time after."""
-    mirror = _cache(project) / "mirrors" / "kernels.git"
+    mirror = mirror_of(_cache(project), project.kernels)
     subprocess.run(["git", "init", "-q", "--bare", str(mirror)], check=True)
     shutil.rmtree(mirror / "objects")
     (mirror / "config").unlink()

@@ -15,7 +15,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from tests.support.cli import KPATCH
-from tests.support.gitrepos import committer_is_author, git, kill_inside_git_am
+from tests.support.gitrepos import committer_is_author, git, kill_inside_git_am, mirror_dir
 from tests.support.killing import Runner
 from tests.support.rebase_kills import RebaseKills
 from tests.support.rebase_repos import FILES, RebaseProject, make_rebase_project, replace_line
@@ -82,7 +82,7 @@ def test_kill_during_rebase_continue_after_a_resolved_conflict(tmp_path: Path, m
     rp = stopped(tmp_path / "killed")
     old = rp.tracked(), {n: Runner.head(rp.root / "work" / n) for n in ("kernels", "app")}
     kill_inside_git_am([*KPATCH, "rebase", "--continue"], rp.root,
-                       tmp_path / "killed" / "cache" / "mirrors" / "kernels.git", tmp_path / "in-am")
+                       mirror_dir(tmp_path / "killed" / "cache", "kernels"), tmp_path / "in-am")
     state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
     assert state["operation"]["stacks"]["kernels"]["phase"] == "resuming"
     done = rp.run("rebase", f"--{recovery}")

@@ -13,11 +13,11 @@ import pytest
 
 from kpatch.examples.upstreams import commit
 from tests.support.cli import kpatch
-from tests.support.gitrepos import Project, git
+from tests.support.gitrepos import Project, git, mirror_dir
 
 
 def mirror_of(project: Project, name: str) -> Path:
-    return project.root.parent / "home" / ".cache" / "kpatch" / "mirrors" / f"{name}.git"
+    return mirror_dir(project.root.parent / "home" / ".cache" / "kpatch", name)
 
 
 def branches(repo: Path) -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from tests.support.cli import kpatch
-from tests.support.gitrepos import Project, git
+from tests.support.gitrepos import Project, git, mirror_dir
 from tests.support.rebase_repos import RebaseProject
 
 # --- 3. kpatch.toml edited by rebase: comments, order, quoting and layout stay as written ---------------------
@@ -190,7 +190,7 @@ def test_a_failed_fetch_suggests_a_local_path(project: Project, command: str) ->
 @pytest.mark.parametrize("command", ["status", "apply", "rebase"])
 def test_a_tag_moved_since_the_apply_is_warned_about(project: Project, command: str) -> None:
     assert kpatch(project.root, "apply").exit_code == 0
-    mirror = project.root.parent / "home" / ".cache" / "kpatch" / "mirrors" / "app.git"
+    mirror = mirror_dir(project.root.parent / "home" / ".cache" / "kpatch", "app")
     moved = git(mirror, "rev-parse", "v1.0~1")
     for repo in (project.app, mirror):  # force-pushed upstream, and already fetched
         git(repo, "tag", "-f", "v1.0", moved)

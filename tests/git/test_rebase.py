@@ -13,7 +13,7 @@ import pytest
 from kpatch.errors import ExitCode
 from tests.support.cli import KPATCH, kpatch
 from tests.support.fake_github import fake_github
-from tests.support.gitrepos import git, kill_inside_git_am
+from tests.support.gitrepos import git, kill_inside_git_am, mirror_dir
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
 
@@ -136,7 +136,7 @@ def test_kill_mid_rebase_is_detected_and_continued(rp: RebaseProject, tmp_path: 
     assert rp.run("apply", "--cache-dir", str(cache)).exit_code == 0  # the mirrors exist, hooks can go in
     before = rp.tracked()
     kill_inside_git_am([*KPATCH, "rebase", "--cache-dir", str(cache)], rp.root,
-                       cache / "mirrors" / "kernels.git", tmp_path / "in-am")
+                       mirror_dir(cache, "kernels"), tmp_path / "in-am")
     state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
     kernels = state["operation"]["stacks"]["kernels"]
     assert kernels["phase"] == "running" and "in flight" in [p["phase"] for p in kernels["patches"]]
@@ -254,9 +254,10 @@ def test_git_locks_a_killed_git_left_in_any_mirror_are_gone_after_abort_or_conti
     is seen holding it), also in a stack that has no git am in progress to abort. The person's own git in that
     upstream's worktree fails on it (a branch deleted, a rebase), so --abort and --continue clear it."""
     assert rp.run("rebase").exit_code == ExitCode.CONFLICT  # kernels stopped in git am; app waits, untouched
-    mirrors = Path(os.environ["XDG_CACHE_HOME"]) / "kpatch" / "mirrors"
-    stale = [mirrors / "app.git" / "packed-refs.lock", mirrors / "kernels.git" / "packed-refs.lock",
-             mirrors / "app.git" / "refs" / "tags" / "v1.lock"]
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "kpatch"
+    mirrors = cache / "mirrors"
+    app, kernels = mirror_dir(cache, "app"), mirror_dir(cache, "kernels")
+    stale = [app / "packed-refs.lock", kernels / "packed-refs.lock", app / "refs" / "tags" / "v1.lock"]
     for path in stale:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("")

@@ -14,7 +14,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from tests.support.cli import kpatch
-from tests.support.gitrepos import Project, git, make_project
+from tests.support.gitrepos import Project, git, make_project, mirror_dir
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
 NAMES = ("kernels", "app")
@@ -45,7 +45,7 @@ def _whole_and_clean(tree: Path) -> None:
 def _only_the_worktrees(root: Path, names: tuple[str, ...]) -> None:
     """The mirrors record exactly the person's worktrees `names`, none locked, and no scratch folder is left."""
     assert not (root / "work" / ".rebase").exists()
-    assert _records() == {str(root / "work" / n): (f"{n}.git", False) for n in names}
+    assert _records() == {str(root / "work" / n): (mirror_dir(_mirrors().parent, n).name, False) for n in names}
 
 
 def test_a_cold_rebase_moves_the_worktree_it_checked_out_beside_am_into_place(
@@ -75,7 +75,8 @@ def test_a_cold_rebase_stopped_at_a_conflict_keeps_its_checkout_until_continue_o
     assert rp.run("rebase").exit_code == ExitCode.CONFLICT
     beside = rp.root / "work" / ".rebase" / ".worktrees" / "kernels"
     assert not (rp.root / "work" / "kernels").exists()
-    assert (beside / "a.txt").is_file() and _records()[str(beside)] == ("kernels.git", False)
+    kernels = mirror_dir(_mirrors().parent, "kernels").name
+    assert (beside / "a.txt").is_file() and _records()[str(beside)] == (kernels, False)
     if recovery == "continue":
         scratch = rp.root / "work" / ".rebase" / "kernels"
         (scratch / "c.txt").write_text(replace_line(FILES["c"], 15, "c line 15 rewritten upstream, fixed by us"))
@@ -103,7 +104,7 @@ def test_a_kill_while_a_cold_rebase_checks_out_or_moves_the_worktree_recovers(
     assert killed.exit_code == -signal.SIGKILL
     if point.startswith("rebase:beside"):  # the checkout beside died with kpatch, still locked "initializing"
         beside = project.workdir / ".rebase" / ".worktrees" / "kernels"
-        assert _records()[str(beside)] == ("kernels.git", True)
+        assert _records()[str(beside)] == (mirror_dir(_mirrors().parent, "kernels").name, True)
     else:  # the record already names work/kernels; the folder is still beside
         assert not (project.workdir / "kernels").exists()
     ran = kpatch(project.root, "rebase", f"--{recovery}")
@@ -124,8 +125,8 @@ def test_a_kill_while_a_cold_rebase_checks_out_or_moves_the_worktree_recovers(
         _whole_and_clean(project.workdir / name)
         assert git(project.workdir / name, "rev-parse", "HEAD") == git(reference.workdir / name, "rev-parse", "HEAD")
     _only_the_worktrees(project.root, NAMES)
-    assert subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=_mirrors() / "kernels.git", check=True,
-                          capture_output=True, text=True).stdout.count("prunable") == 0
+    assert subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=mirror_dir(_mirrors().parent, "kernels"),
+                          check=True, capture_output=True, text=True).stdout.count("prunable") == 0
 
 
 def test_a_cold_rebase_in_a_fresh_mirror_merges_a_patch_whose_preimage_only_the_fork_had(tmp_path: Path) -> None:

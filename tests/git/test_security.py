@@ -19,7 +19,7 @@ import pytest
 from kpatch.errors import ExitCode, UpstreamError
 from kpatch.examples.upstreams import commit
 from tests.support.cli import Ran, kpatch
-from tests.support.gitrepos import Project, git
+from tests.support.gitrepos import Project, git, mirror_dir
 from tests.support.https_git import https_git
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
@@ -198,8 +198,8 @@ def test_credentials_of_an_unreachable_url_are_in_no_output_or_file(project: Pro
         ["status"], ["status", "--json"], ["export", "--check"], ["export"], ["apply", "--json"],
         ["apply", "--onto", "kernels=main"], ["apply", "--onto", "kernels=main", "--json"], ["rebase"],
         ["rebase", "--json"])]
-    if source == "kpatch.toml":  # used only where a fetch is needed
-        assert [r.exit_code for r in runs] == [0, 0, 0, 0, 0, ExitCode.UPSTREAM, ExitCode.UPSTREAM,
+    if source == "kpatch.toml":  # a new URL in kpatch.toml is another repository: its mirror must be fetched
+        assert [r.exit_code for r in runs] == [0, 0, 0, 0, ExitCode.UPSTREAM, ExitCode.UPSTREAM, ExitCode.UPSTREAM,
                                                ExitCode.UPSTREAM, ExitCode.UPSTREAM], [r.output for r in runs]
         assert "https://***@127.0.0.1:9/x.git" in runs[0].stdout
         assert "cannot fetch https://***@127.0.0.1" in runs[-2].stderr
@@ -315,7 +315,7 @@ def test_a_symlink_in_the_recorded_resolutions_is_refused(rp: RebaseProject, tmp
     assert f"{named}: recorded resolutions may not" in error
     assert rp.tracked() == before
     cache = rp.root.parent / "home" / ".cache" / "kpatch"
-    assert (cache / "mirrors" / "kernels.git").is_dir()  # fetched: the rr-cache it would have been copied to
+    assert mirror_dir(cache, "kernels").is_dir()  # fetched: the rr-cache it would have been copied to
     assert leaks(cache, [], b"SECRET") == []
 
 
@@ -323,7 +323,7 @@ def test_a_symlink_in_the_recorded_resolutions_is_refused(rp: RebaseProject, tmp
 
 
 def backups(project: Project, name: str) -> dict[str, str]:
-    mirror = project.root.parent / "home" / ".cache" / "kpatch" / "mirrors" / f"{name}.git"
+    mirror = mirror_dir(project.root.parent / "home" / ".cache" / "kpatch", name)
     listing = git(mirror, "for-each-ref", "--format=%(objectname) %(refname)", f"refs/kpatch/backup/{name}/")
     return {ref: sha for sha, ref in (line.split() for line in listing.splitlines())}
 

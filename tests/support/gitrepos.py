@@ -58,6 +58,21 @@ class Project:
         return result
 
 
+def mirror_dir(cache: Path, name: str) -> Path:
+    """The mirror in `cache` of the one upstream repository whose folder is called `name` (a mirror is keyed by
+    its URL: `mirrors/<name>-<hash>.git`); a path that does not exist when there is none yet."""
+    found = sorted((cache / "mirrors").glob(f"{name}-{'[0-9a-f]' * 16}.git"))
+    assert len(found) <= 1, f"more than one mirror of a repository called {name} in {cache}: {found}"
+    return found[0] if found else cache / "mirrors" / f"{name}-(none yet).git"
+
+
+def mirror_of(cache: Path, url: Path | str) -> Path:
+    """The folder of the mirror of `url` in `cache` (there or not)."""
+    from kpatch.gitx.mirror import mirror_folder
+
+    return cache / "mirrors" / mirror_folder(str(url))
+
+
 def make_project(tmp_path: Path, template: Path | None = None) -> Project:
     """The example project in `tmp_path`: built, or copied from `template` (built once per test run)."""
     if template is None:

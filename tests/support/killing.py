@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.cli import KPATCH
+from tests.support.gitrepos import mirror_dir
 
 RECOVERIES = ("continue", "abort")  # alternating after kills inside an operation, from a random first one
 
@@ -266,7 +267,7 @@ def common_checks(runner: Runner, cycle: Cycle, trees: dict[str, Path], files_be
     locks = git_lock_files(git_dirs)
     if locks:
         cycle.problems.append(f"git lock files left: {[str(p) for p in locks[:5]]}")
-    held = kpatch_lock_busy([runner.root / ".kpatch" / "lock", runner.cache / "lock"])
+    held = kpatch_lock_busy([runner.root / ".kpatch" / "lock", *(runner.cache / "locks").glob("*")])
     if held:
         cycle.problems.append(f"kpatch lock still held: {held}")
     if tracked_files(runner.root) != files_before:
@@ -307,7 +308,7 @@ class ApplyKills:
 
     @property
     def mirrors(self) -> list[Path]:
-        return [self.runner.cache / "mirrors" / f"{n}.git" for n in self.names]
+        return [mirror_dir(self.runner.cache, n) for n in self.names]
 
     def heads(self) -> dict[str, str | None]:
         return {name: git_state(path)[0] for name, path in self.trees.items()}
@@ -370,7 +371,7 @@ class ApplyKills:
             for name, tree in self.trees.items():
                 if tree.exists():
                     subprocess.run(["git", "worktree", "remove", "--force", "--force", str(tree)], env=env,
-                                   cwd=self.runner.cache / "mirrors" / f"{name}.git", check=True, capture_output=True)
+                                   cwd=mirror_dir(self.runner.cache, name), check=True, capture_output=True)
         elif draw < 0.55:
             for tree in self.trees.values():
                 if git_state(tree)[0] is not None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tests.support.gitrepos import mirror_dir
 from tests.support.killing import (
     RECOVERIES,
     Cycle,
@@ -116,7 +117,7 @@ class RebaseKills:
     def run(self, kills: int) -> KillRun:
         result = KillRun()
         trees = {n: self.runner.root / "work" / n for n in self.names}
-        mirrors = [self.runner.cache / "mirrors" / f"{n}.git" for n in self.names]
+        mirrors = [mirror_dir(self.runner.cache, n) for n in self.names]
         number, first = 0, self.rng.randint(0, 1)
         while len(result.inside) < kills:
             self.restore()
