@@ -40,13 +40,7 @@ def read_wheel(path: Path) -> WheelMetadata:
     """Name, version, Requires-Dist and purity of a wheel; a broken wheel is one BuildError line.
 
     Only a regular file is opened, and only its METADATA member is read (after its size is checked)."""
-    try:
-        with open_regular(path) as handle:
-            name, text = _metadata_member(path.name, handle)
-    except NotAFile as err:
-        raise BuildError(f"cannot read wheel {err}") from None
-    except OSError as err:
-        raise BuildError(f"cannot read wheel {path}: {err.strerror}") from None
+    name, text = _read_member(path)
     meta = _parse(path.name, name, text)
     return WheelMetadata(package=meta.name, version=meta.version, requires=tuple(meta.requires_dist or ()),
                          pure=is_pure(path.name))
@@ -54,14 +48,19 @@ def read_wheel(path: Path) -> WheelMetadata:
 
 def core_metadata(path: Path) -> bytes:
     """A wheel's METADATA as it is in the wheel: what a PEP 658 `.metadata` file beside it holds."""
+    return _read_member(path)[1].encode("utf-8")
+
+
+def _read_member(path: Path) -> tuple[str, str]:
+    """The METADATA member's name and text of the wheel at `path` (a regular file only); a broken wheel is one
+    BuildError line."""
     try:
         with open_regular(path) as handle:
-            _, text = _metadata_member(path.name, handle)
+            return _metadata_member(path.name, handle)
     except NotAFile as err:
         raise BuildError(f"cannot read wheel {err}") from None
     except OSError as err:
         raise BuildError(f"cannot read wheel {path}: {err.strerror}") from None
-    return text.encode("utf-8")
 
 
 def is_pure(filename: str) -> bool:
