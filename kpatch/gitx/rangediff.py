@@ -18,6 +18,8 @@ from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import COMMITTER
 
+THROWAWAY_PREFIX = "kpatch-stack-"  # the temp folders of those worktrees: a killed kpatch's are cleaned by the next
+
 
 class NotApplied(Exception):
     """A patch file does not apply onto the commits made so far (carries its path)."""
@@ -35,7 +37,7 @@ def commits_from_patches(mirror: Mirror, base: str, patches: Sequence[Path], pat
     start = _stand_in(mirror, base, paths)
     if not patches:
         return [start]
-    with tempfile.TemporaryDirectory(prefix="kpatch-stack-") as folder:
+    with tempfile.TemporaryDirectory(prefix=THROWAWAY_PREFIX) as folder:
         where = Path(folder) / "tree"
         mirror.add_worktree(where, start)
         try:

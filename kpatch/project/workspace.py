@@ -282,6 +282,7 @@ class Workspace:
                 with self.mirror_lock(mirror.path, wait=None, doing=command):
                     stopped += stop_orphans([mirror.path])
                     folders.append(mirror.path)
+                    folders += [p for p in (mirror.path / "worktrees").glob("*") if p.is_dir() and _throwaway(p)]
             except WorktreeError:
                 log.info("%s: another kpatch writes it now; what a killed one left there is cleaned another time",
                          mirror.path)
@@ -452,3 +453,15 @@ def writes(label: str) -> Callable[[Callable[Concatenate[Workspace, UI, P], R]],
                 return func(ws, ui, *args, **kwargs)
         return locked
     return decorate
+
+
+def _throwaway(record: Path) -> bool:
+    """A mirror's worktree record of kpatch's own throwaway worktree (a range-diff's side, gitx/rangediff.py, in a
+    temp folder): no project owns it, so its git locks are cleared under the mirror's lock, where a kill left them."""
+    from kpatch.gitx.rangediff import THROWAWAY_PREFIX
+
+    try:
+        gitdir = Path((record / "gitdir").read_text(errors="replace").strip())
+    except OSError:
+        return False
+    return gitdir.parent.parent.name.startswith(THROWAWAY_PREFIX)

@@ -141,6 +141,26 @@ def test_stale_git_locks_a_kill_left_are_removed_before_the_next_apply_runs_git(
     assert not list(runner.cache.rglob("*.lock"))
 
 
+def test_a_git_lock_a_kill_left_in_a_range_diffs_throwaway_worktree_is_removed_by_the_next_writer(
+        long_project: tuple[Runner, dict[str, str], float], tmp_path: Path) -> None:
+    """A rebase's review (range-diff) runs git am in a throwaway worktree of the mirror in a temp folder that no
+    project owns; a kill there leaves its HEAD.lock in the mirror's worktree record. The next writer clears it
+    under the mirror's lock (seen in a random rebase kill before this was handled)."""
+    runner, heads, _ = long_project
+    name = next(iter(heads))
+    mirror = mirror_dir(runner.cache, name)
+    where = tmp_path / "kpatch-stack-killed" / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", str(where), heads[name]], cwd=mirror, check=True,
+                   capture_output=True)
+    record = Path(subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=where, capture_output=True,
+                                 text=True, check=True).stdout.strip())
+    (record / "HEAD.lock").write_text("")
+    result = runner.run("apply")
+    assert result.returncode == 0, result.stderr
+    assert "removed 1 git lock file(s) a killed git left" in result.stderr
+    assert not (record / "HEAD.lock").exists()
+
+
 def _resolve_cmake(tree: Path) -> None:
     (tree / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.26)\nproject(kernels)\n"
                                          "set(VLLM_EXT_SRC\n  \"csrc/cache.cpp\"\n  \"csrc/kimi.cpp\"\n"
