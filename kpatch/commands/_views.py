@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from kpatch.output.ui import UI, columns, count, escape, styled_columns
 if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test, rebase or the nightly
     from kpatch.engine.apply import ApplyResult
     from kpatch.engine.diff import StackDiff
+    from kpatch.engine.evidence import UpstreamCommit
     from kpatch.engine.rebase import RebaseResult
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
@@ -53,7 +55,12 @@ def show_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | Non
             rows.append([patch.name, patch.klass, why])
         for line in columns(rows, indent="  "):
             ui.plain(line)
+        for patch in stack.patches:  # a conflict's, beside its culprit (where the rebase stops)
+            show_upstream_commits(ui, patch.name, patch.klass.value, patch.upstream_commits)
         if stack.review is not None:
+            for change in stack.review.patches:  # a changed or three-way patch's, once the rebase is committed
+                show_upstream_commits(ui, change.name, change.change.value if change.change.value == "changed"
+                                      else "three-way", change.upstream_commits)
             ui.plain("  " + review_counts(stack.review))
     if result.conflict:
         where = next(s.name for s in result.stacks if result.conflict in s.patches)
@@ -63,6 +70,30 @@ def show_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | Non
                   "(or 'kpatch rebase --abort')")
     elif result.committed:
         ui.plain(_written(result.changed, project))
+
+
+SHOWN_UPSTREAM_COMMITS = 3  # per patch in human output; --json carries them all
+
+
+def show_upstream_commits(ui: UI, patch: str, klass: str, commits: Sequence[UpstreamCommit],
+                          shown: int = SHOWN_UPSTREAM_COMMITS) -> None:
+    """The upstream commits that touched a patch's lines, newest first: up to `shown`, then how many more."""
+    if not commits:
+        return
+    ui.plain(f"  {patch} ({klass}): touched upstream by {count(len(commits), 'commit')}")
+    for c in commits[:shown]:
+        pr = f" {c.link}" if c.link else f" (#{c.pr})" if c.pr else ""
+        ui.plain(f"    {c.sha[:12]} \"{printable(c.subject)}\" ({printable(c.author.split(' <')[0])}, "
+                 f"{c.date[:10]}){pr}")
+    if len(commits) > shown:
+        ui.plain(f"    and {len(commits) - shown} more (--json lists them all)")
+
+
+def printable(text: str) -> str:
+    """Upstream text with its control characters (a terminal's escape sequences, bidi controls) written out as
+    escapes, not obeyed by the terminal."""
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+                   for ch in text)
 
 
 def review_counts(review: StackDiff) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kpatch.commands._common import Context, kpatch_command
-from kpatch.commands._views import review_counts
+from kpatch.commands._views import review_counts, show_upstream_commits
 from kpatch.output.ui import UI, columns, escape
 
 if TYPE_CHECKING:
@@ -43,4 +43,6 @@ def show(ui: UI, result: DiffResult, *, stat: bool) -> None:
         else:
             for line in stack.range_diff.splitlines():
                 ui.plain(line)
+            for patch in stack.patches:
+                show_upstream_commits(ui, patch.name, patch.change.value, patch.upstream_commits)
         ui.plain("  " + review_counts(stack))

@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kpatch.engine.evidence import UpstreamCommit as UpstreamCommit  # a PatchChange field (named here before)
 from kpatch.errors import KpatchError, SeriesError, UpstreamError, UsageError
 
 if TYPE_CHECKING:  # the records above are read by the nightly's report too: it must not load the machinery
@@ -31,18 +32,6 @@ class Change(StrEnum):
     CHANGED = "changed"  # its own lines or its message differ
     DROPPED = "dropped"
     NEW = "new"
-
-
-@dataclass(frozen=True)
-class UpstreamCommit:
-    """An upstream commit of the rebase's range that touched lines a patch changes."""
-
-    sha: str
-    subject: str
-    author: str
-    date: str
-    pr: int | None  # the pull request number its subject ends with, `(#NNNN)`
-    link: str | None  # that pull request on the upstream's forge (GitHub), when the upstream is there
 
 
 @dataclass(frozen=True)
@@ -176,42 +165,25 @@ def rebase_diff(repo: Mirror, upstream: str, old_base: str, series: Series, new_
                 kept: Sequence[str], merged: Sequence[str] = (), forge: str | None = None) -> StackDiff:
     """What a rebase did to one stack: `series` (its files before) on `old_base` against the rebased commits
     new_base..tip, which hold the patches `kept` (the ones not dropped), in order. A changed patch, or one of
-    `merged` (three-way), gets the upstream commits that touched its lines (PR links on `forge`, owner/repo URL)."""
+    `merged` (three-way), gets the upstream commits of old_base..new_base that touched its lines (PR links on
+    `forge`, an https://github.com/O/R)."""
+    from kpatch.engine.evidence import behind
+
     old = side_from_files(repo, old_base, series, "before the rebase")
     new = Side(base=new_base, start=new_base, names=tuple(kept), commits=tuple(repo.commits(new_base, tip)))
     if len(new.commits) != len(new.names):  # not one commit per kept patch: no pairing by place can be trusted
         raise SeriesError(f"{upstream}: the rebased stack has {len(new.commits)} commits for {len(new.names)} "
                           "patches")
     diff = compare(repo, upstream, old, new)
-    stack = set(new.commits)
-    patches = tuple(replace(p, upstream_commits=_evidence(repo, old_base, p.new_commit, stack, forge))
-                    if p.new_commit and (p.change is Change.CHANGED or p.name in merged) else p for p in diff.patches)
-    return replace(diff, patches=patches)
+    wanted = {p.old_name or p.name for p in diff.patches
+              if p.new_commit and (p.change is Change.CHANGED or p.name in merged)}
+    return with_evidence(diff, behind(repo, old_base, new_base, series.patches, wanted, forge))
 
 
-_PR = re.compile(r"\(#(\d+)\)\s*$")
-
-
-def _evidence(repo: Mirror, since: str, commit: str, stack: set[str], forge: str | None) -> tuple[UpstreamCommit, ...]:
-    """The upstream commits (not the stack's own) in since..`commit` that touched the lines `commit` changes."""
-    from kpatch.gitx.rangediff import line_history
-
-    out = []
-    for sha, author, date, subject in line_history(repo, since, commit):
-        if sha in stack:
-            continue
-        match = _PR.search(subject)
-        pr = int(match.group(1)) if match else None
-        out.append(UpstreamCommit(sha=sha, subject=subject, author=author, date=date, pr=pr,
-                                  link=f"{forge}/pull/{pr}" if forge and pr else None))
-    return tuple(out)
-
-
-def forge_url(url: str) -> str | None:
-    """`https://github.com/OWNER/REPO` for an upstream on GitHub (https or ssh URL), else None."""
-    match = re.match(r"^(?:https://(?:[^@/]+@)?github\.com/|git@github\.com:|ssh://git@github\.com(?::\d+)?/)"
-                     r"([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
-    return f"https://github.com/{match.group(1)}/{match.group(2)}" if match else None
+def with_evidence(diff: StackDiff, found: dict[str, tuple[UpstreamCommit, ...]]) -> StackDiff:
+    """The review with each patch's upstream commits (by its old name: the one its file had on the old base)."""
+    return replace(diff, patches=tuple(replace(p, upstream_commits=found.get(p.old_name or p.name, ()))
+                                       for p in diff.patches))
 
 
 @dataclass(frozen=True)
@@ -275,12 +247,18 @@ def _stacks_at(repo: Repository, commit: str, toml: str, folder: Path, where: st
 
 def _stack_diff(ws: Workspace, ui: UI, name: str, before: tuple[Upstream, Series] | None, now: Upstream | None,
                 where: str) -> StackDiff:
+    from kpatch.engine.evidence import behind, forge_url
     from kpatch.stack.series import load_series
 
     mirror = ws.mirror(name)
     old = _side(ws, ui, before[0], before[1], f"at {where}", now) if before else None
     new = _side(ws, ui, now, load_series(name, now.patches), "in patches/", now) if now else None
-    return compare(mirror, name, old, new)
+    found = compare(mirror, name, old, new)
+    if before is None or old is None or new is None or old.base == new.base:
+        return found
+    changed = {p.old_name or p.name for p in found.patches if p.change is Change.CHANGED}
+    forge = forge_url((now or before[0]).mirror_url)
+    return with_evidence(found, behind(mirror, old.base, new.base, before[1].patches, changed, forge))
 
 
 def _side(ws: Workspace, ui: UI, upstream: Upstream, series: Series, label: str, current: Upstream | None) -> Side:

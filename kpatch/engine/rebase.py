@@ -18,7 +18,8 @@ from pathlib import Path
 
 from kpatch import config, forge, killseam
 from kpatch.engine import classify, fastpath, rerere
-from kpatch.engine.diff import StackDiff, forge_url, rebase_diff
+from kpatch.engine.diff import StackDiff, rebase_diff
+from kpatch.engine.evidence import UpstreamCommit, for_stack, forge_url
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
@@ -63,6 +64,8 @@ class PatchReport:
     commit: str | None
     hunks: tuple[Hunk, ...]
     culprit: Culprit | None
+    # a conflict's (or a predicted one's): the upstream commits of old base..new base that touched its lines
+    upstream_commits: tuple[UpstreamCommit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -351,7 +354,7 @@ def _reviews(ws: Workspace, ui: UI, op: Operation, series: dict[str, Series]) ->
         merged = [p.name for p in stack.patches if p.phase is Phase.APPLIED and p.how is How.THREE_WAY]
         try:
             reviews[name] = rebase_diff(ws.mirror(name), name, stack.old_base, series[name], stack.base,
-                                        stack.final_head, kept, merged, forge_url(ws.stack.get(name).url))
+                                        stack.final_head, kept, merged, forge_url(ws.stack.get(name).mirror_url))
         except KpatchError as failure:
             ui.warn(f"{name}: no range-diff of the rebase: {failure}")
         except Exception as failure:  # a bug in the review must not stop a rebase at its commit point
@@ -467,12 +470,14 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
     for name, stack in op.stacks.items():
         assert stack.old_base is not None
         patches = []
+        behind = for_stack(ws, name, stack.old_base, stack.base,
+                           {p.name for p in stack.patches if classify.patch_class(p) is PatchClass.CONFLICT})
         for patch in stack.patches:
             now_upstream = _requires(ws, name, patch.name, op)
             patches.append(PatchReport(name=patch.name, klass=classify.patch_class(patch),
                                        applied=patch.phase is Phase.APPLIED, why=classify.why(patch, now_upstream),
-                                       commit=patch.commit,
-                                       hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit))
+                                       commit=patch.commit, hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks),
+                                       culprit=patch.culprit, upstream_commits=behind.get(patch.name, ())))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
                                    outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches),
                                    review=(reviews or {}).get(name)))

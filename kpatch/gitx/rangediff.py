@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.gitx.am import AM_OPTIONS
@@ -85,31 +86,65 @@ def own_changes(repo: Repository, commits: Sequence[str]) -> dict[str, str]:
     return {c: found.get(c, "") + "\0" + messages.get(c, "") for c in commits}
 
 
-_HUNK_OLD = re.compile(r"^@@ -(\d+)(?:,(\d+))? ")
+Span = tuple[int, int, int, int]  # a hunk's `@@ -A,B +C,D @@`: B lines from line A become D lines from line C
+_SPAN = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def line_history(repo: Repository, since: str, commit: str) -> list[tuple[str, str, str, str]]:
-    """(SHA, author, ISO date, subject) of the commits in since..`commit`^ that touched the lines `commit` changes
-    or keeps as context (`git log -L` over each of its hunks, on its parent's lines), newest first; none when git
-    cannot follow them."""
-    parent = f"{commit}^"
-    diff = repo.run(["diff", "-U3", "--no-color", "--no-ext-diff", "--no-renames", parent, commit]).text
-    ranges, path = [], None
-    for line in diff.splitlines():
-        if line.startswith("--- "):
-            path = line[6:] if line.startswith("--- a/") else None  # a new file, or a quoted name: nothing to follow
-        elif (match := _HUNK_OLD.match(line)) and path:
-            start, length = int(match.group(1)), int(match.group(2) or 1)
-            ranges += ["-L", f"{max(start, 1)},+{max(length, 1)}:{path}"]  # an insertion: the line it follows
-    if not ranges:
+@dataclass(frozen=True)
+class UpstreamHunks:
+    """One upstream commit of a range (first-parent line, oldest first) and its -U0 hunks on the files asked for."""
+
+    sha: str
+    author: str  # `Name <email>`
+    date: str  # ISO 8601
+    subject: str
+    hunks: dict[str, list[Span]]  # the path before the commit -> its hunks' `@@ -A,B +C,D @@` numbers
+
+
+def upstream_hunks(repo: Repository, since: str, until: str, paths: Sequence[str]) -> list[UpstreamHunks]:
+    """The commits of since..`until` on its first-parent line that touch `paths` (a merge as its diff against its
+    first parent: the lines of one commit are the next one's), oldest first, with their -U0 hunks: ONE `git log`,
+    its changed lines skipped by the hunks' counts, not read."""
+    if not paths:
         return []
-    found = repo.run(["log", "--no-merges", "--format=%x00%H%x00%an <%ae>%x00%aI%x00%s", *ranges,
-                      "--end-of-options", f"{since}..{parent}"], check=False)
-    if found.status != 0:  # a range past a file's end: git refuses the whole walk
-        return []
-    out = []
-    for line in found.stdout.decode("utf-8", "replace").splitlines():
-        if line.startswith("\0"):
-            sha, author, date, subject = line[1:].split("\0", 3)
-            out.append((sha, author, date, subject))
-    return out
+    found = repo.run(["log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--no-renames",
+                      "--no-color", "--no-ext-diff", "--no-textconv", "-p", "--unified=0",
+                      "--format=%x00%H%x00%an <%ae>%x00%aI%x00%s", "--end-of-options", f"{since}..{until}", "--",
+                      *literal(paths)]).stdout
+    commits: list[UpstreamHunks] = []
+    lines = found.split(b"\n")
+    index, old_path, new_path = 0, None, None
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if line.startswith(b"\0"):
+            sha, author, date, subject = line[1:].decode("utf-8", "replace").split("\0", 3)
+            commits.append(UpstreamHunks(sha=sha, author=author, date=date, subject=subject, hunks={}))
+        elif line.startswith(b"diff --git "):
+            old_path = new_path = None
+        elif line.startswith(b"--- "):
+            old_path = _diff_path(line[4:], b"a/")
+        elif line.startswith(b"+++ "):
+            new_path = _diff_path(line[4:], b"b/")
+        elif line.startswith(b"@@ ") and commits:
+            match = _SPAN.match(line)
+            if match is None:
+                continue
+            a, b, c, d = match.groups()
+            numbers = (int(a), int(b) if b is not None else 1, int(c), int(d) if d is not None else 1)
+            for skipped in (numbers[1], numbers[3]):  # the removed, then the added lines (-U0: no context)
+                index += skipped
+                while index < len(lines) and lines[index].startswith(b"\\"):  # `\ No newline at end of file`
+                    index += 1
+            path = old_path or new_path  # a new file's hunks go to its new name (nothing had its lines before)
+            if path is not None:
+                commits[-1].hunks.setdefault(path, []).append(numbers)
+    return [c for c in commits if c.hunks]
+
+
+def _diff_path(raw: bytes, prefix: bytes) -> str | None:
+    """`a/P` (or `b/P`) from a `---`/`+++` line; None for /dev/null or a name git quoted (not followed)."""
+    raw = raw.rstrip(b"\t")
+    if not raw.startswith(prefix):
+        return None
+    return raw[len(prefix):].decode("utf-8", "replace")

@@ -15,6 +15,17 @@ from pathlib import Path, PurePosixPath
 from kpatch.errors import SeriesError
 
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_SPAN = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+Span = tuple[int, int, int, int]  # a hunk's `@@ -A,B +C,D @@`: B lines from line A become D lines from line C
+
+
+def span(header: str) -> Span | None:
+    """A hunk header's numbers (a count left out is 1, as git writes it); None when it is not one."""
+    match = _SPAN.match(header)
+    if not match:
+        return None
+    a, b, c, d = match.groups()
+    return int(a), int(b) if b is not None else 1, int(c), int(d) if d is not None else 1
 _PATH_LINE = re.compile(r"^(?:--- |\+\+\+ |rename from |rename to |copy from |copy to )(.*)$")
 
 
@@ -37,6 +48,8 @@ class FileDiff:
     new_symlink: bool = False
     renamed: set[str] = field(default_factory=set)  # paths it renames a file to
     hunks: list[list[str]] = field(default_factory=list)  # each hunk's lines after its @@ header
+    old_path: str | None = None  # the `--- a/` side (None: a new file)
+    spans: list[Span] = field(default_factory=list)  # each hunk's header: (old start, old count, new start, count)
 
 
 def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
@@ -55,8 +68,10 @@ def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
                 files[-1].paths.add(same)
         elif line.startswith("@@ "):
             end = _hunk(lines, index, path)
-            if files:
+            numbers = span(line)
+            if files and numbers:  # _hunk checked the header
                 files[-1].hunks.append(lines[index + 1:end])
+                files[-1].spans.append(numbers)
             index = end
         elif line == "-- ":  # the signature after the last file
             break
@@ -115,6 +130,8 @@ def _file_header(lines: list[str], index: int, path: Path, diff: FileDiff) -> in
                 diff.renamed.add(name)
             if line.startswith("+++ "):
                 diff.new_path = name
+            elif line.startswith("--- "):
+                diff.old_path = name
         index += 1
     return index
 

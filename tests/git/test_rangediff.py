@@ -194,7 +194,7 @@ def test_rebase_names_the_upstream_commits_behind_each_changed_or_three_way_patc
 
 
 def test_a_pull_request_link_is_made_for_an_upstream_on_github_only() -> None:
-    from kpatch.engine.diff import forge_url
+    from kpatch.engine.evidence import forge_url
 
     assert forge_url("https://github.com/vllm-project/vllm.git") == "https://github.com/vllm-project/vllm"
     assert forge_url("git@github.com:vllm-project/vllm-xpu-kernels.git") == \
