@@ -103,14 +103,27 @@ class UpstreamHunks:
 
 def upstream_hunks(repo: Repository, since: str, until: str, paths: Sequence[str]) -> list[UpstreamHunks]:
     """The commits of since..`until` on its first-parent line that touch `paths` (a merge as its diff against its
-    first parent: the lines of one commit are the next one's), oldest first, with their -U0 hunks: ONE `git log`,
-    its changed lines skipped by the hunks' counts, not read."""
+    first parent: the lines of one commit are the next one's), oldest first, with their -U0 hunks on those paths.
+
+    Two `git log`s: the names each commit changes (no pathspec: git matches every pathspec against every tree entry
+    of every commit, 6 s over 1,500 commits for 300 paths, where the names alone take 0.1 s), then the hunks of
+    the commits that touch `paths`, read once, their changed lines skipped by the hunks' counts."""
     if not paths:
         return []
-    found = repo.run(["log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--no-renames",
+    listed = repo.run(["log", "--first-parent", "--diff-merges=first-parent", "--no-renames", "--name-only", "-z",
+                       "--format=%x01%H", "--end-of-options", f"{since}..{until}"]).stdout
+    wanted = {path.encode() for path in paths}
+    touching = []
+    for chunk in listed.split(b"\x01")[1:]:
+        name, _, names = chunk.partition(b"\0")
+        if wanted.intersection(names.strip(b"\n").split(b"\0")):
+            touching.append(name.decode())
+    if not touching:
+        return []
+    found = repo.run(["log", "--stdin", "--no-walk=unsorted", "--diff-merges=first-parent", "--no-renames",
                       "--no-color", "--no-ext-diff", "--no-textconv", "-p", "--unified=0",
-                      "--format=%x00%H%x00%an <%ae>%x00%aI%x00%s", "--end-of-options", f"{since}..{until}", "--",
-                      *literal(paths)]).stdout
+                      "--format=%x00%H%x00%an <%ae>%x00%aI%x00%s", "--", *literal(paths)],
+                     stdin="".join(f"{sha}\n" for sha in reversed(touching)).encode()).stdout
     commits: list[UpstreamHunks] = []
     lines = found.split(b"\n")
     index, old_path, new_path = 0, None, None
