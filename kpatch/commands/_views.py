@@ -59,8 +59,8 @@ def show_rebase(ui: UI, result: RebaseResult, scratch: Path, project: Path | Non
             show_upstream_commits(ui, patch.name, patch.klass.value, patch.upstream_commits)
         if stack.review is not None:
             for change in stack.review.patches:  # a changed or three-way patch's, once the rebase is committed
-                show_upstream_commits(ui, change.name, change.change.value if change.change.value == "changed"
-                                      else "three-way", change.upstream_commits)
+                show_upstream_commits(ui, change.name, "changed" if change.change.value == "changed" else "three-way",
+                                      change.upstream_commits)
             ui.plain("  " + review_counts(stack.review))
     if result.conflict:
         where = next(s.name for s in result.stacks if result.conflict in s.patches)
