@@ -16,7 +16,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpatch.engine.evidence import UpstreamCommit as UpstreamCommit  # a PatchChange field (named here before)
+from kpatch.engine.evidence import UpstreamCommit as UpstreamCommit  # named here before: kept for readers
+from kpatch.engine.evidence import forge_url as forge_url
 from kpatch.errors import KpatchError, SeriesError, UpstreamError, UsageError
 
 if TYPE_CHECKING:  # the records above are read by the nightly's report too: it must not load the machinery

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from kpatch import config, forge, killseam
 from kpatch.engine import classify, fastpath, rerere
-from kpatch.engine.diff import StackDiff, rebase_diff
-from kpatch.engine.evidence import UpstreamCommit, for_stack, forge_url
+from kpatch.engine.diff import StackDiff, forge_url, rebase_diff
+from kpatch.engine.evidence import UpstreamCommit, for_stack
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
@@ -476,8 +476,9 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
             now_upstream = _requires(ws, name, patch.name, op)
             patches.append(PatchReport(name=patch.name, klass=classify.patch_class(patch),
                                        applied=patch.phase is Phase.APPLIED, why=classify.why(patch, now_upstream),
-                                       commit=patch.commit, hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks),
-                                       culprit=patch.culprit, upstream_commits=behind.get(patch.name, ())))
+                                       commit=patch.commit,
+                                       hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit,
+                                       upstream_commits=behind.get(patch.name, ())))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
                                    outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches),
                                    review=(reviews or {}).get(name)))
