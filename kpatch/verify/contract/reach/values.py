@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from kpatch.verify.contract.reach import flow
+from kpatch.verify.contract.reach import dtypes, flow, nones
 from kpatch.verify.contract.reach.index import Index
 from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
@@ -32,6 +32,8 @@ class Values(Index):
         self._guards: dict[tuple[int, int], str] = {}
         self._known: dict[int, Value] = {}  # id(expression) -> its value on XPU
         self._because: dict[int, str] = {}  # id(expression) -> why it has its value, when that takes a line
+        self._cache_dtypes: dtypes.CacheDtypes | None = None
+        self._cache_dtypes_read = False
 
     # ---- guards ---------------------------------------------------------------------------------------------
 
@@ -134,9 +136,15 @@ class Values(Index):
     def _compare(self, mod: Module, expr: ast.Compare, depth: int) -> Value:
         op, left, right = expr.ops[0], expr.left, expr.comparators[0]
         if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
-            if self._none_on_xpu(mod, left, depth):
+            why = nones.none_on_xpu(self, mod, left, depth)
+            if why:
+                if why != "None":
+                    self._because[id(expr)] = why
                 return isinstance(op, ast.Is)
             return None
+        cache = self.cache_dtype_test(expr)
+        if cache is not None:
+            return cache
         if isinstance(op, (ast.Eq, ast.NotEq)):
             for a, b in ((left, right), (right, left)):
                 if isinstance(b, ast.Constant) and b.value in _DEVICE_NAMES and self._is_device_name(a):
@@ -189,23 +197,13 @@ class Values(Index):
                                                          and isinstance(expr.value, ast.Attribute)
                                                          and expr.value.attr == "device")
 
-    def _none_on_xpu(self, mod: Module, expr: ast.expr, depth: int) -> bool:
-        """`current_platform.get_device_capability()` (None on XPU), directly or through a local name."""
-        if depth > MAX_DEPTH:
-            return False
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
-                and expr.func.attr == "get_device_capability":
-            return True
-        if isinstance(expr, ast.Name):
-            values = self._assigned(mod, expr, depth + 1)
-            return bool(values) and all(self._none_on_xpu(m, v, depth + 1) for m, v in values)
-        return False
-
     def _call(self, mod: Module, expr: ast.Call, depth: int) -> Value:
         func = expr.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if name == "is_xpu":
             return True
+        if name == "bool" and isinstance(func, ast.Name) and len(expr.args) == 1 and not expr.keywords:
+            return self.value(mod, expr.args[0], depth)
         if name in NON_XPU or name.startswith(_NON_XPU_PREFIXES):
             return False
         if name in TORCH_CUDA_FALSE and isinstance(func, ast.Attribute) and _is_torch_cuda(func.value):
@@ -245,6 +243,30 @@ class Values(Index):
         result = seen.pop() if len(seen) == 1 else None
         self._values[id(func)] = result
         return result
+
+    def parameter_none(self, mod: Module, func: Scope, name: str, depth: int) -> str:  # noqa: ARG002
+        """Why parameter `name` of func is None on XPU, from every call of func ("": not known here; the call-path
+        search knows the calls)."""
+        return ""
+
+    def cache_dtype_test(self, expr: ast.Compare) -> Value:
+        """The truth of a KV-cache dtype test on XPU: false for a dtype no XPU attention backend takes (None: not
+        such a test, or a dtype XPU takes)."""
+        if not self._cache_dtypes_read:
+            self._cache_dtypes, self._cache_dtypes_read = dtypes.xpu_cache_dtypes(self), True
+        if self._cache_dtypes is None:
+            return None
+        decided = self._cache_dtypes.decide(expr)
+        if decided is None:
+            return None
+        self._because[id(expr)] = decided[1]
+        return decided[0]
+
+    def assigned(self, mod: Module, name: ast.Name, depth: int) -> list[tuple[Module, ast.expr]]:
+        return self._assigned(mod, name, depth)
+
+    def attribute_values(self, mod: Module, expr: ast.Attribute) -> list[tuple[Module, ast.expr]] | None:
+        return self._attribute_values(mod, expr)
 
     def _assigned(self, mod: Module, name: ast.Name, depth: int) -> list[tuple[Module, ast.expr]]:
         """The values assigned to a local (or else module-level) name, where those assignments run on XPU;
@@ -288,8 +310,9 @@ class Values(Index):
         return results.pop() if len(results) == 1 else None
 
     def _attribute_values(self, mod: Module, expr: ast.Attribute) -> list[tuple[Module, ast.expr]] | None:
-        """The values the class around expr assigns to `self.<attr>` (or its class attribute); None when other
-        code may set it, or an assignment is not a plain one (a tuple target, +=)."""
+        """The values the class around expr assigns to `self.<attr>` (or its class attribute, or registers as a
+        buffer of that name); None when other code may set it, or an assignment is not a plain one (a tuple
+        target, +=)."""
         cls, _ = mod.unit(expr)
         if cls is None or self._set_elsewhere(mod, cls, expr.attr):
             return None
@@ -308,6 +331,7 @@ class Values(Index):
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute) \
                     and node.target.attr == expr.attr:
                 return None
+        values += [(mod, value) for value in nones.register_buffer_values(cls, expr.attr)]
         return values
 
     def _set_elsewhere(self, mod: Module, cls: ast.ClassDef, attr: str) -> bool:
