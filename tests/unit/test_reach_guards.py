@@ -182,3 +182,16 @@ def test_an_xpu_backend_whose_dtypes_are_not_literal_leaves_every_cache_dtype_br
                                        "    supported_kv_cache_dtypes = list_dtypes()\n"}
     got = reach_of(tmp_path, files)
     assert got["ds_mla_insert"].reached
+
+
+def test_a_backend_a_factory_makes_from_others_takes_at_most_their_dtypes(tmp_path: Path) -> None:
+    made = "from app.attention.sparse import SparseMLABackend\nfrom app.attention.flash import FlashBackend\n\n" \
+           "def combine(a, b, name):\n    return a\n\n" \
+           "ComboBackend = combine(FlashBackend, {other}, name='combo')\n"
+    platform = XPU_PLATFORM.replace('"app.attention.triton_mla.TritonMLABackend"', '"app.attention.combo.ComboBackend"')
+    got = reach_of(tmp_path, {**BACKENDS, "app/xpu_platform.py": platform,
+                              "app/attention/combo.py": made.replace("{other}", "FlashBackend")})
+    assert not got["ds_mla_insert"].reached
+    got = reach_of(tmp_path / "with_sparse", {**BACKENDS, "app/xpu_platform.py": platform,
+                                              "app/attention/combo.py": made.replace("{other}", "SparseMLABackend")})
+    assert got["ds_mla_insert"].reached

@@ -116,9 +116,34 @@ def _member(enum: ast.ClassDef, name: str) -> str | None:
 def _backend_dtypes(index: Index, path: str) -> set[str] | None:
     module, _, name = path.rpartition(".")
     mod = index.module_named(module)
-    cls = mod.defs.get(name) if mod is not None else None
-    if mod is None or not isinstance(cls, ast.ClassDef):
+    if mod is None:
         return None
+    cls = mod.defs.get(name)
+    if not isinstance(cls, ast.ClassDef):
+        return _made_backend(index, mod, name)
+    return _class_dtypes(index, mod, cls)
+
+
+def _made_backend(index: Index, mod: Module, name: str) -> set[str] | None:
+    """A backend a factory makes at module level from others (`Composite = make_composite(TritonBackend,
+    FlashBackend, ...)`): at most the dtypes of the backends it is made from."""
+    made = [n.value for n in mod.tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+            and [t.id for t in n.targets if isinstance(t, ast.Name)] == [name]]
+    if len(made) != 1:
+        return None
+    found: set[str] = set()
+    for arg in made[0].args:
+        other = index.resolve(mod, arg.id) if isinstance(arg, ast.Name) else None
+        if other is None or not isinstance(other[1], ast.ClassDef):
+            continue
+        dtypes = _class_dtypes(index, other[0], other[1])
+        if dtypes is None:
+            return None
+        found |= dtypes
+    return found or None
+
+
+def _class_dtypes(index: Index, mod: Module, cls: ast.ClassDef) -> set[str] | None:
     for _, c in index.mro(mod, cls):
         for node in c.body:
             if not isinstance(node, (ast.Assign, ast.AnnAssign)):
