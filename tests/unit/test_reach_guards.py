@@ -195,3 +195,20 @@ def test_a_backend_a_factory_makes_from_others_takes_at_most_their_dtypes(tmp_pa
     got = reach_of(tmp_path / "with_sparse", {**BACKENDS, "app/xpu_platform.py": platform,
                                               "app/attention/combo.py": made.replace("{other}", "SparseMLABackend")})
     assert got["ds_mla_insert"].reached
+
+
+def test_a_buffer_kept_none_by_a_version_number_a_function_returns_on_xpu_keeps_its_call_off_xpu(
+        tmp_path: Path) -> None:
+    arch = PLATFORM + """
+        def get_arch_version():
+            if current_platform.is_rocm() and current_platform.on_gfx950():
+                return 4
+            return {fallback}
+        """
+    decoder = BUFFER.replace("{test}", "get_arch_version() >= 4").replace(
+        "    import torch\n", "    import torch\n    from app.arch import get_arch_version\n", 1)
+    got = reach_of(tmp_path, {"app/arch.py": arch.replace("{fallback}", "0"), "app/decoder.py": decoder})
+    assert not got["fused_decode"].reached and "self.decode_weight is not None" in got["fused_decode"].why
+    got = reach_of(tmp_path / "unknown", {"app/arch.py": arch.replace("{fallback}", "read_arch()"),
+                                          "app/decoder.py": decoder})
+    assert got["fused_decode"].reached

@@ -13,7 +13,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from kpatch.verify.contract.reach import arguments
-from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, text
+from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH
 
 if TYPE_CHECKING:
@@ -108,3 +108,20 @@ def register_buffer_values(cls: ast.ClassDef, attr: str) -> list[ast.expr]:
                 and isinstance(node.args[0], ast.Constant) and node.args[0].value == attr:
             out.append(node.args[1])
     return out
+
+
+def returns_number(v: Values, mod: Module, func: Scope, depth: int) -> int | None:
+    """The one integer func returns wherever XPU runs it (`get_cdna_version()`: 0 once every `if on_gfx950():
+    return 4` is false there), or None."""
+    if depth > MAX_DEPTH or not terminates(func.body) \
+            or any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in own_nodes(func)):
+        return None
+    found: set[int] = set()
+    for node in own_nodes(func):
+        if not isinstance(node, ast.Return) or v.guard(mod, node, func, depth):
+            continue
+        value = node.value
+        if not (isinstance(value, ast.Constant) and isinstance(value.value, int) and not isinstance(value.value, bool)):
+            return None
+        found.add(value.value)
+    return found.pop() if len(found) == 1 else None

@@ -5,6 +5,7 @@ hasattr probes of ops the kernels do not define, flags and predicate functions d
 from __future__ import annotations
 
 import ast
+import operator
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,8 @@ NON_XPU = frozenset({"is_cuda", "is_rocm", "is_cpu", "is_tpu", "is_cuda_alike", 
 _NON_XPU_PREFIXES = ("on_gfx",)  # ROCm architecture checks
 # torch.cuda's state, false on a machine whose torch drives an XPU (no CUDA device, no CUDA stream to capture)
 TORCH_CUDA_FALSE = frozenset({"is_available", "is_initialized", "is_current_stream_capturing"})
+_ORDER = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+          ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _DEVICE_NAMES = {"xpu": True, "cuda": False, "rocm": False, "hip": False, "tpu": False, "cpu": False}
 
 
@@ -28,9 +31,11 @@ class Values(Index):
 
     def __init__(self, root: Path, files: list[Path], defined: Callable[[str, str], bool]) -> None:
         super().__init__(root, files, defined)
-        self._values: dict[int, Value] = {}
-        self._guards: dict[tuple[int, int], str] = {}
-        self._known: dict[int, Value] = {}  # id(expression) -> its value on XPU
+        self._values: dict[int, tuple[Value, int]] = {}  # id(function) -> what it returns on XPU, as _known
+        self._guards: dict[tuple[int, int], tuple[str, int]] = {}  # (id(node), id(stop)) -> why, as _known
+        # id(expression) -> its value on XPU, and the depth it was worked out at: an unknown found deeper (where
+        # MAX_DEPTH cut the search short) is worked out again when asked from nearer the call site
+        self._known: dict[int, tuple[Value, int]] = {}
         self._because: dict[int, str] = {}  # id(expression) -> why it has its value, when that takes a line
         self._cache_dtypes: dtypes.CacheDtypes | None = None
         self._cache_dtypes_read = False
@@ -40,10 +45,11 @@ class Values(Index):
     def guard(self, mod: Module, node: ast.AST, stop: ast.AST | None = None, depth: int = 0) -> str:
         """Why node never runs on XPU, from the branches and early returns around it (up to `stop`), or ""."""
         key = (id(node), id(stop))
-        if key not in self._guards:
-            self._guards[key] = ""  # while it is being worked out (a flag that guards its own assignment)
-            self._guards[key] = self._guard(mod, node, stop, depth)
-        return self._guards[key]
+        known = self._guards.get(key)
+        if known is None or (not known[0] and known[1] > depth):
+            self._guards[key] = ("", -1)  # while it is being worked out (a flag that guards its own assignment)
+            self._guards[key] = (self._guard(mod, node, stop, depth), depth)
+        return self._guards[key][0]
 
     def _guard(self, mod: Module, node: ast.AST, stop: ast.AST | None, depth: int) -> str:
         child = node
@@ -99,10 +105,11 @@ class Values(Index):
         if depth > MAX_DEPTH:
             return None
         if isinstance(expr, (ast.Name, ast.Attribute, ast.Call)):
-            if id(expr) not in self._known:
-                self._known[id(expr)] = None  # not known while it is being worked out
-                self._known[id(expr)] = self._value(mod, expr, depth)
-            return self._known[id(expr)]
+            known = self._known.get(id(expr))
+            if known is None or (known[0] is None and known[1] > depth):
+                self._known[id(expr)] = (None, -1)  # not known while it is being worked out
+                self._known[id(expr)] = (self._value(mod, expr, depth), depth)
+            return self._known[id(expr)][0]
         return self._value(mod, expr, depth)
 
     def _value(self, mod: Module, expr: ast.expr, depth: int) -> Value:
@@ -155,6 +162,14 @@ class Values(Index):
                     equal = self._is_string(mod, a, b.value, depth)
                     if equal is not None:
                         return equal if isinstance(op, ast.Eq) else not equal
+        if type(op) in _ORDER and isinstance(left, ast.Call) and isinstance(right, ast.Constant) \
+                and isinstance(right.value, int) and not isinstance(right.value, bool):
+            target = self.resolve_function(mod, left.func)
+            number = nones.returns_number(self, target[0], target[1], depth + 1) if target else None
+            if target is not None and number is not None:
+                where, func = target
+                self._because[id(expr)] = f"{where.where(func)}: {func.name} returns only {number} on XPU"
+                return bool(_ORDER[type(op)](number, right.value))
         return None
 
     def _is_string(self, mod: Module, expr: ast.expr, string: str, depth: int) -> Value:
@@ -226,9 +241,10 @@ class Values(Index):
 
     def returns(self, mod: Module, func: Scope, depth: int) -> Value:
         """What func returns on XPU, when every return it reaches there agrees."""
-        if id(func) in self._values:
-            return self._values[id(func)]
-        self._values[id(func)] = None  # recursion: not known
+        known = self._values.get(id(func))
+        if known is not None and (known[0] is not None or known[1] <= depth):
+            return known[0]
+        self._values[id(func)] = (None, -1)  # recursion: not known
         seen: set[Value] = set()
         for node in own_nodes(func):
             if isinstance(node, ast.Return) and not self.guard(mod, node, func, depth):
@@ -241,7 +257,7 @@ class Values(Index):
         if not terminates(func.body):
             seen.add(False)  # falling off the end returns None
         result = seen.pop() if len(seen) == 1 else None
-        self._values[id(func)] = result
+        self._values[id(func)] = (result, depth)
         return result
 
     def parameter_none(self, mod: Module, func: Scope, name: str, depth: int) -> str:  # noqa: ARG002
