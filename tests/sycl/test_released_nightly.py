@@ -5,6 +5,7 @@ an index that cannot be reached."""
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,3 +109,25 @@ def test_the_pair_to_check_is_the_stacks_application_and_kernels_and_the_folder_
     found = released.what(ws)
     assert found == Released(app="app", kernels="kern", model="app/models/demo/nvidia/",
                              model_name="app/models/demo/nvidia")
+
+
+REAL_KERNELS = os.environ.get("KPATCH_REAL_KERNELS_WHEEL")  # vllm_xpu_kernels-0.1.15.4-...whl
+REAL_VLLM = os.environ.get("KPATCH_REAL_VLLM_SDIST")  # vllm-0.33.0.tar.gz
+
+
+@pytest.mark.skipif(not (REAL_KERNELS and REAL_VLLM), reason="the released pair is not on this machine: set "
+                    "KPATCH_REAL_KERNELS_WHEEL (vllm_xpu_kernels 0.1.15.4) and KPATCH_REAL_VLLM_SDIST (vllm-0.33.0)")
+def test_the_night_says_the_released_vllm_and_kernels_do_not_carry_the_kimi_k3_fix(tmp_path: Path) -> None:
+    assert REAL_KERNELS and REAL_VLLM
+    root = tmp_path / "index"
+    _index(root, {"vllm-xpu-kernels": [Path(REAL_KERNELS)], "vllm": [Path(REAL_VLLM)]})
+    server, url = _serve(root)
+    try:
+        lines = night_notes(Released(model="vllm/models/kimi_k3/nvidia/", model_name="Kimi-K3"), url,
+                            tmp_path / "cache")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(lines) == 1 and lines[0].startswith("released pairs: vllm 0.33.0 x vllm-xpu-kernels 0.1.15.4 (pinned) "
+                                                   "does not carry the fix yet: Kimi-K3 lacks 6 op(s)")
+    assert "fused_kimi_k3_mla_decode_q_concat_kv_cache_insert" in lines[0]
