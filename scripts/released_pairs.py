@@ -15,93 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
 
 from kpatch.errors import KpatchError, UsageError
 from kpatch.project.workspace import default_cache_dir
-from kpatch.verify.contract import findings
-from kpatch.verify.release import Release, index_files, index_url, open_release
-from kpatch.verify.released import check_released
+from kpatch.verify.pairs import Released, rows, table, versions
+from kpatch.verify.release import index_url
 
 START, END = "<!-- released-pairs:start -->", "<!-- released-pairs:end -->"
-
-
-@dataclass(frozen=True)
-class Row:
-    app: str  # "vllm 0.33.0"
-    kernels: str  # "vllm_xpu_kernels 0.1.15.4"
-    pinned: bool  # the app's requirements name exactly this kernels version
-    serves_model: bool  # no finding at a call site under the model's package
-    model_lacks: tuple[str, ...]  # ops the model calls on XPU that the kernels lack or declare differently
-    lacks: int  # every op the app reaches on XPU that the kernels lack (not defined, or no XPU kernel)
-    differ: int  # ops whose registered schema breaks the app's declaration or calls
-    keys_unread: int  # called ops whose dispatch keys the binary does not say
-
-
-def pinned_kernels(root: Path, kernels: str, requirements: str) -> str | None:
-    """The kernels version the app's requirements file pins exactly (None: none, or not exactly)."""
-    path = root / requirements
-    if not path.is_file():
-        return None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        text = line.split("#", 1)[0].strip()
-        if not text or text.startswith("-"):
-            continue
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        specs = list(req.specifier)
-        if canonicalize_name(req.name) == canonicalize_name(kernels) and len(specs) == 1 \
-                and specs[0].operator == "==":
-            return specs[0].version
-    return None
-
-
-def versions(project: str, index: str, *, sdist: bool) -> list[Version]:
-    """The project's released versions on the index (with an sdist, or with a wheel), newest first."""
-    out: set[Version] = set()
-    for f in index_files(project, index):
-        try:
-            if sdist and f.filename.endswith((".tar.gz", ".zip")):
-                out.add(parse_sdist_filename(f.filename)[1])
-            elif not sdist and f.filename.endswith(".whl"):
-                out.add(parse_wheel_filename(f.filename)[1])
-        except (ValueError, InvalidVersion):
-            continue
-    return sorted((v for v in out if not v.is_prerelease), reverse=True)
-
-
-def row(half_a: Release, half_k: Release, pinned: bool, model: str) -> Row:
-    result = check_released(half_k, half_a)
-    report = result.contracts[0].report
-    assert report is not None  # check_released always reads the contract
-    found = findings(report)
-    in_model = sorted({f.op.split(".", 1)[1] for f in found if f.site.file.startswith(model)}
-                      | {s.op.split(".", 1)[1] for s in result.contracts[0].seen if s.site.startswith(model)})
-    return Row(f"{half_a.name} {half_a.version}", f"{half_k.name} {half_k.version}", pinned, not in_model,
-               tuple(in_model), len({f.op for f in found if f.kind != "unbound"}),
-               len({f"{m.namespace}.{m.op}" for m in report.mismatches if m.breaking}
-                   | {f.op for f in found if f.kind == "unbound"}),
-               len(report.keys_unread))
-
-
-def table(rows: list[Row], model_name: str, command: str) -> str:
-    lines = [f"Made by `{command}` (each pair read with `kpatch verify --wheel`).", "",
-             f"| vLLM | kernels | pinned by vLLM | serves {model_name} on XPU | {model_name} ops lacking or differing "
-             "| ops vLLM reaches that the kernels lack | schemas that differ | dispatch keys unread |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        ops = ", ".join(f"`{op}`" for op in r.model_lacks) or "none"
-        lines.append(f"| {r.app} | {r.kernels} | {'yes' if r.pinned else 'no (newest)'} | "
-                     f"{'yes' if r.serves_model else '**no**'} | {ops} | {r.lacks} | {r.differ} | {r.keys_unread} |")
-    return "\n".join(lines) + "\n"
 
 
 def write(doc: Path, text: str) -> None:
@@ -134,23 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         index = args.index or index_url()
         cache = args.cache_dir or default_cache_dir() / "releases"
         app_versions = args.vllm or [str(v) for v in versions(args.app, index, sdist=True)[:args.last]]
-        newest = versions(args.kernels, index, sdist=False)
-        if not app_versions or not newest:
-            raise UsageError(f"{index}: no released {args.app if not app_versions else args.kernels} found")
-        rows = []
-        with tempfile.TemporaryDirectory(prefix="kpatch-pairs-") as tmp:
-            kernels: dict[str, Release] = {}  # each kernels release unpacked once
-            for version in app_versions:
-                print(f"opening {args.app}=={version}", file=sys.stderr)
-                app = open_release(f"{args.app}=={version}", Path(tmp) / "app", cache=cache, index=index)
-                pin = pinned_kernels(app.root, args.kernels, args.requirements)
-                for kv in dict.fromkeys([*([pin] if pin else []), str(newest[0])]):
-                    if kv not in kernels:
-                        print(f"opening {args.kernels}=={kv}", file=sys.stderr)
-                        kernels[kv] = open_release(f"{args.kernels}=={kv}", Path(tmp) / "kernels", cache=cache,
-                                                    index=index)
-                    print(f"checking {args.app} {version} x {args.kernels} {kv}", file=sys.stderr)
-                    rows.append(row(app, kernels[kv], kv == pin, args.model))
+        what = Released(args.app, args.kernels, args.requirements, args.model, args.model_name)
+        found = rows(what, app_versions, index, cache, lambda line: print(line, file=sys.stderr))
     except KpatchError as err:
         print(f"error: {err}", file=sys.stderr)
         return int(err.exit_code)
@@ -159,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         command += f" --write {args.write.name if args.write.parent.name != 'docs' else 'docs/' + args.write.name}"
     if args.json:
-        print(json.dumps([asdict(r) for r in rows], indent=2))
-    text = table(rows, args.model_name, command.strip())
+        print(json.dumps([asdict(r) for r in found], indent=2))
+    text = table(found, args.model_name, command.strip())
     if args.write:
         write(args.write, text)
     elif not args.json:

@@ -41,6 +41,10 @@ if TYPE_CHECKING:
               "(a later 'nightly --publish-saved', with the token, reports it).")
 @click.option("--publish-saved", is_flag=True, help="Run no stage: report to GitHub the night in --report (run "
               "with --no-publish elsewhere; its refreshed files in this checkout).")
+@click.option("--released-pairs", is_flag=True, help="Also say in the report whether the newest released "
+              "application on the package index, with the kernels it pins and with the newest kernels, carries the "
+              "fix (no op it reaches on XPU in the folder the application's patches change is missing or declared "
+              "differently); skipped, saying why, when the index cannot be asked. See docs/verify.md.")
 @click.option("--replay", "replay_range", metavar="[NAME=]FROM..TO",
               help="Run no night: replay upstream NAME's first-parent history FROM..TO (default NAME: the first "
               "upstream), the rebase stage once per step, in a scratch folder, appending each step's night to the "
@@ -53,7 +57,8 @@ if TYPE_CHECKING:
               "history.jsonl in the --report folder).")
 def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
             base_image: str | None, devices: tuple[str, ...], timeout: float | None, max_steps: int | None,
-            budget: float | None, runners: int | None, no_publish: bool, publish_saved: bool, replay_range: str | None,
+            budget: float | None, runners: int | None, no_publish: bool, publish_saved: bool, released_pairs: bool,
+            replay_range: str | None,
             every: int | None, daily: bool, history_file: Path | None) -> int:
     """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
     from kpatch.nightly import run
@@ -82,7 +87,7 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
                     budget=ws.stack.budget if budget is None else budget,
                     runners=ws.stack.runners if runners is None else runners)
     options = run.Options(report_dir=folder, dry_run=dry_run, settings=settings, publish=not no_publish,
-                          limits=limits, scroll=limits.max_steps > 0)
+                          limits=limits, scroll=limits.max_steps > 0, released_pairs=released_pairs)
     if publish_saved:
         night = run.publish_saved_night(ws, ctx.ui, options)
     else:

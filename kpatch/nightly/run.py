@@ -41,6 +41,7 @@ class Options:
     publish: bool = True  # False (--no-publish): the report and refreshed files only; GitHub is not asked
     limits: scroll.Limits = field(default_factory=scroll.Limits)  # the search for the last green commits (red heads)
     scroll: bool = True  # False (--no-scroll): a red night stays at the pins, as before scrolling
+    released_pairs: bool = False  # True (--released-pairs): say whether the newest released pair carries the fix
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,10 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
         report = _scrolled(ws, ui, options, show, report, found, saved, kept)
     if saved is not None:
         saved.drop()
+    if options.released_pairs:
+        from kpatch.nightly import released
+
+        report = replace(report, notes=(*report.notes, *released.notes(ws)))
     reporting = time.monotonic()
     report = replace(report, clock=_clock(report, found, writing=0.0, publish=0.0, total=reporting - began))
     render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing

@@ -5,6 +5,7 @@ output. Real git repos, the fake GitHub server."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -202,3 +203,19 @@ def test_a_night_split_in_two_runs_without_the_token_and_publishes_with_it(world
     assert saved["clock"]["publish"] > 0 and saved["clock"]["total"] > night_total  # GitHub's time
     again, _ = world.night("--publish-saved", env={"GITHUB_TOKEN": token})
     assert again.exit_code == 2 and "was published already" in again.output
+
+
+def test_released_pairs_an_index_that_cannot_be_reached_is_a_note_of_the_report_not_a_failure(
+        world: World) -> None:
+    _break(world)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    result, report = world.night("--released-pairs", env={"PIP_INDEX_URL": closed})
+    assert result.exit_code == 1 and report["failure"]["stage"] == "rebase"  # the night's own outcome, unchanged
+    (note,) = [n for n in report["notes"] if n.startswith("released pairs:")]
+    assert note.startswith(f"released pairs: not checked (the package index {closed} could not be used: ")
+    assert f"released pairs: not checked (the package index {closed} could not be used: package index {closed}/app/:" \
+        in (world.root / "reports" / "nightly" / "report.md").read_text()
+    result, report = world.night()
+    assert not [n for n in report["notes"] if n.startswith("released pairs:")]  # only when asked

@@ -41,11 +41,12 @@ def branches(mod: Module, node: ast.AST, func: Scope) -> list[tuple[ast.expr, bo
     return out
 
 
-def bind(func: Scope, call: ast.Call) -> dict[str, ast.expr] | None:
+def bind(func: Scope, call: ast.Call, skip_self: bool = False) -> dict[str, ast.expr] | None:
     """What each parameter of func is at this call: the argument passed, else its default (a parameter with
-    neither is left out); None when the call spreads arguments (*args, **kwargs) or passes ones func lacks."""
+    neither is left out); None when the call spreads arguments (*args, **kwargs) or passes ones func lacks.
+    skip_self: func is a method called through its class or object (`Cls(...)` runs `__init__(self, ...)`)."""
     a = func.args
-    positional = [*a.posonlyargs, *a.args]
+    positional = [*a.posonlyargs, *a.args][1 if skip_self else 0:]
     if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords) \
             or (len(call.args) > len(positional) and a.vararg is None):
         return None

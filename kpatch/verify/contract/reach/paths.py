@@ -7,7 +7,7 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from kpatch.verify.contract.reach import arguments
+from kpatch.verify.contract.reach import arguments, nones
 from kpatch.verify.contract.reach.dispatch import FORWARDS, Dispatch, platform_entry
 from kpatch.verify.contract.reach.source import Module, Scope, is_torch_ops_vllm, text
 from kpatch.verify.contract.reach.verdict import CYCLE, MAX_DEPTH, REACHED_UNKNOWN, Verdict
@@ -98,6 +98,23 @@ class Reach(Dispatch):
         more = f"; +{len(reasons) - 1} more" if len(reasons) > 1 else ""
         return Verdict(False, f"{mod.where(test)}: only if `{text(test)}` is {str(want).lower()}, which no call of "
                               f"{func.name} passes: {reasons[0]}{more}")
+
+    def parameter_none(self, mod: Module, func: Scope, name: str, depth: int) -> str:
+        """Every call of func (a top-level function, or a class's __init__ through the class) passes None for
+        `name` on XPU (see nones.parameter_none); "" when a use of func is not a call the model can bind."""
+        owner = mod.enclosing(func)
+        cls = owner if isinstance(owner, ast.ClassDef) and mod.enclosing(owner) is None else None
+        if (owner is not None and cls is None) or (cls is not None and func.name != "__init__"):
+            return ""
+        top: ast.AST = cls if cls is not None else func
+        named = cls.name if cls is not None else func.name
+        calls: list[tuple[Module, ast.Call]] = []
+        for other, ref in self.references(mod, named, skip=top):
+            call = other.parents.get(ref)
+            if not isinstance(call, ast.Call) or call.func is not ref:
+                return ""  # passed on as a value (a factory, a partial): its calls are not read
+            calls.append((other, call))
+        return nones.parameter_none(self, func, name, calls, cls is not None, depth)
 
     # ---- units: functions, methods, classes, modules --------------------------------------------------------
 

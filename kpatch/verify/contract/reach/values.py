@@ -5,11 +5,12 @@ hasattr probes of ops the kernels do not define, flags and predicate functions d
 from __future__ import annotations
 
 import ast
+import operator
 import re
 from collections.abc import Callable
 from pathlib import Path
 
-from kpatch.verify.contract.reach import flow
+from kpatch.verify.contract.reach import dtypes, flow, nones
 from kpatch.verify.contract.reach.index import Index
 from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
@@ -20,6 +21,8 @@ NON_XPU = frozenset({"is_cuda", "is_rocm", "is_cpu", "is_tpu", "is_cuda_alike", 
 _NON_XPU_PREFIXES = ("on_gfx",)  # ROCm architecture checks
 # torch.cuda's state, false on a machine whose torch drives an XPU (no CUDA device, no CUDA stream to capture)
 TORCH_CUDA_FALSE = frozenset({"is_available", "is_initialized", "is_current_stream_capturing"})
+_ORDER = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+          ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _DEVICE_NAMES = {"xpu": True, "cuda": False, "rocm": False, "hip": False, "tpu": False, "cpu": False}
 
 
@@ -28,20 +31,25 @@ class Values(Index):
 
     def __init__(self, root: Path, files: list[Path], defined: Callable[[str, str], bool]) -> None:
         super().__init__(root, files, defined)
-        self._values: dict[int, Value] = {}
-        self._guards: dict[tuple[int, int], str] = {}
-        self._known: dict[int, Value] = {}  # id(expression) -> its value on XPU
+        self._values: dict[int, tuple[Value, int]] = {}  # id(function) -> what it returns on XPU, as _known
+        self._guards: dict[tuple[int, int], tuple[str, int]] = {}  # (id(node), id(stop)) -> why, as _known
+        # id(expression) -> its value on XPU, and the depth it was worked out at: an unknown found deeper (where
+        # MAX_DEPTH cut the search short) is worked out again when asked from nearer the call site
+        self._known: dict[int, tuple[Value, int]] = {}
         self._because: dict[int, str] = {}  # id(expression) -> why it has its value, when that takes a line
+        self._cache_dtypes: dtypes.CacheDtypes | None = None
+        self._cache_dtypes_read = False
 
     # ---- guards ---------------------------------------------------------------------------------------------
 
     def guard(self, mod: Module, node: ast.AST, stop: ast.AST | None = None, depth: int = 0) -> str:
         """Why node never runs on XPU, from the branches and early returns around it (up to `stop`), or ""."""
         key = (id(node), id(stop))
-        if key not in self._guards:
-            self._guards[key] = ""  # while it is being worked out (a flag that guards its own assignment)
-            self._guards[key] = self._guard(mod, node, stop, depth)
-        return self._guards[key]
+        known = self._guards.get(key)
+        if known is None or (not known[0] and known[1] > depth):
+            self._guards[key] = ("", -1)  # while it is being worked out (a flag that guards its own assignment)
+            self._guards[key] = (self._guard(mod, node, stop, depth), depth)
+        return self._guards[key][0]
 
     def _guard(self, mod: Module, node: ast.AST, stop: ast.AST | None, depth: int) -> str:
         child = node
@@ -97,10 +105,11 @@ class Values(Index):
         if depth > MAX_DEPTH:
             return None
         if isinstance(expr, (ast.Name, ast.Attribute, ast.Call)):
-            if id(expr) not in self._known:
-                self._known[id(expr)] = None  # not known while it is being worked out
-                self._known[id(expr)] = self._value(mod, expr, depth)
-            return self._known[id(expr)]
+            known = self._known.get(id(expr))
+            if known is None or (known[0] is None and known[1] > depth):
+                self._known[id(expr)] = (None, -1)  # not known while it is being worked out
+                self._known[id(expr)] = (self._value(mod, expr, depth), depth)
+            return self._known[id(expr)][0]
         return self._value(mod, expr, depth)
 
     def _value(self, mod: Module, expr: ast.expr, depth: int) -> Value:
@@ -134,9 +143,15 @@ class Values(Index):
     def _compare(self, mod: Module, expr: ast.Compare, depth: int) -> Value:
         op, left, right = expr.ops[0], expr.left, expr.comparators[0]
         if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
-            if self._none_on_xpu(mod, left, depth):
+            why = nones.none_on_xpu(self, mod, left, depth)
+            if why:
+                if why != "None":
+                    self._because[id(expr)] = why
                 return isinstance(op, ast.Is)
             return None
+        cache = self.cache_dtype_test(expr)
+        if cache is not None:
+            return cache
         if isinstance(op, (ast.Eq, ast.NotEq)):
             for a, b in ((left, right), (right, left)):
                 if isinstance(b, ast.Constant) and b.value in _DEVICE_NAMES and self._is_device_name(a):
@@ -147,6 +162,14 @@ class Values(Index):
                     equal = self._is_string(mod, a, b.value, depth)
                     if equal is not None:
                         return equal if isinstance(op, ast.Eq) else not equal
+        if type(op) in _ORDER and isinstance(left, ast.Call) and isinstance(right, ast.Constant) \
+                and isinstance(right.value, int) and not isinstance(right.value, bool):
+            target = self.resolve_function(mod, left.func)
+            number = nones.returns_number(self, target[0], target[1], depth + 1) if target else None
+            if target is not None and number is not None:
+                where, func = target
+                self._because[id(expr)] = f"{where.where(func)}: {func.name} returns only {number} on XPU"
+                return bool(_ORDER[type(op)](number, right.value))
         return None
 
     def _is_string(self, mod: Module, expr: ast.expr, string: str, depth: int) -> Value:
@@ -189,23 +212,13 @@ class Values(Index):
                                                          and isinstance(expr.value, ast.Attribute)
                                                          and expr.value.attr == "device")
 
-    def _none_on_xpu(self, mod: Module, expr: ast.expr, depth: int) -> bool:
-        """`current_platform.get_device_capability()` (None on XPU), directly or through a local name."""
-        if depth > MAX_DEPTH:
-            return False
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
-                and expr.func.attr == "get_device_capability":
-            return True
-        if isinstance(expr, ast.Name):
-            values = self._assigned(mod, expr, depth + 1)
-            return bool(values) and all(self._none_on_xpu(m, v, depth + 1) for m, v in values)
-        return False
-
     def _call(self, mod: Module, expr: ast.Call, depth: int) -> Value:
         func = expr.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if name == "is_xpu":
             return True
+        if name == "bool" and isinstance(func, ast.Name) and len(expr.args) == 1 and not expr.keywords:
+            return self.value(mod, expr.args[0], depth)
         if name in NON_XPU or name.startswith(_NON_XPU_PREFIXES):
             return False
         if name in TORCH_CUDA_FALSE and isinstance(func, ast.Attribute) and _is_torch_cuda(func.value):
@@ -228,9 +241,10 @@ class Values(Index):
 
     def returns(self, mod: Module, func: Scope, depth: int) -> Value:
         """What func returns on XPU, when every return it reaches there agrees."""
-        if id(func) in self._values:
-            return self._values[id(func)]
-        self._values[id(func)] = None  # recursion: not known
+        known = self._values.get(id(func))
+        if known is not None and (known[0] is not None or known[1] <= depth):
+            return known[0]
+        self._values[id(func)] = (None, -1)  # recursion: not known
         seen: set[Value] = set()
         for node in own_nodes(func):
             if isinstance(node, ast.Return) and not self.guard(mod, node, func, depth):
@@ -243,8 +257,32 @@ class Values(Index):
         if not terminates(func.body):
             seen.add(False)  # falling off the end returns None
         result = seen.pop() if len(seen) == 1 else None
-        self._values[id(func)] = result
+        self._values[id(func)] = (result, depth)
         return result
+
+    def parameter_none(self, mod: Module, func: Scope, name: str, depth: int) -> str:  # noqa: ARG002
+        """Why parameter `name` of func is None on XPU, from every call of func ("": not known here; the call-path
+        search knows the calls)."""
+        return ""
+
+    def cache_dtype_test(self, expr: ast.Compare) -> Value:
+        """The truth of a KV-cache dtype test on XPU: false for a dtype no XPU attention backend takes (None: not
+        such a test, or a dtype XPU takes)."""
+        if not self._cache_dtypes_read:
+            self._cache_dtypes, self._cache_dtypes_read = dtypes.xpu_cache_dtypes(self), True
+        if self._cache_dtypes is None:
+            return None
+        decided = self._cache_dtypes.decide(expr)
+        if decided is None:
+            return None
+        self._because[id(expr)] = decided[1]
+        return decided[0]
+
+    def assigned(self, mod: Module, name: ast.Name, depth: int) -> list[tuple[Module, ast.expr]]:
+        return self._assigned(mod, name, depth)
+
+    def attribute_values(self, mod: Module, expr: ast.Attribute) -> list[tuple[Module, ast.expr]] | None:
+        return self._attribute_values(mod, expr)
 
     def _assigned(self, mod: Module, name: ast.Name, depth: int) -> list[tuple[Module, ast.expr]]:
         """The values assigned to a local (or else module-level) name, where those assignments run on XPU;
@@ -288,8 +326,9 @@ class Values(Index):
         return results.pop() if len(results) == 1 else None
 
     def _attribute_values(self, mod: Module, expr: ast.Attribute) -> list[tuple[Module, ast.expr]] | None:
-        """The values the class around expr assigns to `self.<attr>` (or its class attribute); None when other
-        code may set it, or an assignment is not a plain one (a tuple target, +=)."""
+        """The values the class around expr assigns to `self.<attr>` (or its class attribute, or registers as a
+        buffer of that name); None when other code may set it, or an assignment is not a plain one (a tuple
+        target, +=)."""
         cls, _ = mod.unit(expr)
         if cls is None or self._set_elsewhere(mod, cls, expr.attr):
             return None
@@ -308,6 +347,7 @@ class Values(Index):
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute) \
                     and node.target.attr == expr.attr:
                 return None
+        values += [(mod, value) for value in nones.register_buffer_values(cls, expr.attr)]
         return values
 
     def _set_elsewhere(self, mod: Module, cls: ast.ClassDef, attr: str) -> bool:
