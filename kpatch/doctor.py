@@ -67,7 +67,8 @@ class DoctorReport:
 def diagnose(stack: Stack | None, config_error: ConfigError | None, options: DoctorOptions) -> DoctorReport:
     """Every check, in the order a newcomer meets them; `config_error` is why there is no `stack`."""
     builds = stack is not None and any(u.build is not None or u.test is not None for u in stack.upstreams)
-    findings = [_config(stack, config_error), _backend(options), *_git(), *_engine(options, needed=builds and options.backend == "docker"),
+    findings = [_config(stack, config_error), _backend(options), *_git(),
+                *_engine(options, needed=builds and options.backend == "docker"),
                 _gpu(stack), *_local(options), *_mirrors(options), _token(), *_disks(options)]
     return DoctorReport(findings=tuple(findings))
 
