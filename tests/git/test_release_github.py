@@ -3,7 +3,6 @@ published last) and its index pushed to a local bare repository standing in for 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import tomllib
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from kpatch.wheels import lock as lockfile
 from tests.git.test_release import Sets, build_sets
 from tests.support.fake_github import FakeGitHub, fake_github
 from tests.support.fake_github_releases import add_tag, cut_uploads_after, releases_of
+from tests.support.json_envelope import checked
 
 REPO = "kpatch/kimi-xpu"
 TOKEN = "ghp_RELEASErelease0123456789RELEASErel"
@@ -35,7 +35,7 @@ class World:
 
     def release(self, *args: str) -> tuple[int, dict[str, object], str]:
         ran = self.sets.kpatch("release", "--to", "github", "--json", *args)
-        data = json.loads(ran.stdout) if ran.stdout.strip() else {}
+        data = checked(ran.stdout, "release") if ran.stdout.strip() else {}  # as the JSON Schema says
         return ran.exit_code, data.get("result") or data.get("error") or {}, ran.output
 
     def show(self, path: str) -> str:

@@ -229,8 +229,8 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            json_body = "json" in (self.headers.get("Content-Type") or "json")
-            body = (json.loads(raw) if raw else {}) if json_body else {"_bytes": raw}  # a release asset's bytes
+            upload = (self.headers.get("Content-Type") or "").startswith("application/octet-stream")
+            body = {"_bytes": raw} if upload else json.loads(raw) if raw else {}  # an upload: a release asset's bytes
             with fake.lock:
                 access = _access(fake, self.headers.get("Authorization"))
                 fake.requests.append(Request(method, path, query, body, access))

@@ -110,7 +110,7 @@ class GitHubReleases:
         raw = self._raw(tag)
         if raw is None:
             raise UpstreamError(f"GitHub release {tag} of {self.repository} went away before it was published")
-        self._call(f"publish release {tag}", lambda: raw.update_release(raw.title or tag, body, draft=False))
+        self._call(f"publish release {tag}", lambda: raw.update_release(raw.name or tag, body, draft=False))
         found = self.find(tag)
         assert found is not None
         return found
