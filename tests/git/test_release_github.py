@@ -3,6 +3,7 @@ published last) and its index pushed to a local bare repository standing in for 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tomllib
 from collections.abc import Iterator
@@ -143,3 +144,21 @@ def test_a_tag_on_github_is_refused_naming_it_and_nothing_is_written(world: Worl
     assert str(error["message"]).startswith("tag g3 is already released on GitHub "
                                             "(https://github.example/kpatch/kimi-xpu/releases/tag/g3)")
     assert len(releases_of(world.fake, REPO)) == 1 and world.branch() == pushed
+
+
+def test_a_release_published_before_its_index_was_pushed_gets_its_index_on_the_next_run(world: World) -> None:
+    hook = world.pages / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'pages are closed today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    code, error, output = world.release("--tag", "g4")
+    assert code == ExitCode.UPSTREAM, output
+    assert "the index was not pushed to branch gh-pages" in str(error["message"])
+    (made,) = releases_of(world.fake, REPO)
+    assert not made.draft and world.branch() is None  # the release is whole; its index is not there yet
+    hook.unlink()
+    uploads = len([r for r in world.fake.writes() if r.path.endswith("/assets")])
+    code, result, output = world.release("--tag", "g4")
+    assert code == 0, output
+    assert result["resumed"] is True and result["uploaded"] == []
+    assert len([r for r in world.fake.writes() if r.path.endswith("/assets")]) == uploads  # nothing sent again
+    assert [r["tag"] for r in json.loads(world.show("stable/releases.json"))["releases"]] == ["g4"]
