@@ -47,6 +47,7 @@ class Finding:
 @dataclass(frozen=True)
 class DoctorOptions:
     backend: str  # "docker" or "local": the one build-wheels and test will use
+    backend_why: str  # how it was chosen: "--backend docker", or what `auto` found (the engine, or none)
     base_image: str  # the base the build image is made from
     fsck: bool
     cache_dir: Path
@@ -66,7 +67,8 @@ class DoctorReport:
 def diagnose(stack: Stack | None, config_error: ConfigError | None, options: DoctorOptions) -> DoctorReport:
     """Every check, in the order a newcomer meets them; `config_error` is why there is no `stack`."""
     builds = stack is not None and any(u.build is not None or u.test is not None for u in stack.upstreams)
-    findings = [_config(stack, config_error), *_git(), *_engine(options, needed=builds and options.backend == "docker"),
+    findings = [_config(stack, config_error), _backend(options), *_git(),
+                *_engine(options, needed=builds and options.backend == "docker"),
                 _gpu(stack), *_local(options), *_mirrors(options), _token(), *_disks(options)]
     return DoctorReport(findings=tuple(findings))
 
@@ -80,6 +82,13 @@ def _config(stack: Stack | None, error: ConfigError | None) -> Finding:
                        "run kpatch doctor in a project, give --config FILE, make one with 'kpatch init' "
                        "(or try 'kpatch demo --keep')")
     return Finding("config", Level.FAIL, str(error or "no stack"), "fix kpatch.toml at the line named")
+
+
+def _backend(options: DoctorOptions) -> Finding:
+    """Which backend build-wheels, test and the nightly take here, and why (the same choice as theirs)."""
+    where = "the Docker engine" if options.backend == "docker" else "this host, in venvs of kpatch's own"
+    return Finding("backend", Level.OK, f"{options.backend}: {where} ({options.backend_why}); its needs are checked "
+                   "below")
 
 
 def _git() -> Iterator[Finding]:

@@ -29,23 +29,22 @@ def command(ctx: Context, to: str, channel: str, tag: str | None, lock_path: Pat
     """Publish the verified set into a static package index, with its lock, notes and the one install command."""
     from kpatch.wheels import release
 
-    if to == "github":
-        raise UsageError("--to github is not available yet: publish with --to DIR (a folder to serve)")
     if (yank is None) != (why is None):
         raise UsageError("--yank TAG and --why TEXT go together")
     if yank is not None and (tag is not None or lock_path is not None):
         raise UsageError("--yank takes no --tag or --lock: it marks a release that exists")
     ws = ctx.workspace()
-    target = release.target(ws.stack, Path(to), channel, base_url)
+    if to == "github" and yank is not None:
+        raise UsageError("--yank with --to github: yank on the index's folder (a checkout of its branch) with "
+                         "--to DIR, then push it")
     if yank is not None:
         assert why is not None
-        result = release.yank(target, yank, why)
+        result = release.yank(release.target(ws.stack, Path(to), channel, base_url), yank, why)
     else:
-        from kpatch.verify.run import release_verified
+        from kpatch.verify.releasing import publish_verified
 
         release.check_names(channel, tag)
-        result = release_verified(ws, ctx.ui, target, (lock_path or ws.stack.root / "dist" / "pylock.toml").resolve(),
-                                  tag)
+        result = publish_verified(ws, ctx.ui, to, channel, tag, lock_path, base_url)
     if ctx.ui.json_mode:
         ctx.ui.result(result)
     else:
@@ -61,7 +60,12 @@ def _show(ctx: Context, result: object) -> None:
     if result.yanked is not None:
         ui.plain(f"yanked {result.tag} ({result.package} {result.version}) on {result.channel}: {result.yanked}")
     else:
-        ui.plain(f"released {result.package} {result.version} as {result.tag} on {result.channel}: {result.folder}")
+        ui.plain(f"released {result.package} {result.version} as {result.tag} on {result.channel}: "
+                 f"{result.github or result.folder}")
+    if result.github is not None:
+        sent = f"{len(result.uploaded)} asset(s) uploaded" + (" (a stopped release finished)" if result.resumed
+                                                             else "")
+        ui.plain(f"GitHub release: {result.github}; {sent}; index {result.pages}")
     for tag in result.left_index:
         ui.plain(f"{tag} left the {result.channel} index ([release] keep); its files stay")
     ui.plain(f"index: {result.index_url} ({len(result.pages_written)} page(s) written)")

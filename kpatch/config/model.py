@@ -117,6 +117,10 @@ class Release:
     url: str | None = None  # DIR as users reach it; None: DIR's file:// URL
     keep: int = 7  # the sets the nightly channel's index lists
     torch_index: str | None = None  # where the set's torch is; None: the PyTorch XPU index
+    nightly: bool = False  # a green night publishes its set on the nightly channel of `to`
+    to: str | None = None  # where the nightly publishes: a folder (relative to kpatch.toml) or "github"
+    pages_remote: str | None = None  # --to github: where the index's branch is pushed; None: the GitHub repository
+    pages_branch: str = "gh-pages"  # --to github: the branch that holds the index (GitHub Pages serves it)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -179,6 +179,21 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                  "description": "The package index the set's torch comes from: the release lock "
                                                 "names its wheels there, pip's command adds it as an extra index.",
                                  "examples": [PYTORCH_XPU_INDEX]},
+    ("release", "nightly"): {"type": "boolean", "default": False,
+                             "description": "A green night publishes its set on the nightly channel of `to` "
+                                            "(as `kpatch release --channel nightly --to TO`).", "examples": [True]},
+    ("release", "to"): {"type": "string", "minLength": 1,
+                        "description": "Where the nightly publishes: a folder (relative to kpatch.toml) or "
+                                       "\"github\" (a GitHub Release and the index's branch); needed with "
+                                       "nightly = true.", "examples": ["site", "github"]},
+    ("release", "pages-remote"): {"type": "string", "minLength": 1,
+                                  "description": "With github: the git URL (or path) the index's branch is pushed "
+                                                 "to (default: the [github] repository on GitHub).",
+                                  "examples": ["https://github.com/kpatch/kimi-xpu.git"]},
+    ("release", "pages-branch"): {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+                                  "default": "gh-pages",
+                                  "description": "With github: the branch that holds the index (GitHub Pages "
+                                                 "serves it).", "examples": ["gh-pages"]},
     ("set", "torch"): {"type": "string", "pattern": r"^[0-9][0-9A-Za-z.!+_-]*$",
                        "description": "One exact torch version every upstream builds against (a local label such "
                                       "as +xpu allowed); written into every upstream's pin files.",

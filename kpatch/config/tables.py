@@ -45,7 +45,7 @@ VERIFY_KEYS = ("cuda-only", "baseline")
 CUDA_ONLY_KEYS = ("op", "module", "why")
 DASHBOARD_KEYS = ("history", "issue")
 NIGHTLY_KEYS = ("max-steps", "budget", "runners")
-RELEASE_KEYS = ("url", "keep", "torch-index")
+RELEASE_KEYS = ("url", "keep", "torch-index", "nightly", "to", "pages-remote", "pages-branch")
 DEFAULT_KEEP = 7  # [release] keep: the sets the nightly channel's index lists
 DEFAULT_MAX_STEPS = 8  # [nightly] max-steps: bisection steps when the heads are red
 
@@ -310,8 +310,9 @@ def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float 
 
 def release_table(path: Path, lines: list[str], table: Any) -> Release:
     """`[release] url = "https://..."` (where `kpatch release --to DIR` publishes DIR: the index's and the locks'
-    URLs), `keep = N` (the sets the nightly channel lists, default 7) and `torch-index = URL` (where the set's torch
-    is, default the PyTorch XPU index)."""
+    URLs), `keep = N` (the sets the nightly channel lists, default 7), `torch-index = URL` (where the set's torch
+    is, default the PyTorch XPU index), `nightly = true` with `to = DIR|"github"` (a green night publishes its set)
+    and, for github, `pages-remote` and `pages-branch` (where the index's branch is pushed)."""
     if table is None:
         return Release()
     start, end = table_span(lines, "[release]")
@@ -331,7 +332,26 @@ def release_table(path: Path, lines: list[str], table: Any) -> Release:
             raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: [release] {key!r} must be an http(s):// "
                               f"or file:// URL, not {value!r}")
         urls[key] = value
-    return Release(url=urls["url"], keep=keep, torch_index=urls["torch-index"])
+    nightly = table.get("nightly", False)
+    if not isinstance(nightly, bool):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'nightly')}: [release] 'nightly' must be true or "
+                          "false")
+    texts: dict[str, str | None] = {}
+    for key in ("to", "pages-remote", "pages-branch"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip() or "\n" in value):
+            raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: [release] {key!r} must be a one-line "
+                              f"string, not {value!r}")
+        texts[key] = value
+    if nightly and texts["to"] is None:
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'nightly')}: [release] nightly = true needs "
+                          "'to': the folder the nightly channel is published in, or \"github\"")
+    branch = texts["pages-branch"] or "gh-pages"
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$", branch) or ".." in branch:
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'pages-branch')}: [release] 'pages-branch' "
+                          f"{branch!r} is no branch name")
+    return Release(url=urls["url"], keep=keep, torch_index=urls["torch-index"], nightly=nightly, to=texts["to"],
+                   pages_remote=texts["pages-remote"], pages_branch=branch)
 
 
 def relative(value: str) -> bool:

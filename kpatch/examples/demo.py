@@ -28,9 +28,9 @@ from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 from kpatch.testing.run import TestRun, run_suites
 from kpatch.verify.model import Status
-from kpatch.verify.run import VerifyResult, release_verified
+from kpatch.verify.releasing import publish_verified
+from kpatch.verify.run import VerifyResult
 from kpatch.verify.run import verify as run_verify
-from kpatch.wheels import release as releases
 from kpatch.wheels.build import BuildResult, build_wheels
 from kpatch.wheels.release import Published
 
@@ -294,6 +294,5 @@ def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, 
 
 def _release(ws: Workspace, ui: UI) -> tuple[Published, bool, str]:
     site = ws.stack.root / "site"
-    result = release_verified(ws, ui, releases.target(ws.stack, site, "stable", None),
-                              ws.stack.root / "dist" / "pylock.toml", None)
+    result = publish_verified(ws, ui, str(site), "stable", None, None, None)
     return result, True, f"{result.tag} into {site} ({result.index_url}); {result.pip_command}"

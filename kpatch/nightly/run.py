@@ -114,6 +114,11 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
         assert found.lock is not None
         write_atomic(kept, found.lock.read_bytes())
         report = replace(report, kept_lock=str(kept))
+        if ws.stack.release.nightly:  # a green night's set on the nightly channel ([release] nightly = true)
+            from kpatch.nightly.release import release_night
+
+            why = "--dry-run" if options.dry_run else tgt.dry_run
+            report = replace(report, notes=(*report.notes, release_night(ws, ui, found.lock, why)))
     elif saved is not None and report.failure is not None and report.failure.stage is not Stage.REBASE:
         report = _scrolled(ws, ui, options, show, report, found, saved, kept)
     if saved is not None:

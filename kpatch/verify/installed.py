@@ -49,6 +49,10 @@ def check_versions(lock: Lock, folder: Path) -> tuple[list[Check], dict[str, met
     elif absent:
         out.append(failed("installed", "set", f"none of the set is installed ({', '.join(w.package for w in absent)})",
                           f"pip install {' '.join(str(folder / w.filename) for w in lock.wheels)}"))
+    mixed = mixed_sets(lock, found)
+    if mixed is not None:
+        out.append(failed("installed", "set", mixed, "install one set: pip install --force-reinstall --no-deps "
+                          + " ".join(str(folder / w.filename) for w in lock.wheels)))
     for wheel in lock.wheels:
         dist = found.get(wheel.upstream)
         if dist is None:
@@ -59,6 +63,50 @@ def check_versions(lock: Lock, folder: Path) -> tuple[list[Check], dict[str, met
             out.append(failed("installed", wheel.package, f"{dist.version} is installed, the lock has "
                               f"{wheel.version}", _install(folder, wheel)))
     return out, found
+
+
+def mixed_sets(lock: Lock, found: dict[str, metadata.Distribution]) -> str | None:
+    """Why the installed packages are two sets, naming both (None when they are one): a package installed at the
+    lock's version beside one that is not (this set and another), or a package whose `==` requirement on another
+    of the set is not what is installed (the set it was built in, and the one the other came from)."""
+    ours = [w for w in lock.wheels if w.upstream in found and _same(found[w.upstream].version, w.version)]
+    other = [w for w in lock.wheels if w.upstream in found and not _same(found[w.upstream].version, w.version)]
+    pinned = _broken_pins(lock, found)
+    if pinned is None and not (ours and other):
+        return None
+    parts = []
+    if ours and other:
+        parts.append(f"{', '.join(f'{w.package} {w.version}' for w in ours)} from this lock's set, "
+                     f"{', '.join(f'{w.package} {found[w.upstream].version}' for w in other)} from another set "
+                     f"(this lock has {', '.join(f'{w.package} {w.version}' for w in other)})")
+    if pinned is not None:
+        parts.append(pinned)
+    return "the environment mixes two sets: " + "; ".join(parts)
+
+
+def _broken_pins(lock: Lock, found: dict[str, metadata.Distribution]) -> str | None:
+    """The first installed package of the set whose `==` requirement on another installed one is not met."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    by_name = {canonicalize_name(w.package): w for w in lock.wheels if w.upstream in found}
+    for wheel in lock.wheels:
+        dist = found.get(wheel.upstream)
+        if dist is None:
+            continue
+        for text in dist.requires or []:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            target = by_name.get(canonicalize_name(req.name))
+            pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            if target is None or not pins or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+                continue
+            have = found[target.upstream].version
+            if not any(_same(have, pin) for pin in pins):
+                return (f"{dist.metadata['Name']} {dist.version} was built in the set with {target.package} "
+                        f"{pins[0]}, and {target.package} {have} is installed (from another set)")
+    return None
 
 
 def _install(folder: Path, wheel: Wheel) -> str:

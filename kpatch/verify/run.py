@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -16,9 +17,9 @@ from kpatch.verify import installed as inst
 from kpatch.verify.contract import ContractReport, Side, check_sides, read_app, read_kernels
 from kpatch.verify.model import Check, Status, failed, passed
 from kpatch.wheels import lock as lockfile
-from kpatch.wheels import notes, release
+from kpatch.wheels import notes
 from kpatch.wheels.lock import Lock
-from kpatch.wheels.release import Published, Target
+from kpatch.wheels.release import Published
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def _installed(ws: Workspace, ui: UI, lock: Lock | None, path: Path, declared: d
     return provenance
 
 
-def release_verified(ws: Workspace, ui: UI, target: Target, lock: Path, tag: str | None) -> Published:
+def release_verified(ws: Workspace, ui: UI, lock: Path, publish: Callable[[str], Published]) -> Published:
     """`kpatch release`: verify the set against its lock (the op contract included) and publish it, with notes
     that carry the verify summary and the last test reports. A set that does not verify is refused (exit 1)
     naming the first failed check, and nothing is written."""
@@ -198,7 +199,7 @@ def release_verified(ws: Workspace, ui: UI, target: Target, lock: Path, tag: str
     lines += [f"{c.area} {c.subject}: {c.detail}" for c in result.checks if c.area in ("contract", "pin", "torch")
               and c.status is Status.PASS]
     lines += [_test_summary(ws.stack.root / "reports", up.name) for up in ws.stack.upstreams]
-    return release.publish(target, lock, tag, notes.body(ws.stack, lockfile.read(lock), tuple(lines)))
+    return publish(notes.body(ws.stack, lockfile.read(lock), tuple(lines)))
 
 
 def _test_summary(reports: Path, upstream: str) -> str:

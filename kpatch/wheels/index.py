@@ -100,7 +100,8 @@ def _root_json(projects: list[str]) -> bytes:
 
 def _url(file: IndexFile) -> str:
     """The link from simple/<project>/ to the file, its sha256 as the fragment pip and uv check."""
-    return f"../../{file.href}#sha256={file.sha256}"
+    where = file.href if "://" in file.href else f"../../{file.href}"  # an asset elsewhere, or beside simple/
+    return f"{where}#sha256={file.sha256}"
 
 
 def _project_html(project: str, files: list[IndexFile]) -> bytes:

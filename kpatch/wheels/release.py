@@ -51,6 +51,7 @@ class ReleasedFile:
     size: int
     metadata_sha256: str
     requires_python: str | None
+    href: str | None = None  # where the file is when not in files/ (a GitHub release's asset URL)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ class Published:
     listed: tuple[str, ...]  # the tags the channel's index lists now, oldest first
     left_index: tuple[str, ...]  # tags that left the index in this run ([release] keep on nightly)
     yanked: str | None
+    github: str | None = None  # --to github: the GitHub release's page
+    uploaded: tuple[str, ...] = ()  # --to github: the assets sent in this run (a resumed run sends what was missing)
+    resumed: bool = False  # --to github: a draft or release of this set from a run that stopped was finished
+    pages: str | None = None  # --to github: the index's commit, branch and remote ("unchanged ..." when it was)
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,7 @@ class Target:
     base_url: str  # DIR as users reach it (default: its file:// URL)
     torch_index: str
     keep: int | None  # None: every release stays in the index (stable)
+    downloads: str | None = None  # the wheels are assets at <downloads>/<tag>/<file>, not in files/ (--to github)
 
     @property
     def root(self) -> Path:
@@ -104,6 +110,9 @@ class Target:
 
     def url(self, *parts: str) -> str:
         return "/".join([self.base_url.rstrip("/"), self.channel, *parts])
+
+    def file_url(self, file: ReleasedFile) -> str:
+        return file.href or self.url(FILES, file.filename)
 
 
 def target(stack: Stack, out: Path, channel: str, base_url: str | None) -> Target:
@@ -149,14 +158,18 @@ def publish(target: Target, lock_path: Path, tag: str | None, notes: str) -> Pub
         _refuse_released(target, lock, tag, top)
         ledger = read_ledger(target.root)
         metas = {w.filename: core_metadata(lock_path.parent / w.filename) for w in lock.wheels}
-        files = tuple(_released(w, metas[w.filename]) for w in lock.wheels)
+        known = {f.filename: f for old in ledger for f in old.files}
+        files = tuple(known.get(w.filename) or _released(w, metas[w.filename], target, tag) for w in lock.wheels)
         torch = lock.set_torch or next((t for t in lock.torches().values() if t), None)
         release = Release(tag=tag, package=canonicalize_name(top.package), version=top.version, files=files,
                           torch=torch)
-        locked = url_lock(target, lock, torch)
+        locked = url_lock(target, lock, torch, files)
         published = _published(target, release, (), (), ())
         for wheel in lock.wheels:
-            _add_file(target.root / FILES, lock_path.parent / wheel.filename, wheel.sha256, metas[wheel.filename])
+            if target.downloads is None:
+                _add_file(target.root / FILES, lock_path.parent / wheel.filename, wheel.sha256, metas[wheel.filename])
+            else:  # the wheel is a release asset; its METADATA is kept here too (and uploaded beside it)
+                write_atomic(target.root / FILES / f"{wheel.filename}.metadata", metas[wheel.filename])
         folder = target.root / RELEASES / tag
         write_atomic(folder / lockfile.LOCK_NAME, locked)
         write_atomic(folder / "SHA256SUMS", "".join(f"{f.sha256}  {f.filename}\n" for f in files).encode())
@@ -206,12 +219,14 @@ def _refuse_released(target: Target, lock: lockfile.Lock, tag: str, top: Wheel) 
                                  f"not {wheel.sha256}: a released file never changes")
 
 
-def _released(wheel: Wheel, meta: bytes) -> ReleasedFile:
-    """The index's record of a wheel of the set: its hashes and the Requires-Python its METADATA says."""
+def _released(wheel: Wheel, meta: bytes, target: Target, tag: str) -> ReleasedFile:
+    """The index's record of a wheel of the set: its hashes, the Requires-Python its METADATA says, and where it
+    is when it is an asset of the release `tag` (--to github)."""
     parsed = Metadata.from_email(meta.decode("utf-8"), validate=False)
     requires_python = str(parsed.requires_python) if parsed.requires_python else None
+    href = f"{target.downloads.rstrip('/')}/{tag}/{wheel.filename}" if target.downloads else None
     return ReleasedFile(filename=wheel.filename, sha256=wheel.sha256, size=wheel.size, metadata_sha256=sha256(meta),
-                        requires_python=requires_python)
+                        requires_python=requires_python, href=href)
 
 
 def _add_file(files: Path, wheel: Path, digest: str, meta: bytes) -> None:
@@ -255,7 +270,8 @@ def index_files(listed: list[Release]) -> list[index.IndexFile]:
     for name, file in first.items():
         reasons = [r.yanked for r in holders[name]]
         yanked = None if any(r is None for r in reasons) else "; ".join(f"{r.tag}: {r.yanked}" for r in holders[name])
-        out.append(index.IndexFile(filename=name, href=f"{FILES}/{name}", sha256=file.sha256, size=file.size,
+        out.append(index.IndexFile(filename=name, href=file.href or f"{FILES}/{name}", sha256=file.sha256,
+                                   size=file.size,
                                    metadata_sha256=file.metadata_sha256, requires_python=file.requires_python,
                                    yanked=yanked))
     return out
@@ -273,12 +289,14 @@ def _published(target: Target, release: Release, written: tuple[str, ...], liste
                      left_index=gone, yanked=release.yanked)
 
 
-def url_lock(target: Target, lock: lockfile.Lock, torch: str | None) -> bytes:
+def url_lock(target: Target, lock: lockfile.Lock, torch: str | None, files: tuple[ReleasedFile, ...] = ()) -> bytes:
     """The release's PEP 751 lock: each wheel by its URL in files/ (and its size and sha256), torch named by
     version on its index as the third member when the set was built against one; validated before it is written."""
     data = lockfile.to_dict(lock)
+    where = {f.filename: target.file_url(f) for f in files}
     for package, wheel in zip(data["packages"], lock.wheels, strict=True):
-        package["wheels"] = [{"name": wheel.filename, "url": target.url(FILES, wheel.filename), "size": wheel.size,
+        url = where.get(wheel.filename) or target.url(FILES, wheel.filename)
+        package["wheels"] = [{"name": wheel.filename, "url": url, "size": wheel.size,
                               "hashes": {"sha256": wheel.sha256}}]
     if torch:
         data["packages"].append({"name": "torch", "version": torch, "index": target.torch_index,
@@ -364,6 +382,7 @@ def read_ledger(root: Path) -> list[Release]:
 
 def write_ledger(root: Path, ledger: list[Release]) -> None:
     releases = [{"tag": r.tag, "package": r.package, "version": r.version, "torch": r.torch, "yanked": r.yanked,
-                 "files": [f.__dict__ for f in r.files]} for r in ledger]
+                 "files": [{k: v for k, v in f.__dict__.items() if k != "href" or v is not None} for f in r.files]}
+                for r in ledger]
     write_atomic(root / LEDGER, (json.dumps({"format": LEDGER_FORMAT, "releases": releases}, indent=1) + "\n")
                  .encode())

@@ -39,6 +39,16 @@ def test_doctor_sees_the_engine_and_the_base_image(tmp_path: Path, base_image: s
     assert image["status"] == "warn" and image["fix"].startswith("docker pull kpatch-no-such-image:1")
 
 
+def test_doctor_auto_takes_the_engine_that_answers_and_keeps_its_checks(tmp_path: Path, base_image: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KPATCH_BASE_IMAGE", base_image)  # from the environment: auto still chooses by the engine
+    result = run_kpatch(tmp_path, "doctor", "--json")
+    found = {f["area"]: f for f in json.loads(result.stdout)["result"]["findings"]}
+    assert found["backend"]["detail"].startswith("docker: the Docker engine (auto: the Docker engine at ")
+    assert found["docker"]["status"] == "ok" and found["image"]["status"] == "ok"
+    assert found["python"]["status"] in ("skip", "ok", "warn")  # this host's environment is not needed
+
+
 def test_demo_scroll_bisects_past_the_planted_break_to_the_last_green_commit_and_names_the_culprit(
         tmp_path: Path, base_image: str) -> None:
     """The demo's scrolling night on the engine (the scrolling itself on this host's backend:

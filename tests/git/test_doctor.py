@@ -23,10 +23,10 @@ def _findings(stdout: str) -> dict[str, list[dict[str, str]]]:
     return found
 
 
-def test_doctor_without_an_engine_says_how_to_start_one_and_fails(project: Project,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctor_docker_backend_without_an_engine_says_how_to_start_one_and_fails(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
-    result = project.run("doctor")
+    result = project.run("doctor", "--backend", "docker")
     assert result.exit_code == ExitCode.CONFLICT, result.output
     lines = result.stdout.splitlines()
     failing = [line for line in lines if line.startswith("fail")]
@@ -43,6 +43,29 @@ def test_doctor_local_backend_does_not_need_the_engine(project: Project, monkeyp
     assert found["docker"][0]["status"] == "warn" and found["python"][0]["status"] in ("ok", "fail")
     assert result.exit_code == (0 if found["python"][0]["status"] == "ok" else ExitCode.CONFLICT)
     assert found["git"][0]["status"] == "ok" and "patch-id --verbatim" in found["git"][0]["detail"]
+
+
+def test_doctor_auto_backend_without_an_engine_takes_this_host_says_so_and_checks_its_needs(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    result = project.run("doctor", "--cache-dir", "cache", "--json")  # auto: build-wheels' and test's default
+    found = _findings(result.stdout)
+    backend = found["backend"][0]
+    assert backend["status"] == "ok" and backend["detail"].startswith("local: this host")
+    assert f"(auto: no Docker engine at {NO_ENGINE}" in backend["detail"]
+    assert found["docker"][0]["status"] == "warn"  # not needed: auto builds on this host
+    assert found["python"][0]["status"] in ("ok", "fail")  # checked (made as the first local build makes it)
+    assert "local build environment" in found["python"][0]["detail"]
+    assert result.exit_code == (0 if found["python"][0]["status"] == "ok" else ExitCode.CONFLICT), result.output
+    human = project.run("doctor", "--cache-dir", "cache")
+    assert any(line.startswith("ok   backend  local: this host") for line in human.stdout.splitlines())
+
+
+def test_doctor_docker_backend_is_named_as_asked(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    found = _findings(project.run("doctor", "--backend", "docker", "--json").stdout)
+    assert found["backend"][0]["detail"].startswith("docker: the Docker engine (--backend docker)")
+    assert found["python"][0]["status"] in ("skip", "ok", "warn")  # not needed for docker
 
 
 def test_doctor_outside_a_project_checks_the_machine_and_is_not_ready(tmp_path: Path,

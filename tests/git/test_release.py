@@ -53,7 +53,11 @@ class Sets:
 def sets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sets]:
     """The example applied and two sets built once for the module: the second with another app build key (the
     kernels wheel is the same file in both)."""
-    root = tmp_path_factory.mktemp("release")
+    yield from build_sets(tmp_path_factory.mktemp("release"))
+
+
+def build_sets(root: Path) -> Iterator[Sets]:
+    """The example project in `root` with its two sets built (see `sets`)."""
     with pytest.MonkeyPatch.context() as env:  # the per-test isolation fixture does not cover module fixtures
         (root / "home").mkdir()
         (root / "home" / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@example.invalid\n")
@@ -338,3 +342,52 @@ def test_release_prints_the_one_install_command_for_pip_and_for_uv(sets: Sets, t
         "or with uv, exactly the locked set:",
         f"  uv pip install -r https://example.org/k3/stable/releases/{tag}/pylock.toml"]
     assert ran.stdout.startswith(f"released app {app.version} as {tag} on stable: ")
+
+
+@pytest.fixture(scope="module")
+def other_kernels(sets: Sets) -> Path:
+    """A third set, dist3/: another kernels build (so another kernels version, and an app pinned to it)."""
+    out = sets.root / "dist3"
+    with pytest.MonkeyPatch.context() as env:
+        home = sets.root.parent / "home"
+        env.setenv("HOME", str(home))
+        env.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+        env.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+        toml = sets.root / "kpatch.toml"
+        text = toml.read_text()
+        toml.write_text(with_build_key(text, "kernels", 'env = { KERNELS_FLAVOUR = "third" }'))
+        try:
+            built = sets.kpatch("build-wheels", "--backend", "local", "--out", str(out))
+        finally:
+            toml.write_text(text)
+        assert built.exit_code == 0, built.output
+    return out
+
+
+def test_verify_installed_in_a_venv_mixing_two_releases_fails_naming_both_sets(
+        sets: Sets, other_kernels: Path, served: tuple[Path, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    site, url = served
+    first, third = lockfile.read(sets.first / "pylock.toml"), lockfile.read(other_kernels / "pylock.toml")
+    app = next(w for w in first.wheels if w.upstream == "app")
+    kernels = next(w for w in third.wheels if w.upstream == "kernels")
+    assert kernels.version != next(w for w in first.wheels if w.upstream == "kernels").version
+    release(sets, site, url, "--tag", "set-a")
+    release(sets, site, url, "--tag", "set-b", "--lock", str(other_kernels / "pylock.toml"))
+    # app from release A and the kernels from release B, from the served index by real pip
+    mixed = tmp_path / "mixed"
+    ran = pip(["install", "--target", str(mixed), "--no-deps", "--index-url", f"{url}/stable/simple",
+               f"app=={app.version}", f"vllm-xpu-kernels=={kernels.version}"])
+    assert ran.returncode == 0, ran.stderr
+    assert installed(mixed) == {"app": app.version, "vllm-xpu-kernels": kernels.version}
+    monkeypatch.syspath_prepend(str(mixed))
+    verified = sets.kpatch("verify", "--installed", "--json")  # against release A's set (dist/pylock.toml)
+    assert verified.exit_code == ExitCode.CONFLICT, verified.output
+    found = {(c["area"], c["subject"]): c for c in json.loads(verified.stdout)["result"]["checks"]}
+    mixing = found[("installed", "set")]
+    assert mixing["status"] == "fail"
+    assert mixing["detail"].startswith("the environment mixes two sets: ")
+    assert f"app {app.version} from this lock's set" in mixing["detail"]
+    assert f"vllm-xpu-kernels {kernels.version} from another set" in mixing["detail"]
+    human = sets.kpatch("verify", "--installed")
+    assert "the environment mixes two sets" in human.stdout and kernels.version in human.stdout

@@ -220,13 +220,17 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
         def do_PATCH(self) -> None:
             self._serve("PATCH")
 
+        def do_DELETE(self) -> None:
+            self._serve("DELETE")
+
         def _serve(self, method: str) -> None:
             parts = urlsplit(self.path)
             path = unquote(parts.path)
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            body = json.loads(raw) if raw else {}
+            upload = (self.headers.get("Content-Type") or "").startswith("application/octet-stream")
+            body = {"_bytes": raw} if upload else json.loads(raw) if raw else {}  # an upload: a release asset's bytes
             with fake.lock:
                 access = _access(fake, self.headers.get("Authorization"))
                 fake.requests.append(Request(method, path, query, body, access))
@@ -258,7 +262,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             return status, payload, {**headers, **extra}
 
         def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-            data = json.dumps(payload).encode()
+            data = b"" if status == 204 else json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))

@@ -39,7 +39,9 @@ def route(fake: FakeGitHub, method: str, path: str, query: dict[str, str], body:
         return 200, {**_user(fake, "kpatch-bot"), "name": "kpatch bot"}, {"X-OAuth-Scopes": scopes}
     if (method, path) == ("POST", "/graphql"):
         return graphql(fake, body, access)
-    for verb, pattern, name in _ROUTES:
+    from tests.support import fake_github_releases as releases
+
+    for verb, pattern, name in [*_ROUTES, *releases.ROUTES]:
         match = re.fullmatch(pattern, path)
         if verb == method and match:
             repo = fake.repos.get(match["repo"])
@@ -50,7 +52,8 @@ def route(fake: FakeGitHub, method: str, path: str, query: dict[str, str], body:
             if method != "GET" and access != "write":
                 raise Answer(403, "Resource not accessible by integration")
             args = {k: v for k, v in match.groupdict().items() if k != "repo"}
-            result = globals()[f"_{name}"](fake, repo, query, body, **args)
+            handler = globals().get(f"_{name}") or getattr(releases, name)
+            result = handler(fake, repo, query, body, **args)
             if isinstance(result, tuple):
                 return result
             return (201 if method == "POST" else 200), result, {}

@@ -53,6 +53,11 @@ def test_the_release_table_is_read_and_base_url_wins_over_its_url(tmp_path: Path
      "[release] 'url' must be an http(s):// or file:// URL, not 'example.org/k3'"),
     ('[release]\ntorch_index = "https://x"\n', 3, "unknown key 'torch_index' in [release]"),
     ('release = "yes"\n', 2, "'release' must be a table"),
+    ("[release]\nnightly = true\n", 3, "[release] nightly = true needs 'to': the folder the nightly channel is "
+                                       'published in, or "github"'),
+    ('[release]\nnightly = "yes"\nto = "site"\n', 3, "[release] 'nightly' must be true or false"),
+    ('[release]\nto = ""\n', 3, "[release] 'to' must be a one-line string, not ''"),
+    ('[release]\npages-branch = "../x"\n', 3, "[release] 'pages-branch' '../x' is no branch name"),
 ])
 def test_a_bad_release_table_names_the_file_line_and_key(tmp_path: Path, head: str, line: int, message: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -66,3 +71,11 @@ def test_a_to_that_is_a_file_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as err:
         target(_load(tmp_path, ""), tmp_path / "site", "stable", None)
     assert str(err.value) == f"--to {tmp_path / 'site'}: not a folder"
+
+
+def test_nightly_release_and_github_pages_keys_are_read(tmp_path: Path) -> None:
+    stack = _load(tmp_path, '[release]\nnightly = true\nto = "github"\npages-remote = "/srv/pages.git"\n')
+    settings = stack.release
+    assert (settings.nightly, settings.to, settings.pages_remote, settings.pages_branch) == (
+        True, "github", "/srv/pages.git", "gh-pages")
+    assert _load(tmp_path, "").release.nightly is False

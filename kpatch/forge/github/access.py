@@ -111,12 +111,17 @@ def push_target(tgt: Target) -> PushTarget | None:
     """The HTTPS remote of the repository and git config (via GIT_CONFIG_*) carrying the token as a header."""
     if tgt.repository is None:
         return None
-    web = "https://github.com" if tgt.api.rstrip("/") == DEFAULT_API else re.sub(r"/api/v3/?$", "", tgt.api)
+    web = web_url(tgt.api)
     env: dict[str, str] = {}
     if tgt.token is not None:
         env = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"http.{web}/.extraheader",
                "GIT_CONFIG_VALUE_0": f"AUTHORIZATION: basic {_basic(tgt.token.reveal())}"}
     return PushTarget(url=f"{web}/{tgt.repository}.git", env=env)
+
+
+def web_url(api: str) -> str:
+    """The web host of the API `api`: https://github.com, or a GitHub Enterprise host (https://HOST/api/v3)."""
+    return "https://github.com" if api.rstrip("/") == DEFAULT_API else re.sub(r"/api/v3/?$", "", api.rstrip("/"))
 
 
 def client(tgt: Target) -> Any:
