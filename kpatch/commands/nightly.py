@@ -98,6 +98,8 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     base = checked_base_image(backend, image, base_image)
     if no_publish and publish_saved:
         raise UsageError("--no-publish and --publish-saved are the two halves of a night: give one")
+    if plan_round is not None and not no_publish:  # the night ends in --collect; --publish-saved reports it then
+        raise UsageError("--plan-round goes with --no-publish: the night ends when '--collect' ends its search")
     ws = ctx.workspace()
     folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
     settings = Settings(backend=backend, image=image, base_image=base, devices=devices, timeout=timeout)

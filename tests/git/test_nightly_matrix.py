@@ -160,3 +160,10 @@ def test_a_step_killed_mid_way_leaves_no_result_and_the_search_stops_naming_the_
     # the stacks end on the heads, as a red night leaves them
     assert _app_base((world.root / "kpatch.toml").read_text()) == commits[-1] != culprit
     assert not (world.root / ".kpatch" / "scroll-step-1").exists()  # the killed step's scratch swept
+
+
+def test_plan_round_without_no_publish_is_refused_before_anything_runs(world: World, tmp_path: Path) -> None:
+    result, _report = world.night("--backend", "local", "--plan-round", str(tmp_path / "scroll"))
+    assert result.exit_code == 2
+    assert "--plan-round goes with --no-publish" in result.output
+    assert not (tmp_path / "scroll").exists() and world.fake.writes() == []
