@@ -20,6 +20,7 @@ from tests.git.test_nightly_scroll import _app_base, _day_with_a_break
 from tests.support.cli import Ran, kpatch, start
 from tests.support.fake_github import fake_github
 from tests.support.gitrepos import Project
+from tests.support.json_envelope import checked
 from tests.support.nightly_world import World, make_world
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,13 +74,17 @@ def test_the_matrix_path_run_as_separate_step_processes_finds_the_culprit_and_la
         assert matrix == {"step": [e["number"] for e in plan["entries"]]}
         seen.append((plan["round"], [e["commit"] for e in plan["entries"]]))
         for number in matrix["step"]:
-            ran = _job(world, "--run-step", str(folder / "plan.json"), str(number))
+            ran = _job(world, "--json", "--run-step", str(folder / "plan.json"), str(number))
             assert ran.exit_code == 0, ran.output
             out = folder / "steps" / f"round-{plan['round']}-step-{number}"
-            jsonschema.validate(json.loads((out / "result.json").read_text()), _schema("scroll-step.json"))
+            written = json.loads((out / "result.json").read_text())
+            jsonschema.validate(written, _schema("scroll-step.json"))
+            assert checked(ran.stdout, "nightly")["result"] == written
             assert (out / "step.log").is_file()
-        collected = _job(world, "--collect", str(folder), "--report", str(world.root / "reports" / "nightly"))
+        collected = _job(world, "--json", "--collect", str(folder), "--report",
+                         str(world.root / "reports" / "nightly"))
         assert collected.exit_code == 0, collected.output
+        checked(collected.stdout, "nightly")
     # 2 runners on the 4 commits below the red head: commits 1 and 3 (green, the break), then commit 2: the
     # rounds kway.plan gives, as the local workers run them
     assert seen == [(1, [commits[0], culprit]), (2, [commits[1]])]
