@@ -31,6 +31,7 @@ from kpatch.examples.adoption import AdoptResult
 from kpatch.examples.demo import DemoResult
 from kpatch.examples.scrolling import ScrollResult
 from kpatch.nightly.dashboard.report import Written
+from kpatch.nightly.matrix import PLAN_KIND, PLAN_VERSION, STEP_KIND, STEP_VERSION, RoundPlan, StepRecord
 from kpatch.nightly.model import Report
 from kpatch.nightly.replay import Replay
 from kpatch.output.ui import JSON_VERSION
@@ -40,6 +41,7 @@ from kpatch.wheels.build import BuildResult
 from kpatch.wheels.release import Published
 
 FOLDER = Path(__file__).resolve().parents[1] / "kpatch" / "commands" / "schemas"
+FILES = Path(__file__).resolve().parents[1] / "kpatch" / "nightly" / "schemas"  # files kpatch writes and reads
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 STRINGS = {"type": "array", "items": {"type": "string"}}
 
@@ -112,7 +114,8 @@ def results() -> dict[str, dict[str, Any]]:
         "build-wheels": of_type(BuildResult),
         "verify": of_type(VerifyResult),
         "test": of_type(TestRun),
-        "nightly": {"oneOf": [nightly_result(), of_type(Replay)]},  # a night, or --replay's nights
+        # a night (or --collect's end of one), --replay's nights, --run-step's result, --collect's next plan
+        "nightly": {"oneOf": [nightly_result(), of_type(Replay), of_type(StepRecord), of_type(RoundPlan)]},
         "demo": {"oneOf": [with_log(DemoResult), with_log(AdoptResult), with_log(ScrollResult)]},
         "doctor": of_type(DoctorReport),
         "init": of_type(InitResult),
@@ -146,23 +149,43 @@ def schema(command: str, result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def rendered() -> dict[str, str]:
-    """File name -> its text."""
-    return {f"{command}.json": json.dumps(schema(command, result), indent=2) + "\n"
+def file_schema(name: str, kind: type, const: dict[str, object], title: str) -> dict[str, Any]:
+    """The schema of a versioned file kpatch writes and reads back (its kind and version fixed)."""
+    body = of_type(kind)
+    body["properties"].update({key: {"const": value} for key, value in const.items()})
+    return {"$schema": DIALECT, "$id": f"https://github.com/kpatch-dev/kpatch/kpatch/nightly/schemas/{name}",
+            "title": title, **body}
+
+
+def files() -> dict[str, dict[str, Any]]:
+    """The search's files between the jobs of the CI's matrix (kpatch/nightly/matrix.py, docs/nightly.md)."""
+    return {
+        "scroll-plan.json": file_schema("scroll-plan.json", RoundPlan, {"kind": PLAN_KIND, "version": PLAN_VERSION},
+                                        "plan.json: a round of the search for the CI's matrix"),
+        "scroll-step.json": file_schema("scroll-step.json", StepRecord, {"kind": STEP_KIND, "version": STEP_VERSION},
+                                        "result.json: one step of the search, as its job ran it"),
+    }
+
+
+def rendered() -> dict[Path, str]:
+    """File -> its text."""
+    made = {FOLDER / f"{command}.json": json.dumps(schema(command, result), indent=2) + "\n"
             for command, result in results().items()}
+    return made | {FILES / name: json.dumps(body, indent=2) + "\n" for name, body in files().items()}
 
 
 def main(argv: list[str]) -> int:
-    files = rendered()
+    texts = rendered()
     if "--check" in argv:
-        stale = [name for name, text in files.items()
-                 if not (FOLDER / name).is_file() or (FOLDER / name).read_text(encoding="utf-8") != text]
-        for name in stale:
-            print(f"kpatch/commands/schemas/{name} is stale: run python scripts/json_schemas.py", file=sys.stderr)
+        stale = [path for path, text in texts.items()
+                 if not path.is_file() or path.read_text(encoding="utf-8") != text]
+        for path in stale:
+            print(f"{path.relative_to(FOLDER.parents[2])} is stale: run python scripts/json_schemas.py",
+                  file=sys.stderr)
         return 1 if stale else 0
-    FOLDER.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (FOLDER / name).write_text(text, encoding="utf-8")
+    for path, text in texts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -52,18 +52,41 @@ if TYPE_CHECKING:
 @click.option("--step", "every", type=click.IntRange(min=1), metavar="N",
               help="With --replay: one step every N upstream commits.")
 @click.option("--daily", is_flag=True, help="With --replay: one step per day, the day's last commit (the default).")
+@click.option("--plan-round", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="When the heads are red, run no search here: write its first round's plan to DIR/plan.json (the "
+              "CI's matrix runs its steps: --run-step, then --collect).")
+@click.option("--run-step", nargs=2, type=(click.Path(dir_okay=False, path_type=Path), click.IntRange(min=1)),
+              metavar="PLAN K", help="Run no night: step K of the round's PLAN (plan.json), in scratch; its result "
+              "and logs go to --step-out (default: PLAN's folder, steps/round-R-step-K/).")
+@click.option("--step-out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="With --run-step: where the step's result.json and logs go.")
+@click.option("--collect", "collect_dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Run no night: take the round's step results in DIR/steps/ and write the next round's plan to "
+              "DIR, or, when the search is over, the night's report (in --report) with it.")
+@click.option("--final", is_flag=True, help="With --collect: the workflow runs no round after this one (the search "
+              "stops here, saying how far it got).")
 @click.option("--history", "history_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="With --replay: the carry history to append to (default: [dashboard] history, else "
               "history.jsonl in the --report folder).")
 def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, image: str | None,
             base_image: str | None, devices: tuple[str, ...], timeout: float | None, max_steps: int | None,
             budget: float | None, runners: int | None, no_publish: bool, publish_saved: bool, released_pairs: bool,
-            replay_range: str | None,
-            every: int | None, daily: bool, history_file: Path | None) -> int:
+            replay_range: str | None, every: int | None, daily: bool, plan_round: Path | None,
+            run_step: tuple[Path, int] | None, step_out: Path | None, collect_dir: Path | None, final: bool,
+            history_file: Path | None) -> int:
     """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
+    from kpatch.commands.nightly_matrix import matrix_command
     from kpatch.nightly import run
     from kpatch.nightly.scroll import Limits
     from kpatch.nightly.stages import Settings
+
+    if run_step is not None or collect_dir is not None:
+        return matrix_command(ctx, run_step, step_out, collect_dir, final, report_dir,
+                              given=[n for n, on in (("--replay", replay_range is not None), ("--plan-round",
+                                     plan_round is not None), ("--publish-saved", publish_saved)) if on])
+    if step_out is not None or final:
+        raise UsageError(f"{'--step-out' if step_out is not None else '--final'} goes with "
+                         f"{'--run-step' if step_out is not None else '--collect'}")
 
     if replay_range is None:
         given = [name for name, on in (("--step", every is not None), ("--daily", daily),
@@ -80,6 +103,8 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     base = checked_base_image(backend, image, base_image)
     if no_publish and publish_saved:
         raise UsageError("--no-publish and --publish-saved are the two halves of a night: give one")
+    if plan_round is not None and not no_publish:  # the night ends in --collect; --publish-saved reports it then
+        raise UsageError("--plan-round goes with --no-publish: the night ends when '--collect' ends its search")
     ws = ctx.workspace()
     folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
     settings = Settings(backend=backend, image=image, base_image=base, devices=devices, timeout=timeout)
@@ -87,7 +112,8 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
                     budget=ws.stack.budget if budget is None else budget,
                     runners=ws.stack.runners if runners is None else runners)
     options = run.Options(report_dir=folder, dry_run=dry_run, settings=settings, publish=not no_publish,
-                          limits=limits, scroll=limits.max_steps > 0, released_pairs=released_pairs)
+                          limits=limits, scroll=limits.max_steps > 0, released_pairs=released_pairs,
+                          plan_round=plan_round.resolve() if plan_round is not None else None)
     if publish_saved:
         night = run.publish_saved_night(ws, ctx.ui, options)
     else:

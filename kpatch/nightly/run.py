@@ -18,7 +18,7 @@ from kpatch import __version__
 from kpatch.errors import UsageError
 from kpatch.files import write_atomic
 from kpatch.forge import github
-from kpatch.nightly import noop, render, scroll, stages
+from kpatch.nightly import noop, render, rounds, scroll, stages
 from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
 from kpatch.nightly.model import Clock, Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import publish
@@ -42,6 +42,7 @@ class Options:
     limits: scroll.Limits = field(default_factory=scroll.Limits)  # the search for the last green commits (red heads)
     scroll: bool = True  # False (--no-scroll): a red night stays at the pins, as before scrolling
     released_pairs: bool = False  # True (--released-pairs): say whether the newest released pair carries the fix
+    plan_round: Path | None = None  # --plan-round DIR: the search's first round planned there, for the CI's matrix
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,13 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
             why = "--dry-run" if options.dry_run else tgt.dry_run
             report = replace(report, notes=(*report.notes, release_night(ws, ui, found.lock, why)))
     elif saved is not None and report.failure is not None and report.failure.stage is not Stage.REBASE:
-        report = _scrolled(ws, ui, options, show, report, found, saved, kept)
+        if options.plan_round is not None:  # the rounds run as the CI's matrix (matrix.py)
+            from kpatch.nightly import matrix
+
+            report = matrix.first_round(ws, ui, options.settings, report, saved, kept, options.limits,
+                                        options.plan_round)
+        else:
+            report = _scrolled(ws, ui, options, show, report, found, saved, kept)
     if saved is not None:
         saved.drop()
     if options.released_pairs:
@@ -150,34 +157,18 @@ def _clock(report: Report, found: Findings, *, writing: float, publish: float, t
 
 def _scrolled(ws: Workspace, ui: UI, options: Options, show: Show, report: Report, _found: Findings,
               saved: scroll.Saved, kept: Path) -> Report:
-    """The heads are red past the rebase: search the night's range for the last green commits; the stacks end
-    rebased onto them (their lock kept, for the pull request), or onto the heads when nothing past the pins is
-    green (as a red night leaves them)."""
+    """The heads are red past the rebase: search the night's range for the last green commits (scroll.conclude
+    says where the stacks end)."""
     heads = scroll.heads_attempt(report.failure, report.suites)
-    runner = None
+    bases = {m.upstream: m.old_base for m in report.moves}
+    runner = scroll.in_process(ws, ui, options.settings, show, saved, bases)
     if options.limits.runners > 1:  # each round's steps at once, on local worker processes
         from kpatch.nightly import workers
 
-        runner = workers.local(ws, ui, options.settings, saved, {m.upstream: m.old_base for m in report.moves})
+        runner = workers.local(ws, ui, options.settings, saved, bases)
     with ui.group("kpatch nightly: scroll"):
-        found_scroll, lock = scroll.search(ws, ui, options.settings, show, report.moves, heads, options.limits,
-                                           saved, runner)
-    onto = {p.upstream: p.commit for p in found_scroll.last_green} if found_scroll.advanced else \
-        {m.upstream: m.new_base for m in report.moves}
-    scroll.settle(ws, ui, saved, onto)
-    summary = report.summary
-    if found_scroll.advanced:
-        summary += "; the last green: " + ", ".join(f"{p.upstream} {p.commit[:12]}" for p in found_scroll.last_green)
-    if found_scroll.culprit is not None:
-        c = found_scroll.culprit
-        summary += f"; culprit: {c.upstream} {c.commit[:12]} \"{c.subject}\""
-    if not found_scroll.complete:
-        summary += f"; the search stopped early ({found_scroll.stopped})"
-    report = replace(report, scroll=found_scroll, summary=summary)
-    if lock is not None:
-        write_atomic(kept, lock)
-        report = replace(report, kept_lock=str(kept))
-    return report
+        found_scroll, lock = rounds.search(ws, ui, report.moves, heads, options.limits, runner)
+    return scroll.conclude(ws, ui, report, found_scroll, lock, saved, kept)
 
 
 def publish_saved(ws: Workspace, ui: UI, options: Options, tgt: github.Target,

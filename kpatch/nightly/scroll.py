@@ -22,27 +22,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch.files import write_atomic
-from kpatch.nightly import kway, stages
-from kpatch.nightly.model import (
-    Breaker,
-    Failure,
-    Move,
-    Pin,
-    Scroll,
-    Selection,
-    Span,
-    Stage,
-    StageStatus,
-    Step,
-    StepResult,
-    Suite,
-)
+from kpatch.nightly import stages
+from kpatch.nightly.model import Failure, Report, Scroll, Selection, Stage, StageStatus, StepResult, Suite
 from kpatch.nightly.stages import TAIL, Findings, Settings, Show, timed
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 
 MAX_STEPS = 8  # [nightly] max-steps when kpatch.toml does not say
 SCRATCH = "scroll"  # under .kpatch/: the files as they were before the night
+KEPT_TOML, KEPT_STATE = "kpatch.toml", "state"  # in a kept copy (Saved.keep), beside the numbered trees
 
 
 @dataclass(frozen=True)
@@ -107,6 +95,24 @@ class Saved:
             shutil.rmtree(there, ignore_errors=True)
             if (self.folder / str(n)).is_dir():
                 shutil.copytree(self.folder / str(n), there, symlinks=True)
+
+    def keep(self, folder: Path) -> None:
+        """A copy of these files in `folder`, whole (the CI's plan carries it to the jobs of its matrix)."""
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(self.folder, folder, symlinks=True, ignore=shutil.ignore_patterns("worker-*"))
+        write_atomic(folder / KEPT_TOML, self.toml, durable=False)
+        if self.state is not None:
+            write_atomic(folder / KEPT_STATE, self.state, durable=False)
+
+    @classmethod
+    def kept(cls, ws: Workspace, folder: Path) -> Saved:
+        """The files `keep` put in `folder`, as the Saved of the night that kept them (for the project `ws`)."""
+        saved = cls.__new__(cls)
+        saved.ws, saved.folder = ws, folder
+        saved.toml = (folder / KEPT_TOML).read_bytes()
+        saved.state = (folder / KEPT_STATE).read_bytes() if (folder / KEPT_STATE).is_file() else None
+        saved.trees = [u.patches for u in ws.stack.upstreams] + [ws.stack.root / "patches" / ".rerere"]
+        return saved
 
     def drop(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -203,89 +209,6 @@ def in_process(ws: Workspace, ui: UI, settings: Settings, show: Show, saved: Sav
     return run
 
 
-def search(ws: Workspace, ui: UI, settings: Settings, show: Show, moves: Sequence[Move], heads: Attempt,
-           limits: Limits, saved: Saved, runner: Runner | None = None) -> tuple[Scroll, bytes | None]:
-    """Search each moved upstream's range for its last green commit, a round of up to `limits.runners` steps at
-    a time (kway.plan; runners = 1: a bisection), each round's steps run by `runner` (default: in this process);
-    the Scroll and the proposed lock."""
-    started = time.monotonic()
-    pins = {m.upstream: m.old_base for m in moves}
-    bases = dict(pins)  # the night's pinned bases: each step's upstream diff starts there (test selection)
-    run_round = runner or in_process(ws, ui, settings, show, saved, bases)
-    at_heads = {m.upstream: m.new_base for m in moves}
-    steps: list[Step] = []
-    spans: list[Span] = []
-    flaky = list(heads.flaky)
-    culprit: Breaker | None = None
-    lock: bytes | None = None
-    stopped: str | None = None
-    rounds = 0
-    for move in moves:
-        mirror = ws.mirror(move.upstream)
-        if move.old_base == move.new_base or not mirror.is_ancestor(move.old_base, move.new_base):
-            continue
-        commits = mirror.first_parent_range(move.old_base, move.new_base)
-        lo, hi = -1, len(commits)  # commits[lo] green (-1: the pinned base), commits[hi] red (len: not known)
-        red: Attempt | None = None
-        if {**pins, move.upstream: move.new_base} == at_heads:  # the night ran exactly this: red at the head
-            hi, red = len(commits) - 1, heads
-        while kway.plan(lo, hi, len(commits), 1):
-            elapsed = time.monotonic() - started
-            if len(steps) >= limits.max_steps:
-                stopped = f"max-steps ({limits.max_steps}) reached"
-                break
-            if limits.budget is not None and elapsed >= limits.budget:
-                stopped = f"the budget ({limits.budget:g} s) ran out after {elapsed:.0f} s"
-                break
-            # a round that max-steps cuts short tries fewer commits, still splitting the range evenly
-            tries = kway.plan(lo, hi, len(commits), min(limits.runners, limits.max_steps - len(steps)))
-            rounds += 1
-            trials = [Trial(move.upstream, commits[i], {**pins, move.upstream: commits[i]}) for i in tries]
-            infos = [mirror.commit_info(commits[i]) for i in tries]
-            for i, info in zip(tries, infos, strict=True):
-                ui.note(f"scroll: round {rounds}: {move.upstream} {commits[i][:12]} ({i + 1}/{len(commits)}) "
-                        f"\"{info.subject}\"")
-            results: dict[int, bool] = {}
-            attempts: dict[int, Attempt] = {}
-            for i, info, trial, ran in zip(tries, infos, trials, run_round(trials), strict=True):
-                if ran.attempt is None:
-                    stopped = stopped or f"round {rounds}: {ran.where} could not run {trial.commit[:12]}: {ran.problem}"
-                    continue
-                attempt = attempts[i] = ran.attempt
-                steps.append(Step(upstream=move.upstream, commit=trial.commit, subject=info.subject,
-                                  result=attempt.result, seconds=ran.seconds, stage=attempt.stage,
-                                  summary=attempt.summary, pins=tuple(Pin(u, c) for u, c in trial.onto.items()),
-                                  selection=attempt.selection, round=rounds, where=ran.where))
-                flaky += [t for t in attempt.flaky if t not in flaky]
-                results[i] = attempt.result is not StepResult.RED
-            new_lo, new_hi = kway.narrow(lo, hi, results)
-            if new_hi != hi:
-                red = attempts[new_hi]
-            if new_lo != lo:
-                lock = attempts[new_lo].lock
-            lo, hi = new_lo, new_hi
-            if stopped is not None:
-                break
-        last = commits[lo] if lo >= 0 else move.old_base
-        first_red = commits[hi] if hi < len(commits) and hi - lo == 1 else None
-        spans.append(Span(upstream=move.upstream, base=move.old_base, head=move.new_base, commits=len(commits),
-                          last_green=last, first_red=first_red))
-        pins[move.upstream] = last
-        if stopped is not None:
-            left = f"{move.upstream}: green at {last[:12]}, " + (
-                f"red at {commits[hi][:12]}" if hi < len(commits) else "the head not tried")
-            stopped = f"{stopped}: the search got as far as {left}, {max(0, hi - lo - 1)} commit(s) between untried"
-            break
-        if first_red is not None and red is not None and culprit is None:
-            culprit = _breaker(ws, move.upstream, first_red, red)
-    advanced = any(pins[m.upstream] != m.old_base for m in moves)
-    scroll = Scroll(spans=tuple(spans), steps=tuple(steps), last_green=tuple(Pin(u, c) for u, c in pins.items()),
-                    advanced=advanced, culprit=culprit, flaky=tuple(flaky), complete=stopped is None,
-                    stopped=stopped, max_steps=limits.max_steps, budget=limits.budget,
-                    seconds=round(time.monotonic() - started, 3), runners=limits.runners, rounds=rounds)
-    return scroll, lock if advanced else None
-
-
 def settle(ws: Workspace, ui: UI, saved: Saved, onto: Mapping[str, str]) -> None:
     """Leave the project as a night leaves it: the files as they were, then rebased onto `onto` (the last green
     commits, or the heads); no build."""
@@ -299,6 +222,29 @@ def settle(ws: Workspace, ui: UI, saved: Saved, onto: Mapping[str, str]) -> None
                 f"{run.summary}")
         _abort_in_progress(ws)
     saved.drop()
+
+
+def conclude(ws: Workspace, ui: UI, report: Report, found: Scroll, lock: bytes | None, saved: Saved,
+             kept: Path) -> Report:
+    """The night's report with its search, the project left as a night leaves it: the stacks rebased onto the
+    last green commits (their lock kept, for the pull request), or onto the heads when nothing past the pins is
+    green (as a red night leaves them)."""
+    onto = {p.upstream: p.commit for p in found.last_green} if found.advanced else \
+        {m.upstream: m.new_base for m in report.moves}
+    settle(ws, ui, saved, onto)
+    summary = report.summary
+    if found.advanced:
+        summary += "; the last green: " + ", ".join(f"{p.upstream} {p.commit[:12]}" for p in found.last_green)
+    if found.culprit is not None:
+        c = found.culprit
+        summary += f"; culprit: {c.upstream} {c.commit[:12]} \"{c.subject}\""
+    if not found.complete:
+        summary += f"; the search stopped early ({found.stopped})"
+    report = replace(report, scroll=found, summary=summary)
+    if lock is not None:
+        write_atomic(kept, lock)
+        report = replace(report, kept_lock=str(kept))
+    return report
 
 
 def heads_attempt(failure: Failure | None, suites: Sequence[Suite]) -> Attempt:
@@ -323,12 +269,3 @@ def _abort_in_progress(ws: Workspace) -> None:
 
     if ws.read_state().operation is not None:
         abort_rebase(ws, UI(quiet=True))
-
-
-def _breaker(ws: Workspace, upstream: str, sha: str, red: Attempt) -> Breaker:
-    info = ws.mirror(upstream).commit_info(sha)
-    failure = red.failure
-    failing = tuple(t for s in red.suites for t in s.failing)
-    return Breaker(upstream=upstream, commit=sha, subject=info.subject, author=info.author, date=info.date,
-                   stage=red.stage or Stage.TEST, message=failure.message if failure else red.summary,
-                   failing=failing, log_tail=failure.log_tail if failure else ())

@@ -15,6 +15,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 NIGHTLY = ROOT / "ci" / "nightly.yml"
 WORKFLOWS = [NIGHTLY, *sorted((ROOT / ".github" / "workflows").glob("*.yml"))]
+ROUNDS = 4  # the search's rounds in the nightly (scripts/nightly_rounds.py)
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w.-]+)*@[0-9a-f]{40}$")  # owner/repo[/sub-action]@sha
 
 
@@ -70,8 +71,9 @@ def test_the_gpu_job_builds_tests_and_uploads_everything_with_no_secret_and_a_re
     assert "kpatch nightly --report reports/nightly --no-publish" in _run(job) and "--publish-saved" not in _run(job)
     cached = [step["with"]["path"] for step in _uses(job, "actions/cache")]
     assert cached == [".kpatch-cache/mirrors", ".kpatch-cache/wheels"]
-    upload, stacks = _uses(job, "actions/upload-artifact")
+    upload, plan, stacks = _uses(job, "actions/upload-artifact")
     assert upload["if"] == "always()"
+    assert plan["with"]["name"] == "kpatch-scroll-plan-${{ github.run_id }}-1" and "searching" in plan["if"]
     assert upload["with"]["path"].split() == ["reports/nightly/", ".kpatch-cache/logs/", "dist/*.whl",
                                               "dist/pylock.toml"]
     assert stacks["with"]["path"].split() == ["reports/nightly/report.json", "reports/nightly/history.jsonl",
@@ -100,7 +102,8 @@ def test_the_gpu_job_carries_the_carry_history_from_night_to_night_red_nights_to
 def test_only_the_small_publish_job_holds_the_token_and_it_runs_no_build() -> None:
     jobs = _load(NIGHTLY)["jobs"]
     job = jobs["publish"]
-    assert job["needs"] == "nightly" and "needs.nightly.outputs.reported == 'true'" in job["if"]
+    assert job["needs"] == ["nightly", *(f"collect-{n}" for n in range(1, ROUNDS + 1))]
+    assert all(f"needs.{name}.outputs.stacks == 'true'" in job["if"] for name in job["needs"])
     assert job["environment"] == "nightly"
     assert job["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
     assert str(job["runs-on"]).startswith("ubuntu-")
@@ -140,11 +143,46 @@ def test_the_caches_are_keyed_on_what_they_hold_not_on_the_run() -> None:
     assert not any("run_id" in key or "kpatch/wheels/data" in key for key in keys)
 
 
-def test_everything_but_the_gpu_job_runs_on_hosted_runners() -> None:
+def test_everything_but_the_gpu_jobs_runs_on_hosted_runners() -> None:
+    gpu = {"nightly", *(f"{kind}-{n}" for kind in ("step", "collect") for n in range(1, ROUNDS + 1))}
     for path in WORKFLOWS:
         for name, job in _load(path)["jobs"].items():
-            if (path.name, name) != ("nightly.yml", "nightly"):  # the GPU job
+            if path.name != "nightly.yml" or name not in gpu:
                 assert str(job["runs-on"]).startswith("ubuntu-"), (path, name)
+
+
+def test_the_search_rounds_are_what_the_generator_writes_in_every_copy_of_the_nightly() -> None:
+    ran = subprocess.run([sys.executable, str(ROOT / "scripts" / "nightly_rounds.py"), "--check"], cwd=ROOT,
+                         capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_each_round_is_a_matrix_of_step_jobs_from_the_plan_with_no_secret_then_a_collecting_job() -> None:
+    """The steps build and test unreviewed upstream commits on the GPU runners: no secret, no environment, a
+    read-only token, their results passed on as artifacts; the last round's collecting job stops the search."""
+    jobs = _load(NIGHTLY)["jobs"]
+    for n in range(1, ROUNDS + 1):
+        planner = "nightly" if n == 1 else f"collect-{n - 1}"
+        step, collect = jobs[f"step-{n}"], jobs[f"collect-{n}"]
+        assert step["needs"] == planner and f"needs.{planner}.outputs.searching == 'true'" in step["if"]
+        assert step["strategy"]["matrix"] == f"${{{{ fromJSON(needs.{planner}.outputs.matrix) }}}}"
+        assert step["strategy"]["fail-fast"] is False
+        for job in (step, collect):
+            assert job["runs-on"] == ["self-hosted", "linux", "x64", "intel-gpu"]
+            assert job["permissions"] == {"contents": "read"} and "environment" not in job
+            assert "secrets." not in yaml.safe_dump(job) and "github.token" not in yaml.safe_dump(job)
+            assert all(step["with"].get("persist-credentials") is False for step in _uses(job, "actions/checkout"))
+            assert not _uses(job, "actions/cache") and not _uses(job, "actions/cache/save")  # restore only
+        assert 'kpatch nightly --run-step reports/nightly/scroll/plan.json "${STEP}"' in _run(step)
+        (upload,) = _uses(step, "actions/upload-artifact")
+        assert upload["with"]["name"] == f"kpatch-scroll-step-${{{{ github.run_id }}}}-{n}-${{{{ matrix.step }}}}"
+        assert collect["needs"] == [planner, f"step-{n}"]
+        final = " --final" if n == ROUNDS else ""
+        assert f"kpatch nightly --collect reports/nightly/scroll --report reports/nightly{final}\n" in _run(collect)
+        downloads = [d["with"].get("name") or d["with"]["pattern"] for d in _uses(collect, "actions/download-artifact")]
+        assert downloads == [f"kpatch-scroll-plan-${{{{ github.run_id }}}}-{n}",
+                             f"kpatch-scroll-step-${{{{ github.run_id }}}}-{n}-*"]
+    assert f"step-{ROUNDS + 1}" not in jobs
 
 
 def test_ci_runs_dot_ci_run_on_pull_requests() -> None:
