@@ -56,7 +56,15 @@ class Outcome(Enum):
 
 @dataclass(frozen=True)
 class PatchReport:
-    name: str
+    """One patch after a rebase: its class, why, and for a conflict the hunks and the upstream commit that broke it.
+
+    The one record of a rebased patch: `rebase --json`'s stacks, the nightly's report (report.json, `nightly
+    --json`) and the carry history read it. Not `project.state.PatchRun`, the mutable run state a rebase keeps on
+    disk while it works, nor `stack.Patch`, the patch file as parsed; `engine.status.PatchStatus` is a patch at
+    rest in a worktree (no class: nothing was tried)."""
+
+    upstream: str  # the stack it belongs to (also the stack's own name in `rebase --json`: a patch stands alone)
+    name: str  # the patch file's name
     klass: PatchClass = field(metadata={"json": "class"})
     applied: bool  # in the scratch worktree (False for a class found by a trial apply)
     why: str
@@ -469,7 +477,7 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
         patches = []
         for patch in stack.patches:
             now_upstream = _requires(ws, name, patch.name, op)
-            patches.append(PatchReport(name=patch.name, klass=classify.patch_class(patch),
+            patches.append(PatchReport(upstream=name, name=patch.name, klass=classify.patch_class(patch),
                                        applied=patch.phase is Phase.APPLIED, why=classify.why(patch, now_upstream),
                                        commit=patch.commit,
                                        hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit))

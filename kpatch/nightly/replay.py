@@ -204,7 +204,7 @@ def _step(number: int, sha: str, started: str, subject: str, covered: int, repor
           stopped: bool) -> ReplayStep:
     lines = list(report.patches)
     count = {k: sum(p.klass is k for p in lines) for k in PatchClass}
-    conflicts = tuple(StepConflict(patch=f"{p.upstream}/{p.patch}", culprit=p.culprit.sha if p.culprit else None,
+    conflicts = tuple(StepConflict(patch=f"{p.upstream}/{p.name}", culprit=p.culprit.sha if p.culprit else None,
                                    culprit_subject=p.culprit.subject if p.culprit else None)
                       for p in lines if p.klass is PatchClass.CONFLICT)
     behind = next((m.commits for m in report.moves if m.new_base == sha), 0)

@@ -18,13 +18,12 @@ from kpatch.nightly.model import (
     Failure,
     Flag,
     Move,
-    PatchLine,
     Selection,
     Stage,
     StageRun,
     StageStatus,
     Suite,
-    Wheel,
+    hunk_text,
 )
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
@@ -33,10 +32,11 @@ from kpatch.verify.model import Check, Status
 
 if TYPE_CHECKING:
     from kpatch.engine.diff import StackDiff
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.rebase import PatchReport, RebaseResult
     from kpatch.forge.model import PullCheck
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
+    from kpatch.wheels.record import BuiltWheel
 
 TAIL = 40  # log lines in a failure's report
 Show = Callable[[Stage, object], None]  # prints a stage's own result for people, as its command would
@@ -59,10 +59,10 @@ class Findings:
     """What the stages found so far (filled in as they run; frozen into the Report at the end)."""
 
     moves: list[Move] = field(default_factory=list)
-    patches: list[PatchLine] = field(default_factory=list)
+    patches: tuple[PatchReport, ...] = ()
     reviews: list[StackDiff] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
-    wheels: list[Wheel] = field(default_factory=list)
+    wheels: tuple[BuiltWheel, ...] = ()
     lock: Path | None = None
     containers: int = 0
     checks: list[Check] = field(default_factory=list)
@@ -92,7 +92,7 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str
     result = run_rebase(ws, ui, onto or {}, force=False, discard=discard)
     show(Stage.REBASE, result)
     found.moves = moves(ws, result, found.moves)
-    found.patches = patch_lines(result)
+    found.patches = patch_reports(result)
     found.reviews = [s.review for s in result.stacks if s.review is not None]
     if result.github:
         found.notes.append(result.github)
@@ -117,11 +117,9 @@ def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str
                f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream")
 
 
-def patch_lines(result: RebaseResult) -> list[PatchLine]:
-    """Each patch of the rebase as the report has it."""
-    return [PatchLine(upstream=s.name, patch=p.name, klass=p.klass, applied=p.applied, why=p.why, commit=p.commit,
-                      culprit=p.culprit, hunks=tuple(h.path + (f":{h.line}" if h.line else "") for h in p.hunks))
-            for s in result.stacks for p in s.patches]
+def patch_reports(result: RebaseResult) -> tuple[PatchReport, ...]:
+    """Each patch of the rebase, stack after stack: the rebase's own records, as the report carries them."""
+    return tuple(p for s in result.stacks for p in s.patches)
 
 
 def moves(ws: Workspace, result: RebaseResult, fetched: list[Move]) -> list[Move]:
@@ -137,24 +135,24 @@ def moves(ws: Workspace, result: RebaseResult, fetched: list[Move]) -> list[Move
     return moves
 
 
-def _conflict(ws: Workspace, found: Findings, conflicts: list[PatchLine]) -> Failure:
+def _conflict(ws: Workspace, found: Findings, conflicts: list[PatchReport]) -> Failure:
     first = next((p for p in conflicts if not p.why.startswith("trial")), conflicts[0])  # the real stop first
     culprit = first.culprit
     broke = (f"broken by upstream {culprit.sha[:12]} \"{culprit.subject}\" by {culprit.author}" if culprit
              else "the upstream commit that broke it was not found")
     onto = " ".join(f"--onto {m.upstream}={m.new_base}" for m in found.moves)
     scratch = ws.scratch_dir / first.upstream
-    files = f" ({', '.join(first.hunks)})" if first.hunks else ""
-    steps = (f"The rebase is left in progress in {scratch}: fix {first.patch} there{files}, 'git add' the files, "
+    files = f" ({', '.join(hunk_text(h) for h in first.hunks)})" if first.hunks else ""
+    steps = (f"The rebase is left in progress in {scratch}: fix {first.name} there{files}, 'git add' the files, "
              "then run 'kpatch rebase --continue' (or 'kpatch rebase --abort').",
              f"From another checkout, the same rebase: 'kpatch rebase {onto}'.",
              "Then commit kpatch.toml and patches/ (with patches/.rerere: the resolution is replayed next time).")
     more = f" (+{len(conflicts) - 1} more conflict(s))" if len(conflicts) > 1 else ""
     return Failure(stage=Stage.REBASE, exit_code=int(ExitCode.CONFLICT),
-                   message=f"{first.upstream}/{first.patch} conflicts: {broke}{more}", resolve=steps, log_tail=())
+                   message=f"{first.upstream}/{first.name} conflicts: {broke}{more}", resolve=steps, log_tail=())
 
 
-def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str],
+def _merged_but_applied(ws: Workspace, patches: Sequence[PatchReport], notes: list[str],
                         asked: PullCheck | None = None) -> list[Flag]:
     """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base);
     `asked`: the night's answer already in hand (else GitHub is asked here)."""
@@ -162,7 +160,7 @@ def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str
     from kpatch.engine.plan import load_all_series
 
     series = load_all_series(ws.stack)
-    applied = {(p.upstream, p.patch) for p in patches if p.klass.applies}
+    applied = {(p.upstream, p.name) for p in patches if p.klass.applies}
     prs = {(name, patch.name): patch.prs for name, s in series.items() for patch in s.patches
            if (name, patch.name) in applied and patch.prs}
     if not prs:
@@ -189,8 +187,7 @@ def build(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings
     result = build_wheels(ws, ui, backend=settings.backend, image=settings.image, base_image=settings.base_image,
                           out=ws.stack.root / "dist")
     show(Stage.BUILD, result)
-    found.wheels = [Wheel(upstream=w.upstream, filename=w.filename, version=w.version, sha256=w.sha256,
-                          cached=w.cached, torch=w.torch) for w in result.wheels]
+    found.wheels = result.wheels
     found.lock, found.containers = result.lock, result.containers
     cached = sum(w.cached for w in result.wheels)
     return 0, f"{len(result.wheels)} wheel(s) ({cached} from the cache, {result.containers} container(s)); lock " \

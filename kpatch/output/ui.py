@@ -27,7 +27,7 @@ from kpatch.output.redact import redact_text
 if TYPE_CHECKING:
     from rich.console import Console
 
-JSON_VERSION = 1  # of the --json envelope and every command's result: +1 when a field is renamed or removed
+JSON_VERSION = 2  # of the --json envelope and every command's result: +1 when a field is renamed or removed
 
 log = logging.getLogger("kpatch")
 log.addHandler(logging.NullHandler())  # before the log file exists nothing reaches logging's last resort

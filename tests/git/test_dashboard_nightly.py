@@ -45,7 +45,7 @@ def test_a_conflict_night_records_each_patch_its_class_culprit_size_and_commits_
     assert {b.upstream: b.commits for b in night.behind} == {m["upstream"]: m["commits"] for m in report["moves"]}
     assert {b.upstream: b.commits for b in night.behind}["kernels"] == behind
     assert [(p.upstream, p.patch, p.klass) for p in held.patches] == \
-        [(p["upstream"], p["patch"], p["class"]) for p in report["patches"]]
+        [(p["upstream"], p["name"], p["class"]) for p in report["patches"]]
     (conflict,) = [p for p in held.patches if p.conflict]
     assert (conflict.patch, conflict.culprit, conflict.culprit_subject) == (K1, culprit, CULPRIT_SUBJECT)
     assert conflict.behind == behind and conflict.tests is None and conflict.subject == "Add the kimi op"

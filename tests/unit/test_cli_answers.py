@@ -83,8 +83,8 @@ def test_status_says_one_commit_behind_and_an_apply_in_progress(capsys: pytest.C
 def test_a_culprit_found_in_one_trial_over_one_commit_is_said_in_the_singular(
         capsys: pytest.CaptureFixture[str]) -> None:
     culprit = Culprit(sha=SHA, subject="Rewrite c", author="A", date="2026-01-01", trials=1, commits=1)
-    patch = PatchReport(name="0001-x.patch", klass=PatchClass.CONFLICT, applied=False, why="", commit=None, hunks=(),
-                        culprit=culprit)
+    patch = PatchReport(upstream="kernels", name="0001-x.patch", klass=PatchClass.CONFLICT, applied=False, why="",
+                        commit=None, hunks=(), culprit=culprit)
     stack = StackReport(name="kernels", old_base=SHA, new_base=SHA, outcome=Outcome.CONFLICT, patches=(patch,))
     show_rebase(UI(), RebaseResult(stacks=(stack,), github=None, committed=False), Path("/p/work/.rebase"))
     out, err = capsys.readouterr()
