@@ -26,7 +26,9 @@ NAME = "history.jsonl"  # in the nightly's report folder unless [dashboard] hist
 
 @dataclass(frozen=True)
 class PatchRecord:
-    """One patch on one night: what keeping it cost."""
+    """One patch on one night: what keeping it cost. A line of the carry history (its own version, `v`), so flat
+    and plain strings: it adds to the rebase's `PatchReport` what the file and the night say (subject, size, age,
+    PR state, tests) and drops what only that night needs (hunks, why)."""
 
     date: str  # the night's day, UTC, YYYY-MM-DD
     started: str  # the night's start, UTC, ISO 8601
