@@ -27,7 +27,7 @@ from kpatch.nightly import stages
 from kpatch.nightly.dashboard import history
 from kpatch.nightly.dashboard.record import records
 from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus
-from kpatch.nightly.stages import Findings, timed
+from kpatch.nightly.stages import timed
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
@@ -176,10 +176,9 @@ def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: in
     for number, (sha, stamp, subject, covered) in enumerate(chosen, 1):
         sws = _workspace(ws.stack, toml, cache, scratch / "work")
         onto = {**held, span.upstream: sha}
-        found = Findings()
         with ui.group(f"kpatch nightly --replay: step {number}/{len(chosen)} {sha[:12]}"):
-            run = timed(ui, Stage.REBASE, functools.partial(stages.rebase, sws, ui, found, _quiet, onto=onto,
-                                                            discard=True), found)
+            done = timed(ui, Stage.REBASE, functools.partial(stages.rebase, sws, ui, _quiet, onto=onto, discard=True))
+        run, found = done.run, done.found
         stopped = run.status is StageStatus.FAILED
         if stopped:
             _abort(sws)
@@ -191,8 +190,8 @@ def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: in
                         summary=f"replayed at {upstream.name} {sha[:12]}: {run.summary}",
                         stages=(run, *(StageRun(s, StageStatus.SKIPPED, 0.0, 0, NOT_RUN)
                                        for s in (Stage.BUILD, Stage.VERIFY, Stage.TEST))),
-                        moves=tuple(found.moves), patches=tuple(found.patches), notes=tuple(found.notes),
-                        failure=found.failure)
+                        moves=found.moves if found else (), patches=found.patches if found else (),
+                        notes=found.notes if found else (), failure=done.failure)
         after = _workspace(ws.stack, toml, cache, scratch / "work").stack
         held_records = history.append(path, records(after, report))
         steps.append(_step(number, sha, started, subject, covered, report, stopped))
