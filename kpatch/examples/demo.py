@@ -23,11 +23,12 @@ from kpatch.engine.rebase import RebaseResult, rebase
 from kpatch.errors import ExitCode, KpatchError, UsageError
 from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, make_example_project
+from kpatch.nightly.model import StageStatus
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 from kpatch.testing.run import TestRun, run_suites
-from kpatch.verify.model import Status
+from kpatch.verify.model import tally
 from kpatch.verify.run import VerifyResult, release_verified
 from kpatch.verify.run import verify as run_verify
 from kpatch.wheels import release as releases
@@ -59,10 +60,14 @@ class BackendChoice:
 class Step:
     name: str
     seconds: float
-    ok: bool
+    status: StageStatus  # passed or failed (a verdict is `status` in every command's JSON)
     summary: str  # one line: what happened
     exit_code: int = 0  # of the error that stopped the demo at this step
     detail: tuple[str, ...] = ()  # the lines that error gave after its first (a failed build's last lines)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is StageStatus.PASSED
 
 
 class StepsOutcome:
@@ -193,7 +198,8 @@ class Steps:
             first, *rest = str(err).splitlines() or ["(no message)"]
             log.error("demo step %s failed (exit %d): %s", name, int(err.exit_code), err)
             result, ok, summary, code, detail = None, False, first, int(err.exit_code), tuple(rest)
-        done = Step(name=name, seconds=round(time.monotonic() - begun, 2), ok=ok, summary=summary, exit_code=code,
+        done = Step(name=name, seconds=round(time.monotonic() - begun, 2),
+                    status=StageStatus.PASSED if ok else StageStatus.FAILED, summary=summary, exit_code=code,
                     detail=detail)
         self.steps.append(done)
         self.results[name] = result
@@ -279,8 +285,7 @@ def _build(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[BuildResult, b
 
 def _verify(ws: Workspace, ui: UI) -> tuple[VerifyResult, bool, str]:
     result = run_verify(ws, ui, lock_path=None, installed=False)
-    failed = [c for c in result.checks if c.status is Status.FAIL]
-    return result, result.ok, f"{len(result.checks)} checks, {len(failed)} failed (the pair, its lock, the op contract)"
+    return result, result.ok, f"{tally(result.checks)} (the pair, its lock, the op contract)"
 
 
 def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, str]:

@@ -5,7 +5,7 @@ One model, two renderings (markdown for people, JSON for machines) with the same
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from kpatch.engine.diff import StackDiff
@@ -268,7 +268,8 @@ class Report:
     patches: tuple[PatchReport, ...] = ()  # the rebase's own report of each patch (as `rebase --json`'s)
     reviews: tuple[StackDiff, ...] = ()  # what the rebase did to each patch, per stack (git range-diff)
     flags: tuple[Flag, ...] = ()
-    pulls: tuple[PullLine, ...] = ()  # the Upstream-PRs' states, asked once after the rebase (empty: not asked)
+    pulls: tuple[PullLine, ...] = field(default=(), metadata={"json": "prs"})  # the Upstream-PRs' states, asked
+    # once after the rebase (empty: not asked)
     wheels: tuple[BuiltWheel, ...] = ()  # the build stage's own records (as `build-wheels --json`'s)
     lock: str | None = None  # the new lock (dist/pylock.toml)
     kept_lock: str | None = None  # where the passing night keeps it for the branch (pylock.toml by kpatch.toml)
@@ -299,10 +300,11 @@ REPORT_VERSION = 2  # of report.json: +1 when a field is renamed or removed (2: 
 
 def report_from_json(data: object) -> Report:
     """A Report back from its JSON (`render.to_json`): what the publishing job reads from the night's job. A
-    version 1 report (no `version`: a patch's class as `klass`, its name as `patch`, hunks as "path:line") is read
-    too."""
+    version 1 report (no `version`: a patch's class as `klass`, its name as `patch`, hunks as "path:line", the PRs
+    as `pulls`) is read too."""
     if isinstance(data, dict) and data.get("version", 1) == 1 and isinstance(data.get("patches"), list):
-        data = {**data, "patches": [_patch_v1(p) for p in data["patches"]]}
+        old = {k: v for k, v in data.items() if k != "pulls"}
+        data = {**old, "patches": [_patch_v1(p) for p in data["patches"]], "prs": data.get("pulls", [])}
     value = _decode(Report, data)
     assert isinstance(value, Report)
     return value

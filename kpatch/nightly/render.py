@@ -297,8 +297,8 @@ def _checks(report: Report) -> list[str]:
         return []
     lines = ["", "## Verify: the pair and the op contract", "", *_table(
         ["status", "check", "subject", "detail"],
-        [[c.status.value, _text(c.area), _text(c.subject),
-          _text(c.detail + (f" (next: {c.fix})" if c.fix and c.status.value != "pass" else ""))]
+        [[c.status.word, _text(c.area), _text(c.subject),
+          _text(c.detail + (f" (next: {c.fix})" if c.fix and c.status.word != "pass" else ""))]
          for c in report.checks])]
     if report.contract:
         lines += ["", "Op contract:", "", *(f"- {_text(line)}" for line in report.contract)]

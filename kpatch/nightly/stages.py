@@ -29,7 +29,7 @@ from kpatch.nightly.model import (
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
-from kpatch.verify.model import Check, Status
+from kpatch.verify.model import Check, Status, tally
 
 if TYPE_CHECKING:
     from kpatch.engine.diff import StackDiff
@@ -238,7 +238,7 @@ def verify(ws: Workspace, ui: UI, show: Show, lock: Path) -> Done[Verified]:
                           message=f"verify: {first.area} {first.subject}: {first.detail}",
                           resolve=tuple(c.fix for c in failed if c.fix), log_tail=())
         return Done(int(ExitCode.CONFLICT), failure.message, found, failure)
-    return Done(0, f"{sum(c.status is Status.PASS for c in result.checks)} check(s) passed", found)
+    return Done(0, tally(result.checks), found)
 
 
 def accepted_findings(ws: Workspace, reports: Sequence[tuple[str, ContractReport]]) -> list[AcceptedFinding]:

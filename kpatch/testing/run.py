@@ -57,7 +57,7 @@ class SuiteResult:
     slowest: tuple[junit.Case, ...]
     changes: junit.Changes | None  # None: no previous report to compare with
     running: str | None  # the test that was running when the suite was stopped
-    status: int | None  # exit status of the suite's command
+    exit_code: int | None  # of the suite's command (None: it was stopped, or did not run)
     seconds: float  # wall time of the container run
     commit: str  # the patched commit the test files come from (the one the locked wheel was built from)
     junit: Path | None
@@ -248,7 +248,7 @@ def _build_image(engine: Engine, pair: testenv.LockedPair) -> Toolchain:
 
 def _not_run(name: str, commit: str, message: str) -> SuiteResult:
     return SuiteResult(upstream=name, outcome=Outcome.NO_DEVICE, message=message, counts=None, failing=(),
-                       slowest=(), changes=None, running=None, status=None, seconds=0.0, commit=commit, junit=None,
+                       slowest=(), changes=None, running=None, exit_code=None, seconds=0.0, commit=commit, junit=None,
                        log=None)
 
 
@@ -404,7 +404,7 @@ class _Suite:
             failing=report.failing() if report else (), slowest=report.slowest() if report else (),
             changes=junit.compare(previous, report) if report and previous else None,
             running=live.running if outcome in (Outcome.TIMED_OUT, Outcome.KILLED) else None,
-            status=None if run.timed_out else run.status, seconds=seconds, commit=self.commit,
+            exit_code=None if run.timed_out else run.status, seconds=seconds, commit=self.commit,
             junit=self.junit_path if report else None, log=self.log_path)
 
     @staticmethod

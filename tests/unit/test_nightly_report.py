@@ -42,7 +42,7 @@ def _failed_night() -> Report:
         summary="failed at test (exit 1): test: kernels: 1 failed, 0 error(s)",
         stages=(StageRun(Stage.REBASE, StageStatus.PASSED, 1.25, 0, "2 patch(es)"),
                 StageRun(Stage.BUILD, StageStatus.PASSED, 3.5, 0, "2 wheel(s)"),
-                StageRun(Stage.VERIFY, StageStatus.PASSED, 0.5, 0, "4 check(s) passed"),
+                StageRun(Stage.VERIFY, StageStatus.PASSED, 0.5, 0, "5 checks, 0 failed"),
                 StageRun(Stage.TEST, StageStatus.FAILED, 7.75, 1, "test: kernels: 1 failed, 0 error(s)")),
         moves=(Move("kernels", "main", "a" * 40, "b" * 40, 12),),
         patches=(PatchReport("kernels", "0001-op.patch", PatchClass.THREE_WAY, True, "", None, (), None),

@@ -52,7 +52,7 @@ class Dashboard:
     last_night: NightRecord | None
     behind: tuple[Series, ...]  # commits behind the branch head, per upstream, one point per night
     patches: tuple[PatchRow, ...]
-    pulls: tuple[PullRow, ...]
+    pulls: tuple[PullRow, ...] = field(metadata={"json": "prs"})
 
 
 def summarise(held: History, source: str) -> Dashboard:
