@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from kpatch import config, forge, verify
+from kpatch import config, forge
 from kpatch.engine.apply import ApplyResult, apply
 from kpatch.engine.rebase import RebaseResult, rebase
 from kpatch.errors import ExitCode, KpatchError, UsageError
@@ -28,6 +28,7 @@ from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 from kpatch.testing.run import TestRun, run_suites
+from kpatch.verify.gate import gate
 from kpatch.verify.model import tally
 from kpatch.verify.run import VerifyResult, release_verified
 from kpatch.verify.run import verify as run_verify
@@ -278,7 +279,7 @@ def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
 
 def _build(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[BuildResult, bool, str]:
     result = build_wheels(ws, ui, backend=choice.backend.value, image=None, base_image=choice.base_image,
-                          out=ws.stack.root / "dist", gate=verify.gate)
+                          out=ws.stack.root / "dist", gate=gate)
     where = f"in {result.image}" if choice.backend is Backend.DOCKER else "on this host"
     return result, True, f"{len(result.wheels)} wheels built {where}; lock {result.lock.name}"
 

@@ -22,7 +22,7 @@ from kpatch.config import load
 from kpatch.errors import ExitCode, VerifyFailed, WorktreeError
 from kpatch.examples.upstreams import ExampleProject, make_example_project
 from kpatch.project.workspace import Workspace
-from kpatch.verify import gate
+from kpatch.verify.gate import gate
 from kpatch.wheels import lock as lockfile
 from tests.support.cli import run_kpatch
 
