@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from kpatch import config, forge, killseam
+from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.diff import StackDiff, forge_url, rebase_diff
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
+from kpatch.forge import hosts
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository, restore_preimages
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
@@ -132,7 +133,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
     refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
     ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
                       *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
-    pulls = forge.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
+    pulls = hosts.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
     if pulls.unavailable:  # said once, here (stderr); the result carries it for --json and the nightly report
         ui.warn(pulls.unavailable)
     for upstream in ws.stack.upstreams:

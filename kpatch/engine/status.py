@@ -73,7 +73,7 @@ def status(ws: Workspace, ui: UI, *, pulls: bool = False) -> StatusResult:
     result = _status(ws, ui)
     if not pulls:
         return result
-    from kpatch.forge import check_pulls
+    from kpatch.forge.hosts import check_pulls
 
     wanted = {pr for report in result.upstreams for patch in report.patches for pr in patch.prs}
     check = check_pulls(wanted)

@@ -27,7 +27,8 @@ from kpatch.nightly.model import StageStatus
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
-from kpatch.testing.run import TestRun, run_suites
+from kpatch.testing.run import TestRun
+from kpatch.testing.suites import run_suites
 from kpatch.verify.gate import gate
 from kpatch.verify.model import tally
 from kpatch.verify.run import VerifyResult, release_verified

@@ -125,9 +125,9 @@ def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = N
     notes = [result.github] if result.github else []
     check, states = None, None
     if onto is None and named and not result.github:  # ONE query: tonight's states, and the flags below
-        from kpatch import forge
+        from kpatch.forge import hosts
 
-        check = forge.check_pulls({pr for _, _, pr in named})
+        check = hosts.check_pulls({pr for _, _, pr in named})
         if check.unavailable:
             notes.append(f"Upstream-PR states not reported: {check.unavailable}")
         else:
@@ -185,8 +185,8 @@ def _merged_but_applied(ws: Workspace, patches: Sequence[PatchReport], notes: li
                         asked: PullCheck | None = None) -> list[Flag]:
     """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base);
     `asked`: the night's answer already in hand (else GitHub is asked here)."""
-    from kpatch import forge
     from kpatch.engine.plan import load_all_series
+    from kpatch.forge import hosts
 
     series = load_all_series(ws.stack)
     applied = {(p.upstream, p.name) for p in patches if p.klass.applies}
@@ -194,7 +194,7 @@ def _merged_but_applied(ws: Workspace, patches: Sequence[PatchReport], notes: li
            if (name, patch.name) in applied and patch.prs}
     if not prs:
         return []
-    check = asked or forge.check_pulls({pr for names in prs.values() for pr in names})
+    check = asked or hosts.check_pulls({pr for names in prs.values() for pr in names})
     if check.unavailable:
         if asked is not None:  # the night's note says so already
             return []
@@ -281,7 +281,7 @@ def test(ws: Workspace, ui: UI, show: Show, settings: Settings, lock: Path,
          order: Mapping[str, tuple[str, ...]] | None = None) -> Done[Tested] | None:
     """The suites against the new lock; None when no upstream declares [upstream.test] (nothing to run). `order`
     (upstream -> its test files, see `select_tests`) runs those files of an upstream first."""
-    from kpatch.testing.run import run_suites
+    from kpatch.testing.suites import run_suites
 
     if not tests_declared(ws):
         return None
