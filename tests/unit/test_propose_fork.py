@@ -11,7 +11,7 @@ import pytest
 from kpatch.config.model import Propose, Upstream
 from kpatch.engine.propose import fork_of, repository_of
 from kpatch.errors import UsageError
-from kpatch.forge import push_env
+from kpatch.forge.hosts import push_env
 from kpatch.forge.github.names import Repository
 
 TOKEN = "ghp_unitTestToken0123456789abcdefABCD"
