@@ -11,8 +11,8 @@ import pytest
 from kpatch.config.model import Propose, Upstream
 from kpatch.engine.propose import fork_of, repository_of
 from kpatch.errors import UsageError
-from kpatch.forge.hosts import push_env
 from kpatch.forge.github.names import Repository
+from kpatch.forge.hosts import push_env
 
 TOKEN = "ghp_unitTestToken0123456789abcdefABCD"
 
