@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from kpatch.cli import all_commands, main
+from kpatch.cli import main
 from kpatch.commands import doctor as doctor_command
 from kpatch.commands import status as status_command
 from kpatch.commands._views import show_rebase
@@ -20,6 +20,7 @@ from kpatch.engine.status import StatusResult, UpstreamReport
 from kpatch.gitx.checkout import git_dir, head_commit
 from kpatch.output.ui import UI, article, count, styled_columns
 from kpatch.project.state import Culprit, PatchClass
+from tests.support.cli import all_commands
 from tests.support.readme import all_text
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
