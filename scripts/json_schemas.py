@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.adopt.branch import ImportResult
+from kpatch.adopt.propose import ProposeResult
 from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.diff import DiffResult
 from kpatch.engine.export import FileChange
 from kpatch.engine.init import InitResult
-from kpatch.engine.propose import ProposeResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.examples.adoption import AdoptResult
