@@ -226,8 +226,3 @@ def _print_version(ctx: click.Context, value: bool) -> None:
         click.echo(version_line())
         ctx.exit()
 
-
-def all_commands() -> dict[str, click.Command]:
-    """Every command by name (each module imported)."""
-    ctx = click.Context(main)
-    return {name: command for name in COMMANDS if (command := main.get_command(ctx, name)) is not None}

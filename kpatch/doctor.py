@@ -30,10 +30,17 @@ PROBE_TIMEOUT = 300  # seconds for a fresh venv to import the build tools; a hun
 
 
 class Level(Enum):
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"  # something the configured stacks need is missing: doctor exits 1
-    SKIP = "skip"  # not asked for, or nothing to check
+    """A finding's verdict, in the words every command's JSON uses (verify's checks, the nightly's stages)."""
+
+    OK = "passed"
+    WARN = "warning"
+    FAIL = "failed"  # something the configured stacks need is missing: doctor exits 1
+    SKIP = "skipped"  # not asked for, or nothing to check
+
+    @property
+    def word(self) -> str:
+        """The short word doctor's table shows (ok, warn, fail, skip)."""
+        return {"passed": "ok", "warning": "warn", "failed": "fail", "skipped": "skip"}[self.value]
 
 
 @dataclass(frozen=True)

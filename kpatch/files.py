@@ -93,13 +93,6 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True, mode: int | N
         raise
 
 
-def create_exclusive(path: Path, data: bytes) -> None:
-    """Create a new file; never follow a symlink and never open one that exists (crash logs in shared dirs)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-
-
 def temp_beside(path: Path) -> tuple[int, str]:
     """A new private file next to `path` (what tempfile.mkstemp makes, without importing tempfile and random)."""
     for _ in range(100):

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.adopt.branch import ImportResult
+from kpatch.adopt.propose import ProposeResult
 from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.diff import DiffResult
 from kpatch.engine.export import FileChange
 from kpatch.engine.init import InitResult
-from kpatch.engine.propose import ProposeResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.examples.adoption import AdoptResult
@@ -83,18 +83,6 @@ def obj(**properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-def nightly_result() -> dict[str, Any]:
-    """The night's report as report.json has it, but a patch's class as `class` and its hunks as {path, line}."""
-    schema = of_type(Report)
-    patch = schema["properties"]["patches"]["items"]
-    properties = {("class" if k == "klass" else k): v for k, v in patch["properties"].items()}
-    properties["hunks"] = {"type": "array", "items": obj(path={"type": "string"},
-                                                         line={"type": ["integer", "null"]})}
-    patch["properties"] = properties
-    patch["required"] = list(properties)
-    return schema
-
-
 def with_log(kind: type) -> dict[str, Any]:
     """A demo's result with the path of the run's log."""
     schema = of_type(kind)
@@ -115,7 +103,7 @@ def results() -> dict[str, dict[str, Any]]:
         "verify": of_type(VerifyResult),
         "test": of_type(TestRun),
         # a night (or --collect's end of one), --replay's nights, --run-step's result, --collect's next plan
-        "nightly": {"oneOf": [nightly_result(), of_type(Replay), of_type(StepRecord), of_type(RoundPlan)]},
+        "nightly": {"oneOf": [of_type(Report), of_type(Replay), of_type(StepRecord), of_type(RoundPlan)]},
         "demo": {"oneOf": [with_log(DemoResult), with_log(AdoptResult), with_log(ScrollResult)]},
         "doctor": of_type(DoctorReport),
         "init": of_type(InitResult),
@@ -137,10 +125,11 @@ def schema(command: str, result: dict[str, Any]) -> dict[str, Any]:
         "title": f"kpatch {command} --json",
         "description": f"The output of `kpatch {command} --json` (envelope version {JSON_VERSION}; docs/json.md).",
         "type": "object",
-        "properties": {"kpatch": {"const": JSON_VERSION}, "command": {"const": command}, "ok": {"type": "boolean"},
+        "properties": {"kpatch": {"const": JSON_VERSION}, "kpatch_version": {"type": "string"},
+                       "command": {"const": command}, "ok": {"type": "boolean"},
                        "result": {"anyOf": [{"$ref": "#/$defs/result"}, {"type": "null"}]},
                        "error": {"anyOf": [error, {"type": "null"}]}},
-        "required": ["kpatch", "command", "ok", "result", "error"],
+        "required": ["kpatch", "kpatch_version", "command", "ok", "result", "error"],
         "additionalProperties": False,
         "oneOf": [{"properties": {"ok": {"const": True}, "result": {"$ref": "#/$defs/result"},
                                   "error": {"type": "null"}}},

@@ -121,7 +121,7 @@ def show_verify(ui: UI, result: VerifyResult, explain: bool = False) -> None:
     rows: list[list[str]] = [["", "check", "subject", "detail"]]
     row_styles: list[str | None] = [None]
     for check in result.checks:
-        status = check.status.value
+        status = check.status.word
         rows.append([status, check.area, check.subject, check.detail])
         row_styles.append(styles[status])
         if check.fix and status != "pass":

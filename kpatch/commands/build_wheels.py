@@ -22,13 +22,13 @@ from kpatch.commands._views import show_build
 def command(ctx: Context, backend: str, image: str | None, base_image: str | None, out: Path | None,
             timeout: float | None) -> int:
     """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
-    from kpatch import verify
+    from kpatch.verify import gate
     from kpatch.wheels.build import build_wheels
 
     backend = chosen_backend(ctx.ui, backend, image, base_image)
     base = checked_base_image(backend, image, base_image)
     ws = ctx.workspace()
-    result = build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base, gate=verify.gate,
+    result = build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base, gate=gate.gate,
                           out=out.resolve() if out else ws.stack.root / "dist", timeout=timeout)
     if ctx.ui.json_mode:
         ctx.ui.result(result)

@@ -67,15 +67,15 @@ def _which_backend(backend: str, base_image: str | None) -> tuple[str, str]:
 
 
 def _missing(report: DoctorReport) -> str:
-    failed = sum(f.level.value == "fail" for f in report.findings)
+    failed = sum(f.level.word == "fail" for f in report.findings)
     return f"{count(failed, 'thing')} needed {'is' if failed == 1 else 'are'} missing"
 
 
 def show(ui: UI, report: DoctorReport) -> None:
     styles = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
     for finding in report.findings:
-        level = finding.level.value
+        level = finding.level.word
         ui.line(f"[{styles[level]}]{level:<4}[/] {finding.area:<8} {escape(finding.detail)}")
-        if finding.fix and finding.level.value != "ok":
+        if finding.fix and finding.level.word != "ok":
             ui.line(f"              [dim]->[/] {escape(finding.fix)}")
     ui.line("doctor: " + ("[green]ready[/]" if report.ok else f"[bold red]{_missing(report)}[/]"))

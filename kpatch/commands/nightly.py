@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from kpatch.commands._common import BACKEND_HELP, BACKENDS, Context, checked_base_image, chosen_backend, kpatch_command
 from kpatch.commands._views import show_build, show_rebase, show_test, show_verify
 from kpatch.errors import UsageError
-from kpatch.output.ui import UI, escape, to_jsonable
+from kpatch.output.ui import UI, escape
 
 if TYPE_CHECKING:
-    from kpatch.nightly.model import Report, Stage
+    from kpatch.nightly.model import Stage
     from kpatch.nightly.run import Night
 
 
@@ -123,7 +123,7 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     failure = report.failure
     message = f"nightly failed at {failure.stage.value}: {failure.message}" if failure else ""
     if ctx.ui.json_mode:
-        ctx.ui.result(as_json(report), exit_code=report.exit_code, message=message)
+        ctx.ui.result(report, exit_code=report.exit_code, message=message)
     else:
         show(ctx.ui, night)
     if failure is not None:
@@ -165,21 +165,6 @@ def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | 
     ui.line(f"carry history: {escape(done.history)} ({done.records} record(s)); draw it: kpatch report --html DIR "
             f"--history {escape(done.history)}")
     return 0
-
-
-def as_json(report: Report) -> dict[str, Any]:
-    """The report as report.json has it, but a patch's class as `class` and its hunks as {path, line}, as in
-    `kpatch rebase --json`."""
-    data: dict[str, Any] = to_jsonable(report)
-    for patch in data["patches"]:
-        patch["class"] = patch.pop("klass")
-        patch["hunks"] = [_hunk(text) for text in patch["hunks"]]
-    return data
-
-
-def _hunk(text: str) -> dict[str, Any]:
-    path, _, line = text.rpartition(":")
-    return {"path": path, "line": int(line)} if path and line.isdigit() else {"path": text, "line": None}
 
 
 def show_stage(ui: UI, scratch: Path, _stage: Stage, result: object) -> None:

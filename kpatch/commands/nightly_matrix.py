@@ -46,12 +46,12 @@ def matrix_command(ctx: Context, run_step: tuple[Path, int] | None, step_out: Pa
                     f"{escape(str(collect_dir / matrix.PLAN))}")
         return 0
     assert done.report is not None
-    from kpatch.commands.nightly import as_json, show
+    from kpatch.commands.nightly import show
     from kpatch.nightly.render import JSON, MARKDOWN
     from kpatch.nightly.run import Night
 
     if ui.json_mode:
-        ui.result(as_json(done.report))
+        ui.result(done.report)
     else:
         show(ui, Night(done.report, folder / MARKDOWN, folder / JSON))
     return 0

@@ -25,7 +25,7 @@ from kpatch.output.ui import escape
 def command(ctx: Context, names: tuple[str, ...], fork_owner: str | None, draft: bool, dry_run: bool, no_deps: bool,
             continue_: bool, abort: bool) -> int:
     """Send patches upstream as pull requests (one per upstream), required ones first; mark them submitted."""
-    from kpatch.engine import propose as engine
+    from kpatch.adopt import propose as engine
 
     if continue_ or abort:
         if (continue_ and abort) or names:

@@ -41,7 +41,7 @@ def show(ui: UI, result: StatusResult) -> None:
             continue
         rows = [["#", "patch", "state", "upstream", "PR", "requires"]]
         rows += [[str(index), patch.name, patch.state.value, patch.upstream_status or "-",
-                  ", ".join(_pr(pr, result.pulls) for pr in patch.upstream_prs) or "-",
+                  ", ".join(_pr(pr, result.pr_states) for pr in patch.prs) or "-",
                   ", ".join(patch.requires) or "-"]
                  for index, patch in enumerate(report.patches, start=1)]
         for line in columns(rows, indent="  "):
@@ -50,8 +50,8 @@ def show(ui: UI, result: StatusResult) -> None:
             ui.plain(f"  {_elsewhere(report)}")
         if report.unexported:
             ui.plain(f"  {count(report.unexported, 'worktree commit')} not in the patch files: run 'kpatch export'")
-    if result.pulls_unavailable:
-        ui.warn(result.pulls_unavailable)
+    if result.pr_states_unavailable:
+        ui.warn(result.pr_states_unavailable)
     if result.journal:
         ui.plain(f"an interrupted 'kpatch {result.journal}' is pending: run 'kpatch {result.journal} --continue' "
                  "or '--abort'")

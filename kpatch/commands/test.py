@@ -27,7 +27,7 @@ from kpatch.commands._views import show_test
 def command(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
             lock_path: str | None, reports: str | None, backend: str) -> int:
     """Run each upstream's tests in the build image, with the locked pair installed from its lock."""
-    from kpatch.testing.run import run_suites
+    from kpatch.testing.suites import run_suites
 
     result = run_suites(ctx.workspace(), ctx.ui, names=names, devices=devices, timeout=timeout,
                         lock=Path(lock_path).resolve() if lock_path else None,

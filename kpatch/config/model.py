@@ -158,7 +158,3 @@ class Stack:
                 seen.add(dep)
                 todo.extend(self.get(dep).requires)
         return seen
-
-    def dependents(self, name: str) -> set[str]:
-        """Names of every upstream that requires `name`, directly or not."""
-        return {u.name for u in self.upstreams if name in self.closure(u.name)}

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from kpatch import config, forge, killseam
+from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.diff import StackDiff, forge_url, rebase_diff
 from kpatch.engine.evidence import UpstreamCommit, for_stack
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
+from kpatch.forge import hosts
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository, restore_preimages
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
@@ -57,7 +58,15 @@ class Outcome(Enum):
 
 @dataclass(frozen=True)
 class PatchReport:
-    name: str
+    """One patch after a rebase: its class, why, and for a conflict the hunks and the upstream commit that broke it.
+
+    The one record of a rebased patch: `rebase --json`'s stacks, the nightly's report (report.json, `nightly
+    --json`) and the carry history read it. Not `project.state.PatchRun`, the mutable run state a rebase keeps on
+    disk while it works, nor `stack.Patch`, the patch file as parsed; `engine.status.PatchStatus` is a patch at
+    rest in a worktree (no class: nothing was tried)."""
+
+    upstream: str  # the stack it belongs to (also the stack's own name in `rebase --json`: a patch stands alone)
+    name: str  # the patch file's name
     klass: PatchClass = field(metadata={"json": "class"})
     applied: bool  # in the scratch worktree (False for a class found by a trial apply)
     why: str
@@ -127,7 +136,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
     refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
     ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
                       *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
-    pulls = forge.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
+    pulls = hosts.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
     if pulls.unavailable:  # said once, here (stderr); the result carries it for --json and the nightly report
         ui.warn(pulls.unavailable)
     for upstream in ws.stack.upstreams:
@@ -474,7 +483,7 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
                            {p.name for p in stack.patches if classify.patch_class(p) is PatchClass.CONFLICT})
         for patch in stack.patches:
             now_upstream = _requires(ws, name, patch.name, op)
-            patches.append(PatchReport(name=patch.name, klass=classify.patch_class(patch),
+            patches.append(PatchReport(upstream=name, name=patch.name, klass=classify.patch_class(patch),
                                        applied=patch.phase is Phase.APPLIED, why=classify.why(patch, now_upstream),
                                        commit=patch.commit,
                                        hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit,

@@ -27,10 +27,13 @@ class PatchState(Enum):
 
 @dataclass(frozen=True)
 class PatchStatus:
+    """One patch at rest in a worktree (`kpatch status`): whether it is applied, its Upstream-Status and PRs. No
+    class and no culprit: nothing was tried against a new base (that is `engine.rebase.PatchReport`)."""
+
     name: str
     subject: str
     upstream_status: str | None
-    upstream_prs: tuple[str, ...]
+    prs: tuple[str, ...]  # its Upstream-PR trailers
     requires: tuple[str, ...]
     state: PatchState
 
@@ -59,9 +62,10 @@ class StatusResult:
     upstreams: tuple[UpstreamReport, ...]
     operation: str | None  # "apply" or "rebase" when one is in progress
     journal: str | None  # the command whose journaled write was interrupted, if any
-    pulls: dict[str, str] | None = None  # --prs: each Upstream-PR's state as GitHub answered (`merged`, `closed
-    # unmerged`, `open`/`draft` with the review decision and checks: `open, approved, checks green`); None: not asked
-    pulls_unavailable: str | None = None  # --prs: why the forge could not be asked
+    pr_states: dict[str, str] | None = None  # --prs: each Upstream-PR's state as GitHub answered (`merged`,
+    # `closed unmerged`, `open`/`draft` with the review decision and checks: `open, approved, checks green`); None:
+    # not asked
+    pr_states_unavailable: str | None = None  # --prs: why the forge could not be asked
 
 
 def status(ws: Workspace, ui: UI, *, pulls: bool = False) -> StatusResult:
@@ -69,14 +73,14 @@ def status(ws: Workspace, ui: UI, *, pulls: bool = False) -> StatusResult:
     result = _status(ws, ui)
     if not pulls:
         return result
-    from kpatch.forge import check_pulls
+    from kpatch.forge.hosts import check_pulls
 
-    wanted = {pr for report in result.upstreams for patch in report.patches for pr in patch.upstream_prs}
+    wanted = {pr for report in result.upstreams for patch in report.patches for pr in patch.prs}
     check = check_pulls(wanted)
     states = {pr: check.pulls[pr].summary if pr in check.pulls else "not found" if check.unavailable is None
               else "?" for pr in sorted(wanted)}
     return StatusResult(upstreams=result.upstreams, operation=result.operation, journal=result.journal,
-                        pulls=states, pulls_unavailable=check.unavailable)
+                        pr_states=states, pr_states_unavailable=check.unavailable)
 
 
 def _status(ws: Workspace, ui: UI) -> StatusResult:
@@ -117,7 +121,7 @@ def _report(item: Item, run: RunState) -> UpstreamReport:
         ([PatchState.NOT_APPLIED] * len(item.series.patches), 0)
     patches = tuple(
         PatchStatus(name=p.name, subject=p.subject, upstream_status=p.status.value if p.status else None,
-                    upstream_prs=p.prs, requires=tuple(str(r) for r in p.requires), state=s)
+                    prs=p.prs, requires=tuple(str(r) for r in p.requires), state=s)
         for p, s in zip(item.series.patches, states, strict=True)
     )
     return UpstreamReport(name=name, url=upstream.display_url, branch=upstream.branch, base=upstream.base,

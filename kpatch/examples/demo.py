@@ -17,17 +17,20 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from kpatch import config, forge, verify
+from kpatch import config, forge
 from kpatch.engine.apply import ApplyResult, apply
 from kpatch.engine.rebase import RebaseResult, rebase
 from kpatch.errors import ExitCode, KpatchError, UsageError
 from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, make_example_project
+from kpatch.nightly.model import StageStatus
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
-from kpatch.testing.run import TestRun, run_suites
-from kpatch.verify.model import Status
+from kpatch.testing.run import TestRun
+from kpatch.testing.suites import run_suites
+from kpatch.verify.gate import gate
+from kpatch.verify.model import tally
 from kpatch.verify.releasing import publish_verified
 from kpatch.verify.run import VerifyResult
 from kpatch.verify.run import verify as run_verify
@@ -59,10 +62,14 @@ class BackendChoice:
 class Step:
     name: str
     seconds: float
-    ok: bool
+    status: StageStatus  # passed or failed (a verdict is `status` in every command's JSON)
     summary: str  # one line: what happened
     exit_code: int = 0  # of the error that stopped the demo at this step
     detail: tuple[str, ...] = ()  # the lines that error gave after its first (a failed build's last lines)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is StageStatus.PASSED
 
 
 class StepsOutcome:
@@ -193,7 +200,8 @@ class Steps:
             first, *rest = str(err).splitlines() or ["(no message)"]
             log.error("demo step %s failed (exit %d): %s", name, int(err.exit_code), err)
             result, ok, summary, code, detail = None, False, first, int(err.exit_code), tuple(rest)
-        done = Step(name=name, seconds=round(time.monotonic() - begun, 2), ok=ok, summary=summary, exit_code=code,
+        done = Step(name=name, seconds=round(time.monotonic() - begun, 2),
+                    status=StageStatus.PASSED if ok else StageStatus.FAILED, summary=summary, exit_code=code,
                     detail=detail)
         self.steps.append(done)
         self.results[name] = result
@@ -272,15 +280,14 @@ def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
 
 def _build(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[BuildResult, bool, str]:
     result = build_wheels(ws, ui, backend=choice.backend.value, image=None, base_image=choice.base_image,
-                          out=ws.stack.root / "dist", gate=verify.gate)
+                          out=ws.stack.root / "dist", gate=gate)
     where = f"in {result.image}" if choice.backend is Backend.DOCKER else "on this host"
     return result, True, f"{len(result.wheels)} wheels built {where}; lock {result.lock.name}"
 
 
 def _verify(ws: Workspace, ui: UI) -> tuple[VerifyResult, bool, str]:
     result = run_verify(ws, ui, lock_path=None, installed=False)
-    failed = [c for c in result.checks if c.status is Status.FAIL]
-    return result, result.ok, f"{len(result.checks)} checks, {len(failed)} failed (the pair, its lock, the op contract)"
+    return result, result.ok, f"{tally(result.checks)} (the pair, its lock, the op contract)"
 
 
 def _test(ws: Workspace, ui: UI, choice: BackendChoice) -> tuple[TestRun, bool, str]:

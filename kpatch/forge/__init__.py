@@ -1,8 +1,9 @@
 """Where the project and its upstreams are hosted, behind one small Protocol: what the nightly and the engine need.
 
-GitHub, through PyGithub (`forge.github`), is its one implementation. Which forge a project uses is derived, not
-configured: kpatch.toml's `[github]` table (or `GITHUB_REPOSITORY`) names the repository the nightly reports to,
-and an Upstream-PR trailer (`owner/repo#N`) names a GitHub pull request. A GitLab upstream would add
+GitHub, through PyGithub (`forge.github`), is its one implementation; `forge.hosts` says which forge hosts what.
+Which forge a project uses is derived, not configured: kpatch.toml's `[github]` table (or `GITHUB_REPOSITORY`)
+names the repository the nightly reports to, and an Upstream-PR trailer (`owner/repo#N`) names a GitHub pull
+request. A GitLab upstream would add
 `forge/gitlab/` implementing the same Protocol and its own table; nothing above this package would change.
 """
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-    from kpatch.forge.model import PullCheck, Result
+    from kpatch.forge.model import Result
 
 OFFLINE = "KPATCH_OFFLINE"  # set: no forge is asked anything (Upstream-PR states unchecked, nothing written)
 
@@ -90,33 +91,3 @@ class Forge(Protocol):
     def __enter__(self) -> Forge: ...
 
     def __exit__(self, *exc: object) -> None: ...
-
-
-class PullStates(Protocol):
-    """What the engine asks of a forge: is each Upstream-PR merged, and as which commit (checked, not trusted)."""
-
-    def __call__(self, prs: set[str]) -> PullCheck: ...
-
-
-def check_pulls(prs: set[str]) -> PullCheck:
-    """The Upstream-PR states, from the forge the PR names live on (`owner/repo#N`: GitHub)."""
-    from kpatch.forge.github.pulls import check_pulls as github_pulls
-
-    return github_pulls(prs)
-
-
-def on_repository(repository: str, environ: Mapping[str, str], *, dry_run: bool) -> Forge:
-    """The forge for pull requests on `repository` (`owner/name` on GitHub): GITHUB_TOKEN, KPATCH_GITHUB_API."""
-    from kpatch.forge.github.access import target
-    from kpatch.forge.github.names import parse_repository
-    from kpatch.forge.github.report import Reporter
-
-    return Reporter(target(parse_repository(repository), environ, dry_run=dry_run))
-
-
-def push_env(url: str, environ: Mapping[str, str], *, dry_run: bool = False) -> dict[str, str]:
-    """What authenticates a `git push` to the fork at `url` (the token as a header, in the environment only, and
-    only to the forge's own host; nothing in a dry run)."""
-    from kpatch.forge.github.access import push_env as github_push_env
-
-    return github_push_env(url, environ, dry_run=dry_run)

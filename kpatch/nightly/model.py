@@ -5,13 +5,15 @@ One model, two renderings (markdown for people, JSON for machines) with the same
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from kpatch.engine.diff import StackDiff
+from kpatch.engine.rebase import PatchReport
 from kpatch.forge.model import Result
-from kpatch.project.state import Culprit, PatchClass
+from kpatch.project.state import Hunk
 from kpatch.verify.model import Check
+from kpatch.wheels.record import BuiltWheel
 
 
 class Stage(Enum):
@@ -64,20 +66,6 @@ class Move:
 
 
 @dataclass(frozen=True)
-class PatchLine:
-    """One patch of the rebase: its class, why, and for a conflict the upstream commit that broke it."""
-
-    upstream: str
-    patch: str
-    klass: PatchClass
-    applied: bool  # False: a trial apply behind a conflict classified it
-    why: str
-    commit: str | None  # for an upstream patch: the upstream commit that carries it
-    culprit: Culprit | None
-    hunks: tuple[str, ...] = ()  # for a conflict: "path:line" of each hunk that did not apply
-
-
-@dataclass(frozen=True)
 class Flag:
     """A patch whose Upstream-PR is merged but which still applied: the merge is not in the new base yet."""
 
@@ -103,16 +91,6 @@ class PullLine:
     before: str | None  # the last state a night recorded (None: never known before)
     changed: bool  # the state differs from `before` (a first known state counts as changed)
     note: str  # CLOSED_NOTE when it was closed without a merge, else ""
-
-
-@dataclass(frozen=True)
-class Wheel:
-    upstream: str
-    filename: str
-    version: str
-    sha256: str
-    cached: bool
-    torch: str | None
 
 
 @dataclass(frozen=True)
@@ -287,11 +265,12 @@ class Report:
     summary: str
     stages: tuple[StageRun, ...]
     moves: tuple[Move, ...] = ()
-    patches: tuple[PatchLine, ...] = ()
+    patches: tuple[PatchReport, ...] = ()  # the rebase's own report of each patch (as `rebase --json`'s)
     reviews: tuple[StackDiff, ...] = ()  # what the rebase did to each patch, per stack (git range-diff)
     flags: tuple[Flag, ...] = ()
-    pulls: tuple[PullLine, ...] = ()  # the Upstream-PRs' states, asked once after the rebase (empty: not asked)
-    wheels: tuple[Wheel, ...] = ()
+    pulls: tuple[PullLine, ...] = field(default=(), metadata={"json": "prs"})  # the Upstream-PRs' states, asked
+    # once after the rebase (empty: not asked)
+    wheels: tuple[BuiltWheel, ...] = ()  # the build stage's own records (as `build-wheels --json`'s)
     lock: str | None = None  # the new lock (dist/pylock.toml)
     kept_lock: str | None = None  # where the passing night keeps it for the branch (pylock.toml by kpatch.toml)
     containers: int = 0  # build containers started
@@ -316,11 +295,39 @@ class Report:
         return next((s for s in self.stages if s.stage is stage), None)
 
 
+REPORT_VERSION = 2  # of report.json: +1 when a field is renamed or removed (2: a patch as `rebase --json` has it)
+
+
 def report_from_json(data: object) -> Report:
-    """A Report back from its JSON (`render.to_json`): what the publishing job reads from the night's job."""
+    """A Report back from its JSON (`render.to_json`): what the publishing job reads from the night's job. A
+    version 1 report (no `version`: a patch's class as `klass`, its name as `patch`, hunks as "path:line", the PRs
+    as `pulls`) is read too."""
+    if isinstance(data, dict) and data.get("version", 1) == 1 and isinstance(data.get("patches"), list):
+        old = {k: v for k, v in data.items() if k != "pulls"}
+        data = {**old, "patches": [_patch_v1(p) for p in data["patches"]], "prs": data.get("pulls", [])}
     value = _decode(Report, data)
     assert isinstance(value, Report)
     return value
+
+
+def _patch_v1(data: object) -> object:
+    """A patch of a version 1 report.json in today's shape."""
+    if not isinstance(data, dict):
+        return data
+    old = dict(data)
+    hunks = [_hunk_v1(text) if isinstance(text, str) else text for text in old.pop("hunks", [])]
+    return {"upstream": old.pop("upstream", None), "name": old.pop("patch", None), "class": old.pop("klass", None),
+            **old, "hunks": hunks}
+
+
+def _hunk_v1(text: str) -> dict[str, object]:
+    path, _, line = text.rpartition(":")
+    return {"path": path, "line": int(line)} if path and line.isdigit() else {"path": text, "line": None}
+
+
+def hunk_text(hunk: Hunk) -> str:
+    """A hunk that did not apply as people read it: path:line (the path alone when the line is not known)."""
+    return hunk.path + (f":{hunk.line}" if hunk.line else "")
 
 
 def _decode(kind: object, data: object) -> object:
@@ -347,8 +354,8 @@ def _decode(kind: object, data: object) -> object:
         if not isinstance(data, dict):
             raise ValueError(f"expected an object for {kind.__name__}, got {data!r}")
         hints = typing.get_type_hints(kind)
-        return kind(**{f.name: _decode(hints[f.name], data[f.name]) for f in dataclasses.fields(kind)
-                       if f.name in data})
+        fields = [(f.name, f.metadata.get("json", f.name)) for f in dataclasses.fields(kind)]
+        return kind(**{name: _decode(hints[name], data[key]) for name, key in fields if key in data})
     if kind is float and isinstance(data, int) and not isinstance(data, bool):
         return float(data)
     if not isinstance(kind, type) or not isinstance(data, kind):

@@ -185,7 +185,7 @@ def _message(report: Report) -> str:
         return "\n".join(lines) + "\n"
     lines += [f"{m.upstream}: {m.old_base[:12]} -> {m.new_base[:12]} ({m.commits} upstream commit(s))"
               for m in report.moves]
-    dropped = [f"{p.upstream}/{p.patch}" for p in report.patches if p.klass is PatchClass.UPSTREAM]
+    dropped = [f"{p.upstream}/{p.name}" for p in report.patches if p.klass is PatchClass.UPSTREAM]
     if dropped:
         lines += ["", "Dropped as already upstream: " + ", ".join(dropped)]
     lines += ["", f"Written by kpatch {report.kpatch_version} nightly ({report.started}); built, verified and tested."]

@@ -9,7 +9,7 @@ from pathlib import Path
 from kpatch.errors import KpatchError
 from kpatch.project.workspace import Workspace
 from kpatch.stack.mbox import read_diff
-from kpatch.verify import contract_pairs
+from kpatch.verify.gate import contract_pairs
 from kpatch.verify.pairs import Released, night_notes
 from kpatch.verify.release import index_url
 

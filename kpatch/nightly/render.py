@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kpatch.engine.diff import Change, PatchChange
+from kpatch.engine.rebase import PatchReport
 from kpatch.files import write_atomic
-from kpatch.nightly.model import Outcome, PatchLine, Report, StageStatus
+from kpatch.nightly.model import REPORT_VERSION, Outcome, Report, StageStatus, hunk_text
 from kpatch.output.redact import redact_text
 from kpatch.output.ui import count, to_jsonable
 from kpatch.project.state import PatchClass
@@ -20,7 +21,7 @@ GITHUB_LIMIT = 60_000  # GitHub refuses bodies and comments over 65,536 characte
 
 
 def to_json(report: Report) -> str:
-    return redact_text(json.dumps({"ok": report.ok, **to_jsonable(report)}, indent=2)) + "\n"
+    return redact_text(json.dumps({"version": REPORT_VERSION, "ok": report.ok, **to_jsonable(report)}, indent=2)) + "\n"
 
 
 def write(folder: Path, report: Report) -> tuple[Path, Path]:
@@ -163,7 +164,7 @@ def _changes(report: Report, room: int | None, run_url: str | None) -> list[str]
     if not report.reviews:
         return []
     lines = ["", "## What changed in the patches", ""]
-    dropped = {(p.upstream, p.patch): p for p in report.patches if p.klass is PatchClass.UPSTREAM}
+    dropped = {(p.upstream, p.name): p for p in report.patches if p.klass is PatchClass.UPSTREAM}
     left: list[str] = []
     for review in report.reviews:
         counts = ", ".join(f"{review.count(c)} {c.value}" for c in Change)
@@ -222,7 +223,7 @@ def _patches(report: Report) -> list[str]:
     if not report.patches:
         return []
     lines = ["", "## Patches", "", *_table(["upstream", "patch", "class", "why"],
-                                           [[_text(p.upstream), _text(p.patch), _text(p.klass), _why(p)]
+                                           [[_text(p.upstream), _text(p.name), _text(p.klass), _why(p)]
                                             for p in report.patches])]
     conflicts = [p for p in report.patches if p.klass is PatchClass.CONFLICT]
     if conflicts:
@@ -232,13 +233,13 @@ def _patches(report: Report) -> list[str]:
             what = (f"broken by upstream commit {_code(c.sha)} \"{_text(c.subject)}\" by {_text(c.author)} "
                     f"({_text(c.date)}); found in {count(c.trials, 'trial apply', 'trial applies')} over "
                     f"{count(c.commits, 'commit')}" if c else "culprit not found")
-            where = f"; hunks: {_text(', '.join(p.hunks))}" if p.hunks else ""
-            lines.append(f"- {_code(f'{p.upstream}/{p.patch}')}"
+            where = f"; hunks: {_text(', '.join(hunk_text(h) for h in p.hunks))}" if p.hunks else ""
+            lines.append(f"- {_code(f'{p.upstream}/{p.name}')}"
                          f"{' (trial apply)' if p.why.startswith('trial') else ''}: {what}{where}")
     dropped = [p for p in report.patches if p.klass is PatchClass.UPSTREAM]
     if dropped:
         lines += ["", "### Dropped as already upstream", ""]
-        lines += [f"- {_code(f'{p.upstream}/{p.patch}')}: {_text(p.why)}"
+        lines += [f"- {_code(f'{p.upstream}/{p.name}')}: {_text(p.why)}"
                   + (f" (upstream commit {_code(p.commit)})" if p.commit else "") for p in dropped]
     if report.flags:
         lines += ["", "### Merged upstream, not yet in the base", ""]
@@ -271,7 +272,7 @@ def _pulls(report: Report) -> list[str]:
     return lines
 
 
-def _why(p: PatchLine) -> str:
+def _why(p: PatchReport) -> str:
     if p.culprit:
         why = f"{_text(p.why)}; " if p.why else ""
         return f"{why}broken by {_code(p.culprit.sha[:12])} ({_text(p.culprit.author)})"
@@ -296,8 +297,8 @@ def _checks(report: Report) -> list[str]:
         return []
     lines = ["", "## Verify: the pair and the op contract", "", *_table(
         ["status", "check", "subject", "detail"],
-        [[c.status.value, _text(c.area), _text(c.subject),
-          _text(c.detail + (f" (next: {c.fix})" if c.fix and c.status.value != "pass" else ""))]
+        [[c.status.word, _text(c.area), _text(c.subject),
+          _text(c.detail + (f" (next: {c.fix})" if c.fix and c.status.word != "pass" else ""))]
          for c in report.checks])]
     if report.contract:
         lines += ["", "Op contract:", "", *(f"- {_text(line)}" for line in report.contract)]

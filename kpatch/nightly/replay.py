@@ -27,7 +27,7 @@ from kpatch.nightly import stages
 from kpatch.nightly.dashboard import history
 from kpatch.nightly.dashboard.record import records
 from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus
-from kpatch.nightly.stages import Findings, timed
+from kpatch.nightly.stages import timed
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
@@ -176,10 +176,9 @@ def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: in
     for number, (sha, stamp, subject, covered) in enumerate(chosen, 1):
         sws = _workspace(ws.stack, toml, cache, scratch / "work")
         onto = {**held, span.upstream: sha}
-        found = Findings()
         with ui.group(f"kpatch nightly --replay: step {number}/{len(chosen)} {sha[:12]}"):
-            run = timed(ui, Stage.REBASE, functools.partial(stages.rebase, sws, ui, found, _quiet, onto=onto,
-                                                            discard=True), found)
+            done = timed(ui, Stage.REBASE, functools.partial(stages.rebase, sws, ui, _quiet, onto=onto, discard=True))
+        run, found = done.run, done.found
         stopped = run.status is StageStatus.FAILED
         if stopped:
             _abort(sws)
@@ -191,8 +190,8 @@ def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: in
                         summary=f"replayed at {upstream.name} {sha[:12]}: {run.summary}",
                         stages=(run, *(StageRun(s, StageStatus.SKIPPED, 0.0, 0, NOT_RUN)
                                        for s in (Stage.BUILD, Stage.VERIFY, Stage.TEST))),
-                        moves=tuple(found.moves), patches=tuple(found.patches), notes=tuple(found.notes),
-                        failure=found.failure)
+                        moves=found.moves if found else (), patches=found.patches if found else (),
+                        notes=found.notes if found else (), failure=done.failure)
         after = _workspace(ws.stack, toml, cache, scratch / "work").stack
         held_records = history.append(path, records(after, report))
         steps.append(_step(number, sha, started, subject, covered, report, stopped))
@@ -204,7 +203,7 @@ def _step(number: int, sha: str, started: str, subject: str, covered: int, repor
           stopped: bool) -> ReplayStep:
     lines = list(report.patches)
     count = {k: sum(p.klass is k for p in lines) for k in PatchClass}
-    conflicts = tuple(StepConflict(patch=f"{p.upstream}/{p.patch}", culprit=p.culprit.sha if p.culprit else None,
+    conflicts = tuple(StepConflict(patch=f"{p.upstream}/{p.name}", culprit=p.culprit.sha if p.culprit else None,
                                    culprit_subject=p.culprit.subject if p.culprit else None)
                       for p in lines if p.klass is PatchClass.CONFLICT)
     behind = next((m.commits for m in report.moves if m.new_base == sha), 0)

@@ -10,9 +10,10 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from kpatch import __version__
 from kpatch.errors import UsageError
@@ -20,10 +21,21 @@ from kpatch.files import write_atomic
 from kpatch.forge import github
 from kpatch.nightly import noop, render, rounds, scroll, stages
 from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
-from kpatch.nightly.model import Clock, Outcome, Report, Stage, StageRun, StageStatus, report_from_json
+from kpatch.nightly.model import (
+    Clock,
+    Failure,
+    Move,
+    Outcome,
+    PullLine,
+    Report,
+    Stage,
+    StageRun,
+    StageStatus,
+    report_from_json,
+)
 from kpatch.nightly.publish import publish
 from kpatch.nightly.pulls import last_states, pull_lines
-from kpatch.nightly.stages import TAIL, Findings, Settings, Show, timed
+from kpatch.nightly.stages import TAIL, Built, Done, Named, Rebased, Settings, Show, Tested, Timed, Verified, timed
 from kpatch.output.redact import add_secret
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
@@ -94,40 +106,32 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
     if tgt.dry_run and not options.dry_run and options.publish:
         ui.warn(f"{tgt.dry_run}: running as --dry-run (nothing is pushed, opened, commented on or closed)")
     kept = ws.stack.root / lockfile.LOCK_NAME
-    found = Findings()
     saved = scroll.Saved(ws) if options.scroll else None  # the files before the night, for the search's steps
-    runs, outcome = _stages(ws, ui, options.settings, found, show, kept)
-    flaky: tuple[str, ...] = ()
-    if outcome is Outcome.FAILED and found.failure is not None and found.failure.stage is Stage.TEST:
-        retry_began = time.monotonic()
-        retried = scroll.retry_test(ws, ui, found, show, options.settings)  # a flaky test is no red night
-        runs = [replace(r, seconds=round(r.seconds + time.monotonic() - retry_began, 3)) if r.stage is Stage.TEST
-                else r for r in runs]
-        if retried is not None:
-            flaky, outcome = retried, Outcome.PASSED
-            runs = [replace(r, status=StageStatus.PASSED, exit_code=0,
-                            summary=f"passed on the retry (flaky: {', '.join(retried)}); {r.summary}")
-                    if r.stage is Stage.TEST else r for r in runs]
-    report = replace(_report(ui, started, runs, outcome, found, tgt), flaky=flaky,
-                     pulls=pull_lines(found.named, found.pull_states,
-                                      last_states(location(ws.stack, options.report_dir))))
-    if outcome is Outcome.PASSED:
-        assert found.lock is not None
-        write_atomic(kept, found.lock.read_bytes())
-        report = replace(report, kept_lock=str(kept))
-        if ws.stack.release.nightly:  # a green night's set on the nightly channel ([release] nightly = true)
-            from kpatch.nightly.release import release_night
+    ran = _stages(ws, ui, options.settings, show, kept)
+    if ran.outcome is Outcome.FAILED and ran.failure is not None and ran.failure.stage is Stage.TEST:
+        ran = _retried(ws, ui, options.settings, show, ran)  # a flaky test is no red night
+    if ran.outcome is Outcome.PASSED:
+        assert ran.built is not None
+        write_atomic(kept, ran.built.lock.read_bytes())
+    report = _report(ui, started, ran, tgt, pull_lines(ran.named, ran.rebased.pull_states if ran.rebased else None,
+                                                        last_states(location(ws.stack, options.report_dir))),
+                     kept_lock=str(kept) if ran.outcome is Outcome.PASSED else None)
+    if ran.outcome is Outcome.PASSED and ws.stack.release.nightly:
+        # a green night's set on the nightly channel ([release] nightly = true)
+        from kpatch.nightly.release import release_night
 
-            why = "--dry-run" if options.dry_run else tgt.dry_run
-            report = replace(report, notes=(*report.notes, release_night(ws, ui, found.lock, why)))
-    elif saved is not None and report.failure is not None and report.failure.stage is not Stage.REBASE:
+        assert ran.built is not None
+        why = "--dry-run" if options.dry_run else tgt.dry_run
+        report = replace(report, notes=(*report.notes, release_night(ws, ui, ran.built.lock, why)))
+    if ran.outcome is not Outcome.PASSED and saved is not None and report.failure is not None \
+            and report.failure.stage is not Stage.REBASE:
         if options.plan_round is not None:  # the rounds run as the CI's matrix (matrix.py)
             from kpatch.nightly import matrix
 
             report = matrix.first_round(ws, ui, options.settings, report, saved, kept, options.limits,
                                         options.plan_round)
         else:
-            report = _scrolled(ws, ui, options, show, report, found, saved, kept)
+            report = _scrolled(ws, ui, options, show, report, saved, kept)
     if saved is not None:
         saved.drop()
     if options.released_pairs:
@@ -135,28 +139,29 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
 
         report = replace(report, notes=(*report.notes, *released.notes(ws)))
     reporting = time.monotonic()
-    report = replace(report, clock=_clock(report, found, writing=0.0, publish=0.0, total=reporting - began))
+    report = replace(report, clock=_clock(report, ran.fetch_seconds, writing=0.0, publish=0.0,
+                                          total=reporting - began))
     render.write(options.report_dir, report)  # before GitHub: a GitHub that is down costs nothing
     record_night(ui, ws.stack, report, location(ws.stack, options.report_dir))  # the carry history (dashboard)
-    report = replace(report, clock=_clock(report, found, writing=time.monotonic() - reporting, publish=0.0,
-                                          total=time.monotonic() - began))
+    report = replace(report, clock=_clock(report, ran.fetch_seconds, writing=time.monotonic() - reporting,
+                                          publish=0.0, total=time.monotonic() - began))
     if options.publish:
         return _published(ws, ui, options, report, tgt, environ)
     return _written(ui, options, report)
 
 
-def _clock(report: Report, found: Findings, *, writing: float, publish: float, total: float) -> Clock:
+def _clock(report: Report, fetch: float, *, writing: float, publish: float, total: float) -> Clock:
     """The night's clock from its stages' times (the rebase stage's fetch shown apart) and the reporting's."""
     seconds = {r.stage: r.seconds for r in report.stages}
     rebase = seconds.get(Stage.REBASE, 0.0)
-    return Clock(fetch=round(found.fetch_seconds, 3), rebase=round(max(0.0, rebase - found.fetch_seconds), 3),
+    return Clock(fetch=round(fetch, 3), rebase=round(max(0.0, rebase - fetch), 3),
                  build=seconds.get(Stage.BUILD, 0.0), verify=seconds.get(Stage.VERIFY, 0.0),
                  test=seconds.get(Stage.TEST, 0.0), scroll=report.scroll.seconds if report.scroll else 0.0,
                  report=round(writing, 3), publish=round(publish, 3), total=round(total, 3))
 
 
-def _scrolled(ws: Workspace, ui: UI, options: Options, show: Show, report: Report, _found: Findings,
-              saved: scroll.Saved, kept: Path) -> Report:
+def _scrolled(ws: Workspace, ui: UI, options: Options, show: Show, report: Report, saved: scroll.Saved,
+              kept: Path) -> Report:
     """The heads are red past the rebase: search the night's range for the last green commits (scroll.conclude
     says where the stacks end)."""
     heads = scroll.heads_attempt(report.failure, report.suites)
@@ -212,66 +217,118 @@ def _written(ui: UI, options: Options, report: Report) -> Night:
 NOOP = "no-op: no upstream moved, nothing changed in the stacks since the last lock"
 
 
-def _stages(ws: Workspace, ui: UI, settings: Settings, found: Findings, show: Show,
-            kept: Path) -> tuple[list[StageRun], Outcome]:
-    """Run the stages in order; stop at the first that fails. A no-op night runs none after the fetch."""
-    runs: list[StageRun] = []
-    noop_night = False
+@dataclass(frozen=True)
+class Ran:
+    """The night's stages as they ran: each stage's line and what it found (None: not reached, or it raised),
+    the failure that ended them, and the parts of the rebase stage before the rebase (the fetch, the PRs named)."""
 
-    def rebase() -> tuple[int, str] | None:
-        nonlocal noop_night
+    runs: tuple[StageRun, ...]
+    outcome: Outcome
+    failure: Failure | None = None
+    fetch_seconds: float = 0.0  # the rebase stage's fetch of the heads (the night's clock shows it apart)
+    fetched: tuple[Move, ...] = ()  # the heads the fetch found (the moves when the rebase did not run)
+    named: Named = ()  # (upstream, patch, PR) named before the rebase
+    rebased: Rebased | None = None
+    built: Built | None = None
+    verified: Verified | None = None
+    tested: Tested | None = None
+    flaky: tuple[str, ...] = ()  # tests that failed once and passed on their retry
+
+
+def _stages(ws: Workspace, ui: UI, settings: Settings, show: Show, kept: Path) -> Ran:
+    """Run the stages in order; stop at the first that fails. A no-op night runs none after the fetch."""
+    before = Ran((), Outcome.PASSED)
+
+    def rebase() -> Done[Rebased] | None:
+        nonlocal before
         began = time.monotonic()
         heads = noop.fetch_heads(ws, ui, kept)
-        found.fetch_seconds = time.monotonic() - began
-        found.moves = list(heads.moves)
+        before = replace(before, fetch_seconds=time.monotonic() - began, fetched=tuple(heads.moves))
         if heads.changed is None:
-            noop_night = True
             return None
         ui.note(f"not a no-op night: {heads.changed}")
-        return stages.rebase(ws, ui, found, show)
+        before = replace(before, named=stages.named_prs(ws))
+        return stages.rebase(ws, ui, show, fetched=before.fetched, named=before.named)
 
-    steps: list[tuple[Stage, Callable[[], tuple[int, str] | None]]] = [
-        (Stage.REBASE, rebase), (Stage.BUILD, lambda: stages.build(ws, ui, found, show, settings)),
-        (Stage.VERIFY, lambda: stages.verify(ws, ui, found, show)),
-        (Stage.TEST, lambda: stages.test(ws, ui, found, show, settings))]
-    for index, (stage, body) in enumerate(steps):
-        run = timed(ui, stage, body, found)
-        if noop_night:
-            ui.note(f"no-op night: no upstream moved, nothing changed in the stacks ({run.seconds:.1f} s)")
-            runs.append(replace(run, summary=f"{NOOP} (fetched in {run.seconds:.1f} s)"))
-            runs += [StageRun(s, StageStatus.SKIPPED, 0.0, 0, "no-op night") for s, _ in steps[1:]]
-            return runs, Outcome.NOOP
-        runs.append(run)
-        if run.status is StageStatus.FAILED:
-            runs += [StageRun(s, StageStatus.SKIPPED, 0.0, 0, f"not reached: {stage.value} failed")
-                     for s, _ in steps[index + 1:]]
-            return runs, Outcome.FAILED
-    return runs, Outcome.PASSED
+    rebased = timed(ui, Stage.REBASE, rebase)
+    if rebased.run.status is StageStatus.SKIPPED:
+        seconds = rebased.run.seconds
+        ui.note(f"no-op night: no upstream moved, nothing changed in the stacks ({seconds:.1f} s)")
+        runs = (replace(rebased.run, summary=f"{NOOP} (fetched in {seconds:.1f} s)"),
+                *(StageRun(s, StageStatus.SKIPPED, 0.0, 0, "no-op night") for s in (Stage.BUILD, Stage.VERIFY,
+                                                                                    Stage.TEST)))
+        return replace(before, runs=runs, outcome=Outcome.NOOP)
+    ran = _then(before, rebased, rebased=rebased.found)
+    if ran.outcome is Outcome.FAILED:
+        return _not_reached(ran, Stage.BUILD, Stage.VERIFY, Stage.TEST)
+    built = timed(ui, Stage.BUILD, lambda: stages.build(ws, ui, show, settings))
+    ran = _then(ran, built, built=built.found)
+    if ran.outcome is Outcome.FAILED or ran.built is None:
+        return _not_reached(ran, Stage.VERIFY, Stage.TEST)
+    lock = ran.built.lock
+    verified = timed(ui, Stage.VERIFY, lambda: stages.verify(ws, ui, show, lock))
+    ran = _then(ran, verified, verified=verified.found)
+    if ran.outcome is Outcome.FAILED:
+        return _not_reached(ran, Stage.TEST)
+    tested = timed(ui, Stage.TEST, lambda: stages.test(ws, ui, show, settings, lock))
+    return _then(ran, tested, tested=tested.found)
 
 
-def _report(ui: UI, started: str, runs: list[StageRun], outcome: Outcome, found: Findings,
-            tgt: github.Target) -> Report:
-    failed = next((r for r in runs if r.status is StageStatus.FAILED), None)
-    failure = found.failure
+def _then(ran: Ran, stage: Timed[Any], **found: object) -> Ran:
+    """`ran` with one more stage: its line, what it found, and its failure (which ends the night)."""
+    failed = stage.run.status is StageStatus.FAILED
+    return replace(ran, runs=(*ran.runs, stage.run), outcome=Outcome.FAILED if failed else ran.outcome,
+                   failure=stage.failure if failed else ran.failure, **found)  # type: ignore[arg-type]
+
+
+def _not_reached(ran: Ran, *rest: Stage) -> Ran:
+    failed = ran.runs[-1].stage.value
+    return replace(ran, runs=(*ran.runs, *(StageRun(s, StageStatus.SKIPPED, 0.0, 0, f"not reached: {failed} failed")
+                                           for s in rest)))
+
+
+def _retried(ws: Workspace, ui: UI, settings: Settings, show: Show, ran: Ran) -> Ran:
+    """The failed test stage once more at the same commit: a night whose tests then pass is flaky, not red."""
+    assert ran.built is not None and ran.failure is not None
+    retry_began = time.monotonic()
+    retried = scroll.retry_test(ws, ui, show, settings, ran.built.lock, ran.tested or Tested(()), ran.failure)
+    took = time.monotonic() - retry_began
+    runs = tuple(replace(r, seconds=round(r.seconds + took, 3)) if r.stage is Stage.TEST else r for r in ran.runs)
+    if retried.flaky is None:
+        return replace(ran, runs=runs, tested=retried.tested, failure=retried.failure)
+    flaky = retried.flaky
+    runs = tuple(replace(r, status=StageStatus.PASSED, exit_code=0,
+                         summary=f"passed on the retry (flaky: {', '.join(flaky)}); {r.summary}")
+                 if r.stage is Stage.TEST else r for r in runs)
+    return replace(ran, runs=runs, outcome=Outcome.PASSED, tested=retried.tested, failure=None, flaky=flaky)
+
+
+def _report(ui: UI, started: str, ran: Ran, tgt: github.Target, pulls: tuple[PullLine, ...],
+            kept_lock: str | None) -> Report:
+    """The night's report, built once from what its stages found."""
+    failed = next((r for r in ran.runs if r.status is StageStatus.FAILED), None)
+    failure = ran.failure
     if failure is not None and not failure.log_tail:
-        failure = replace(failure, log_tail=_tail(found.suite_log or ui.log_file))
+        failure = replace(failure, log_tail=_tail((ran.tested.log if ran.tested else None) or ui.log_file))
     if failure is not None and failure.log is None and ui.log_file is not None:
         failure = replace(failure, log=str(ui.log_file))
-    if outcome is Outcome.NOOP:
+    if ran.outcome is Outcome.NOOP:
         summary = f"{NOOP}: nothing was rebased, built or tested, no container started"
     elif failed is not None:
         summary = f"failed at {failed.stage.value} (exit {failed.exit_code}): {failed.summary}"
     else:
-        summary = "passed: " + "; ".join(f"{r.stage.value}: {r.summary}" for r in runs if r.status is
+        summary = "passed: " + "; ".join(f"{r.stage.value}: {r.summary}" for r in ran.runs if r.status is
                                          StageStatus.PASSED)
-    return Report(kpatch_version=__version__, started=started, outcome=outcome,
-                  exit_code=failed.exit_code if failed else 0, summary=summary, stages=tuple(runs),
-                  moves=tuple(found.moves), patches=tuple(found.patches), reviews=tuple(found.reviews),
-                  flags=tuple(found.flags),
-                  wheels=tuple(found.wheels), lock=str(found.lock) if found.lock else None,
-                  containers=found.containers, checks=tuple(found.checks), contract=tuple(found.contract),
-                  accepted=tuple(found.accepted),                   suites=tuple(found.suites),
-                  notes=tuple(found.notes), failure=failure, dry_run=tgt.dry_run)
+    rebased, built, verified = ran.rebased, ran.built, ran.verified
+    return Report(kpatch_version=__version__, started=started, outcome=ran.outcome,
+                  exit_code=failed.exit_code if failed else 0, summary=summary, stages=ran.runs,
+                  moves=rebased.moves if rebased else ran.fetched, patches=rebased.patches if rebased else (),
+                  reviews=rebased.reviews if rebased else (), flags=rebased.flags if rebased else (),
+                  pulls=pulls, wheels=built.wheels if built else (), lock=str(built.lock) if built else None,
+                  kept_lock=kept_lock, containers=built.containers if built else 0,
+                  checks=verified.checks if verified else (), contract=verified.contract if verified else (),
+                  accepted=verified.accepted if verified else (), suites=ran.tested.suites if ran.tested else (),
+                  notes=rebased.notes if rebased else (), failure=failure, flaky=ran.flaky, dry_run=tgt.dry_run)
 
 
 def _tail(path: Path | None) -> tuple[str, ...]:

@@ -23,8 +23,18 @@ from pathlib import Path
 
 from kpatch.files import write_atomic
 from kpatch.nightly import stages
-from kpatch.nightly.model import Failure, Report, Scroll, Selection, Stage, StageStatus, StepResult, Suite
-from kpatch.nightly.stages import TAIL, Findings, Settings, Show, timed
+from kpatch.nightly.model import (
+    Failure,
+    Report,
+    Scroll,
+    Selection,
+    Stage,
+    StageRun,
+    StageStatus,
+    StepResult,
+    Suite,
+)
+from kpatch.nightly.stages import TAIL, Settings, Show, timed
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 
@@ -123,52 +133,70 @@ def chain(ws: Workspace, ui: UI, settings: Settings, show: Show, onto: Mapping[s
     """The night's stages at `onto` (upstream -> commit), stopping at the first that fails; a failing test
     stage is run once more (same lock) to tell a flaky test from a break. `bases` (upstream -> the pinned base)
     gives the upstream diffs test selection orders the tests by."""
-    found = Findings()
     diffs = {name: (base, onto[name]) for name, base in (bases or {}).items() if name in onto and onto[name] != base}
-    body: list[tuple[Stage, Callable[[], tuple[int, str] | None]]] = [
-        (Stage.REBASE, lambda: stages.rebase(ws, ui, found, show, onto=onto, discard=True)),
-        (Stage.BUILD, lambda: stages.build(ws, ui, found, show, settings)),
-        (Stage.VERIFY, lambda: stages.verify(ws, ui, found, show)),
-        (Stage.TEST, lambda: stages.test(ws, ui, found, show, settings, diffs))]
     try:
-        for stage, run_stage in body:
-            run = timed(ui, stage, run_stage, found)
-            if run.status is not StageStatus.FAILED:
-                continue
-            if stage is Stage.TEST:
-                selection = tuple(found.selections)
-                flaky = retry_test(ws, ui, found, show, settings, diffs)
-                if flaky is not None:
-                    return Attempt(StepResult.FLAKY, Stage.TEST, f"flaky: {', '.join(flaky)} passed on the retry",
-                                   None, tuple(found.suites), flaky, _lock(found), selection)
-            failure = found.failure
-            if failure is not None and not failure.log_tail:
-                failure = replace(failure, log_tail=_tail(found.suite_log))
-            return Attempt(StepResult.RED, stage, run.summary, failure, tuple(found.suites), (), None,
-                           tuple(found.selections))
-        return Attempt(StepResult.GREEN, None, "the whole chain passed", None, tuple(found.suites), (), _lock(found),
-                       tuple(found.selections))
+        rebased = timed(ui, Stage.REBASE, lambda: stages.rebase(ws, ui, show, onto=onto, discard=True))
+        if rebased.run.status is StageStatus.FAILED:
+            return _red(rebased.run, rebased.failure, None)
+        built = timed(ui, Stage.BUILD, lambda: stages.build(ws, ui, show, settings))
+        if built.run.status is StageStatus.FAILED or built.found is None:
+            return _red(built.run, built.failure, None)
+        lock = built.found.lock
+        verified = timed(ui, Stage.VERIFY, lambda: stages.verify(ws, ui, show, lock))
+        if verified.run.status is StageStatus.FAILED:
+            return _red(verified.run, verified.failure, None)
+        selections: list[Selection] = []
+        tested = timed(ui, Stage.TEST, lambda: stages.test(ws, ui, show, settings, lock,
+                                                           stages.select_tests(ws, ui, lock, diffs, selections)))
+        suites = tested.found or stages.Tested(())
+        if tested.run.status is not StageStatus.FAILED:
+            return Attempt(StepResult.GREEN, None, "the whole chain passed", None, suites.suites, (), _lock(lock),
+                           tuple(selections))
+        assert tested.failure is not None
+        retried = retry_test(ws, ui, show, settings, lock, suites, tested.failure, diffs)
+        if retried.flaky is not None:
+            return Attempt(StepResult.FLAKY, Stage.TEST, f"flaky: {', '.join(retried.flaky)} passed on the retry",
+                           None, retried.tested.suites, retried.flaky, _lock(lock), tuple(selections))
+        return _red(tested.run, retried.failure, retried.tested, retried.selections)
     finally:
         _abort_in_progress(ws)
 
 
-def retry_test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings,
-               diffs: Mapping[str, tuple[str, str]] | None = None) -> tuple[str, ...] | None:
-    """Run the failed test stage once more against the same lock: the tests that failed and now pass (flaky), or
-    None when it fails again (the failure is then the retry's)."""
-    failing = tuple(t.split(": ", 1)[0] for s in found.suites for t in s.failing) or \
-        tuple(s.upstream for s in found.suites if s.outcome != "passed")
-    first, first_suites = found.failure, list(found.suites)
-    found.failure = None
+def _red(run: StageRun, failure: Failure | None, tested: stages.Tested | None,
+         selections: Sequence[Selection] = ()) -> Attempt:
+    """A step whose stage `run` failed: its failure with the failing suite's log tail (when it has none)."""
+    if failure is not None and not failure.log_tail:
+        failure = replace(failure, log_tail=_tail(tested.log if tested else None))
+    return Attempt(StepResult.RED, run.stage, run.summary, failure, tested.suites if tested else (), (), None,
+                   tuple(selections))
+
+
+@dataclass(frozen=True)
+class Retried:
+    """The failed test stage run once more at the same commit: the tests that failed and then passed (None: it
+    failed again), the suites and failure the night keeps (the first run's when it failed again: the retry
+    compares with that run's results, saved as the last ones, so it would call nothing newly failing)."""
+
+    flaky: tuple[str, ...] | None
+    tested: stages.Tested
+    failure: Failure | None
+    selections: tuple[Selection, ...] = ()  # what the retry's test selection chose
+
+
+def retry_test(ws: Workspace, ui: UI, show: Show, settings: Settings, lock: Path, tested: stages.Tested,
+               failure: Failure, diffs: Mapping[str, tuple[str, str]] | None = None) -> Retried:
+    """Run the failed test stage once more against the same lock (see `Retried`)."""
+    failing = tuple(t.split(": ", 1)[0] for s in tested.suites for t in s.failing) or \
+        tuple(s.upstream for s in tested.suites if s.outcome != "passed")
+    selections: list[Selection] = []
     with ui.group("kpatch nightly: test (retry at the same commit)"):
-        again = timed(ui, Stage.TEST, lambda: stages.test(ws, ui, found, show, settings, diffs), found)
-    if again.status is StageStatus.FAILED:
-        # The night reports its first run: the retry compares with that run's results (saved as the last ones),
-        # so it would call nothing newly failing.
-        found.failure, found.suites[:] = first or found.failure, first_suites
-        return None
+        again = timed(ui, Stage.TEST, lambda: stages.test(ws, ui, show, settings, lock,
+                                                          stages.select_tests(ws, ui, lock, diffs or {}, selections)))
+    if again.run.status is StageStatus.FAILED:
+        log = (again.found.log if again.found else None) or tested.log
+        return Retried(None, replace(tested, log=log), failure, tuple(selections))
     ui.warn(f"flaky: {', '.join(failing)} failed, then passed on the retry")
-    return failing or ("(a suite)",)
+    return Retried(failing or ("(a suite)",), again.found or tested, None, tuple(selections))
 
 
 @dataclass(frozen=True)
@@ -213,10 +241,9 @@ def settle(ws: Workspace, ui: UI, saved: Saved, onto: Mapping[str, str]) -> None
     """Leave the project as a night leaves it: the files as they were, then rebased onto `onto` (the last green
     commits, or the heads); no build."""
     saved.restore()
-    found = Findings()
     with ui.group("kpatch nightly: scroll (the stacks onto the proposed commits)"):
-        run = timed(ui, Stage.REBASE, lambda: stages.rebase(ws, ui, found, lambda _stage, _result: None, onto=onto,
-                                                            discard=True), found)
+        run = timed(ui, Stage.REBASE, lambda: stages.rebase(ws, ui, lambda _stage, _result: None, onto=onto,
+                                                            discard=True)).run
     if run.status is StageStatus.FAILED:
         ui.warn(f"scroll: the stacks could not be rebased back onto {', '.join(c[:12] for c in onto.values())}: "
                 f"{run.summary}")
@@ -253,8 +280,8 @@ def heads_attempt(failure: Failure | None, suites: Sequence[Suite]) -> Attempt:
     return Attempt(StepResult.RED, stage, failure.message if failure else "", failure, tuple(suites), (), None)
 
 
-def _lock(found: Findings) -> bytes | None:
-    return found.lock.read_bytes() if found.lock is not None and found.lock.is_file() else None
+def _lock(lock: Path) -> bytes | None:
+    return lock.read_bytes() if lock.is_file() else None
 
 
 def _tail(path: Path | None) -> tuple[str, ...]:

@@ -1,16 +1,17 @@
 """The night's four stages on the engine (rebase, build-wheels, verify, test), each turned into report data.
 
-Each stage returns its exit code and one summary line, and adds what it found to the `Findings`; a stage that
-fails raises (a KpatchError with its exit code) or returns a non-zero code with a `Failure`.
+Each stage returns a `Done`: its exit code, one summary line, what it found (a typed record of its own: `Rebased`,
+`Built`, `Verified`, `Tested`) and, when it failed, the `Failure`; a stage that fails may also raise (a KpatchError
+with its exit code), which `timed` turns into the failure. The night builds its report once from these.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kpatch.errors import ExitCode, KpatchError
 from kpatch.nightly.model import (
@@ -18,25 +19,25 @@ from kpatch.nightly.model import (
     Failure,
     Flag,
     Move,
-    PatchLine,
     Selection,
     Stage,
     StageRun,
     StageStatus,
     Suite,
-    Wheel,
+    hunk_text,
 )
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
-from kpatch.verify.model import Check, Status
+from kpatch.verify.model import Check, Status, tally
 
 if TYPE_CHECKING:
     from kpatch.engine.diff import StackDiff
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.rebase import PatchReport, RebaseResult
     from kpatch.forge.model import PullCheck
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
+    from kpatch.wheels.record import BuiltWheel
 
 TAIL = 40  # log lines in a failure's report
 Show = Callable[[Stage, object], None]  # prints a stage's own result for people, as its command would
@@ -54,77 +55,103 @@ class Settings:
     timeout: float | None = None
 
 
-@dataclass
-class Findings:
-    """What the stages found so far (filled in as they run; frozen into the Report at the end)."""
+T = TypeVar("T")
+Named = tuple[tuple[str, str, str], ...]  # (upstream, patch, PR) for each Upstream-PR a patch names
 
-    moves: list[Move] = field(default_factory=list)
-    patches: list[PatchLine] = field(default_factory=list)
-    reviews: list[StackDiff] = field(default_factory=list)
-    flags: list[Flag] = field(default_factory=list)
-    wheels: list[Wheel] = field(default_factory=list)
-    lock: Path | None = None
-    containers: int = 0
-    checks: list[Check] = field(default_factory=list)
-    contract: list[str] = field(default_factory=list)
-    accepted: list[AcceptedFinding] = field(default_factory=list)
-    suites: list[Suite] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    named: list[tuple[str, str, str]] = field(default_factory=list)  # (upstream, patch, pr) before the rebase
-    pull_states: dict[str, str] | None = None  # each named PR's state after the rebase (None: not asked)
+
+@dataclass(frozen=True)
+class Done(Generic[T]):
+    """What one stage did: its exit code (0: passed), one summary line, what it found, and why it failed."""
+
+    code: int
+    summary: str
+    found: T | None  # None: it raised before it found anything
     failure: Failure | None = None
-    suite_log: Path | None = None  # the failing suite's own log (its tail goes into the failure)
-    selections: list[Selection] = field(default_factory=list)  # test selection: what ran first, and why
-    fetch_seconds: float = 0.0  # the rebase stage's fetch of the heads (the night's clock shows it apart)
 
 
-def rebase(ws: Workspace, ui: UI, found: Findings, show: Show, onto: Mapping[str, str] | None = None,
-           discard: bool = False) -> tuple[int, str]:
+@dataclass(frozen=True)
+class Rebased:
+    """What the rebase stage found: the bases moved, the rebase's own patch reports and review, the flags."""
+
+    moves: tuple[Move, ...]
+    patches: tuple[PatchReport, ...]
+    reviews: tuple[StackDiff, ...]
+    flags: tuple[Flag, ...] = ()
+    notes: tuple[str, ...] = ()  # things a person should know that are not failures (GitHub not asked, ...)
+    pull_states: dict[str, str] | None = None  # each named PR's state after the rebase (None: not asked)
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the build stage made: the build's own wheel records, the lock, the containers it started."""
+
+    wheels: tuple[BuiltWheel, ...]
+    lock: Path
+    containers: int
+
+
+@dataclass(frozen=True)
+class Verified:
+    checks: tuple[Check, ...]
+    contract: tuple[str, ...]  # the op contract per pair: what was counted, then each problem
+    accepted: tuple[AcceptedFinding, ...]
+
+
+@dataclass(frozen=True)
+class Tested:
+    suites: tuple[Suite, ...]
+    log: Path | None = None  # the failing suite's own log (its tail goes into the failure)
+
+
+def named_prs(ws: Workspace) -> Named:
+    """The Upstream-PRs the patches name before the night's rebase drops any."""
+    from kpatch.engine.plan import load_all_series
+
+    return tuple((name, patch.name, pr) for name, s in load_all_series(ws.stack).items()
+                 for patch in s.patches for pr in patch.prs)
+
+
+def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = None, discard: bool = False,
+           fetched: Sequence[Move] = (), named: Named = ()) -> Done[Rebased]:
     """A real `kpatch rebase` of every stack onto its branch head (or `onto`: upstream -> commit, the search's
-    steps); a conflict stays in progress for a person."""
+    steps); a conflict stays in progress for a person. `named`: the night's PRs, asked about once here."""
     from kpatch.engine.rebase import rebase as run_rebase
 
-    if onto is None:  # the night's own rebase (not a search step): the PRs the patches name before it drops any
-        from kpatch.engine.plan import load_all_series
-
-        found.named = [(name, patch.name, pr) for name, s in load_all_series(ws.stack).items()
-                       for patch in s.patches for pr in patch.prs]
     result = run_rebase(ws, ui, onto or {}, force=False, discard=discard)
     show(Stage.REBASE, result)
-    found.moves = moves(ws, result, found.moves)
-    found.patches = patch_lines(result)
-    found.reviews = [s.review for s in result.stacks if s.review is not None]
-    if result.github:
-        found.notes.append(result.github)
-    check = None
-    if onto is None and found.named and not result.github:  # ONE query: tonight's states, and the flags below
-        from kpatch import forge
+    moved = tuple(moves(ws, result, fetched))
+    patches = patch_reports(result)
+    reviews = tuple(s.review for s in result.stacks if s.review is not None)
+    notes = [result.github] if result.github else []
+    check, states = None, None
+    if onto is None and named and not result.github:  # ONE query: tonight's states, and the flags below
+        from kpatch.forge import hosts
 
-        check = forge.check_pulls({pr for _, _, pr in found.named})
+        check = hosts.check_pulls({pr for _, _, pr in named})
         if check.unavailable:
-            found.notes.append(f"Upstream-PR states not reported: {check.unavailable}")
+            notes.append(f"Upstream-PR states not reported: {check.unavailable}")
         else:
-            found.pull_states = {pr: check.pulls[pr].summary if pr in check.pulls else "not found"
-                                 for _, _, pr in found.named}
-    conflicts = [p for p in found.patches if p.klass is PatchClass.CONFLICT]
+            states = {pr: check.pulls[pr].summary if pr in check.pulls else "not found" for _, _, pr in named}
+    conflicts = [p for p in patches if p.klass is PatchClass.CONFLICT]
     if conflicts:
-        found.failure = _conflict(ws, found, conflicts)
-        return int(ExitCode.CONFLICT), found.failure.message
+        failure = _conflict(ws, moved, conflicts)
+        return Done(int(ExitCode.CONFLICT), failure.message,
+                    Rebased(moved, patches, reviews, notes=tuple(notes), pull_states=states), failure)
+    flags: list[Flag] = []
     if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
-        found.flags = _merged_but_applied(ws, found.patches, found.notes, check)
-    counts = {k: sum(p.klass is k for p in found.patches) for k in PatchClass}
-    return 0, (f"{len(found.patches)} patch(es) onto the branch heads: {counts[PatchClass.CLEAN]} clean, "
-               f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream")
+        flags = _merged_but_applied(ws, patches, notes, check)
+    counts = {k: sum(p.klass is k for p in patches) for k in PatchClass}
+    return Done(0, f"{len(patches)} patch(es) onto the branch heads: {counts[PatchClass.CLEAN]} clean, "
+                   f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream",
+                Rebased(moved, patches, reviews, tuple(flags), tuple(notes), states))
 
 
-def patch_lines(result: RebaseResult) -> list[PatchLine]:
-    """Each patch of the rebase as the report has it."""
-    return [PatchLine(upstream=s.name, patch=p.name, klass=p.klass, applied=p.applied, why=p.why, commit=p.commit,
-                      culprit=p.culprit, hunks=tuple(h.path + (f":{h.line}" if h.line else "") for h in p.hunks))
-            for s in result.stacks for p in s.patches]
+def patch_reports(result: RebaseResult) -> tuple[PatchReport, ...]:
+    """Each patch of the rebase, stack after stack: the rebase's own records, as the report carries them."""
+    return tuple(p for s in result.stacks for p in s.patches)
 
 
-def moves(ws: Workspace, result: RebaseResult, fetched: list[Move]) -> list[Move]:
+def moves(ws: Workspace, result: RebaseResult, fetched: Sequence[Move]) -> list[Move]:
     """Old -> new base per upstream as the rebase saw them, with the commits between."""
     branches = {m.upstream: m.branch for m in fetched}
     moves = []
@@ -137,37 +164,37 @@ def moves(ws: Workspace, result: RebaseResult, fetched: list[Move]) -> list[Move
     return moves
 
 
-def _conflict(ws: Workspace, found: Findings, conflicts: list[PatchLine]) -> Failure:
+def _conflict(ws: Workspace, moved: Sequence[Move], conflicts: list[PatchReport]) -> Failure:
     first = next((p for p in conflicts if not p.why.startswith("trial")), conflicts[0])  # the real stop first
     culprit = first.culprit
     broke = (f"broken by upstream {culprit.sha[:12]} \"{culprit.subject}\" by {culprit.author}" if culprit
              else "the upstream commit that broke it was not found")
-    onto = " ".join(f"--onto {m.upstream}={m.new_base}" for m in found.moves)
+    onto = " ".join(f"--onto {m.upstream}={m.new_base}" for m in moved)
     scratch = ws.scratch_dir / first.upstream
-    files = f" ({', '.join(first.hunks)})" if first.hunks else ""
-    steps = (f"The rebase is left in progress in {scratch}: fix {first.patch} there{files}, 'git add' the files, "
+    files = f" ({', '.join(hunk_text(h) for h in first.hunks)})" if first.hunks else ""
+    steps = (f"The rebase is left in progress in {scratch}: fix {first.name} there{files}, 'git add' the files, "
              "then run 'kpatch rebase --continue' (or 'kpatch rebase --abort').",
              f"From another checkout, the same rebase: 'kpatch rebase {onto}'.",
              "Then commit kpatch.toml and patches/ (with patches/.rerere: the resolution is replayed next time).")
     more = f" (+{len(conflicts) - 1} more conflict(s))" if len(conflicts) > 1 else ""
     return Failure(stage=Stage.REBASE, exit_code=int(ExitCode.CONFLICT),
-                   message=f"{first.upstream}/{first.patch} conflicts: {broke}{more}", resolve=steps, log_tail=())
+                   message=f"{first.upstream}/{first.name} conflicts: {broke}{more}", resolve=steps, log_tail=())
 
 
-def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str],
+def _merged_but_applied(ws: Workspace, patches: Sequence[PatchReport], notes: list[str],
                         asked: PullCheck | None = None) -> list[Flag]:
     """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base);
     `asked`: the night's answer already in hand (else GitHub is asked here)."""
-    from kpatch import forge
     from kpatch.engine.plan import load_all_series
+    from kpatch.forge import hosts
 
     series = load_all_series(ws.stack)
-    applied = {(p.upstream, p.patch) for p in patches if p.klass.applies}
+    applied = {(p.upstream, p.name) for p in patches if p.klass.applies}
     prs = {(name, patch.name): patch.prs for name, s in series.items() for patch in s.patches
            if (name, patch.name) in applied and patch.prs}
     if not prs:
         return []
-    check = asked or forge.check_pulls({pr for names in prs.values() for pr in names})
+    check = asked or hosts.check_pulls({pr for names in prs.values() for pr in names})
     if check.unavailable:
         if asked is not None:  # the night's note says so already
             return []
@@ -183,38 +210,35 @@ def _merged_but_applied(ws: Workspace, patches: list[PatchLine], notes: list[str
     return flags
 
 
-def build(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings) -> tuple[int, str]:
+def build(ws: Workspace, ui: UI, show: Show, settings: Settings) -> Done[Built]:
     from kpatch.wheels.build import build_wheels
 
     result = build_wheels(ws, ui, backend=settings.backend, image=settings.image, base_image=settings.base_image,
                           out=ws.stack.root / "dist")
     show(Stage.BUILD, result)
-    found.wheels = [Wheel(upstream=w.upstream, filename=w.filename, version=w.version, sha256=w.sha256,
-                          cached=w.cached, torch=w.torch) for w in result.wheels]
-    found.lock, found.containers = result.lock, result.containers
     cached = sum(w.cached for w in result.wheels)
-    return 0, f"{len(result.wheels)} wheel(s) ({cached} from the cache, {result.containers} container(s)); lock " \
-              f"{result.lock.name}"
+    return Done(0, f"{len(result.wheels)} wheel(s) ({cached} from the cache, {result.containers} container(s)); "
+                   f"lock {result.lock.name}", Built(result.wheels, result.lock, result.containers))
 
 
-def verify(ws: Workspace, ui: UI, found: Findings, show: Show) -> tuple[int, str]:
+def verify(ws: Workspace, ui: UI, show: Show, lock: Path) -> Done[Verified]:
     from kpatch.verify.run import verify as run_verify
 
-    result = run_verify(ws, ui, lock_path=found.lock, installed=False)
+    result = run_verify(ws, ui, lock_path=lock, installed=False)
     show(Stage.VERIFY, result)
-    found.checks = list(result.checks)
-    found.contract = [line for c in result.contracts if c.report is not None
-                      for line in contract_lines(c.kernels, c.app, c.report)]
-    found.accepted = accepted_findings(ws, [(f"{c.kernels} -> {c.app}", c.report) for c in result.contracts
-                                            if c.report is not None])
+    found = Verified(checks=tuple(result.checks),
+                     contract=tuple(line for c in result.contracts if c.report is not None
+                                    for line in contract_lines(c.kernels, c.app, c.report)),
+                     accepted=tuple(accepted_findings(ws, [(f"{c.kernels} -> {c.app}", c.report)
+                                                           for c in result.contracts if c.report is not None])))
     failed = [c for c in result.checks if c.status is Status.FAIL]
     if failed:
         first = failed[0]
-        found.failure = Failure(stage=Stage.VERIFY, exit_code=int(ExitCode.CONFLICT),
-                                message=f"verify: {first.area} {first.subject}: {first.detail}",
-                                resolve=tuple(c.fix for c in failed if c.fix), log_tail=())
-        return int(ExitCode.CONFLICT), found.failure.message
-    return 0, f"{sum(c.status is Status.PASS for c in result.checks)} check(s) passed"
+        failure = Failure(stage=Stage.VERIFY, exit_code=int(ExitCode.CONFLICT),
+                          message=f"verify: {first.area} {first.subject}: {first.detail}",
+                          resolve=tuple(c.fix for c in failed if c.fix), log_tail=())
+        return Done(int(ExitCode.CONFLICT), failure.message, found, failure)
+    return Done(0, tally(result.checks), found)
 
 
 def accepted_findings(ws: Workspace, reports: Sequence[tuple[str, ContractReport]]) -> list[AcceptedFinding]:
@@ -248,42 +272,43 @@ def contract_lines(kernels: str, app: str, report: ContractReport) -> list[str]:
     return lines + [f"unreadable: {problem}" for problem in report.problems]
 
 
-def test(ws: Workspace, ui: UI, found: Findings, show: Show, settings: Settings,
-         diffs: Mapping[str, tuple[str, str]] | None = None) -> tuple[int, str] | None:
-    """The suites against the new lock; None when no upstream declares [upstream.test] (nothing to run). `diffs`
-    (upstream -> (base, commit): a scrolling step's upstream diff) orders the tests of each upstream with
-    test-selection: those the diff touches first."""
-    from kpatch.testing.run import run_suites
+def tests_declared(ws: Workspace) -> bool:
+    """Some upstream declares [upstream.test]: the test stage has something to run."""
+    return any(u.test for u in ws.stack.upstreams)
 
-    if not any(u.test for u in ws.stack.upstreams):
+
+def test(ws: Workspace, ui: UI, show: Show, settings: Settings, lock: Path,
+         order: Mapping[str, tuple[str, ...]] | None = None) -> Done[Tested] | None:
+    """The suites against the new lock; None when no upstream declares [upstream.test] (nothing to run). `order`
+    (upstream -> its test files, see `select_tests`) runs those files of an upstream first."""
+    from kpatch.testing.suites import run_suites
+
+    if not tests_declared(ws):
         return None
-    assert found.lock is not None
-    order = _selected(ws, ui, found, found.lock, diffs or {})
-    result = run_suites(ws, ui, devices=settings.devices, timeout=settings.timeout, lock=found.lock,
-                        reports=ws.stack.root / "reports", backend=settings.backend, tests=order)
+    result = run_suites(ws, ui, devices=settings.devices, timeout=settings.timeout, lock=lock,
+                        reports=ws.stack.root / "reports", backend=settings.backend, tests=dict(order or {}))
     show(Stage.TEST, result)
-    found.suites = [_suite(s) for s in result.suites]
+    suites = tuple(_suite(s) for s in result.suites)
     code = int(result.exit_code)
     bad = [s for s in result.suites if s.outcome.value != "passed"]
     if code and bad:
-        found.suite_log = bad[0].log
         steps = [f"{s.upstream}: newly failing: {', '.join(s.changes.newly_failing)}" for s in bad
                  if s.changes and s.changes.newly_failing]
-        found.failure = Failure(stage=Stage.TEST, exit_code=code, message=f"test: {bad[0].upstream}: {bad[0].message}",
-                                resolve=(*steps, f"the suites' logs and JUnit reports are in {result.reports}"),
-                                log_tail=())
-        return code, found.failure.message
-    return code, _test_summary(result)
+        failure = Failure(stage=Stage.TEST, exit_code=code, message=f"test: {bad[0].upstream}: {bad[0].message}",
+                          resolve=(*steps, f"the suites' logs and JUnit reports are in {result.reports}"),
+                          log_tail=())
+        return Done(code, failure.message, Tested(suites, bad[0].log), failure)
+    return Done(code, _test_summary(result), Tested(suites))
 
 
-def _selected(ws: Workspace, ui: UI, found: Findings, lock: Path,
-              diffs: Mapping[str, tuple[str, str]]) -> dict[str, tuple[str, ...]]:
-    """Each test-selection upstream's test files in the order they run (found.selections says why)."""
+def select_tests(ws: Workspace, ui: UI, lock: Path, diffs: Mapping[str, tuple[str, str]],
+                 selections: list[Selection]) -> dict[str, tuple[str, ...]]:
+    """Each test-selection upstream's test files in the order they run (`selections` gets why, one per
+    upstream; it is filled as they are chosen, so a stage that stops later still says what it chose)."""
     from kpatch.nightly.selection import select
     from kpatch.testing.env import read_pair
 
     order: dict[str, tuple[str, ...]] = {}
-    found.selections = []
     chosen = [u for u in ws.stack.upstreams if u.test_selection and u.test and u.name in diffs]
     if not chosen:
         return order
@@ -293,7 +318,7 @@ def _selected(ws: Workspace, ui: UI, found: Findings, lock: Path,
         base, commit = diffs[upstream.name]
         selection, files = select(ws.mirror(upstream.name), upstream.name, base, commit,
                                   pair.commit(upstream.name), upstream.test.paths)
-        found.selections.append(selection)
+        selections.append(selection)
         order[upstream.name] = files
         if selection.first:
             ui.note(f"test selection: {upstream.name} runs first {', '.join(selection.first)} (the upstream diff "
@@ -322,26 +347,39 @@ def _test_summary(result: TestRun) -> str:
     return f"{len(result.suites)} suite(s), {passed} test(s) passed"
 
 
-def timed(ui: UI, stage: Stage, body: Callable[[], tuple[int, str] | None], found: Findings) -> StageRun:
-    """Run one stage in its own log group; its error becomes the night's failure, with the exit code it owns.
-    A stage with nothing to do (None) is SKIPPED."""
+@dataclass(frozen=True)
+class Timed(Generic[T]):
+    """One stage run in its log group: its line in the report, what it found (None: it raised, or had nothing
+    to do), and why it failed (its own failure, or the error it raised)."""
+
+    run: StageRun
+    found: T | None
+    failure: Failure | None
+
+
+def timed(ui: UI, stage: Stage, body: Callable[[], Done[T] | None]) -> Timed[T]:
+    """Run one stage in its own log group; its error becomes its failure, with the exit code it owns. A stage
+    with nothing to do (None) is SKIPPED."""
     started = time.monotonic()
+    done: Done[T] | None
     with ui.group(f"kpatch nightly: {stage.value}"):
         try:
-            answer = body()
+            done = body()
         except KpatchError as err:
             first, _, rest = str(err).partition("\n")
             lines = [line for line in rest.splitlines() if line.strip()]  # a build's log tail, a hint
-            found.failure = Failure(stage=stage, exit_code=int(err.exit_code), message=first,
-                                    resolve=tuple(line for line in lines if line.startswith("hint:")),
-                                    log_tail=tuple(line for line in lines if not line.startswith("hint:"))[-TAIL:])
-            answer = (int(err.exit_code), first)
+            failure = Failure(stage=stage, exit_code=int(err.exit_code), message=first,
+                              resolve=tuple(line for line in lines if line.startswith("hint:")),
+                              log_tail=tuple(line for line in lines if not line.startswith("hint:"))[-TAIL:])
+            done = Done(int(err.exit_code), first, None, failure)
     seconds = round(time.monotonic() - started, 3)
-    if answer is None:
-        return StageRun(stage, StageStatus.SKIPPED, seconds, 0, "no upstream declares [upstream.test]")
-    code, summary = answer
+    if done is None:
+        return Timed(StageRun(stage, StageStatus.SKIPPED, seconds, 0, "no upstream declares [upstream.test]"), None,
+                     None)
+    code, summary = done.code, done.summary
     if code:
         ui.warn(f"{stage.value} failed (exit {code}): {summary}")
     else:
         ui.note(f"{stage.value} passed in {seconds:.1f} s: {summary}")
-    return StageRun(stage, StageStatus.FAILED if code else StageStatus.PASSED, seconds, code, summary)
+    return Timed(StageRun(stage, StageStatus.FAILED if code else StageStatus.PASSED, seconds, code, summary),
+                 done.found, done.failure)

@@ -21,13 +21,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kpatch import __version__
 from kpatch.output import plainout
 from kpatch.output.redact import redact_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-JSON_VERSION = 1  # of the --json envelope and every command's result: +1 when a field is renamed or removed
+JSON_VERSION = 2  # of the --json envelope and every command's result: +1 when a field is renamed or removed
 
 log = logging.getLogger("kpatch")
 log.addHandler(logging.NullHandler())  # before the log file exists nothing reaches logging's last resort
@@ -122,10 +123,10 @@ class UI:
         self._envelope(to_jsonable(result), error)
 
     def _envelope(self, result: Any, error: dict[str, Any] | None) -> None:
-        """{"kpatch": schema version, "command", "ok", "result", "error"}: the shape of every --json output
-        (docs/json.md; kpatch/commands/schemas/<command>.json)."""
-        self.json({"kpatch": JSON_VERSION, "command": self.command, "ok": error is None, "result": result,
-                   "error": error})
+        """{"kpatch": schema version, "kpatch_version", "command", "ok", "result", "error"}: the shape of every
+        --json output (docs/json.md; kpatch/commands/schemas/<command>.json)."""
+        self.json({"kpatch": JSON_VERSION, "kpatch_version": __version__, "command": self.command,
+                   "ok": error is None, "result": result, "error": error})
 
     @contextmanager
     def group(self, title: str) -> Iterator[None]:

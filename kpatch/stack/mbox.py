@@ -41,7 +41,8 @@ class PatchRef:
 
 @dataclass(frozen=True, kw_only=True)
 class Patch:
-    """One mbox patch file as listed in a series."""
+    """One mbox patch file as listed in a series: what the file says (headers, trailers, the diff's place). What
+    an operation did to it is elsewhere (`project.state.PatchRun`, `engine.rebase.PatchReport`)."""
 
     path: Path
     subject: str

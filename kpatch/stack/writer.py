@@ -120,13 +120,9 @@ def _same_mail(old: bytes, new: bytes) -> bool:
     return b"\nFrom " not in new[:cut]
 
 
-def check_round_trip(tree: Repository, commit: str, data: bytes) -> None:
-    """Refuse a patch text that `git am` would not turn back into `commit` (message, trailers, author, diff)."""
-    check_round_trips(tree, [(commit, data)])
-
-
 def check_round_trips(tree: Repository, texts: Sequence[tuple[str, bytes]]) -> None:
-    """`check_round_trip` for each (commit, patch text): git reads all the mails, and the commits, in a few calls."""
+    """Refuse a patch text that `git am` would not turn back into its commit (message, trailers, author, diff), for
+    each (commit, patch text): git reads all the mails, and the commits, in a few calls."""
     if not texts:
         return
     readings = read_mails(tree, [data for _, data in texts])

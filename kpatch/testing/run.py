@@ -21,7 +21,7 @@ from typing import TextIO
 from kpatch.config import Stack, TestSuite, Upstream
 from kpatch.container.docker import Container, Engine, TimedRun
 from kpatch.container.image import Toolchain
-from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, KpatchError, UsageError, WorktreeError
+from kpatch.errors import BuildError, ConfigError, ExitCode, GitError, UsageError, WorktreeError
 from kpatch.files import new_file_mode, sha256, temp_beside, write_atomic
 from kpatch.output.ui import UI, activity
 from kpatch.project.workspace import Workspace
@@ -57,7 +57,7 @@ class SuiteResult:
     slowest: tuple[junit.Case, ...]
     changes: junit.Changes | None  # None: no previous report to compare with
     running: str | None  # the test that was running when the suite was stopped
-    status: int | None  # exit status of the suite's command
+    exit_code: int | None  # of the suite's command (None: it was stopped, or did not run)
     seconds: float  # wall time of the container run
     commit: str  # the patched commit the test files come from (the one the locked wheel was built from)
     junit: Path | None
@@ -86,36 +86,6 @@ class Devices:
     paths: tuple[str, ...]  # the same devices inside the container
     groups: tuple[int, ...]  # the host groups that own them (render, video): the build user joins them
     none_because: str  # when there are none: why, for the message
-
-
-def run_suites(ws: Workspace, ui: UI, *, names: tuple[str, ...] = (), devices: tuple[str, ...] = (),
-               timeout: float | None = None, lock: Path | None = None, reports: Path | None = None,
-               backend: str = "auto", tests: Mapping[str, tuple[str, ...]] | None = None) -> TestRun:
-    """The suites in the build image (docker) or on this host (local); the lock defaults to dist/pylock.toml and
-    the reports to reports/, next to kpatch.toml. `tests` (upstream -> test files, in order) reaches a suite's
-    command as $KPATCH_TESTS (test selection)."""
-    lock = lock or ws.stack.root / "dist" / "pylock.toml"
-    if backend == "auto":
-        backend = _backend_of(ui, lock)
-    runner = run
-    if backend == "local":
-        from kpatch.testing.local import run_local as runner
-    return runner(ws, ui, names=names, devices=devices, timeout=timeout, lock=lock,
-                  reports=reports or ws.stack.root / "reports", tests=tests or {})
-
-
-def _backend_of(ui: UI, lock: Path) -> str:
-    """--backend auto: where the pair of `lock` was built (on this host: local; in an image: docker), said as a
-    note; a lock that cannot be read goes to the docker path, whose checks name what is wrong with it."""
-    try:
-        pair = testenv.read_pair(lock)
-    except KpatchError:
-        return "docker"
-    if not pair.image_digest or pair.image_digest.startswith("local:"):
-        ui.note(f"backend: local, on this host (the pair in {lock.name} was built on this host)")
-        return "local"
-    ui.note(f"backend: docker (the pair in {lock.name} was built in the image {pair.image})")
-    return "docker"
 
 
 def run(ws: Workspace, ui: UI, *, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
@@ -248,7 +218,7 @@ def _build_image(engine: Engine, pair: testenv.LockedPair) -> Toolchain:
 
 def _not_run(name: str, commit: str, message: str) -> SuiteResult:
     return SuiteResult(upstream=name, outcome=Outcome.NO_DEVICE, message=message, counts=None, failing=(),
-                       slowest=(), changes=None, running=None, status=None, seconds=0.0, commit=commit, junit=None,
+                       slowest=(), changes=None, running=None, exit_code=None, seconds=0.0, commit=commit, junit=None,
                        log=None)
 
 
@@ -404,7 +374,7 @@ class _Suite:
             failing=report.failing() if report else (), slowest=report.slowest() if report else (),
             changes=junit.compare(previous, report) if report and previous else None,
             running=live.running if outcome in (Outcome.TIMED_OUT, Outcome.KILLED) else None,
-            status=None if run.timed_out else run.status, seconds=seconds, commit=self.commit,
+            exit_code=None if run.timed_out else run.status, seconds=seconds, commit=self.commit,
             junit=self.junit_path if report else None, log=self.log_path)
 
     @staticmethod

@@ -225,6 +225,3 @@ def packages_of(dist: metadata.Distribution) -> tuple[str, ...]:
     tops = {str(f).split("/", 1)[0] for f in dist.files or () if "/" in str(f)}
     return tuple(sorted(t for t in tops if not t.endswith((".dist-info", ".data")) and t != "__pycache__"))
 
-
-def same_package(a: str, b: str) -> bool:
-    return canonicalize_name(a) == canonicalize_name(b)

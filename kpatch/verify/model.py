@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 
 class Status(Enum):
-    PASS = "pass"  # noqa: S105  # a check's status, not a password
-    FAIL = "fail"
-    WARN = "warn"
-    SKIP = "skip"  # could not be checked here (no lock, no worktree); the detail says why
+    """A check's verdict, in the words every command's JSON uses (doctor's findings, the nightly's stages)."""
+
+    PASS = "passed"  # noqa: S105  # a check's status, not a password
+    FAIL = "failed"
+    WARN = "warning"
+    SKIP = "skipped"  # could not be checked here (no lock, no worktree); the detail says why
+
+    @property
+    def word(self) -> str:
+        """The short word a table shows (pass, fail, warn, skip)."""
+        return _WORDS[self]
+
+
+_WORDS = {Status.PASS: "pass", Status.FAIL: "fail", Status.WARN: "warn", Status.SKIP: "skip"}
 
 
 @dataclass(frozen=True)
@@ -30,3 +41,10 @@ def passed(area: str, subject: str, detail: str) -> Check:
 
 def failed(area: str, subject: str, detail: str, fix: str) -> Check:
     return Check(area, subject, Status.FAIL, detail, fix)
+
+
+def tally(checks: Sequence[Check]) -> str:
+    """Every check counted, and the failed ones: "5 checks, 0 failed" (the demo and the nightly's
+    verify stage count the same checks)."""
+    failed = sum(c.status is Status.FAIL for c in checks)
+    return f"{len(checks)} checks, {failed} failed"

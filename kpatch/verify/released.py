@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.output.ui import UI
-from kpatch.verify import first_problem
 from kpatch.verify.contract import (
     ContractReport,
     Gap,
@@ -22,6 +21,7 @@ from kpatch.verify.contract import (
     read_binaries,
     read_kernels,
 )
+from kpatch.verify.gate import first_problem
 from kpatch.verify.model import Check, Status, failed, passed
 from kpatch.verify.release import Release, open_release
 from kpatch.verify.run import ContractResult, Symptom, VerifyResult

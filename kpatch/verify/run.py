@@ -11,10 +11,11 @@ from kpatch.engine.plan import load_all_series
 from kpatch.errors import LockError, VerifyFailed
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
-from kpatch.verify import applied, baseline, contract_pairs, first_problem, pair
+from kpatch.verify import baseline, pair
 from kpatch.verify import diagnose as diag
 from kpatch.verify import installed as inst
 from kpatch.verify.contract import ContractReport, Side, check_sides, read_app, read_kernels
+from kpatch.verify.gate import applied, contract_pairs, first_problem
 from kpatch.verify.model import Check, Status, failed, passed
 from kpatch.wheels import lock as lockfile
 from kpatch.wheels import notes

@@ -14,21 +14,8 @@ from kpatch.gitx import Repository
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace, writes
 from kpatch.wheels import lock, pipeline
-from kpatch.wheels.compiler_cache import CacheStats
 from kpatch.wheels.publish import publish
-
-
-@dataclass(frozen=True)
-class BuiltWheel:
-    """A wheel of the set as build-wheels --json shows it (the shape stays): the record's fields and the build's."""
-
-    upstream: str
-    filename: str
-    version: str
-    sha256: str
-    cached: bool  # reused from the cache: no container was started for it
-    torch: str | None  # the torch it was built against (None: none)
-    compiler_cache: CacheStats | None = None  # hits and misses of its build's compiler cache (None: none ran)
+from kpatch.wheels.record import BuiltWheel
 
 
 @dataclass(frozen=True)
@@ -63,9 +50,7 @@ def build_wheels(ws: Workspace, ui: UI, *, backend: str, image: str | None, base
         base_image=tool.base, base_image_digest=tool.base_digest, kpatch_version=__version__,
         set_torch=ws.stack.torch)
     path = publish(out, [m.path for m in members], content)
-    wheels = tuple(BuiltWheel(upstream=m.wheel.upstream, filename=m.wheel.filename, version=m.wheel.version,
-                              sha256=m.wheel.sha256, cached=m.cached, torch=m.wheel.torch,
-                              compiler_cache=m.compiler_cache) for m in members)
+    wheels = tuple(BuiltWheel.of(m.wheel, cached=m.cached, compiler_cache=m.compiler_cache) for m in members)
     return BuildResult(wheels=wheels, lock=path, image=tool.reference, image_digest=tool.digest,
                        containers=runner.started_since(started), torch=ws.stack.torch)
 

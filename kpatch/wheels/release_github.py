@@ -43,8 +43,8 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
             tag: str | None, notes: str) -> release.Published:
     """Publish the verified set of `lock_path` as a GitHub Release `tag` and its channel's index (see the module
     docstring for the order and what a second run finishes)."""
-    from kpatch import forge
     from kpatch.forge import github
+    from kpatch.forge import hosts as forge
     from kpatch.forge.github.releases import GitHubReleases
     from kpatch.gitx import pages
 

@@ -22,8 +22,8 @@ def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch:
     report = json.loads(result.stdout)["result"]
     assert report["backend"]["backend"] == "docker" and report["backend"]["base_image"] == base_image
     assert f"has {base_image} to build on" in report["backend"]["why"]
-    assert [s["name"] for s in report["steps"] if s["ok"]] == ["example", "apply", "upstream moves", "rebase",
-                                                               "build-wheels", "verify", "test", "release"]
+    assert [s["name"] for s in report["steps"] if s["status"] == "passed"] == [
+        "example", "apply", "upstream moves", "rebase", "build-wheels", "verify", "test", "release"]
     assert report["build"]["image"].startswith("kpatch-build:") and report["build"]["containers"] == 2
     assert [s["outcome"] for s in report["test"]["suites"]] == ["passed", "passed"]
     assert list(temp.iterdir()) == []
@@ -32,11 +32,11 @@ def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch:
 def test_doctor_sees_the_engine_and_the_base_image(tmp_path: Path, base_image: str) -> None:
     result = run_kpatch(tmp_path, "doctor", "--base-image", base_image, "--json")
     found = {f["area"]: f for f in json.loads(result.stdout)["result"]["findings"]}
-    assert found["docker"]["status"] == "ok" and found["docker"]["detail"].startswith("Docker engine ")
-    assert found["image"]["status"] == "ok" and f"base {base_image} is on the engine" in found["image"]["detail"]
+    assert found["docker"]["status"] == "passed" and found["docker"]["detail"].startswith("Docker engine ")
+    assert found["image"]["status"] == "passed" and f"base {base_image} is on the engine" in found["image"]["detail"]
     missing = run_kpatch(tmp_path, "doctor", "--base-image", "kpatch-no-such-image:1", "--json")
     image = {f["area"]: f for f in json.loads(missing.stdout)["result"]["findings"]}["image"]
-    assert image["status"] == "warn" and image["fix"].startswith("docker pull kpatch-no-such-image:1")
+    assert image["status"] == "warning" and image["fix"].startswith("docker pull kpatch-no-such-image:1")
 
 
 def test_doctor_auto_takes_the_engine_that_answers_and_keeps_its_checks(tmp_path: Path, base_image: str,

@@ -64,7 +64,7 @@ def test_status_reports_trailers_and_states(project: Project) -> None:
     assert project.run("apply").exit_code == 0
     report = json.loads(project.run("status", "--json").stdout)["result"]["upstreams"]
     kernels, app = report
-    assert kernels["patches"][0]["upstream_prs"] == ["vllm-project/vllm-xpu-kernels#592"]
+    assert kernels["patches"][0]["prs"] == ["vllm-project/vllm-xpu-kernels#592"]
     assert kernels["patches"][0]["upstream_status"] == "submitted"
     assert app["patches"][0]["requires"] == ["kernels/0001-Add-the-kimi-op.patch"]
     assert all(p["state"] == "applied" for u in report for p in u["patches"])

@@ -80,7 +80,7 @@ def test_the_baseline_accepts_todays_findings_and_verify_then_fails_only_on_new_
     (app / "scatter.py").unlink()
     stale = run_kpatch(root, "verify", *cache, "--json")
     assert stale.exit_code == 0
-    (warned,) = [c for c in json.loads(stale.stdout)["result"]["checks"] if c["status"] == "warn"]
+    (warned,) = [c for c in json.loads(stale.stdout)["result"]["checks"] if c["status"] == "warning"]
     assert warned["detail"] == "1 accepted finding(s) no longer reported, e.g. _C.gather_cache in app/gather.py::gather"
 
 

@@ -45,7 +45,7 @@ def test_a_conflict_night_records_each_patch_its_class_culprit_size_and_commits_
     assert {b.upstream: b.commits for b in night.behind} == {m["upstream"]: m["commits"] for m in report["moves"]}
     assert {b.upstream: b.commits for b in night.behind}["kernels"] == behind
     assert [(p.upstream, p.patch, p.klass) for p in held.patches] == \
-        [(p["upstream"], p["patch"], p["class"]) for p in report["patches"]]
+        [(p["upstream"], p["name"], p["class"]) for p in report["patches"]]
     (conflict,) = [p for p in held.patches if p.conflict]
     assert (conflict.patch, conflict.culprit, conflict.culprit_subject) == (K1, culprit, CULPRIT_SUBJECT)
     assert conflict.behind == behind and conflict.tests is None and conflict.subject == "Add the kimi op"
@@ -149,7 +149,7 @@ def test_the_report_lists_pull_requests_that_changed_since_the_last_night_and_fl
     assert first.exit_code == 1, first.output
     graphql = [r for r in world.fake.requests[asked:] if r.path == "/graphql"]
     assert len(graphql) == 2  # the rebase's question, then the night's one query for every PR's state
-    assert {(p["pr"], p["state"], p["before"], p["changed"]) for p in report["pulls"]} == {
+    assert {(p["pr"], p["state"], p["before"], p["changed"]) for p in report["prs"]} == {
         (kernels_pr, "open", None, True), (app_pr, "open", None, True)}
     path = world.root / "reports" / "nightly" / history.NAME
     assert {(r.pr, r.state) for r in history.read_records(path) if isinstance(r, history.PullRecord)} == {
@@ -160,7 +160,7 @@ def test_the_report_lists_pull_requests_that_changed_since_the_last_night_and_fl
     world.fake.repos["vllm-project/vllm"].items[56462].state = "closed"
     second, report = world.night("--no-publish")
     assert second.exit_code == 1, second.output
-    lines = {p["pr"]: p for p in report["pulls"]}
+    lines = {p["pr"]: p for p in report["prs"]}
     assert (lines[kernels_pr]["before"], lines[kernels_pr]["state"]) == ("open", "open, approved")
     assert (lines[app_pr]["before"], lines[app_pr]["state"], lines[app_pr]["note"]) == (
         "open", "closed unmerged", "closed without merge: decide to carry or drop")
@@ -172,7 +172,7 @@ def test_the_report_lists_pull_requests_that_changed_since_the_last_night_and_fl
     assert world.kpatch("rebase", "--abort").exit_code == 0
     third, report = world.night("--no-publish")
     assert third.exit_code == 1, third.output
-    assert [p["changed"] for p in report["pulls"]] == [False, False]
+    assert [p["changed"] for p in report["prs"]] == [False, False]
     markdown = (world.root / "reports" / "nightly" / "report.md").read_text()
     assert "No pull request changed state since the last night." in markdown
     assert "closed without merge: decide to carry or drop" in markdown  # until a person decides

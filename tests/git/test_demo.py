@@ -137,7 +137,7 @@ def test_a_demo_whose_build_fails_shows_the_cause_and_the_log_in_its_summary(tmp
     envelope = checked(as_json.stdout, "demo")
     report = envelope["result"]
     assert not envelope["ok"] and envelope["error"]["message"].startswith("demo failed at build-wheels")
-    failed = next(s for s in report["steps"] if not s["ok"])
+    failed = next(s for s in report["steps"] if s["status"] == "failed")
     assert failed["name"] == "build-wheels" and failed["detail"] and Path(report["log"]).is_file()
 
 

@@ -40,9 +40,9 @@ def test_doctor_local_backend_does_not_need_the_engine(project: Project, monkeyp
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     result = project.run("doctor", "--backend", "local", "--json")
     found = _findings(result.stdout)
-    assert found["docker"][0]["status"] == "warn" and found["python"][0]["status"] in ("ok", "fail")
-    assert result.exit_code == (0 if found["python"][0]["status"] == "ok" else ExitCode.CONFLICT)
-    assert found["git"][0]["status"] == "ok" and "patch-id --verbatim" in found["git"][0]["detail"]
+    assert found["docker"][0]["status"] == "warning" and found["python"][0]["status"] in ("passed", "failed")
+    assert result.exit_code == (0 if found["python"][0]["status"] == "passed" else ExitCode.CONFLICT)
+    assert found["git"][0]["status"] == "passed" and "patch-id --verbatim" in found["git"][0]["detail"]
 
 
 def test_doctor_auto_backend_without_an_engine_takes_this_host_says_so_and_checks_its_needs(
@@ -74,8 +74,8 @@ def test_doctor_outside_a_project_checks_the_machine_and_is_not_ready(tmp_path: 
     result = run_kpatch(tmp_path, "doctor", "--json")
     assert result.exit_code == ExitCode.CONFLICT, result.output  # every command needs a kpatch.toml
     found = _findings(result.stdout)
-    assert found["config"][0]["status"] == "fail" and "kpatch demo --keep" in found["config"][0]["fix"]
-    assert found["docker"][0]["status"] == "warn"  # nothing configured needs it
+    assert found["config"][0]["status"] == "failed" and "kpatch demo --keep" in found["config"][0]["fix"]
+    assert found["docker"][0]["status"] == "warning"  # nothing configured needs it
 
 
 def test_doctor_a_broken_kpatch_toml_is_a_failure_with_its_line(project: Project,
@@ -86,14 +86,14 @@ def test_doctor_a_broken_kpatch_toml_is_a_failure_with_its_line(project: Project
     result = project.run("doctor", "--json")
     assert result.exit_code == ExitCode.CONFLICT
     config = _findings(result.stdout)["config"][0]
-    assert config["status"] == "fail" and "kpatch.toml:" in config["detail"] and "brnch" in config["detail"]
+    assert config["status"] == "failed" and "kpatch.toml:" in config["detail"] and "brnch" in config["detail"]
 
 
 def test_doctor_fsck_names_a_broken_mirror(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     assert project.run("apply", "--cache-dir", "cache").exit_code == 0
     mirror, kernels = mirror_dir(project.root / "cache", "app"), mirror_dir(project.root / "cache", "kernels").name
-    clean = [{"area": "fsck", "status": "ok", "detail": f"{name}: git fsck clean", "fix": ""}
+    clean = [{"area": "fsck", "status": "passed", "detail": f"{name}: git fsck clean", "fix": ""}
              for name in sorted((mirror.name, kernels))]
     assert _findings(project.run("doctor", "--cache-dir", "cache", "--fsck", "--backend", "local", "--json").stdout
                      )["fsck"] == clean
@@ -104,18 +104,18 @@ def test_doctor_fsck_names_a_broken_mirror(project: Project, monkeypatch: pytest
     biggest.chmod(0o644)
     biggest.write_bytes(bytes(data))
     without = _findings(project.run("doctor", "--cache-dir", "cache", "--backend", "local", "--json").stdout)
-    assert without["fsck"][0]["status"] == "skip" and without["fsck"][0]["fix"] == "kpatch doctor --fsck"
+    assert without["fsck"][0]["status"] == "skipped" and without["fsck"][0]["fix"] == "kpatch doctor --fsck"
     result = project.run("doctor", "--cache-dir", "cache", "--fsck", "--backend", "local", "--json")
     assert result.exit_code == ExitCode.CONFLICT
     fsck = {f["detail"].split(":")[0]: f for f in _findings(result.stdout)["fsck"]}
-    assert fsck[mirror.name]["status"] == "fail" and fsck[mirror.name]["fix"].startswith(f"remove {mirror}")
-    assert fsck[kernels]["status"] == "ok"
+    assert fsck[mirror.name]["status"] == "failed" and fsck[mirror.name]["fix"].startswith(f"remove {mirror}")
+    assert fsck[kernels]["status"] == "passed"
 
 
 @pytest.mark.parametrize(("access", "level", "says"), [
-    ("write", "ok", "token of kpatch-bot, scopes repo, workflow"),
-    ("read", "warn", "token of kpatch-bot: scopes read:user cannot push the nightly branch"),
-    (None, "warn", "GITHUB_TOKEN is set; GitHub refused it (401 Bad credentials)"),
+    ("write", "passed", "token of kpatch-bot, scopes repo, workflow"),
+    ("read", "warning", "token of kpatch-bot: scopes read:user cannot push the nightly branch"),
+    (None, "warning", "GITHUB_TOKEN is set; GitHub refused it (401 Bad credentials)"),
 ])
 def test_doctor_asks_github_who_the_token_is_without_showing_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 access: str | None, level: str, says: str) -> None:

@@ -39,10 +39,10 @@ def test_the_shipped_schemas_are_what_the_result_types_give() -> None:
 @pytest.mark.unit
 def test_an_output_with_a_renamed_field_fails_its_schema() -> None:
     """A test of the check: the old names (klass, level, bare hunk pairs) are not accepted any more."""
-    patch = {"name": "p", "klass": "clean", "applied": True, "why": "", "commit": None, "hunks": [["a", 1]],
-             "culprit": None}
+    patch = {"upstream": "k", "name": "p", "klass": "clean", "applied": True, "why": "", "commit": None,
+             "hunks": [["a", 1]], "culprit": None}
     stack = {"upstream": "k", "old_base": "a", "new_base": "b", "outcome": "done", "patches": [patch]}
-    envelope = {"kpatch": 1, "command": "rebase", "ok": True, "error": None,
+    envelope = {"kpatch": 2, "command": "rebase", "ok": True, "error": None,
                 "result": {"stacks": [stack], "github": None, "committed": True}}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(schema("rebase")).validate(envelope)

@@ -40,7 +40,7 @@ def test_a_conflict_opens_one_issue_naming_the_patch_the_culprit_and_its_author(
     assert report["outcome"] == "failed" and report["failure"]["stage"] == "rebase"
     assert [s["status"] for s in report["stages"]] == ["failed", "skipped", "skipped", "skipped"]
     (conflict,) = [p for p in report["patches"] if p["class"] == "conflict"]
-    assert (conflict["upstream"], conflict["patch"], conflict["culprit"]["sha"]) == ("kernels", K1, culprit)
+    assert (conflict["upstream"], conflict["name"], conflict["culprit"]["sha"]) == ("kernels", K1, culprit)
     (issue,) = world.fake.items(REPO, pull=False)
     author = f"{AUTHOR[0]} &lt;{AUTHOR[1]}&gt;"  # HTML-escaped in the body
     assert issue.labels == ["nightly-failure"] and issue.title == "kpatch nightly failed at rebase"

@@ -258,7 +258,7 @@ def test_status_prs_shows_each_proposed_patchs_pull_request_state_from_github(wo
     app.state = "closed"
     again = world.run("status", "--prs", "--json")
     assert again.exit_code == 0, again.output
-    pulls = checked(again.stdout, "status")["result"]["pulls"]
+    pulls = checked(again.stdout, "status")["result"]["pr_states"]
     assert pulls[f"{KERNELS_REPO}#{kernels.number}"] == "merged"
     assert pulls[f"{APP_REPO}#{app.number}"] == "closed unmerged"
     assert set(pulls) == {f"{KERNELS_REPO}#{kernels.number}", f"{APP_REPO}#{app.number}"}  # #56462 replaced
@@ -292,7 +292,7 @@ def test_status_prs_asks_every_pull_requests_review_and_checks_in_one_graphql_re
     ran = world.run("status", "--prs", "--json")
     assert ran.exit_code == 0, ran.output
     assert [(r.method, r.path) for r in fake.requests] == [("POST", "/graphql")]
-    assert checked(ran.stdout, "status")["result"]["pulls"] == {
+    assert checked(ran.stdout, "status")["result"]["pr_states"] == {
         f"{KERNELS_REPO}#1": "open, approved, checks green", f"{KERNELS_REPO}#2": "open, changes requested",
         f"{KERNELS_REPO}#3": "open, checks red", f"{KERNELS_REPO}#4": "draft", f"{APP_REPO}#5": "merged",
         f"{APP_REPO}#6": "closed unmerged", f"{APP_REPO}#7": "open"}

@@ -206,7 +206,7 @@ def test_a_merged_pr_drops_its_patch_with_the_merge_commit_and_leaves_no_stale_u
     state = json.loads((rp.root / ".kpatch" / "state.json").read_text())
     assert state.get("operation") is None and "up/kernels#13" not in json.dumps(state)
     assert status.exit_code == 0, status.output
-    assert json.loads(status.stdout)["result"]["pulls"] == {"up/kernels#14": "open"}
+    assert json.loads(status.stdout)["result"]["pr_states"] == {"up/kernels#14": "open"}
 
 
 @pytest.mark.parametrize("status", [500, 503])

@@ -122,7 +122,7 @@ def test_apply_of_export_gives_the_same_commit_or_a_clear_refusal(scratch: tuple
     import subprocess
 
     from kpatch.gitx import Am, Repository, format_patches
-    from kpatch.stack.writer import check_round_trip
+    from kpatch.stack.writer import check_round_trips
 
     repo, into, base, changed = scratch
     # What `git commit` would keep of the message (its default cleanup for a message not edited).
@@ -138,7 +138,7 @@ def test_apply_of_export_gives_the_same_commit_or_a_clear_refusal(scratch: tuple
     sha = made.stdout.strip()
     [data] = format_patches(Repository(repo), base, sha)
     try:
-        check_round_trip(Repository(repo), sha, data)
+        check_round_trips(Repository(repo), [(sha, data)])
     except WorktreeError as refusal:
         assert "\n" not in str(refusal) and str(refusal).startswith(f"commit {sha[:12]} ")
         event("refused: " + next((kind for kind in REASONS if kind in str(refusal)), "another reason"))
@@ -167,7 +167,7 @@ def test_an_author_name_git_am_reads_past_its_end_is_refused(scratch: tuple[Path
     import subprocess
 
     from kpatch.gitx import Am, Repository, format_patches
-    from kpatch.stack.writer import check_round_trip
+    from kpatch.stack.writer import check_round_trips
 
     repo, into, base, changed = scratch
     env = {**os.environ, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": "a@example.invalid",
@@ -177,9 +177,9 @@ def test_an_author_name_git_am_reads_past_its_end_is_refused(scratch: tuple[Path
     [data] = format_patches(Repository(repo), base, sha)
     if open_:
         with pytest.raises(WorktreeError, match="past its end"):
-            check_round_trip(Repository(repo), sha, data)
+            check_round_trips(Repository(repo), [(sha, data)])
         return
-    check_round_trip(Repository(repo), sha, data)
+    check_round_trips(Repository(repo), [(sha, data)])
     patch = repo.parent / "named.patch"
     patch.write_bytes(data)
     for _ in range(3):  # what git am makes of it, every time

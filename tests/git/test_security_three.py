@@ -91,7 +91,7 @@ def test_propose_sends_the_github_token_to_no_fork_host_but_the_forges_own(proje
 ])
 def test_push_env_carries_the_token_only_to_github_or_the_configured_enterprise_host_and_never_in_a_dry_run(
         url: str, api: str | None, dry_run: bool, sent: bool) -> None:
-    from kpatch.forge import push_env
+    from kpatch.forge.hosts import push_env
 
     environ = {"GITHUB_TOKEN": TOKEN, **({"KPATCH_GITHUB_API": api} if api else {})}
     env = push_env(url, environ, dry_run=dry_run)

@@ -22,7 +22,7 @@ from kpatch.config import load
 from kpatch.errors import ExitCode, VerifyFailed, WorktreeError
 from kpatch.examples.upstreams import ExampleProject, make_example_project
 from kpatch.project.workspace import Workspace
-from kpatch.verify import gate
+from kpatch.verify.gate import gate
 from kpatch.wheels import lock as lockfile
 from tests.support.cli import run_kpatch
 
@@ -79,7 +79,7 @@ def checks(result: Result) -> dict[tuple[str, str], dict[str, str]]:
 
 def failures(result: Result) -> list[str]:
     return [f"{c['area']} {c['subject']}: {c['detail']}" for c in json.loads(result.stdout)["result"]["checks"]
-            if c["status"] == "fail"]
+            if c["status"] == "failed"]
 
 
 def test_the_built_example_pair_verifies(built: Built) -> None:
@@ -89,7 +89,7 @@ def test_the_built_example_pair_verifies(built: Built) -> None:
     payload = envelope["result"]
     assert envelope["ok"] and payload["lock"] == str(built.root / "dist" / "pylock.toml")
     found = checks(result)
-    assert found[("pin", "app -> vllm-xpu-kernels")]["status"] == "pass"
+    assert found[("pin", "app -> vllm-xpu-kernels")]["status"] == "passed"
     assert {c["area"] for c in payload["checks"]} >= {"wheel", "pin", "torch", "contract"}
     (contract,) = payload["contracts"]
     assert (contract["kernels"], contract["app"]) == ("kernels", "app")
@@ -186,12 +186,12 @@ def test_verify_without_a_lock_still_checks_the_contract(tmp_path: Path) -> None
         gate(Workspace.create(load(root / "kpatch.toml"), tmp_path / "cache", None))
     before = run_kpatch(root, "verify", *cache, "--json")
     assert before.exit_code == ExitCode.CONFLICT  # nothing applied and no lock: nothing checked is no pass
-    assert checks(before)[("contract", "kernels -> app")]["status"] == "skip"  # nothing applied yet
-    assert checks(before)[("verify", "nothing checked")]["status"] == "fail"
+    assert checks(before)[("contract", "kernels -> app")]["status"] == "skipped"  # nothing applied yet
+    assert checks(before)[("verify", "nothing checked")]["status"] == "failed"
     assert run_kpatch(root, "apply", *cache).exit_code == 0
     result = run_kpatch(root, "verify", *cache, "--json")
-    assert result.exit_code == 0 and checks(result)[("lock", str(root / "dist" / "pylock.toml"))]["status"] == "skip"
-    assert checks(result)[("contract", "kernels -> app")]["status"] == "pass"
+    assert result.exit_code == 0 and checks(result)[("lock", str(root / "dist" / "pylock.toml"))]["status"] == "skipped"
+    assert checks(result)[("contract", "kernels -> app")]["status"] == "passed"
     (report,) = gate(Workspace.create(load(root / "kpatch.toml"), tmp_path / "cache", None))
     assert report.ok and report.cuda_only == ("_C.cutlass_scaled_mm",)
 
@@ -266,7 +266,7 @@ def test_ops_not_served_on_xpu_are_grouped_by_calling_module(tmp_path: Path) -> 
     stale = next(i for i, line in enumerate(toml.read_text().splitlines(), 1) if "no_such_op" in line)
     listed = run_kpatch(root, "verify", *cache, "--json")
     assert listed.exit_code == 0, listed.output
-    warned = [c for c in json.loads(listed.stdout)["result"]["checks"] if c["status"] == "warn"]
+    warned = [c for c in json.loads(listed.stdout)["result"]["checks"] if c["status"] == "warning"]
     assert [c["detail"] for c in warned] == [
         f"[verify] cuda-only op no_such_op (kpatch.toml:{stale}): nothing it names is called on the XPU path any more"]
 
@@ -282,10 +282,10 @@ def test_the_installed_pair_verifies_and_says_which_lock_it_came_from(built: Bui
     assert payload["provenance"] == {"lock": str(lock), "detail": f"installed from {lock}",
                                      "stacks": [[name, stacks[name]["stack-hash"]] for name in ("kernels", "app")]}
     found = checks(result)
-    assert found[("record", "app")]["status"] == "pass"
-    assert found[("patches", "app/0001-Route-k3-to-the-XPU-path.patch")]["status"] == "pass"
-    assert found[("dispatcher", "vllm_xpu_kernels._C")]["status"] == "pass"
-    assert {s for (area, s), c in found.items() if area == "dispatcher" and c["status"] == "pass"} >= {
+    assert found[("record", "app")]["status"] == "passed"
+    assert found[("patches", "app/0001-Route-k3-to-the-XPU-path.patch")]["status"] == "passed"
+    assert found[("dispatcher", "vllm_xpu_kernels._C")]["status"] == "passed"
+    assert {s for (area, s), c in found.items() if area == "dispatcher" and c["status"] == "passed"} >= {
         "_C::fused_kimi_mla_insert", "_C::rms_norm", "_C::silu_and_mul", "_C_cache_ops::concat_and_cache_mla"}
     assert "_C::cutlass_scaled_mm" not in {s for _, s in found}  # listed CUDA-only: not asked for
 

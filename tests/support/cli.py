@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
 from click.testing import CliRunner, Result
 
-from kpatch.cli import main
+from kpatch.cli import COMMANDS, main
 
 UNDER_TEST = "KPATCH_UNDER_TEST"
 KPATCH = (sys.executable, "-m", "kpatch")  # the command line of kpatch as its own process
@@ -86,3 +87,9 @@ def start(cwd: Path, *args: str, env: Mapping[str, str] | None = None, **popen: 
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
     return subprocess.Popen([*KPATCH, *args], cwd=cwd, env=environment(env), text=True, **popen)
+
+
+def all_commands() -> dict[str, click.Command]:
+    """Every command by name (each module of kpatch/commands/ imported)."""
+    ctx = click.Context(main)
+    return {name: command for name in COMMANDS if (command := main.get_command(ctx, name)) is not None}

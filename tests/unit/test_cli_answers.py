@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from kpatch.cli import all_commands, main
+from kpatch.cli import main
 from kpatch.commands import doctor as doctor_command
 from kpatch.commands import status as status_command
 from kpatch.commands._views import show_rebase
@@ -20,6 +20,7 @@ from kpatch.engine.status import StatusResult, UpstreamReport
 from kpatch.gitx.checkout import git_dir, head_commit
 from kpatch.output.ui import UI, article, count, styled_columns
 from kpatch.project.state import Culprit, PatchClass
+from tests.support.cli import all_commands
 from tests.support.readme import all_text
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -83,8 +84,8 @@ def test_status_says_one_commit_behind_and_an_apply_in_progress(capsys: pytest.C
 def test_a_culprit_found_in_one_trial_over_one_commit_is_said_in_the_singular(
         capsys: pytest.CaptureFixture[str]) -> None:
     culprit = Culprit(sha=SHA, subject="Rewrite c", author="A", date="2026-01-01", trials=1, commits=1)
-    patch = PatchReport(name="0001-x.patch", klass=PatchClass.CONFLICT, applied=False, why="", commit=None, hunks=(),
-                        culprit=culprit)
+    patch = PatchReport(upstream="kernels", name="0001-x.patch", klass=PatchClass.CONFLICT, applied=False, why="",
+                        commit=None, hunks=(), culprit=culprit)
     stack = StackReport(name="kernels", old_base=SHA, new_base=SHA, outcome=Outcome.CONFLICT, patches=(patch,))
     show_rebase(UI(), RebaseResult(stacks=(stack,), github=None, committed=False), Path("/p/work/.rebase"))
     out, err = capsys.readouterr()

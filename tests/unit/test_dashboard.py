@@ -55,7 +55,7 @@ def test_a_new_day_is_appended_and_the_same_day_again_is_compacted_to_one_record
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ('{"v": 2, "kind": "night"}', "h.jsonl:2: history version 2 is newer than this kpatch reads (upgrade kpatch)"),
+    ('{"v": 3, "kind": "night"}', "h.jsonl:2: history version 3 is newer than this kpatch reads (upgrade kpatch)"),
     ("{not json", "h.jsonl:2: not JSON"),
     ('{"v": 1, "kind": "moon"}', "h.jsonl:2: 'kind' must be one of patch, night"),
     ('{"v": 1, "kind": "patch", "date": "2026-11-28"}', "h.jsonl:2: not a PatchRecord: missing started"),
@@ -110,7 +110,7 @@ def test_report_json_gives_the_numbers_the_page_draws(tmp_path: Path) -> None:
     (op,) = [p for p in data["patches"] if p["patch"] == "0001-Add-the-op.patch"]
     assert (op["conflicts"], op["lines"], op["culprit"], op["class"]) == (1, 20, "c" * 40, "clean")
     assert [p["value"] for p in op["size"]] == [10, 15, 20]
-    assert data["pulls"] == [{"pr": "acme/kernels#5", "upstream": "kernels", "patch": "0001-Add-the-op.patch",
+    assert data["prs"] == [{"pr": "acme/kernels#5", "upstream": "kernels", "patch": "0001-Add-the-op.patch",
                               "state": "not merged", "date": "2026-11-30"}]
     assert (tmp_path / "site" / "index.html").read_text().count('class="pt"') == 6 + 3 * 3 * 2
 
@@ -218,3 +218,15 @@ def test_churn_counts_the_nights_a_rebase_changed_a_patch_beside_its_conflicts(t
     assert (row.churn, row.conflicts, row.nights) == (2, 0, 4)
     assert "| kernels | `0001-Add-the-op.patch` | Add the op | clean | 0 of 4 | 2 |" in issue_body(board)
     assert '<td class="num" data-sort="0">0</td><td class="num" data-sort="2">2</td>' in page.render(board, "t")
+
+
+def test_history_lines_name_a_patchs_class_class_and_version_1_lines_with_klass_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    history.append(path, [patch("2026-11-28", "kernels", "a.patch", klass="three-way")])
+    (line,) = [json.loads(text) for text in path.read_text().splitlines()]
+    assert line["v"] == history.VERSION == 2 and line["class"] == "three-way" and "klass" not in line
+    old = {**line, "v": 1, "date": "2026-11-27", "started": "2026-11-27T02:00:00Z"}
+    old["klass"] = old.pop("class")
+    path.write_text(json.dumps(old) + "\n" + path.read_text())
+    assert [(r.date, r.klass) for r in history.read(path).patches] == [("2026-11-27", "three-way"),
+                                                                        ("2026-11-28", "three-way")]

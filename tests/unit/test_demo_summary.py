@@ -10,10 +10,11 @@ import pytest
 from kpatch.commands.demo import finish, show
 from kpatch.examples.demo import Backend, BackendChoice, DemoResult, Step
 from kpatch.examples.scrolling import ScrollResult
+from kpatch.nightly.model import StageStatus
 from kpatch.output.ui import UI
 
 LOCAL = BackendChoice(Backend.LOCAL, None, "--backend local: the wheels are built and tested on this host")
-STEPS = (Step(name="example", seconds=0.1, ok=True, summary="two upstreams"),)
+STEPS = (Step(name="example", seconds=0.1, status=StageStatus.PASSED, summary="two upstreams"),)
 
 
 def _named_paths(text: str, under: Path) -> list[str]:

@@ -23,7 +23,8 @@ def _upstream(n: int, subject: str = "Upstream change") -> UpstreamCommit:
 
 
 def _shown(capsys: pytest.CaptureFixture[str], commits: tuple[UpstreamCommit, ...]) -> list[str]:
-    patch = PatchReport(name="0001-x.patch", klass=PatchClass.CONFLICT, applied=False, why="", commit=None, hunks=(),
+    patch = PatchReport(upstream="kernels", name="0001-x.patch", klass=PatchClass.CONFLICT, applied=False, why="",
+                        commit=None, hunks=(),
                         culprit=None, upstream_commits=commits)
     stack = StackReport(name="kernels", old_base=SHA, new_base=SHA, outcome=Outcome.CONFLICT, patches=(patch,))
     show_rebase(UI(), RebaseResult(stacks=(stack,), github=None, committed=False), Path("/p/work/.rebase"))

@@ -6,9 +6,8 @@ import shlex
 
 import pytest
 
-from kpatch.cli import all_commands
 from kpatch.output.help import EXAMPLES
-from tests.support.cli import run_kpatch
+from tests.support.cli import all_commands, run_kpatch
 
 COMMANDS = all_commands()  # every module of kpatch/commands/ (each loaded on demand)
 

@@ -1,8 +1,8 @@
 """Data flows one way, down: kpatch's packages import only packages on their own floor or below, and no two import
-each other (directly or around a circle). Every import counts: at module level, inside a function, and under
-TYPE_CHECKING. The floors, top to bottom: the CLI, the commands (one module each, imported by the CLI alone), the
-work packages (the demo's and the night's, which call the rest), their shared parts, the seams to outside systems,
-and the leaves every floor uses."""
+each other (directly or around a circle); inside a package, no two modules do either. Every import counts: at
+module level, inside a function, and under TYPE_CHECKING. The floors, top to bottom: the CLI, the commands (one
+module each, imported by the CLI alone), the work packages (the demo's and the night's, which call the rest), their
+shared parts, the seams to outside systems, and the leaves every floor uses."""
 
 from __future__ import annotations
 
@@ -124,6 +124,101 @@ def test_a_circle_on_one_floor_is_found() -> None:
 def test_each_form_of_import_names_its_package(code: str, packages: list[str]) -> None:
     found = [p for node in ast.walk(ast.parse(code)) for p in imported(node, KPATCH)]
     assert found == packages
+
+
+def module_of(path: Path, root: Path) -> str:
+    """kpatch/engine/apply.py -> kpatch.engine.apply; kpatch/forge/__init__.py -> kpatch.forge."""
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph(root: Path) -> Graph:
+    """Module -> the kpatch modules its imports run (`from kpatch.a.b import c` runs kpatch.a, kpatch.a.b and, when
+    it is a module, kpatch.a.b.c), anywhere in it. An import of a module's own package is left out: Python runs a
+    package before its modules, so that edge is no circle."""
+    modules = {module_of(path, root): path for path in root.rglob("*.py")}
+    graph: Graph = {}
+    for name, path in sorted(modules.items()):
+        edges = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                named = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in named:
+                parts = target.split(".")
+                edges.update(".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in modules)
+        edges -= {name, *(e for e in edges if name.startswith(e + "."))}
+    return graph
+
+
+def module_circles(graph: Graph) -> list[str]:
+    """Each group of modules that import one another around a circle, one line each (strongly connected)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[str] = []
+
+    def visit(node: str) -> None:  # Tarjan's
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append("circle between modules: " + ", ".join(sorted(group)))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def faces_importing_their_modules(root: Path) -> list[str]:
+    """A package's __init__.py that imports its own modules inside a function (a dispatcher in the face): they
+    import the package back, a circle the module graph cannot see."""
+    found = []
+    for path in sorted(root.rglob("__init__.py")):
+        package = module_of(path, root)
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package + "."):
+                    found.append(f"{package}.{function.name} imports {node.module}")
+    return found
+
+
+def test_no_two_modules_import_each_other() -> None:
+    graph = module_graph(KPATCH)
+    assert {"kpatch.cli", "kpatch.forge.hosts", "kpatch.testing.suites"} <= graph.keys()
+    assert module_circles(graph) == []
+    assert faces_importing_their_modules(KPATCH) == []
+
+
+def test_a_circle_between_two_modules_is_found(tmp_path: Path) -> None:
+    """A test of the test: testing/run.py importing testing/local.py (which imports run) inside a function, and a
+    package face with a dispatcher that imports its own module, are each found."""
+    root = _copy(tmp_path)
+    run = root / "testing" / "run.py"
+    run.write_text(run.read_text() + "\n\ndef _planted() -> None:\n    from kpatch.testing.local import run_local\n")
+    face = root / "forge" / "__init__.py"
+    face.write_text(face.read_text() + "\n\ndef _planted() -> None:\n    from kpatch.forge.github.pulls import x\n")
+    assert module_circles(module_graph(root)) == [
+        "circle between modules: kpatch.testing.local, kpatch.testing.run"]
+    assert faces_importing_their_modules(root) == ["kpatch.forge._planted imports kpatch.forge.github.pulls"]
 
 
 def _copy(tmp_path: Path) -> Path:

@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from kpatch.engine.diff import Change, PatchChange, StackDiff
+from kpatch.engine.rebase import PatchReport
 from kpatch.nightly import render
-from kpatch.nightly.model import Outcome, PatchLine, Report, Stage, StageRun, StageStatus, report_from_json
+from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import run_url
 from kpatch.project.state import PatchClass
 
@@ -39,8 +40,8 @@ def _review(patches: int, changed: set[int], dropped: set[int], lines: int = 3) 
 
 
 def _night(review: StackDiff) -> Report:
-    dropped = [PatchLine("kernels", p.name, PatchClass.UPSTREAM, True, 'same patch-id as upstream "Merge it (#11)"',
-                         "d" * 40, None) for p in review.patches if p.change is Change.DROPPED]
+    dropped = [PatchReport("kernels", p.name, PatchClass.UPSTREAM, True, 'same patch-id as upstream "Merge it (#11)"',
+                           "d" * 40, (), None) for p in review.patches if p.change is Change.DROPPED]
     return Report(kpatch_version="9.9", started="2026-12-04T02:00:00Z", outcome=Outcome.PASSED, exit_code=0,
                   summary="passed", stages=(StageRun(Stage.REBASE, StageStatus.PASSED, 1.0, 0, "ok"),),
                   patches=tuple(dropped), reviews=(review,))

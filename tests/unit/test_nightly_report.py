@@ -9,26 +9,28 @@ from pathlib import Path
 
 import pytest
 
+from kpatch.engine.rebase import PatchReport
 from kpatch.forge.github import Action, Kind, Outcome, Result
 from kpatch.nightly import render
 from kpatch.nightly.model import (
+    REPORT_VERSION,
     AcceptedFinding,
     Clock,
     Failure,
     Flag,
     Move,
-    PatchLine,
     Report,
     Stage,
     StageRun,
     StageStatus,
     Suite,
-    Wheel,
+    report_from_json,
 )
 from kpatch.nightly.model import Outcome as Night
 from kpatch.nightly.publish import _repository_in, carries_credential
-from kpatch.project.state import Culprit, PatchClass
+from kpatch.project.state import Culprit, Hunk, PatchClass
 from kpatch.verify.model import Check, Status
+from kpatch.wheels.record import BuiltWheel
 
 CULPRIT = Culprit(sha="c" * 40, subject="Rework the silu | registration", author="Up Stream <up@example.invalid>",
                   date="2026-11-29T10:00:00+00:00", trials=5, commits=30)
@@ -40,18 +42,17 @@ def _failed_night() -> Report:
         summary="failed at test (exit 1): test: kernels: 1 failed, 0 error(s)",
         stages=(StageRun(Stage.REBASE, StageStatus.PASSED, 1.25, 0, "2 patch(es)"),
                 StageRun(Stage.BUILD, StageStatus.PASSED, 3.5, 0, "2 wheel(s)"),
-                StageRun(Stage.VERIFY, StageStatus.PASSED, 0.5, 0, "4 check(s) passed"),
+                StageRun(Stage.VERIFY, StageStatus.PASSED, 0.5, 0, "5 checks, 0 failed"),
                 StageRun(Stage.TEST, StageStatus.FAILED, 7.75, 1, "test: kernels: 1 failed, 0 error(s)")),
         moves=(Move("kernels", "main", "a" * 40, "b" * 40, 12),),
-        patches=(PatchLine("kernels", "0001-op.patch", PatchClass.THREE_WAY, True, "", None, None),
-                 PatchLine("kernels", "0002-gone.patch", PatchClass.UPSTREAM, True,
-                           'same patch-id as upstream "x"', "d" * 40,
-                           None),
-                 PatchLine("app", "0001-use.patch", PatchClass.CONFLICT, False, "trial apply", None, CULPRIT,
-                           ("app/x.py:12",))),
+        patches=(PatchReport("kernels", "0001-op.patch", PatchClass.THREE_WAY, True, "", None, (), None),
+                 PatchReport("kernels", "0002-gone.patch", PatchClass.UPSTREAM, True,
+                             'same patch-id as upstream "x"', "d" * 40, (), None),
+                 PatchReport("app", "0001-use.patch", PatchClass.CONFLICT, False, "trial apply", None,
+                             (Hunk("app/x.py", 12),), CULPRIT)),
         flags=(Flag("kernels", "0001-op.patch", "o/k#592", "e" * 40, "merged upstream, not yet in the base: drop "
                     "after the next bump"),),
-        wheels=(Wheel("kernels", "k-1.0+kpatch.1-cp38-abi3-linux_x86_64.whl", "1.0+kpatch.1", "f" * 64, False,
+        wheels=(BuiltWheel("kernels", "k-1.0+kpatch.1-cp38-abi3-linux_x86_64.whl", "1.0+kpatch.1", "f" * 64, False,
                       "2.14.0+xpu"),),
         lock="/p/dist/pylock.toml", checks=(Check("contract", "kernels -> app", Status.PASS, "every op served"),),
         accepted=(AcceptedFinding("kernels -> app", "_C.gather_cache", "undefined", "app/gather.py::gather",
@@ -77,8 +78,9 @@ def test_markdown_and_json_carry_the_same_facts(tmp_path: Path) -> None:
              "gather runs on CUDA only"]
     text = json.dumps(data)
     in_markdown = {CULPRIT.author: "Up Stream &lt;up@example.invalid&gt;"}  # HTML escaped there, not in JSON
+    in_json = {"7.8 s": "7.75", "app/x.py:12": '{"path": "app/x.py", "line": 12}'}  # a hunk as `rebase --json`'s
     assert [f for f in facts if in_markdown.get(f, f) not in md] == []
-    assert [f for f in facts if f.replace("7.8 s", "7.75") not in text] == []
+    assert [f for f in facts if in_json.get(f, f) not in text] == []
     assert md.startswith("# kpatch nightly: FAILED at test\n")
     assert '"Rework the silu \\| registration" by Up Stream' in md  # a list item: the text, its pipe escaped
 
@@ -142,10 +144,10 @@ def _hostile_night(text: str) -> Report:
     culprit = replace(CULPRIT, subject=text, author=f"{text} <x@example.invalid>")
     night = _failed_night()
     return replace(night, summary=text,
-                   patches=(PatchLine("app", "0001-use.patch", PatchClass.CONFLICT, False, text, None, culprit,
-                                      (text,)),
-                            PatchLine("kernels", "0002-gone.patch", PatchClass.UPSTREAM, True, text, "d" * 40,
-                                      None)),
+                   patches=(PatchReport("app", "0001-use.patch", PatchClass.CONFLICT, False, text, None,
+                                        (Hunk(text, None),), culprit),
+                            PatchReport("kernels", "0002-gone.patch", PatchClass.UPSTREAM, True, text, "d" * 40,
+                                        (), None)),
                    suites=(replace(night.suites[0], message=text, failing=(f"t.py::test[{text}]",),
                                    newly_failing=(text,), running=text),),
                    checks=(Check("contract", text, Status.FAIL, text, text),), contract=(text,),
@@ -212,3 +214,25 @@ def test_a_scrolled_nights_markdown_names_the_last_green_the_culprit_and_the_fla
     assert named in text
     assert "- `tests.t::test_sampler: planted`" in text and "E   AssertionError: planted" in text
     assert "never a culprit): `tests.t::test_scheduler`" in text
+
+
+def test_report_json_carries_its_version_and_a_patch_as_rebase_json_has_it(tmp_path: Path) -> None:
+    data = json.loads(render.write(tmp_path, _failed_night())[1].read_text())
+    assert data["version"] == REPORT_VERSION == 2
+    conflict = data["patches"][2]
+    assert list(conflict) == ["upstream", "name", "class", "applied", "why", "commit", "hunks", "culprit"]
+    assert conflict["hunks"] == [{"path": "app/x.py", "line": 12}]
+    assert report_from_json(data) == _failed_night()
+
+
+def test_a_version_1_report_json_is_read_back_in_todays_shape() -> None:
+    """report.json is read back (`nightly --publish-saved`): one written before version 2 (`patch`, `klass`,
+    "path:line" hunks, no `version`) still reads."""
+    data = json.loads(render.to_json(_failed_night()))
+    del data["version"]
+    for patch in data["patches"]:
+        patch["patch"], patch["klass"] = patch.pop("name"), patch.pop("class")
+        patch["hunks"] = [f"{h['path']}:{h['line']}" for h in patch["hunks"]]
+    for wheel in data["wheels"]:
+        del wheel["compiler_cache"]
+    assert report_from_json(data) == _failed_night()

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from kpatch.adopt.propose import fork_of, repository_of
 from kpatch.config.model import Propose, Upstream
-from kpatch.engine.propose import fork_of, repository_of
 from kpatch.errors import UsageError
-from kpatch.forge import push_env
 from kpatch.forge.github.names import Repository
+from kpatch.forge.hosts import push_env
 
 TOKEN = "ghp_unitTestToken0123456789abcdefABCD"
 

@@ -3,7 +3,7 @@ elsewhere: tests/docker/test_readme.py)."""
 
 from __future__ import annotations
 
-from kpatch.cli import all_commands
+from tests.support.cli import all_commands
 from tests.support.readme import README, RUNNABLE, blocks, documents, invocations, spans
 
 COMMANDS = all_commands()  # every module of kpatch/commands/ (each loaded on demand)

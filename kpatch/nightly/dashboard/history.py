@@ -1,6 +1,7 @@
 """The carry history: one JSON line per patch per night, and one per night, versioned, append-only, compacted.
 
-A line is `{"v": 1, "kind": "patch" | "night" | "pull", ...}` (a "pull": one Upstream-PR's state that night).
+A line is `{"v": 2, "kind": "patch" | "night" | "pull", ...}` (a "pull": one Upstream-PR's state that night); a
+patch's class is `class`, as in every command's JSON (version 1 lines, with `klass`, are still read).
 Appending a night whose day is already there rewrites the file with one record per patch (and PR) per day (the
 last) and one night per day: the file grows by a day, never by a run.
 """
@@ -13,20 +14,23 @@ import os
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpatch.errors import UsageError
 from kpatch.files import write_atomic
 from kpatch.output.redact import redact_text
 
-VERSION = 1
+VERSION = 2  # of a line: +1 when a field is renamed or removed (2: `klass` is `class`)
+READS = (1, 2)  # the versions this kpatch reads
 NAME = "history.jsonl"  # in the nightly's report folder unless [dashboard] history says where
 
 
 @dataclass(frozen=True)
 class PatchRecord:
-    """One patch on one night: what keeping it cost."""
+    """One patch on one night: what keeping it cost. A line of the carry history (its own version, `v`), so flat
+    and plain strings: it adds to the rebase's `PatchReport` what the file and the night say (subject, size, age,
+    PR state, tests) and drops what only that night needs (hunks, why)."""
 
     date: str  # the night's day, UTC, YYYY-MM-DD
     started: str  # the night's start, UTC, ISO 8601
@@ -34,7 +38,7 @@ class PatchRecord:
     behind: int  # upstream commits between the pinned base and the branch head that night
     patch: str  # the patch file's name
     subject: str
-    klass: str  # clean, three-way, upstream, conflict, not tried
+    klass: str = field(metadata={"json": "class"})  # clean, three-way, upstream, conflict, not tried
     conflict: bool
     culprit: str | None  # for a conflict: the upstream commit that broke it
     culprit_subject: str | None
@@ -128,8 +132,9 @@ class History:
 def to_line(record: Record) -> str:
     """The record as one JSON line; a secret kpatch knows of (a token in a failure message) never lands in it."""
     kind = "patch" if isinstance(record, PatchRecord) else "pull" if isinstance(record, PullRecord) else "night"
-    return redact_text(json.dumps({"v": VERSION, "kind": kind, **dataclasses.asdict(record)}, ensure_ascii=False,
-                      separators=(",", ":")))
+    data = {f.metadata.get("json", f.name): value for f, value in
+            zip(dataclasses.fields(record), dataclasses.asdict(record).values(), strict=True)}
+    return redact_text(json.dumps({"v": VERSION, "kind": kind, **data}, ensure_ascii=False, separators=(",", ":")))
 
 
 def from_line(text: str, where: str) -> Record:
@@ -141,10 +146,12 @@ def from_line(text: str, where: str) -> Record:
     if not isinstance(data, dict):
         raise UsageError(f"{where}: not a history record (a JSON object)")
     version = data.pop("v", None)
-    if version != VERSION:
+    if version == 1 and "klass" in data:
+        data["class"] = data.pop("klass")
+    if version not in READS:
         newer = isinstance(version, int) and version > VERSION
         raise UsageError(f"{where}: history version {version!r} " + ("is newer than this kpatch reads (upgrade "
-                         "kpatch)" if newer else f"is not {VERSION}"))
+                         "kpatch)" if newer else f"is not {' or '.join(map(str, READS))}"))
     kind = _KINDS.get(str(data.pop("kind", None)))
     if kind is None:
         raise UsageError(f"{where}: 'kind' must be one of {', '.join(_KINDS)}")
@@ -172,11 +179,11 @@ def _decode(kind: object, data: object) -> object:
             raise ValueError(f"expected an object for {kind.__name__}")
         hints = typing.get_type_hints(kind)
         fields = dataclasses.fields(kind)
-        names = [f.name for f in fields]
-        missing = [f.name for f in fields if f.name not in data and f.default is dataclasses.MISSING]
+        keys = {f.name: f.metadata.get("json", f.name) for f in fields}
+        missing = [keys[f.name] for f in fields if keys[f.name] not in data and f.default is dataclasses.MISSING]
         if missing:
             raise ValueError(f"missing {', '.join(missing)}")
-        return kind(**{n: _decode(hints[n], data[n]) for n in names if n in data})
+        return kind(**{n: _decode(hints[n], data[k]) for n, k in keys.items() if k in data})
     if kind is float and isinstance(data, int) and not isinstance(data, bool):
         return float(data)
     if not isinstance(kind, type) or not isinstance(data, kind) or (isinstance(data, bool) and kind is not bool):

@@ -14,12 +14,13 @@ from kpatch.config import Stack
 from kpatch.errors import KpatchError
 from kpatch.nightly.dashboard import history
 from kpatch.nightly.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
-from kpatch.nightly.model import Outcome, PatchLine, Report, Stage, StageRun, StageStatus
+from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus
 from kpatch.output.ui import UI
+from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
 
 if TYPE_CHECKING:
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.rebase import PatchReport, RebaseResult
 
 log = logging.getLogger("kpatch")
 NOT_ASKED = "Upstream-PR states not checked"  # in a note: GitHub was not asked, so no PR's state is known
@@ -47,7 +48,7 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
     the rebases of a project that runs no nightly. A history that cannot be written is a warning, never the
     rebase's end."""
     from kpatch import __version__
-    from kpatch.nightly.stages import moves, patch_lines
+    from kpatch.nightly.stages import moves, patch_reports
 
     path = location(ws.stack, ws.stack.root / "reports" / "nightly")
     conflict = result.conflict is not None
@@ -56,7 +57,7 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
                        "kpatch rebase")
         report = Report(kpatch_version=__version__, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         outcome=Outcome.FAILED if conflict else Outcome.PASSED, exit_code=0, summary="kpatch rebase",
-                        stages=(run,), moves=tuple(moves(ws, result, [])), patches=tuple(patch_lines(result)),
+                        stages=(run,), moves=tuple(moves(ws, result, [])), patches=patch_reports(result),
                         reviews=tuple(s.review for s in result.stacks if s.review is not None))
         held = history.append(path, patch_records(ws.stack, report, pr_states=False))
     except (KpatchError, OSError) as err:
@@ -113,14 +114,14 @@ def patch_records(stack: Stack, report: Report, *, pr_states: bool = True) -> li
         prs = size.prs
         # GitHub's answer that night: a merged PR on a patch that still applied is flagged; an unflagged PR was
         # asked about and is not merged, unless GitHub was not asked (offline, down) or the rebase failed first
-        state = "merged" if (line.upstream, line.patch) in merged else "not merged" if prs and asked else None
+        state = "merged" if (line.upstream, line.name) in merged else "not merged" if prs and asked else None
         out.append(PatchRecord(
-            date=day, started=started, upstream=line.upstream, behind=behind.get(line.upstream, 0), patch=line.patch,
-            subject=size.subject, klass=line.klass, conflict=line.klass == "conflict",
+            date=day, started=started, upstream=line.upstream, behind=behind.get(line.upstream, 0), patch=line.name,
+            subject=size.subject, klass=line.klass.value, conflict=line.klass is PatchClass.CONFLICT,
             culprit=line.culprit.sha if line.culprit else None,
             culprit_subject=line.culprit.subject if line.culprit else None, lines=size.lines, files=size.files,
             age_days=_age(size.date, started), prs=prs, pr_state=state, tests=tests.get(line.upstream),
-            change=changes.get((line.upstream, line.patch))))
+            change=changes.get((line.upstream, line.name))))
     out += [history.PullRecord(date=day, started=started, pr=p.pr, upstream=p.upstream, patch=p.patch, state=p.state)
             for p in report.pulls]
     return out
@@ -135,18 +136,18 @@ class _Size:
     prs: tuple[str, ...]
 
 
-def _size(stack: Stack, line: PatchLine) -> _Size:
+def _size(stack: Stack, line: PatchReport) -> _Size:
     """The patch file as it is after the night: subject, changed lines and files, date, PRs (all unknown when the
     file is gone: a patch dropped as upstream)."""
     from kpatch.stack.mbox import parse_patch
 
     try:
-        path = stack.get(line.upstream).patches / line.patch
+        path = stack.get(line.upstream).patches / line.name
         patch = parse_patch(path)
         text = path.read_text(encoding="utf-8")
     except (KpatchError, OSError) as err:
-        log.debug("history: %s/%s not read: %s", line.upstream, line.patch, err)
-        return _Size(line.patch, None, None, None, ())
+        log.debug("history: %s/%s not read: %s", line.upstream, line.name, err)
+        return _Size(line.name, None, None, None, ())
     body = text.split("\ndiff --git ", 1)
     diff = body[1].splitlines() if len(body) == 2 else []
     changed = sum(1 for row in diff if row[:1] in ("+", "-") and row != "-- " and not row.startswith(("+++ ", "--- ")))

@@ -10,7 +10,8 @@ from kpatch.nightly.dashboard.svg import Point, Series
 
 @dataclass(frozen=True)
 class PatchRow:
-    """One patch as of the last night that saw it, with its history."""
+    """One patch as of the last night that saw it, with its history: an aggregate over its `PatchRecord`s (nights,
+    conflicts, churn, the size and conflict series), not one night's record."""
 
     upstream: str
     patch: str
@@ -51,7 +52,7 @@ class Dashboard:
     last_night: NightRecord | None
     behind: tuple[Series, ...]  # commits behind the branch head, per upstream, one point per night
     patches: tuple[PatchRow, ...]
-    pulls: tuple[PullRow, ...]
+    pulls: tuple[PullRow, ...] = field(metadata={"json": "prs"})
 
 
 def summarise(held: History, source: str) -> Dashboard:

@@ -14,13 +14,20 @@ from __future__ import annotations
 
 import ast
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
 
-if TYPE_CHECKING:
-    from kpatch.verify.contract.reach.values import Values
+
+class Values(Protocol):
+    """What the flow asks of `values.Values` (which calls the flow): a Protocol, so the two modules are no circle."""
+
+    def guard(self, mod: Module, node: ast.AST, stop: ast.AST | None = None, depth: int = 0) -> str: ...
+
+    def value(self, mod: Module, expr: ast.expr, depth: int = 0) -> Value: ...
+
+    def resolve_function(self, mod: Module, func: ast.expr) -> tuple[Module, Scope] | None: ...
 
 State = dict[str, Value]  # the truth of each local assigned so far (None: not known)
 _FILLS = frozenset({"append", "insert", "add", "appendleft"})  # list/set/deque methods that leave it non-empty

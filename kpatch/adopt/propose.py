@@ -299,8 +299,8 @@ def propose(ws: Workspace, ui: UI, names: Sequence[str], *, fork_owner: str | No
 
 def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: str, owner: str,
                  needs: Mapping[str, str], *, draft: bool, dry_run: bool, environ: Mapping[str, str]) -> Proposal:
-    from kpatch import forge
     from kpatch.errors import GitError, StorageError
+    from kpatch.forge import hosts
     from kpatch.forge.model import Action, Outcome
     from kpatch.gitx.branch import push_lease, remote_branch
 
@@ -310,7 +310,7 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
     branch = branch_name(group)
     head = f"{owner}:{branch}"
     title, body = pr_text(ws, group, needs, head)
-    env = forge.push_env(fork, environ, dry_run=dry_run)
+    env = hosts.push_env(fork, environ, dry_run=dry_run)
     shown = redact_url(fork)
     try:
         remote = remote_branch(mirror.path, fork, branch, env)
@@ -333,7 +333,7 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
             raise UpstreamError(f"cannot push {branch} to the fork {shown}: {failed}")
         push = "pushed"
     ui.note(f"{upstream.name}: {branch} {push} ({count(len(group.patches), 'patch', 'patches')}) to {shown}")
-    with forge.on_repository(repository, environ, dry_run=dry_run) as gh:
+    with hosts.on_repository(repository, environ, dry_run=dry_run) as gh:
         result = gh.propose_pull(owner, branch, upstream.branch, title, body, draft=draft)
     if result.action is Action.NOTHING and result.ref is not None:
         raise UpstreamError(f"{repository}#{result.ref.number} from {head} is closed: kpatch neither reopens it nor "
