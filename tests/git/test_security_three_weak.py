@@ -7,11 +7,18 @@ kpatch runs as its own process here (tests/support/cli.py) wherever a user would
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit
+from tests.git.test_security_three import NEW_FILE
 from tests.support.cli import kpatch
+from tests.support.gitrepos import Project, mirror_dir
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
 
 # --- terminal escapes in upstream text ----------------------------------------------------------------------------
@@ -34,3 +41,90 @@ def test_an_upstream_subject_and_author_with_terminal_escapes_are_printed_escape
             assert ran.exit_code == ExitCode.CONFLICT, ran.output
             assert 'Rewrite d \\x1b]0;pwned\\x07 then \\x1b[2J\\x9b31m\\u202egnp.exe"' in ran.stdout
             assert "Eve \\x1b[31mRed <eve@example.org>" in ran.stdout
+
+
+# --- kills leave no patch text in temp folders ------------------------------------------------------------------------
+
+
+def _killed_at(root: Path, kind: str, tmp: Path, *args: str) -> Path:
+    """kpatch ARGS SIGKILLed (a real kill, at the seam `scratch:<kind>`) while its `kind` temp folder is full: the
+    folder it left in `tmp` (the temp folder: $TMPDIR)."""
+    killed = kpatch(root, *args, env={"KPATCH_TEST_KILL_AT": f"scratch:{kind}", "TMPDIR": str(tmp)})
+    assert killed.exit_code == -signal.SIGKILL, killed.output
+    (left,) = tmp.glob(f"kpatch-{kind}-*")
+    assert any(p.is_file() and p.stat().st_size for p in left.rglob("*")), "the kill left nothing to sweep"
+    return left
+
+
+def _recovers(root: Path, tmp: Path, *args: str) -> str:
+    ran = kpatch(root, *args, env={"TMPDIR": str(tmp)})
+    assert ran.exit_code == 0, ran.output
+    assert not list(tmp.iterdir()), list(tmp.iterdir())
+    return ran.stderr
+
+
+@pytest.mark.parametrize("kind", ["picks", "stack", "export"])
+def test_a_rebase_killed_with_patch_text_in_a_temp_folder_leaves_none_after_the_next_writer(
+        project: Project, tmp_path: Path, kind: str) -> None:
+    """picks: the fast path's todo list; stack: the range-diff review's throwaway worktree (and its record in the
+    mirror); export: the new patch files being written."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    assert kpatch(project.root, "apply").exit_code == 0
+    commit(project.kernels, {"NEWS.txt": "news\n"}, "News", 5000)
+    left = _killed_at(project.root, kind, tmp, "rebase")
+    said = _recovers(project.root, tmp, "rebase", "--abort")
+    assert f"removed 1 temp folder(s) a killed kpatch left (e.g. {left})" in said
+    mirror = mirror_dir(Path(os.environ["XDG_CACHE_HOME"]) / "kpatch", "kernels")
+    records = [(r / "gitdir").read_text() for r in (mirror / "worktrees").glob("*")]
+    assert not [r for r in records if "kpatch-stack-" in r], records
+    assert kpatch(project.root, "rebase").exit_code == 0  # and the rebase runs again
+
+
+def test_a_rebase_killed_during_its_trial_applies_leaves_no_trial_index(rp: RebaseProject, tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    _killed_at(rp.root, "trial", tmp, "rebase")
+    _recovers(rp.root, tmp, "rebase", "--abort")
+
+
+def test_an_import_killed_while_reading_its_mails_leaves_no_mail(project: Project, tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    new = tmp_path / "new"
+    new.mkdir()
+    assert kpatch(new, "init", "--upstream", f"kernels={project.kernels}@{project.kernels_base}").exit_code == 0
+    folder = tmp_path / "quilt"
+    folder.mkdir()
+    (folder / "0001-a.patch").write_text("Subject: A secret note\n\n" + NEW_FILE)
+    _killed_at(new, "mail", tmp, "import", "kernels", "--series", str(folder), "--author", "A U Thor <a@example.org>")
+    _recovers(new, tmp, "apply")
+
+
+def test_a_replay_killed_mid_way_leaves_no_scratch_project(project: Project, tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    commit(project.kernels, {"NEWS.txt": "news\n"}, "News", 5000)
+    _killed_at(project.root, "replay", tmp, "nightly", "--replay", f"kernels={project.kernels_base}..main",
+               "--history", str(tmp_path / "history.jsonl"))
+    _recovers(project.root, tmp, "apply")
+
+
+def test_the_sweep_takes_a_dead_kpatchs_temp_folder_and_keeps_a_running_ones(project: Project,
+                                                                              tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
+    with subprocess.Popen(["sleep", "600"]) as alive:
+        try:
+            folders = {name: tmp / f"kpatch-mail-{pid}-abcd1234" for name, pid in (("dead", dead),
+                                                                                    ("alive", alive.pid))}
+            folders["older"] = tmp / "kpatch-mail-x1y2z3w4"  # an older kpatch's name, with no pid: not ours to guess
+            for folder in folders.values():
+                folder.mkdir()
+                (folder / "mbox").write_text("Subject: a secret being read\n")
+            ran = kpatch(project.root, "apply", env={"TMPDIR": str(tmp)})
+            assert ran.exit_code == 0, ran.output
+            assert sorted(tmp.iterdir()) == sorted([folders["alive"], folders["older"]])
+        finally:
+            alive.kill()
