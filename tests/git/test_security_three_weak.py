@@ -7,6 +7,7 @@ kpatch runs as its own process here (tests/support/cli.py) wherever a user would
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit
-from tests.git.test_security_three import NEW_FILE
+from tests.git.test_security_three import NEW_FILE, one_error
 from tests.support.cli import kpatch
 from tests.support.gitrepos import Project, mirror_dir
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
@@ -128,3 +129,106 @@ def test_the_sweep_takes_a_dead_kpatchs_temp_folder_and_keeps_a_running_ones(pro
             assert sorted(tmp.iterdir()) == sorted([folders["alive"], folders["older"]])
         finally:
             alive.kill()
+
+
+# --- user-named files are read with a bound -----------------------------------------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000 + "\n"  # one history line nested 100,000 deep
+
+
+def _history(root: Path, value: str) -> None:
+    toml = root / "kpatch.toml"
+    toml.write_text(toml.read_text() + f'\n[dashboard]\nhistory = "{value}"\n')
+
+
+def test_a_history_line_nested_too_deeply_is_one_error_naming_the_line(project: Project) -> None:
+    path = project.root / "carry.jsonl"
+    path.write_text(DEEP)
+    _history(project.root, "carry.jsonl")
+    ran = kpatch(project.root, "report")
+    one_error(ran, ExitCode.BAD_INPUT, f"{path}:1: not a history record (JSON nested too deeply)")
+
+
+def test_a_rebase_that_succeeded_ends_well_when_its_history_cannot_be_read(project: Project) -> None:
+    """The rebase had committed its new bases when the history was appended: a history problem is a warning."""
+    path = project.root / "carry.jsonl"
+    path.write_text(DEEP)
+    _history(project.root, "carry.jsonl")
+    assert kpatch(project.root, "apply").exit_code == 0
+    commit(project.kernels, {"NEWS.txt": "news\n"}, "News", 5000)
+    ran = kpatch(project.root, "rebase")
+    assert ran.exit_code == 0, ran.output
+    assert f"warning: carry history not updated: {path}:1: not a history record (JSON nested too deeply)" in \
+        ran.stderr
+    assert path.read_text() == DEEP
+    assert kpatch(project.root, "export", "--check").exit_code == 0
+
+
+@pytest.mark.parametrize("value", ["../../outside.jsonl", "{outside}"])
+def test_a_dashboard_history_outside_the_project_is_refused_and_nothing_is_written_there(
+        project: Project, tmp_path: Path, value: str) -> None:
+    outside = tmp_path / "outside.jsonl"
+    value = value.format(outside=outside)
+    assert kpatch(project.root, "apply").exit_code == 0
+    _history(project.root, value if value.startswith("/") else f"../{outside.name}")
+    commit(project.kernels, {"NEWS.txt": "news\n"}, "News", 5000)
+    ran = kpatch(project.root, "rebase")
+    line = one_error(ran, ExitCode.BAD_INPUT, f"'history' {value if value.startswith('/') else '../outside.jsonl'!r}"
+                     f" leads outside the project ({outside})")
+    assert line.startswith(f"error: {project.root / 'kpatch.toml'}:")
+    assert not outside.exists()
+
+
+@pytest.mark.parametrize(("command", "named"), [
+    (["nightly", "--replay", "kernels=v1.0..main"], "/dev/full"),
+    (["nightly", "--replay", "kernels=v1.0..main"], "/dev/zero"),
+    (["nightly", "--replay", "kernels=v1.0..main"], "huge"),
+    (["report"], "huge"),  # report takes only a regular file already ("no carry history at /dev/full")
+])
+def test_a_history_that_is_a_device_or_too_big_is_refused_without_reading_it(
+        project: Project, tmp_path: Path, command: list[str], named: str) -> None:
+    """`--history /dev/full` was read until the OOM killer stopped kpatch (23 GB)."""
+    path = Path(named)
+    why = "is a device, not a regular file"
+    if named == "huge":
+        path = tmp_path / "huge.jsonl"
+        with path.open("wb") as handle:  # sparse: no disk used
+            handle.truncate(257 * 2**20)
+        why = "is larger than 256 MiB"
+    ran = kpatch(project.root, *command, "--history", str(path), timeout=120)
+    one_error(ran, ExitCode.BAD_INPUT, f"{path} {why}: not a carry history kpatch reads")
+
+
+# --- journal copies that are symlinks ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("copy", ["new", "old"])
+def test_a_journal_copy_that_is_a_symlink_is_never_planted_nor_read_through(project: Project, tmp_path: Path,
+                                                                            copy: str) -> None:
+    """A staged copy that is a link: `--continue` moved the link into patches/; a kept copy that is a link:
+    `--abort` wrote the outside file's text over the patch file. Both refuse, and `--abort` sets the journal
+    aside, the files as they were."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    target = project.root / "patches" / "kernels" / "series"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("someone else's text\n")
+    folder = project.root / ".kpatch" / "journal"
+    (folder / "new").mkdir(parents=True)
+    (folder / "old").mkdir()
+    (folder / "operation").write_text("export")
+    (folder / "journal.json").write_text(json.dumps(
+        {"operation": "export", "steps": [{"target": str(target), "new": "0", "old": "w0"}]}))
+    (folder / "new" / "0").write_text("new series\n")
+    (folder / "old" / "w0").write_bytes(target.read_bytes())
+    (folder / copy / ("0" if copy == "new" else "w0")).unlink()
+    (folder / copy / ("0" if copy == "new" else "w0")).symlink_to(outside)
+    before = target.read_bytes()
+    ran = kpatch(project.root, "export", "--continue")
+    line = one_error(ran, ExitCode.WORKTREE, f"{folder / 'journal.json'}: unreadable journal")
+    assert "is not a regular file" in line
+    assert not target.is_symlink() and target.read_bytes() == before
+    aborted = kpatch(project.root, "export", "--abort")
+    assert aborted.exit_code == 0, aborted.output
+    assert not target.is_symlink() and target.read_bytes() == before
+    assert outside.read_text() == "someone else's text\n"
+    assert kpatch(project.root, "status").exit_code == 0
