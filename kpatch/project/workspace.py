@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from kpatch import scratch
 from kpatch.config import Stack
-from kpatch.errors import GitError, StorageError, WorktreeError
+from kpatch.errors import GitError, StorageError, UsageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
 from kpatch.gitx.mirror import KEY_CONFIG, mirror_folder, normalized_url
@@ -219,7 +219,7 @@ class Workspace:
             yield []
             return
         self._ensure_kpatch_dir()
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        make_cache_dir(self.cache_dir)
         with exclusive([self.kpatch_dir / "lock"], command, wait=self.wait,
                        on_wait=ui.note if ui is not None else self._say) as notes:
             if self.journal_dir.exists() and self.pending_journal() is None:
@@ -438,6 +438,21 @@ def default_cache_dir() -> Path:
         return Path(os.environ["KPATCH_CACHE_DIR"])
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "kpatch"
+
+
+def make_cache_dir(path: Path) -> None:
+    """Make the cache folder (and its parents); one that cannot be made is one line naming it: exit 5 on a full
+    or read-only disk, else exit 2 (a path no folder can be made at: `--cache-dir /proc/nope`, a file)."""
+    import errno
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        why = f"the cache folder {path} cannot be made ({err.strerror}): give another with --cache-dir or " \
+              "KPATCH_CACHE_DIR"
+        if err.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
+            raise StorageError(why) from None
+        raise UsageError(why) from None
 
 
 def _existing_parent(path: Path) -> Path | None:

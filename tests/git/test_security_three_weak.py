@@ -232,3 +232,25 @@ def test_a_journal_copy_that_is_a_symlink_is_never_planted_nor_read_through(proj
     assert not target.is_symlink() and target.read_bytes() == before
     assert outside.read_text() == "someone else's text\n"
     assert kpatch(project.root, "status").exit_code == 0
+
+
+# --- a cache folder that cannot be made -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["/proc/nope", "under a file"])
+def test_init_and_apply_with_a_cache_folder_that_cannot_be_made_name_it_and_write_nothing(
+        project: Project, tmp_path: Path, where: str) -> None:
+    cache = Path(where)
+    if where == "under a file":
+        (tmp_path / "cache-file").write_text("not a folder\n")
+        cache = tmp_path / "cache-file" / "kpatch"
+    new = tmp_path / "new"
+    new.mkdir()
+    ran = kpatch(new, "init", "--upstream", f"kernels={project.kernels}@{project.kernels_base}",
+                 "--cache-dir", str(cache))
+    one_error(ran, ExitCode.BAD_INPUT, f"the cache folder {cache} cannot be made (")
+    assert list(new.iterdir()) == []
+    before = project.snapshot()
+    ran = kpatch(project.root, "apply", "--cache-dir", str(cache))
+    one_error(ran, ExitCode.BAD_INPUT, f"the cache folder {cache} cannot be made (")
+    assert project.snapshot() == before
