@@ -103,9 +103,20 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True, mode: int | N
             if durable:
                 os.fsync(handle.fileno())
         Path(tmp).replace(path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise named(err, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def named(err: OSError, path: Path) -> OSError:
+    """`err` naming `path` when it names no file (a write or fsync on a full disk names none): the error line
+    then says which file could not be written."""
+    if err.filename is not None:
+        return err
+    return type(err)(err.errno, err.strerror, str(path))
 
 
 def create_exclusive(path: Path, data: bytes) -> None:

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit
 from tests.git.test_security_three import NEW_FILE, one_error
+from tests.git.test_storage import Mounts
 from tests.support.cli import kpatch
 from tests.support.gitrepos import Project, mirror_dir
 from tests.support.rebase_repos import FILES, RebaseProject, replace_line
@@ -254,3 +256,35 @@ def test_init_and_apply_with_a_cache_folder_that_cannot_be_made_name_it_and_writ
     ran = kpatch(project.root, "apply", "--cache-dir", str(cache))
     one_error(ran, ExitCode.BAD_INPUT, f"the cache folder {cache} cannot be made (")
     assert project.snapshot() == before
+
+
+# --- a full disk names the path -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def disks() -> Iterator[Mounts]:
+    """Mounts for one test (tmpfs: the tests run as root, as in CI), undone at its end."""
+    made = Mounts()
+    try:
+        yield made
+    finally:
+        made.undo()
+
+
+def test_a_full_disk_under_kpatchs_own_folder_names_the_file_kpatch_could_not_write(project: Project,
+                                                                                     disks: Mounts) -> None:
+    """A rebase on a full file system said "cannot write a file: No space left on device", naming nothing."""
+    assert kpatch(project.root, "apply").exit_code == 0
+    commit(project.kernels, {"NEWS.txt": "news\n"}, "News", 5000)
+    own = project.root / ".kpatch"
+    kept = {p.name: p.read_bytes() for p in own.iterdir() if p.is_file()}
+    disks.tmpfs(own, 64)
+    for name, data in kept.items():
+        (own / name).write_bytes(data)
+    disks.fill(own)
+    before = project.snapshot()
+    ran = kpatch(project.root, "rebase")
+    line = one_error(ran, ExitCode.GIT, "No space left on device")
+    assert f"{own}/" in line, line
+    assert {k: v for k, v in project.snapshot().items() if ".filler" not in k} == \
+        {k: v for k, v in before.items() if ".filler" not in k}
