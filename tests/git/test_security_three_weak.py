@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import ExitCode
-from kpatch.examples.upstreams import commit
+from kpatch.examples.upstreams import commit, init_repo
+from kpatch.gitx.repo import Repository
+from kpatch.nightly.selection import select
+from kpatch.testing.run import tests_variable
 from tests.git.test_security_three import NEW_FILE, one_error
 from tests.git.test_storage import Mounts
 from tests.support.cli import kpatch
@@ -288,3 +291,24 @@ def test_a_full_disk_under_kpatchs_own_folder_names_the_file_kpatch_could_not_wr
     assert f"{own}/" in line, line
     assert {k: v for k, v in project.snapshot().items() if ".filler" not in k} == \
         {k: v for k, v in before.items() if ".filler" not in k}
+
+
+# --- $KPATCH_TESTS: every test file, one word each ------------------------------------------------------------------
+
+
+def test_kpatch_tests_keeps_a_non_ascii_name_and_a_path_with_a_space_as_one_file_each(tmp_path: Path) -> None:
+    """git quotes a non-ASCII name in `ls-tree` (`"tests/test_\\303\\251t\\303\\251.py"`): it was dropped; and a
+    path with a space split into two words in the command's `${KPATCH_TESTS}`."""
+    up = tmp_path / "up"
+    init_repo(up)
+    files = {"tests/test_été.py": "def test_a():\n    pass\n", "tests/test_a b.py": "def test_b():\n    pass\n",
+             "tests/test_[x]*.py": "def test_c():\n    pass\n", "tests/test_plain.py": "def test_d():\n    pass\n"}
+    base = commit(up, {"README": "x\n"}, "base", 1)
+    tip = commit(up, files, "tests", 2)
+    repo = Repository(up)
+    _, order = select(repo, "up", base, tip, tip, ("tests",))
+    assert sorted(order) == sorted(files)
+    variable = tests_variable(order)
+    said = subprocess.run(["sh", "-c", 'for f in ${KPATCH_TESTS}; do printf "%s\\n" "$f"; done'], cwd=up,
+                          env={**os.environ, "KPATCH_TESTS": variable}, capture_output=True, text=True, check=True)
+    assert said.stdout.splitlines() == list(order), said.stdout
