@@ -19,8 +19,10 @@ import pytest
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit, init_repo
 from kpatch.gitx.repo import Repository
+from kpatch.nightly.dashboard import history
 from kpatch.nightly.selection import select
 from kpatch.testing.run import tests_variable
+from tests.git.test_blobless import mirror, missing, promisor, serve
 from tests.git.test_security_three import NEW_FILE, one_error
 from tests.git.test_storage import Mounts
 from tests.support.cli import kpatch
@@ -312,3 +314,22 @@ def test_kpatch_tests_keeps_a_non_ascii_name_and_a_path_with_a_space_as_one_file
     said = subprocess.run(["sh", "-c", 'for f in ${KPATCH_TESTS}; do printf "%s\\n" "$f"; done'], cwd=up,
                           env={**os.environ, "KPATCH_TESTS": variable}, capture_output=True, text=True, check=True)
     assert said.stdout.splitlines() == list(order), said.stdout
+
+
+# --- a replay on a blobless mirror ------------------------------------------------------------------------------------
+
+
+def test_a_replay_on_a_blobless_mirror_fetches_what_it_needs_and_records_no_false_red_night(
+        rp: RebaseProject, tmp_path: Path) -> None:
+    """Every step failed with "unable to read sha1 file" (the scratch mirror, a copy of the blobless one, had no
+    promisor remote to ask for blobs) and went into the history as a red night."""
+    serve(rp, filters=True)
+    assert kpatch(rp.root, "apply", env={"KPATCH_BLOBLESS": "1"}).exit_code == 0
+    assert promisor(mirror(rp, "kernels")) and missing(mirror(rp, "kernels"))
+    path = tmp_path / "history.jsonl"
+    ran = kpatch(rp.root, "nightly", "--json", "--replay", f"kernels={rp.culprit}~3..{rp.culprit}~1", "--history",
+                 str(path), env={"KPATCH_BLOBLESS": "1"})
+    assert ran.exit_code == 0, ran.output
+    assert "unable to read" not in ran.output
+    nights = history.read(path).nights
+    assert nights and all(n.outcome == "passed" for n in nights), [(n.outcome, n.summary) for n in nights]
