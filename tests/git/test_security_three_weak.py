@@ -21,7 +21,7 @@ from kpatch.examples.upstreams import commit, init_repo
 from kpatch.gitx.repo import Repository
 from kpatch.nightly.dashboard import history
 from kpatch.nightly.selection import select
-from kpatch.testing.run import tests_variable
+from kpatch.testing.run import tests_variable as kpatch_tests_value  # not named test*: pytest would collect it
 from tests.git.test_blobless import mirror, missing, promisor, serve
 from tests.git.test_security_three import NEW_FILE, one_error
 from tests.git.test_storage import Mounts
@@ -310,7 +310,7 @@ def test_kpatch_tests_keeps_a_non_ascii_name_and_a_path_with_a_space_as_one_file
     repo = Repository(up)
     _, order = select(repo, "up", base, tip, tip, ("tests",))
     assert sorted(order) == sorted(files)
-    variable = tests_variable(order)
+    variable = kpatch_tests_value(order)
     said = subprocess.run(["sh", "-c", 'for f in ${KPATCH_TESTS}; do printf "%s\\n" "$f"; done'], cwd=up,
                           env={**os.environ, "KPATCH_TESTS": variable}, capture_output=True, text=True, check=True)
     assert said.stdout.splitlines() == list(order), said.stdout
