@@ -38,6 +38,21 @@ def open_regular(path: Path) -> BufferedReader:
     return os.fdopen(fd, "rb")
 
 
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file `path` (see `open_regular`), at most `limit` of them: a longer one (or one
+    that grows past it while read) is TooLarge. A user-named file is never read without a bound."""
+    with open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        data = b"" if size > limit else handle.read(limit + 1)
+    if size > limit or len(data) > limit:
+        raise TooLarge(f"{path} is larger than {limit // 2**20} MiB")
+    return data
+
+
+class TooLarge(Exception):
+    """A file is larger than kpatch reads (says which, and the bound)."""
+
+
 def sha256(source: bytes | BufferedReader | Path) -> str:
     """The hex sha256 of bytes, of an open file (read to its end) or of a regular file at a path: the one
     digest a wheel, a lock entry and a cache key are compared by."""
@@ -88,9 +103,20 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = True, mode: int | N
             if durable:
                 os.fsync(handle.fileno())
         Path(tmp).replace(path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise named(err, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def named(err: OSError, path: Path) -> OSError:
+    """`err` naming `path` when it names no file (a write or fsync on a full disk names none): the error line
+    then says which file could not be written."""
+    if err.filename is not None:
+        return err
+    return type(err)(err.errno, err.strerror, str(path))
 
 
 def temp_beside(path: Path) -> tuple[int, str]:

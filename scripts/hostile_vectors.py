@@ -4,7 +4,10 @@
 Every case of tests/git/test_security.py (URLs that would run commands, credentials, file modes, symlinked
 resolutions, unexported work, export from a moved worktree, paths in the run state and the journal),
 tests/git/test_security_three.py (issue 37: where the GitHub token and cloud credentials go, a refused `init`,
-a copied project, an amended message or author, import and propose input) and tests/git/test_roundtrip.py
+a copied project, an amended message or author, import and propose input), tests/git/test_security_three_weak.py
+(issue 37's weak items: terminal escapes in upstream text, temp folders after kills, bounded history reads, journal
+copies that are links, a cache folder that cannot be made, a full disk, $KPATCH_TESTS, a blobless replay), the
+closed-pipe test of tests/git/test_output.py (`kpatch status | head -1`) and tests/git/test_roundtrip.py
 (messages git am reads differently, CRLF files, header-like diff lines) is one vector: kpatch runs as its own
 process and the test checks that nothing ran, leaked, changed or was lost.
 `--tree` runs another kpatch source tree under the same tests (e.g. an old commit: `git archive 5240a9e |
@@ -25,7 +28,9 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VECTORS = ("tests/git/test_security.py", "tests/git/test_security_three.py", "tests/git/test_roundtrip.py")
+VECTORS = ("tests/git/test_security.py", "tests/git/test_security_three.py", "tests/git/test_security_three_weak.py",
+           "tests/git/test_roundtrip.py",
+           "tests/git/test_output.py::test_a_closed_pipe_ends_every_command_quietly_with_141_as_git_does")
 REAL_WORLD = "tests/git/test_real_world.py"
 # These drive kpatch's modules in pytest's own process, so they always test this checkout: left out with --tree.
 IN_PROCESS = ("tests/git/test_security.py::test_the_fetch_layer_refuses_ext_and_options_whatever_the_user_config",
@@ -37,7 +42,9 @@ IN_PROCESS = ("tests/git/test_security.py::test_the_fetch_layer_refuses_ext_and_
               "tests/git/test_security_three.py::test_a_build_gets_the_cloud_credentials_only_of_the_remote_compiler_"
               "cache_it_is_configured_with",
               "tests/git/test_security_three.py::test_the_dispatcher_probe_child_sees_no_credential",
-              "tests/git/test_security_three.py::test_init_tells_a_url_holding_a_secret_from_an_ssh_user_name")
+              "tests/git/test_security_three.py::test_init_tells_a_url_holding_a_secret_from_an_ssh_user_name",
+              "tests/git/test_security_three_weak.py::test_kpatch_tests_keeps_a_non_ascii_name_and_a_path_with_a_"
+              "space_as_one_file_each")
 
 
 def run(files: list[str], tree: Path | None, basetemp: Path) -> dict[str, dict[str, list[str]]]:

@@ -134,6 +134,7 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
 def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | None, history_file: Path | None,
                    report_dir: Path | None) -> int:
     """`kpatch nightly --replay`: the replayed nights, step by step, and what they would have cost."""
+    from kpatch.nightly.dashboard import history
     from kpatch.nightly.dashboard.record import location
     from kpatch.nightly.replay import MAX_STEPS, parse_range, replay
 
@@ -143,6 +144,7 @@ def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | 
     path = (history_file or location(ws.stack, folder)).resolve()
     if path.is_dir():
         raise UsageError(f"--history {path}: a folder is there, not a file")
+    history.read_records(path)  # one it cannot read (a device, too big, not a history) is refused before any step
     done = replay(ws, ctx.ui, span, every=every, max_steps=MAX_STEPS if max_steps is None else max_steps,
                   path=path)
     if ctx.ui.json_mode:

@@ -152,7 +152,8 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                "description": "owner/name, by GitHub's name rules.", "examples": ["owner/name"]},
     ("dashboard", "history"): {"type": "string", "pattern": r"^.*[^/]$",
                                "description": "The carry history file (JSON lines), relative to kpatch.toml or "
-                                              "absolute (default: history.jsonl in the nightly's report folder).",
+                                              "absolute, inside the project (default: history.jsonl in the "
+                                              "nightly's report folder).",
                                "examples": ["reports/nightly/history.jsonl"]},
     ("dashboard", "issue"): {"type": "boolean", "default": False,
                              "description": "The nightly keeps one \"kpatch carry dashboard\" issue on GitHub and "

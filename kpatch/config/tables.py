@@ -257,8 +257,9 @@ def baseline(path: Path, lines: list[str], verify: Any) -> str:
 
 
 def dashboard_table(path: Path, lines: list[str], table: Any) -> tuple[Path | None, bool]:
-    """`[dashboard] history = "path"` (the carry history file, relative to kpatch.toml or absolute: a CI artifact's
-    folder; None: the nightly's report folder) and `issue = true` (the nightly keeps a carry dashboard issue)."""
+    """`[dashboard] history = "path"` (the carry history file, relative to kpatch.toml or absolute, inside the
+    project: kpatch appends to it; None: the nightly's report folder) and `issue = true` (the nightly keeps a
+    carry dashboard issue)."""
     if table is None:
         return None, False
     start = next((i + 1 for i, line in enumerate(lines) if line.strip().replace(" ", "") == "[dashboard]"), 1)
@@ -277,7 +278,12 @@ def dashboard_table(path: Path, lines: list[str], table: Any) -> tuple[Path | No
     if not isinstance(value, str) or not value.strip() or value.endswith("/"):
         raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'history')}: 'history' must be the path "
                           "of a file (relative to kpatch.toml, or absolute)")
-    return (path.parent / value).resolve(), issue
+    where, project = (path.parent / value).resolve(), path.parent.resolve()
+    if not where.is_relative_to(project) or where == project:
+        raise ConfigError(f"{path}:{key_line(lines, start, len(lines) + 1, 'history')}: 'history' {value!r} leads "
+                          f"outside the project ({where}): kpatch appends to it, so it must be a file inside "
+                          f"{project} (give another one for one run with --history)")
+    return where, issue
 
 
 def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float | None, int]:

@@ -203,9 +203,12 @@ def _missing_folders(root: Path, texts: Mapping[Path, bytes]) -> list[Path]:
 
 
 def _cache(cache_dir: Path | None) -> Path:
-    from kpatch.project.workspace import default_cache_dir
+    """The cache folder, made now: one that cannot be made is refused before anything is written."""
+    from kpatch.project.workspace import default_cache_dir, make_cache_dir
 
-    return (cache_dir or default_cache_dir()).resolve()
+    path = (cache_dir or default_cache_dir()).resolve()
+    make_cache_dir(path)
+    return path
 
 
 def _stack(root: Path, specs: Sequence[UpstreamSpec]) -> Stack:

@@ -241,6 +241,11 @@ class Mirror(Repository):
         if source.run(["config", "--get", _LAYOUT], check=False).text.strip() == UPSTREAM_REFS:
             self.set_config(_LAYOUT, UPSTREAM_REFS)
             self.set_config("remote.upstream.fetch", f"+refs/heads/*:{UPSTREAM_REFS}*")
+        if source.partial:  # a blobless source lacks blobs: the copy asks the same promisor remote for them
+            for key in (f"remote.{REMOTE}.url", f"remote.{REMOTE}.promisor", f"remote.{REMOTE}.partialclonefilter"):
+                value = source.run(["config", "--get", key], check=False).text.strip()
+                if value:
+                    self.set_config(key, value)
 
     def _fetch_once(self, url: str, on_progress: Callable[[int], None], *, blobless: bool = False) -> tuple[int, str]:
         """One `git fetch --progress`, turning "Receiving objects:  45% (...)" into on_progress(45)."""

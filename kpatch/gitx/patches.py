@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kpatch import killseam, scratch
 from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import run
@@ -72,9 +74,9 @@ def format_patches(tree: Repository, base: str, tip: str = "HEAD") -> list[bytes
 
 
 def _format_patches(tree: Repository, base: str, tip: str) -> list[bytes]:
-    with tempfile.TemporaryDirectory(prefix="kpatch-export-") as folder:
-        tree.run([*FORMAT_PATCH, "--output-directory", folder, "--end-of-options", f"{base}..{tip}"])
-        return [p.read_bytes() for p in sorted(Path(folder).iterdir(), key=_number)]
+    with scratch.folder("export") as folder:
+        tree.run([*FORMAT_PATCH, "--output-directory", str(folder), "--end-of-options", f"{base}..{tip}"])
+        return [p.read_bytes() for p in sorted(folder.iterdir(), key=_number)]
 
 
 def _number(path: Path) -> int:
@@ -223,8 +225,7 @@ def read_mails(_repo: Repository, texts: Sequence[bytes]) -> list[MailReading]:
     """`read_mail` of many mbox texts: one mailsplit for all of them, the mailinfo calls run side by side."""
     if not texts:
         return []
-    with tempfile.TemporaryDirectory(prefix="kpatch-mail-") as folder:
-        where = Path(folder)
+    with scratch.folder("mail") as where:
         if not all(data.strip() for data in texts):  # an empty commit's text: mailsplit would fail on it alone
             return [_read_split(where, data) for data in texts]
         (where / "mbox").write_bytes(b"".join(texts))
@@ -281,16 +282,21 @@ class TrialIndex:
 
     def __init__(self, repo: Repository, commit: str) -> None:
         self.repo = repo
-        self._folder = tempfile.TemporaryDirectory(prefix="kpatch-trial-")
-        self._env = {"GIT_INDEX_FILE": str(Path(self._folder.name) / "index")}
-        self.repo.run(["read-tree", "--end-of-options", commit], env=self._env)
+        self._folder = scratch.make("trial")
+        self._env = {"GIT_INDEX_FILE": str(self._folder / "index")}
+        try:
+            self.repo.run(["read-tree", "--end-of-options", commit], env=self._env)
+        except BaseException:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            raise
         self._tree: str | None = None  # the index's tree, once written
 
     def __enter__(self) -> TrialIndex:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._folder.cleanup()
+        killseam.reached("scratch:trial")
+        shutil.rmtree(self._folder, ignore_errors=True)
 
     def keep(self, patches: Sequence[Path]) -> bool:
         """Apply `patches` (each with its 3-way fallback); False when one does not apply."""

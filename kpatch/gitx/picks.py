@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import scratch
 from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import Completed, failure_for, popen
 
@@ -64,8 +65,8 @@ def pick(tree: Repository, commits: Sequence[str], on_progress: Callable[[int], 
         log.info("picks: two commits share author, date and message; not picking")
         return None
     start = tree.head()
-    with tempfile.TemporaryDirectory(prefix="kpatch-picks-") as folder:
-        todo = Path(folder) / "todo"
+    with scratch.folder("picks") as folder:
+        todo = folder / "todo"
         todo.write_text("".join(f"pick {sha}\n" for sha in commits), encoding="ascii")
         args = [*PICK_CONFIG, "rebase", *PICK_OPTIONS, "--onto", start, start]
         proc = _rebase(tree, args, {"GIT_SEQUENCE_EDITOR": _copy_into(todo)}, on_progress)

@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import killseam, scratch
 from kpatch.gitx.am import AM_OPTIONS
 from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import COMMITTER
 
-THROWAWAY_PREFIX = "kpatch-stack-"  # the temp folders of those worktrees: a killed kpatch's are cleaned by the next
+THROWAWAY_KIND = "stack"  # the temp folders of those worktrees (kpatch/scratch.py): a killed kpatch's are swept by the
+THROWAWAY_PREFIX = f"kpatch-{THROWAWAY_KIND}-"  # next writer, and their records in the mirror removed
 
 
 class NotApplied(Exception):
@@ -38,12 +40,13 @@ def commits_from_patches(mirror: Mirror, base: str, patches: Sequence[Path], pat
     start = _stand_in(mirror, base, paths)
     if not patches:
         return [start]
-    with tempfile.TemporaryDirectory(prefix=THROWAWAY_PREFIX) as folder:
-        where = Path(folder) / "tree"
+    with scratch.folder(THROWAWAY_KIND) as folder:
+        where = folder / "tree"
         mirror.add_worktree(where, start)
         try:
             tree = Repository(where)
             went = tree.run(["-c", "rerere.enabled=false", "am", *AM_OPTIONS, "--", *map(str, patches)], check=False)
+            killseam.reached(f"scratch:{THROWAWAY_KIND}")  # test seam: the worktree and its record still there
             if went.status != 0:
                 next_file = tree.git_dir / "rebase-apply" / "next"
                 stopped = int(next_file.read_text().strip()) if next_file.is_file() else 1

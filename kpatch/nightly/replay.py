@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from kpatch.nightly.stages import timed
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
+from kpatch.scratch import folder as scratch_folder
 
 MAX_STEPS = 100  # steps a replay takes unless --max-steps says otherwise
 NOT_RUN = "replay: the rebase stage only"
@@ -127,12 +127,8 @@ def choose_steps(log: list[tuple[str, int, str]], every: int | None) -> list[tup
 
 def replay(ws: Workspace, ui: UI, span: Range, *, every: int | None, max_steps: int, path: Path) -> Replay:
     """Replay `span` in a scratch folder, appending each step's night to the history at `path`."""
-    scratch = Path(tempfile.mkdtemp(prefix="kpatch-replay-"))
-    try:
-        with forge.offline("a replay runs offline"):
-            return _replay(ws, ui, span, every, max_steps, path, scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with scratch_folder("replay") as scratch, forge.offline("a replay runs offline"):
+        return _replay(ws, ui, span, every, max_steps, path, scratch)
 
 
 def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: int, path: Path,

@@ -21,15 +21,16 @@ from kpatch.nightly.model import Selection
 
 def test_files(repo: Repository, tree: str, paths: Sequence[str]) -> list[str]:
     """The suite's test files in `tree`, in path order."""
-    listed = repo.out(["ls-tree", "-r", "--name-only", tree, "--", *paths]).splitlines()
-    return sorted(p for p in listed if _is_test(p))
+    listed = repo.run(["ls-tree", "-r", "-z", "--name-only", tree, "--", *paths]).stdout  # -z: no quoted names
+    return sorted(p for p in listed.decode("utf-8", "surrogateescape").split("\0") if p and _is_test(p))
 
 
 def select(repo: Repository, upstream: str, base: str, commit: str, tree: str,
            paths: Sequence[str]) -> tuple[Selection, tuple[str, ...]]:
     """The selection for one step, and $KPATCH_TESTS's files in order (the first ones, then the rest)."""
     tests = test_files(repo, tree, paths)
-    changed = set(repo.out(["diff", "--name-only", "--no-renames", base, commit, "--"]).splitlines())
+    changed = set(repo.run(["diff", "-z", "--name-only", "--no-renames", base, commit, "--"]).stdout.decode(
+        "utf-8", "surrogateescape").split("\0")) - {""}
     modules = {_module(path): path for path in changed if path.endswith(".py")}
     sources = _read(repo, tree, tests)
     first: list[str] = []

@@ -2,7 +2,8 @@
 
 Off a terminal (pipes, CI logs, --json) lines go out as plain text and rich is not imported (kpatch.output.plainout).
 
-Everything shown or logged passes through `redact_text`: no credential in a URL, no token, ever.
+Everything shown or logged passes through `shown`: no credential in a URL, no token, ever (`redact_text`), and no
+control character a terminal would obey, whoever wrote the text (`printable`: an upstream's commit subject).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kpatch import __version__
 from kpatch.output import plainout
+from kpatch.output.printable import printable
 from kpatch.output.redact import redact_text
 
 if TYPE_CHECKING:
@@ -33,6 +35,11 @@ JSON_VERSION = 2  # of the --json envelope and every command's result: +1 when a
 log = logging.getLogger("kpatch")
 log.addHandler(logging.NullHandler())  # before the log file exists nothing reaches logging's last resort
 logging.raiseExceptions = False  # a full or read-only log folder never turns into tracebacks on stderr
+
+
+def shown(text: str) -> str:
+    """`text` as kpatch may show or log it: credentials blanked, control characters escaped."""
+    return printable(redact_text(text))
 
 
 def escape(text: str) -> str:
@@ -75,7 +82,7 @@ class UI:
 
     def note(self, message: str) -> None:
         """A step or remark for a person: stderr, and the log."""
-        message = redact_text(message)
+        message = shown(message)
         log.info(message)
         if not self.quiet:
             self.err.print(message, markup=False)
@@ -85,13 +92,13 @@ class UI:
             self.note(message)
 
     def warn(self, message: str) -> None:
-        message = redact_text(message)
+        message = shown(message)
         log.warning(message)
         self.err.print(f"[yellow]warning:[/] {escape(message)}")
 
     def error(self, message: str, exit_code: int, *, final: bool = True) -> None:
         """An `error:` line; the command's final one also goes to stdout as JSON under --json."""
-        first, *rest = redact_text(message).splitlines() or ["unknown error"]
+        first, *rest = shown(message).splitlines() or ["unknown error"]
         log.error(first)
         self.err.print(f"[bold red]error:[/] {escape(first)}")
         if self.json_mode and final:  # the lines that follow the first (a failed build's last lines), the log
@@ -100,14 +107,14 @@ class UI:
 
     def detail(self, text: str) -> None:
         """Lines that follow an error (a log tail, a hint): stderr, verbatim."""
-        self.err.print(redact_text(text), markup=False)
+        self.err.print(shown(text), markup=False)
 
     def line(self, text: str) -> None:
-        self.out.print(redact_text(text))
+        self.out.print(shown(text))
 
     def plain(self, text: str) -> None:
         """A line printed as it is (no markup)."""
-        self.out.print(redact_text(text), markup=False)
+        self.out.print(shown(text), markup=False)
 
     def json(self, payload: Any) -> None:
         print(redact_text(json.dumps(to_jsonable(payload), indent=2, sort_keys=False)))
@@ -131,7 +138,7 @@ class UI:
     @contextmanager
     def group(self, title: str) -> Iterator[None]:
         """A foldable log section under GitHub Actions (`::group::`), nothing elsewhere; in the log file too."""
-        title = redact_text(title)
+        title = shown(title)
         log.info("-- %s", title)
         if os.environ.get("GITHUB_ACTIONS") != "true":
             yield
@@ -154,14 +161,14 @@ class UI:
             return
         try:
             with Path(path).open("a", encoding="utf-8") as summary:
-                summary.write(redact_text(markdown).rstrip("\n") + "\n\n")
+                summary.write(shown(markdown).rstrip("\n") + "\n\n")
         except OSError as err:
             self.warn(f"cannot append to the job summary {path}: {err.strerror}")
 
     @contextmanager
     def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
         """A progress bar (only on a terminal) whose callback takes the number of steps done so far."""
-        description = redact_text(description)
+        description = shown(description)
         if self.quiet or self.json_mode or not self.err.is_terminal:
             self.note(description)  # CI logs and pipes get the step as a plain line
             yield lambda _done: None
@@ -205,7 +212,7 @@ class _DebugToStderr(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.enabled and record.levelno < logging.INFO:  # notes and warnings are printed already
-            sys.stderr.write(redact_text(f"debug: {record.name}: {record.getMessage()}") + "\n")
+            sys.stderr.write(shown(f"debug: {record.name}: {record.getMessage()}") + "\n")
 
 
 _DEBUG = _DebugToStderr()
@@ -259,7 +266,7 @@ class _Activity:
         self.last = ""
 
     def __call__(self, line: str) -> None:
-        line = redact_text(line)
+        line = shown(line)
         log.debug("%s | %s", self.description, line)
         self.last = line
         if self.status is not None:
@@ -323,7 +330,7 @@ def activity(ui: UI, description: str) -> Iterator[Callable[[str], None]]:
 
 class _Redacting(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return redact_text(super().format(record))
+        return shown(super().format(record))
 
 
 LOG_KEEP = "KPATCH_LOG_KEEP"  # how many run logs <cache>/logs keeps (the newest); 0: none is written

@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from kpatch.errors import WorktreeError
+from kpatch.files import named
 
 WAIT_FOREVER = float("inf")
 _POLL = 0.05  # seconds between two tries of a lock waited for
@@ -49,7 +50,10 @@ def _hold(path: Path, command: str, wait: float | None = None,
             notes.append(f"took over the lock {path} from kpatch pid {previous['pid']} "
                          f"({previous.get('command', '?')}), which ended without releasing it")
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": command, "since": int(time.time())}).encode(), 0)
+        try:
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": command, "since": int(time.time())}).encode(), 0)
+        except OSError as err:  # a full disk: the error line names the lock
+            raise named(err, path) from None
         try:
             yield notes
         finally:

@@ -13,9 +13,11 @@ Going back puts every target as it was from the copies. Without `journal.json` n
 ways only drop the staging folder. `--continue` goes forward and `--abort` goes back, for every command.
 
 The journal is `<project>/.kpatch/journal`, and nothing in it is trusted: a step's target must be a file of
-the project (kpatch.toml, patches/, the run state; resolved, so no symlink leads out of it), its staged and
-kept copies names this module gives. A journal that cannot be read (or breaks those rules) cannot go forward;
-going back sets it aside (`.kpatch/journal-unreadable-<time>`), leaving the files as they are.
+the project (kpatch.toml, patches/, the run state; resolved, so no symlink leads out of it), its staged and kept
+copies names this module gives, each a regular file (a copy that is a symlink is never moved into the project nor
+read through) in the journal's own `new/` and `old/` folders (no symlink either). A journal that cannot be read (or
+breaks those rules) cannot go forward; going back sets it aside (`.kpatch/journal-unreadable-<time>`), leaving the
+files as they are.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from kpatch import killseam
 from kpatch.errors import WorktreeError
-from kpatch.files import new_file_mode, sync_files, write_atomic
+from kpatch.files import new_file_mode, open_regular, sync_files, write_atomic
 
 JOURNAL = "journal.json"
 KILL_HOOK = killseam.KILL_AT  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
@@ -178,8 +180,8 @@ def back(folder: Path) -> Path | None:
         if step.old is None:
             target.unlink(missing_ok=True)
         else:
-            kept = folder / "old" / step.old
-            write_atomic(target, kept.read_bytes(), mode=stat.S_IMODE(kept.stat().st_mode))
+            with open_regular(folder / "old" / step.old) as kept:  # never through a link planted since
+                write_atomic(target, kept.read(), mode=stat.S_IMODE(os.fstat(kept.fileno()).st_mode))
     _drop(folder)
     return None
 
@@ -194,6 +196,9 @@ def _steps(folder: Path) -> list[Step]:
         if not isinstance(raw, dict) or raw.get("operation") not in OPERATIONS or \
                 not isinstance(raw.get("steps"), list):
             raise ValueError("not a journal kpatch wrote")
+        for part in (folder, folder / "new", folder / "old"):
+            if part.is_symlink():
+                raise ValueError(f"{part.name} is a symlink")
         steps = [_step(folder, item) for item in raw["steps"]]
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         why = "nested too deeply" if isinstance(err, RecursionError) else \
@@ -223,6 +228,11 @@ def _step(folder: Path, item: object) -> Step:
         raise ValueError(f"step target {target!r} is not a file of the project {root}")
     if where.is_dir() and not where.is_symlink():
         raise ValueError(f"step target {target!r} is a folder")
+    staged, kept = (folder / "new" / new if new else None), (folder / "old" / old if old else None)
+    if staged is not None and (staged.is_symlink() or (staged.exists() and not staged.is_file())):
+        raise ValueError(f"the staged copy of {target!r} (new/{new}) is not a regular file")
+    if kept is not None and (kept.is_symlink() or not kept.is_file()):
+        raise ValueError(f"the kept copy of {target!r} (old/{old}) is not a regular file")
     return Step(target=str(where), new=new, old=old)
 
 
@@ -235,6 +245,8 @@ def _keep(folder: Path, path: Path, name: str) -> str | None:
 
 
 def _move(staged: Path, target: Path) -> None:
+    if staged.is_symlink():  # planted since the journal was checked: never moved into the project
+        raise WorktreeError(f"{staged}: the staged copy is a symlink; run 'kpatch <command> --abort'")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         staged.replace(target)

@@ -11,14 +11,16 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
+from kpatch import scratch
 from kpatch.config import Stack
-from kpatch.errors import GitError, StorageError, WorktreeError
+from kpatch.errors import GitError, StorageError, UsageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
 from kpatch.gitx.mirror import KEY_CONFIG, mirror_folder, normalized_url
@@ -217,7 +219,7 @@ class Workspace:
             yield []
             return
         self._ensure_kpatch_dir()
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        make_cache_dir(self.cache_dir)
         with exclusive([self.kpatch_dir / "lock"], command, wait=self.wait,
                        on_wait=ui.note if ui is not None else self._say) as notes:
             if self.journal_dir.exists() and self.pending_journal() is None:
@@ -270,6 +272,9 @@ class Workspace:
         from kpatch.gitx.orphans import stop_orphans
 
         notes: list[str] = []
+        swept = scratch.sweep()  # temp folders (patch text) of a kpatch that is dead
+        if swept:
+            notes.append(f"removed {len(swept)} temp folder(s) a killed kpatch left (e.g. {swept[0]})")
         stopped = stop_orphans([self.workdir])  # no git of ours runs yet: these are a dead one's
         folders: list[Path] = []
         for upstream in self.stack.upstreams:
@@ -282,7 +287,7 @@ class Workspace:
                 with self.mirror_lock(mirror.path, wait=None, doing=command):
                     stopped += stop_orphans([mirror.path])
                     folders.append(mirror.path)
-                    folders += [p for p in (mirror.path / "worktrees").glob("*") if p.is_dir() and _throwaway(p)]
+                    folders += _throwaway_records(mirror.path)
             except WorktreeError:
                 log.info("%s: another kpatch writes it now; what a killed one left there is cleaned another time",
                          mirror.path)
@@ -435,6 +440,21 @@ def default_cache_dir() -> Path:
     return Path(xdg) / "kpatch"
 
 
+def make_cache_dir(path: Path) -> None:
+    """Make the cache folder (and its parents); one that cannot be made is one line naming it: exit 5 on a full
+    or read-only disk, else exit 2 (a path no folder can be made at: `--cache-dir /proc/nope`, a file)."""
+    import errno
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        why = f"the cache folder {path} cannot be made ({err.strerror}): give another with --cache-dir or " \
+              "KPATCH_CACHE_DIR"
+        if err.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
+            raise StorageError(why) from None
+        raise UsageError(why) from None
+
+
 def _existing_parent(path: Path) -> Path | None:
     for folder in (path.parent, *path.parent.parents):
         if folder.exists():
@@ -455,13 +475,22 @@ def writes(label: str) -> Callable[[Callable[Concatenate[Workspace, UI, P], R]],
     return decorate
 
 
-def _throwaway(record: Path) -> bool:
-    """A mirror's worktree record of kpatch's own throwaway worktree (a range-diff's side, gitx/rangediff.py, in a
-    temp folder): no project owns it, so its git locks are cleared under the mirror's lock, where a kill left them."""
+def _throwaway_records(mirror: Path) -> list[Path]:
+    """The mirror's worktree records of kpatch's own throwaway worktrees (a range-diff's side, gitx/rangediff.py,
+    in a temp folder): no project owns them, so their git locks are cleared under the mirror's lock, where a kill
+    left them; a record whose temp folder is gone (swept: its kpatch was killed) is removed."""
     from kpatch.gitx.rangediff import THROWAWAY_PREFIX
 
-    try:
-        gitdir = Path((record / "gitdir").read_text(errors="replace").strip())
-    except OSError:
-        return False
-    return gitdir.parent.parent.name.startswith(THROWAWAY_PREFIX)
+    kept = []
+    for record in sorted(p for p in (mirror / "worktrees").glob("*") if p.is_dir() and not p.is_symlink()):
+        try:
+            gitdir = Path((record / "gitdir").read_text(errors="replace").strip())
+        except OSError:
+            continue
+        if not gitdir.parent.parent.name.startswith(THROWAWAY_PREFIX):
+            continue
+        if os.path.lexists(gitdir.parent.parent):
+            kept.append(record)
+        else:
+            shutil.rmtree(record, ignore_errors=True)
+    return kept

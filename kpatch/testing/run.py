@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -36,6 +36,17 @@ INSTALL_FAILED = 90  # the run script's exit status when the locked wheels do no
 DRI_ENV = "KPATCH_DRI_DIR"  # where to look for Intel GPU render nodes (default /dev/dri)
 INTEL_VENDOR = "0x8086"
 RUN_TESTS_SH = script("run-tests.sh")
+
+
+_NOT_A_WORD = re.compile(r"[\s*?\[\]\\]")  # what the shell's field splitting or pathname expansion would change
+
+
+def tests_variable(tests: Sequence[str]) -> str:
+    """$KPATCH_TESTS: the test files, one word each for the command's unquoted `${KPATCH_TESTS}` (`sh -c` splits it
+    at spaces, then expands patterns in the test folder). A path with a space, tab or pattern character is given
+    as a pattern with `?` there, which the shell expands back to that path (and to any other test file the same
+    pattern matches, which runs then too)."""
+    return " ".join(_NOT_A_WORD.sub("?", test) for test in tests)
 
 
 class Outcome(Enum):
@@ -316,7 +327,7 @@ class _Suite:
 
     def selected(self) -> dict[str, str]:
         """$KPATCH_TESTS when the tests run in a chosen order (test selection); nothing otherwise."""
-        return {"KPATCH_TESTS": " ".join(self.tests)} if self.tests else {}
+        return {"KPATCH_TESTS": tests_variable(self.tests)} if self.tests else {}
 
     def _source(self) -> bytes:
         """The test files (`paths`) of the patched commit the locked wheel was built from."""

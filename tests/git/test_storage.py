@@ -48,6 +48,12 @@ class Mounts:
                     except OSError:
                         break
 
+    def fill(self, folder: Path) -> None:
+        """Fill the file system of `folder` (a tmpfs made here) until nothing is left."""
+        with (folder / ".filler").open("ab", buffering=0) as handle, contextlib.suppress(OSError):
+            while True:
+                handle.write(b"\0" * 4096)
+
     @staticmethod
     def free_kib(folder: Path) -> int:
         probe = os.statvfs(folder)

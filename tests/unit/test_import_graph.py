@@ -25,7 +25,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(floor.split()) for floor in
     "engine",
     "stack config project",
     "gitx container forge procs",
-    "errors",
+    "errors scratch",
     "output files killseam kpatch",  # kpatch: kpatch/__init__.py (__version__)
 ))
 

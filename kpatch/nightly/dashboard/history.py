@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpatch.errors import UsageError
-from kpatch.files import write_atomic
+from kpatch.files import NotAFile, TooLarge, read_regular, write_atomic
 from kpatch.output.redact import redact_text
 
 VERSION = 2  # of a line: +1 when a field is renamed or removed (2: `klass` is `class`)
 READS = (1, 2)  # the versions this kpatch reads
 NAME = "history.jsonl"  # in the nightly's report folder unless [dashboard] history says where
+MAX_BYTES = 256 * 2**20  # a history is read whole: a bigger file (years of nights of hundreds of patches is tens
+# of MiB) is refused, never read into memory (`--history /dev/zero`)
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,8 @@ def from_line(text: str, where: str) -> Record:
         data = json.loads(text)
     except ValueError as err:
         raise UsageError(f"{where}: not JSON ({err})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: not a history record (JSON nested too deeply)") from None
     if not isinstance(data, dict):
         raise UsageError(f"{where}: not a history record (a JSON object)")
     version = data.pop("v", None)
@@ -200,10 +204,15 @@ def read(path: Path) -> History:
 
 
 def read_records(path: Path) -> list[Record]:
+    """Every record in the file (none when there is no file); UsageError naming it when it is no history kpatch
+    can read: not a regular file (a link, a device such as /dev/zero, a FIFO), larger than MAX_BYTES, not UTF-8,
+    a line that is no record."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_BYTES).decode("utf-8")
     except FileNotFoundError:
         return []
+    except (NotAFile, TooLarge) as err:
+        raise UsageError(f"{err}: not a carry history kpatch reads") from None
     except UnicodeDecodeError as err:
         raise UsageError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:

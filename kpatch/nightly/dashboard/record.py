@@ -36,7 +36,7 @@ def record_night(ui: UI, stack: Stack, report: Report, path: Path) -> None:
     """Append the night to the history; a history that cannot be written is a warning, never the night's end."""
     try:
         held = history.append(path, records(stack, report))
-    except (KpatchError, OSError) as err:
+    except (KpatchError, OSError, ValueError, RecursionError, MemoryError) as err:  # never the command's end
         ui.warn(f"carry history not updated: {err}")
         return
     ui.note(f"carry history: {path} ({held} record(s))")
@@ -60,7 +60,7 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
                         stages=(run,), moves=tuple(moves(ws, result, [])), patches=patch_reports(result),
                         reviews=tuple(s.review for s in result.stacks if s.review is not None))
         held = history.append(path, patch_records(ws.stack, report, pr_states=False))
-    except (KpatchError, OSError) as err:
+    except (KpatchError, OSError, ValueError, RecursionError, MemoryError) as err:  # never the command's end
         ui.warn(f"carry history not updated: {err}")
         return
     ui.note(f"carry history: {path} ({held} record(s))")
