@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kpatch.gitx.checkout import in_git_checkout
+from kpatch.output.printable import printable
 from kpatch.output.ui import UI, columns, count, escape, styled_columns
 
 if TYPE_CHECKING:  # the result types only: printing a status must not import verify, test, rebase or the nightly
@@ -87,13 +88,6 @@ def show_upstream_commits(ui: UI, patch: str, klass: str, commits: Sequence[Upst
                  f"{c.date[:10]}){pr}")
     if len(commits) > shown:
         ui.plain(f"    and {len(commits) - shown} more (--json lists them all)")
-
-
-def printable(text: str) -> str:
-    """Upstream text with its control characters (a terminal's escape sequences, bidi controls) written out as
-    escapes, not obeyed by the terminal."""
-    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
-                   for ch in text)
 
 
 def review_counts(review: StackDiff) -> str:
