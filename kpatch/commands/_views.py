@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the result types only: printing a status must not import ve
     from kpatch.engine.diff import StackDiff
     from kpatch.engine.evidence import UpstreamCommit
     from kpatch.engine.rebase import RebaseResult
+    from kpatch.nightly.run import Night
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
     from kpatch.verify.run import VerifyResult
@@ -213,3 +214,27 @@ def show_build(ui: UI, result: BuildResult) -> None:
         return
     ui.line(f"lock: {result.lock} (image {escape(result.image)} {result.image_digest[:19]}; "
             f"{count(result.containers, 'build container')} started)")
+
+
+def show_night(ui: UI, night: Night) -> None:
+    """A night's report on the terminal: its headline, each stage, flags, the next steps, where it went."""
+    from kpatch.nightly.render import headline
+
+    report = night.report
+    styles = {"passed": "green", "failed": "bold red", "skipped": "dim"}
+    ui.line(f"\n[bold]{escape(headline(report))}[/]")
+    for run in report.stages:
+        ui.line(f"  {run.stage.value:<7} [{styles[run.status.value]}]{run.status.value:<7}[/] {run.seconds:6.1f} s  "
+                f"{escape(run.summary)}")
+    for flag in report.flags:
+        ui.line(f"  [yellow]flag[/] {escape(flag.upstream)}/{escape(flag.patch)}: {escape(flag.pr)} {flag.note}")
+    if report.failure:
+        for step in report.failure.resolve:
+            ui.line(f"  next: {escape(step)}")
+    if report.dry_run:
+        ui.line(f"  dry run ({escape(report.dry_run)}): nothing pushed, opened, commented on or closed")
+    if report.push:
+        ui.line(f"  {escape(report.push.branch)}: {escape(report.push.message)}")
+    for result in report.github:
+        ui.line(f"  GitHub: {escape(result.message)}")
+    ui.line(f"report: {escape(str(night.markdown))} and {escape(night.json.name)}")

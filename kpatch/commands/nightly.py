@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 import click
 
 from kpatch.commands._common import BACKEND_HELP, BACKENDS, Context, checked_base_image, chosen_backend, kpatch_command
-from kpatch.commands._views import show_build, show_rebase, show_test, show_verify
+from kpatch.commands._views import show_build, show_night, show_rebase, show_test, show_verify
 from kpatch.errors import UsageError
 from kpatch.output.ui import UI, escape
 
 if TYPE_CHECKING:
     from kpatch.nightly.model import Stage
-    from kpatch.nightly.run import Night
 
 
 @kpatch_command("nightly")
@@ -125,7 +124,7 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     if ctx.ui.json_mode:
         ctx.ui.result(report, exit_code=report.exit_code, message=message)
     else:
-        show(ctx.ui, night)
+        show_night(ctx.ui, night)
     if failure is not None:
         ctx.ui.error(message, report.exit_code, final=False)
     return report.exit_code
@@ -184,26 +183,3 @@ def show_stage(ui: UI, scratch: Path, _stage: Stage, result: object) -> None:
         show_verify(ui, result)
     elif isinstance(result, TestRun):
         show_test(ui, result)
-
-
-def show(ui: UI, night: Night) -> None:
-    from kpatch.nightly.render import headline
-
-    report = night.report
-    styles = {"passed": "green", "failed": "bold red", "skipped": "dim"}
-    ui.line(f"\n[bold]{escape(headline(report))}[/]")
-    for run in report.stages:
-        ui.line(f"  {run.stage.value:<7} [{styles[run.status.value]}]{run.status.value:<7}[/] {run.seconds:6.1f} s  "
-                f"{escape(run.summary)}")
-    for flag in report.flags:
-        ui.line(f"  [yellow]flag[/] {escape(flag.upstream)}/{escape(flag.patch)}: {escape(flag.pr)} {flag.note}")
-    if report.failure:
-        for step in report.failure.resolve:
-            ui.line(f"  next: {escape(step)}")
-    if report.dry_run:
-        ui.line(f"  dry run ({escape(report.dry_run)}): nothing pushed, opened, commented on or closed")
-    if report.push:
-        ui.line(f"  {escape(report.push.branch)}: {escape(report.push.message)}")
-    for result in report.github:
-        ui.line(f"  GitHub: {escape(result.message)}")
-    ui.line(f"report: {escape(str(night.markdown))} and {escape(night.json.name)}")

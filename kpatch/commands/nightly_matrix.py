@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kpatch.commands._common import Context
+from kpatch.commands._views import show_night
 from kpatch.errors import UsageError
 from kpatch.output.ui import escape, to_jsonable
 
@@ -46,12 +47,11 @@ def matrix_command(ctx: Context, run_step: tuple[Path, int] | None, step_out: Pa
                     f"{escape(str(collect_dir / matrix.PLAN))}")
         return 0
     assert done.report is not None
-    from kpatch.commands.nightly import show
     from kpatch.nightly.render import JSON, MARKDOWN
     from kpatch.nightly.run import Night
 
     if ui.json_mode:
         ui.result(done.report)
     else:
-        show(ui, Night(done.report, folder / MARKDOWN, folder / JSON))
+        show_night(ui, Night(done.report, folder / MARKDOWN, folder / JSON))
     return 0

@@ -220,7 +220,8 @@ def test_report_json_carries_its_version_and_a_patch_as_rebase_json_has_it(tmp_p
     data = json.loads(render.write(tmp_path, _failed_night())[1].read_text())
     assert data["version"] == REPORT_VERSION == 2
     conflict = data["patches"][2]
-    assert list(conflict) == ["upstream", "name", "class", "applied", "why", "commit", "hunks", "culprit"]
+    assert list(conflict) == ["upstream", "name", "class", "applied", "why", "commit", "hunks", "culprit",
+                              "upstream_commits"]
     assert conflict["hunks"] == [{"path": "app/x.py", "line": 12}]
     assert report_from_json(data) == _failed_night()
 

@@ -10,14 +10,25 @@ Each answer is a line of evidence ("" when the object may be something else on X
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kpatch.verify.contract.reach import arguments
 from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH
 
-if TYPE_CHECKING:
-    from kpatch.verify.contract.reach.values import Values
+
+class Values(Protocol):
+    """What these guards ask of `values.Values` (which calls them): a Protocol, so the two modules are no circle."""
+
+    def guard(self, mod: Module, node: ast.AST, stop: ast.AST | None = None, depth: int = 0) -> str: ...
+
+    def resolve_function(self, mod: Module, func: ast.expr) -> tuple[Module, Scope] | None: ...
+
+    def parameter_none(self, mod: Module, func: Scope, name: str, depth: int) -> str: ...
+
+    def assigned(self, mod: Module, name: ast.Name, depth: int) -> list[tuple[Module, ast.expr]]: ...
+
+    def attribute_values(self, mod: Module, expr: ast.Attribute) -> list[tuple[Module, ast.expr]] | None: ...
 
 
 def none_on_xpu(v: Values, mod: Module, expr: ast.expr, depth: int) -> str:
