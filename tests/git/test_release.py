@@ -50,7 +50,7 @@ class Sets:
 
 
 @pytest.fixture(scope="module")
-def sets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sets]:
+def sets(tmp_path_factory: pytest.TempPathFactory, build_env: dict[str, str]) -> Iterator[Sets]:
     """The example applied and two sets built once for the module: the second with another app build key (the
     kernels wheel is the same file in both)."""
     root = tmp_path_factory.mktemp("release")
@@ -60,6 +60,8 @@ def sets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sets]:
         env.setenv("HOME", str(root / "home"))
         env.setenv("XDG_CACHE_HOME", str(root / "home" / ".cache"))
         env.setenv("GIT_CONFIG_GLOBAL", str(root / "home" / ".gitconfig"))
+        for key, value in build_env.items():  # the run's seed venv and compiler cache, as each test gets them
+            env.setenv(key, value)
         project = make_example_project(root).root
         made = Sets(project, root / "cache", project / "dist", project / "dist2")
         assert made.kpatch("apply").exit_code == 0
