@@ -10,6 +10,7 @@ import pytest
 from kpatch.examples.upstreams import commit, init_repo
 from kpatch.gitx import Am, Mirror, Repository, commit_patch_ids, format_patches, read_mail, read_mails
 from kpatch.gitx.patches import _log_patch_ids
+from tests.support.gitrepos import Project
 
 ODD = "dir with space/naïve \"q\" *x?.txt"  # quoted by git in diffs, escaped in sparse patterns
 
@@ -179,3 +180,29 @@ def test_a_chain_of_commits_is_the_one_commit_tree_writes_one_by_one(upstream: t
     assert len(made) == 3 and tip == above
     assert chain(repo, base, []) == base
 
+
+def test_a_review_side_made_ahead_is_the_one_made_on_demand_and_only_for_the_same_files(project: Project) -> None:
+    """A rebase makes its review's old side (the patch files' commits) while git picks the stack: what it takes
+    then is what side_from_files makes on the spot; a patch file changed since is made again."""
+    from kpatch.config import load
+    from kpatch.engine import diff
+    from kpatch.engine.plan import load_all_series
+    from kpatch.project.workspace import Workspace
+
+    cache = project.root.parent / "cache"
+    assert project.run("apply", "--cache-dir", str(cache)).exit_code == 0
+    ws = Workspace.create(load(project.root / "kpatch.toml"), cache, None)
+    series = load_all_series(ws.stack)["kernels"]
+    mirror = ws.mirror("kernels")
+    base = mirror.resolve(ws.stack.get("kernels").base)
+    assert base is not None and series.patches
+    made = diff.side_from_files(mirror, base, series, "now")
+    diff.prefetch_side(mirror, base, series)
+    assert len(diff._AHEAD) == 1
+    assert diff.side_from_files(mirror, base, series, "now") == made and not diff._AHEAD  # taken
+    diff.prefetch_side(mirror, base, series)
+    first = series.patches[0].path
+    first.write_bytes(first.read_bytes().replace(b"\n\n", b"\n\nReworded in between.\n\n", 1))
+    again = diff.side_from_files(mirror, base, series, "now")
+    assert again.commits != made.commits and len(again.commits) == len(made.commits)
+    diff._AHEAD.clear()
