@@ -196,6 +196,7 @@ def test_a_review_side_made_ahead_is_the_one_made_on_demand_and_only_for_the_sam
     mirror = ws.mirror("kernels")
     base = mirror.resolve(ws.stack.get("kernels").base)
     assert base is not None and series.patches
+    diff._AHEAD.clear()  # what an earlier in-process rebase of this worker started and never took (a stop)
     made = diff.side_from_files(mirror, base, series, "now")
     diff.prefetch_side(mirror, base, series)
     assert len(diff._AHEAD) == 1
