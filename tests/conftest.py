@@ -35,10 +35,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, folder))
 
 
+def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This pytest run's base temp folder, the one xdist's workers share (each worker's own is a folder in it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def _python_envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The local backend's seed venv (pip, setuptools, wheel from the package index), made once per test run."""
-    return tmp_path_factory.mktemp("python-envs")
+    """The local backend's seed venv (pip, setuptools, wheel from the package index), made once per test run: one
+    folder for xdist's workers too (the first to finish its seed renames it into place; the other takes that one)."""
+    folder = _run_folder(tmp_path_factory) / "python-envs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -51,8 +60,7 @@ def _compiler_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
     if not sccache.is_file():
         yield {}
         return
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = _run_folder(tmp_path_factory)
     tools = shared / "compiler-cache" / "bin"
     tools.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):  # the other worker made it
@@ -70,15 +78,23 @@ def _compiler_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
     subprocess.run([str(sccache), "--stop-server"], env={**os.environ, **env}, capture_output=True, check=False)
 
 
+@pytest.fixture(scope="session")
+def build_env(_python_envs: Path, _compiler_cache: dict[str, str]) -> dict[str, str]:
+    """What every local build and test run of this pytest run shares: the seed venv, the compiler cache and pip's
+    download cache. Each test gets it (`_isolated`); a module or session fixture that builds runs before that
+    per-test fixture, so it sets these itself (`pytest.MonkeyPatch.context`), or it would make a seed from the
+    package index and compile every C++ unit again."""
+    return {"KPATCH_PYTHON_ENVS": str(_python_envs), **_compiler_cache,
+            "PIP_CACHE_DIR": str(_python_envs / "pip-cache")}  # local builds' and test runs' downloads
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
-              _python_envs: Path, _compiler_cache: dict[str, str]) -> Iterator[None]:
+              build_env: dict[str, str]) -> Iterator[None]:
     """No test reads or writes the real home, cache or network (tests marked `registry` may reach the package
     index, as CI can; so does the local backend's pip, once per run, for its seed venv)."""
-    monkeypatch.setenv("KPATCH_PYTHON_ENVS", str(_python_envs))
-    for name, value in _compiler_cache.items():
+    for name, value in build_env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("PIP_CACHE_DIR", str(_python_envs / "pip-cache"))  # local builds' and test runs' downloads
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))

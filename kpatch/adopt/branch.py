@@ -15,6 +15,7 @@ from kpatch.engine.init import fetchable
 from kpatch.engine.plan import check_base, fetch, load_all_series, requires_problem
 from kpatch.errors import PatchConflict, UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Mirror, Repository, commit_patch_ids
+from kpatch.gitx.commits import Ident, NewCommit, chain
 from kpatch.gitx.mirror import fetch_failure
 from kpatch.gitx.repo import UPSTREAM_REFS
 from kpatch.output.redact import redact_url
@@ -296,6 +297,7 @@ def _reword(tree: Repository, base: str, originals: list[str]) -> list[Reworded]
     fields = listing.decode("utf-8", "surrogateescape").split("\0")
     reworded: list[Reworded] = []
     parent = base
+    made: list[NewCommit] = []  # the commits from the first one reworded on, each on the one before
     for index, at in enumerate(range(0, len(fields) - 8, 9)):
         commit, treeish, name, email, date, cname, cemail, cdate, message = fields[at:at + 9]
         read = as_am_reads(message)
@@ -306,12 +308,10 @@ def _reword(tree: Repository, base: str, originals: list[str]) -> list[Reworded]
         elif not reworded:  # the commits before the first one reworded stay as they are
             parent = commit.lstrip("\n")
             continue
-        env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": f"@{date}",
-               "GIT_COMMITTER_NAME": cname, "GIT_COMMITTER_EMAIL": cemail, "GIT_COMMITTER_DATE": f"@{cdate}"}
-        parent = tree.out(["commit-tree", "--no-gpg-sign", treeish, "-p", parent, "-F", "-"],
-                          stdin=message.encode("utf-8", "surrogateescape"), env=env)
+        made.append(NewCommit(tree=treeish, author=Ident(name, email, date), committer=Ident(cname, cemail, cdate),
+                              message=message.encode("utf-8", "surrogateescape")))
     if reworded:
-        tree.reset_hard(parent)
+        tree.reset_hard(chain(tree, parent, made))
     return reworded
 
 

@@ -8,6 +8,7 @@ import email.parser
 import email.policy
 import email.utils
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -60,11 +61,14 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
         date = undated(mirror, base)
         skipped: list[Skipped] = []
         with scratch(ws, mirror, name, base) as tree:
-            for plain in plains:
-                _check_paths(tree, plain)
-                if plain.mail:
-                    _am(tree, plain, base)
+            checked = _paths_fine(tree, plains)  # every patch's paths at once; else each, as it comes
+            for run in _runs(plains, checked):
+                if not checked:
+                    _check_paths(tree, run[0])
+                if run[0].mail:
+                    _am(tree, run, base)
                     continue
+                (plain,) = run
                 _apply(tree, plain, base)
                 if not tree.out(["diff", "--cached", "--name-only"]):
                     skipped.append(Skipped(commit="", subject=plain.path.name, why="empty"))
@@ -163,14 +167,48 @@ def _from_name(path: Path) -> str:
 
 def _check_paths(tree: Repository, plain: Plain) -> None:
     """Refuse a diff that writes outside the tree or into .git (before git sees it)."""
-    listing = tree.run(["apply", f"-p{plain.strip}", "--numstat", "-z", "-"], stdin=plain.diff, check=False)
+    bad = _outside(tree, [plain])
+    if bad:
+        raise SeriesError(f"{plain.path}: it writes {bad[0]!r}, outside the tree (nothing was written)")
+
+
+def _outside(tree: Repository, plains: Sequence[Plain]) -> list[str] | None:
+    """The paths the diffs (all with one -p level) write outside the tree or into .git, by one `git apply
+    --numstat`; None when git cannot read them (git apply then names what is wrong)."""
+    listing = tree.run(["apply", f"-p{plains[0].strip}", "--numstat", "-z", "-"],
+                       stdin=b"\n".join(p.diff for p in plains), check=False)
     if listing.status != 0:
-        return  # _apply names what is wrong with it
+        return None
+    bad = []
     for entry in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
         path = entry.split("\t")[-1] if "\t" in entry else entry
         parts = path.split("/")
         if path and (path.startswith("/") or ".." in parts or ".git" in parts):
-            raise SeriesError(f"{plain.path}: it writes {path!r}, outside the tree (nothing was written)")
+            bad.append(path)
+    return bad
+
+
+def _paths_fine(tree: Repository, plains: Sequence[Plain]) -> bool:
+    """Whether git reads every diff and none writes outside the tree, asked once per -p level: then no patch
+    needs its own check. Otherwise (a path outside, a diff git cannot read) each patch is checked as it comes, so
+    that the refusal is the one the first such patch gets, in series order."""
+    for strip in sorted({p.strip for p in plains}):
+        if _outside(tree, [p for p in plains if p.strip == strip]) != []:
+            return False
+    return True
+
+
+def _runs(plains: Sequence[Plain], together: bool) -> list[list[Plain]]:
+    """The patches in series order, in runs to apply at once: (`together`) the mails that follow each other with
+    one -p level go to one `git am`; every other patch alone."""
+    runs: list[list[Plain]] = []
+    for plain in plains:
+        last = runs[-1] if runs else None
+        if together and last and plain.mail and last[-1].mail and last[-1].strip == plain.strip:
+            last.append(plain)
+        else:
+            runs.append([plain])
+    return runs
 
 
 def _apply(tree: Repository, plain: Plain, base: str) -> None:
@@ -180,15 +218,23 @@ def _apply(tree: Repository, plain: Plain, base: str) -> None:
         raise _conflict(plain, base, proc.stderr)
 
 
-def _am(tree: Repository, plain: Plain, base: str) -> None:
+def _am(tree: Repository, mails: Sequence[Plain], base: str) -> None:
+    """`git am` of mails that follow each other in the series (one -p level): one process for all of them. When
+    that stops, it is undone and each mail gets an am of its own, so that the first that does not apply is named
+    with its hunk."""
     from kpatch.gitx.am import AM_OPTIONS
 
     options = [o for o in AM_OPTIONS if o != "-3"]  # a patch that does not apply is named, not merged
-    proc = tree.run(["am", *options, f"-p{plain.strip}", "--", str(plain.path)], check=False)
-    if proc.status == 0:
-        return
-    tree.run(["am", "--abort"], check=False)
-    raise _conflict(plain, base, proc.stderr + proc.text)
+    if len(mails) > 1:
+        proc = tree.run(["am", *options, f"-p{mails[0].strip}", "--", *(str(m.path) for m in mails)], check=False)
+        if proc.status == 0:
+            return
+        tree.run(["am", "--abort"], check=False)
+    for mail in mails:
+        proc = tree.run(["am", *options, f"-p{mail.strip}", "--", str(mail.path)], check=False)
+        if proc.status != 0:
+            tree.run(["am", "--abort"], check=False)
+            raise _conflict(mail, base, proc.stderr + proc.text)
 
 
 def _conflict(plain: Plain, base: str, output: str) -> PatchConflict:

@@ -21,6 +21,8 @@ from kpatch.engine.evidence import forge_url as forge_url
 from kpatch.errors import KpatchError, SeriesError, UpstreamError, UsageError
 
 if TYPE_CHECKING:  # the records above are read by the nightly's report too: it must not load the machinery
+    from concurrent.futures import Future
+
     from kpatch.config import Upstream
     from kpatch.gitx import Mirror, Repository
     from kpatch.output.ui import UI
@@ -81,13 +83,46 @@ class Side:
 _PAIR = re.compile(r"^\s*(-|\d+):\s+(-+|[0-9a-f]+) ([=!<>]) \s*(-|\d+):\s+(-+|[0-9a-f]+) (.*)$")
 
 
+# Sides made ahead of need (prefetch_side: a rebase makes its old side while git picks the stack), by repository,
+# base and the patch files as they were then; the latest few only.
+_AHEAD: dict[tuple[Path, str, tuple[tuple[Path, int, int], ...]], Future[list[str]]] = {}
+_AHEAD_MAX = 4
+
+
+def _files(series: Series) -> tuple[tuple[Path, int, int], ...]:
+    """The stack's patch files with their sizes and modification times: a side made ahead is taken only for the
+    very files it was made from."""
+    stats = [(p.path, p.path.stat()) for p in series.patches]
+    return tuple((path, stat.st_size, stat.st_mtime_ns) for path, stat in stats)
+
+
+def prefetch_side(repo: Mirror, base: str, series: Series) -> None:
+    """Start making what `side_from_files(repo, base, series, ...)` makes, in a thread of its own (its `git am`
+    runs in a throwaway worktree of its own): a later call for the same files takes its result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kpatch.gitx.rangediff import commits_from_patches
+
+    while len(_AHEAD) >= _AHEAD_MAX:
+        del _AHEAD[next(iter(_AHEAD))]
+    paths = sorted({p for patch in series.patches for p in patch.paths})
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpatch-side")  # joined at exit, not before
+    _AHEAD[(repo.common_dir, base, _files(series))] = pool.submit(
+        commits_from_patches, repo, base, [p.path for p in series.patches], paths)
+    pool.shutdown(wait=False)
+
+
 def side_from_files(repo: Mirror, base: str, series: Series, where: str) -> Side:
     """The stack's commits made from its patch files on `base` (`where` names the version in an error)."""
     from kpatch.gitx.rangediff import NotApplied, commits_from_patches
 
     paths = sorted({p for patch in series.patches for p in patch.paths})
+    ahead = _AHEAD.pop((repo.common_dir, base, _files(series)), None) if _AHEAD else None
+    if ahead is not None and not isinstance(ahead.exception(), (NotApplied, type(None))):
+        ahead = None  # it failed otherwise (the disk, a signal): made again here, where a failure is raised
     try:
-        start, *commits = commits_from_patches(repo, base, [p.path for p in series.patches], paths)
+        start, *commits = ahead.result() if ahead is not None else \
+            commits_from_patches(repo, base, [p.path for p in series.patches], paths)
     except NotApplied as failed:
         raise SeriesError(f"{series.upstream}: patch {failed.path.name} ({where}) does not apply onto its base "
                           f"{base[:12]}: run 'kpatch apply' there to see why") from None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
-from kpatch.engine.diff import StackDiff, forge_url, rebase_diff
+from kpatch.engine.diff import StackDiff, forge_url, prefetch_side, rebase_diff
 from kpatch.engine.evidence import UpstreamCommit, for_stack
 from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
 from kpatch.engine.rollback import undone_on_storage_error
@@ -233,6 +233,8 @@ def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) ->
             patch.reset()
             patch.phase = Phase.IN_FLIGHT
         ws.write_state(run)  # what --continue sees if this run is killed from here on
+        if stack.old_base is not None and patches:  # the review's old side is made while git picks the stack
+            prefetch_side(mirror, stack.old_base, series[upstream.name])
         with _worktree_beside(ws, mirror, upstream.name, stack.base):
             commits = fastpath.originals(tree, stack, series[upstream.name], run.settled.get(upstream.name))
             if commits:  # one process picks the stack; git am takes over at the first patch the picks cannot class

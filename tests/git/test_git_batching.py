@@ -10,6 +10,7 @@ import pytest
 from kpatch.examples.upstreams import commit, init_repo
 from kpatch.gitx import Am, Mirror, Repository, commit_patch_ids, format_patches, read_mail, read_mails
 from kpatch.gitx.patches import _log_patch_ids
+from tests.support.gitrepos import Project
 
 ODD = "dir with space/naïve \"q\" *x?.txt"  # quoted by git in diffs, escaped in sparse patterns
 
@@ -134,3 +135,75 @@ def test_format_patches_keeps_commit_order_past_9999_commits(tmp_path: Path) -> 
     texts = format_patches(repo, repo.run(["rev-parse", "HEAD~10001"]).text.strip())
     subjects = [text.split(b"\nSubject: ", 1)[1].split(b"\n", 1)[0].decode() for text in texts]
     assert subjects == [f"[PATCH] fix {i}" for i in range(1, count + 1)]
+
+
+@pytest.mark.parametrize(("name", "message", "one_process"), [
+    ("A U Thor", b"Fix the cache\n\nBody.\n", True),
+    ("Ren\u00e9e O'Neil", "Caf\u00e9 \u2014 fix\n".encode(), True),  # non-ASCII
+    (" Lead Space.", b"Fix\n", False),  # crud at the name's ends: git cleans it up, so commit-tree is asked
+    ("Latin", b"Caf\xe9 not UTF-8\n", False),  # git rewrites the message as Latin-1: commit-tree is asked
+])
+def test_a_chain_of_commits_is_the_one_commit_tree_writes_one_by_one(upstream: tuple[Repository, str, str],
+                                                                       name: str, message: bytes, one_process: bool,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from kpatch.gitx.commits import Ident, NewCommit, chain
+
+    repo, base, head = upstream
+    started: list[str] = []
+    real_run, real_out = Repository.run, Repository.out
+
+    def run(self: Repository, args: list[str], **kwargs: object) -> object:
+        started.append(args[0])
+        return real_run(self, args, **kwargs)
+
+    def out(self: Repository, args: list[str], **kwargs: object) -> str:
+        started.append(args[0])
+        return real_out(self, args, **kwargs)
+
+    monkeypatch.setattr(Repository, "run", run)
+    monkeypatch.setattr(Repository, "out", out)
+    trees = [repo.out(["rev-parse", f"{sha}^{{tree}}"]) for sha in repo.out(["rev-list", "--reverse",
+                                                                               f"{base}..{head}~1"]).split()]
+    made = [NewCommit(tree=tree, author=Ident(name, "a@example.invalid", f"{1_700_000_000 + i} +0200"),
+                      committer=Ident("C O Mitter", "c@example.invalid", f"{1_700_000_100 + i} -0130"),
+                      message=message) for i, tree in enumerate(trees)]
+    tip = chain(repo, base, made)
+    monkeypatch.undo()
+    assert started.count("commit-tree") == (0 if one_process else 3), started
+    above = base
+    for new in made:  # what commit-tree writes for each, on the one before
+        env = {"GIT_AUTHOR_NAME": new.author.name, "GIT_AUTHOR_EMAIL": new.author.email,
+               "GIT_AUTHOR_DATE": f"@{new.author.date}", "GIT_COMMITTER_NAME": new.committer.name,
+               "GIT_COMMITTER_EMAIL": new.committer.email, "GIT_COMMITTER_DATE": f"@{new.committer.date}"}
+        above = repo.out(["commit-tree", "--no-gpg-sign", new.tree, "-p", above, "-F", "-"], stdin=new.message,
+                         env=env)
+    assert len(made) == 3 and tip == above
+    assert chain(repo, base, []) == base
+
+
+def test_a_review_side_made_ahead_is_the_one_made_on_demand_and_only_for_the_same_files(project: Project) -> None:
+    """A rebase makes its review's old side (the patch files' commits) while git picks the stack: what it takes
+    then is what side_from_files makes on the spot; a patch file changed since is made again."""
+    from kpatch.config import load
+    from kpatch.engine import diff
+    from kpatch.engine.plan import load_all_series
+    from kpatch.project.workspace import Workspace
+
+    cache = project.root.parent / "cache"
+    assert project.run("apply", "--cache-dir", str(cache)).exit_code == 0
+    ws = Workspace.create(load(project.root / "kpatch.toml"), cache, None)
+    series = load_all_series(ws.stack)["kernels"]
+    mirror = ws.mirror("kernels")
+    base = mirror.resolve(ws.stack.get("kernels").base)
+    assert base is not None and series.patches
+    diff._AHEAD.clear()  # what an earlier in-process rebase of this worker started and never took (a stop)
+    made = diff.side_from_files(mirror, base, series, "now")
+    diff.prefetch_side(mirror, base, series)
+    assert len(diff._AHEAD) == 1
+    assert diff.side_from_files(mirror, base, series, "now") == made and not diff._AHEAD  # taken
+    diff.prefetch_side(mirror, base, series)
+    first = series.patches[0].path
+    first.write_bytes(first.read_bytes().replace(b"\n\n", b"\n\nReworded in between.\n\n", 1))
+    again = diff.side_from_files(mirror, base, series, "now")
+    assert again.commits != made.commits and len(again.commits) == len(made.commits)
+    diff._AHEAD.clear()

@@ -402,6 +402,28 @@ def test_importing_the_patches_folder_itself_gives_byte_identical_files(adopting
         assert _stack(adopting.new, name) == _stack(adopting.old.root, name)
 
 
+def test_mails_that_follow_each_other_go_to_one_git_am_with_one_path_check(adopting: Adopting,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A series of format-patch mails (Debian's are) is applied by one `git am` and its paths are checked by one
+    `git apply --numstat`, not a pair of processes per patch; the files are the same as before."""
+    from kpatch.gitx import repo
+
+    started: list[str] = []
+    real_run = repo.Repository.run
+
+    def run(self: repo.Repository, args: list[str], **kwargs: object) -> object:
+        started.append(args[0])
+        return real_run(self, args, **kwargs)
+
+    monkeypatch.setattr(repo.Repository, "run", run)
+    folder = adopting.old.root / "patches" / "kernels"
+    assert len(list(folder.glob("*.patch"))) > 1
+    result = adopting.run("import", "kernels", "--series", str(folder))
+    assert result.exit_code == 0, result.output
+    assert (started.count("am"), started.count("apply")) == (1, 1), started
+    assert _stack(adopting.new, "kernels") == _stack(adopting.old.root, "kernels")
+
+
 def test_a_mail_that_does_not_apply_is_named_with_its_hunk(adopting: Adopting, tmp_path: Path) -> None:
     import shutil
 

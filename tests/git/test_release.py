@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -50,20 +50,23 @@ class Sets:
 
 
 @pytest.fixture(scope="module")
-def sets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sets]:
+def sets(tmp_path_factory: pytest.TempPathFactory, build_env: dict[str, str]) -> Iterator[Sets]:
     """The example applied and two sets built once for the module: the second with another app build key (the
     kernels wheel is the same file in both)."""
-    yield from build_sets(tmp_path_factory.mktemp("release"))
+    yield from build_sets(tmp_path_factory.mktemp("release"), build_env)
 
 
-def build_sets(root: Path) -> Iterator[Sets]:
-    """The example project in `root` with its two sets built (see `sets`)."""
+def build_sets(root: Path, build_env: Mapping[str, str]) -> Iterator[Sets]:
+    """The example project in `root` with its two sets built (see `sets`); `build_env`: the run's seed venv and
+    compiler cache (tests/conftest.py)."""
     with pytest.MonkeyPatch.context() as env:  # the per-test isolation fixture does not cover module fixtures
         (root / "home").mkdir()
         (root / "home" / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@example.invalid\n")
         env.setenv("HOME", str(root / "home"))
         env.setenv("XDG_CACHE_HOME", str(root / "home" / ".cache"))
         env.setenv("GIT_CONFIG_GLOBAL", str(root / "home" / ".gitconfig"))
+        for key, value in build_env.items():  # the run's seed venv and compiler cache, as each test gets them
+            env.setenv(key, value)
         project = make_example_project(root).root
         made = Sets(project, root / "cache", project / "dist", project / "dist2")
         assert made.kpatch("apply").exit_code == 0
@@ -345,10 +348,12 @@ def test_release_prints_the_one_install_command_for_pip_and_for_uv(sets: Sets, t
 
 
 @pytest.fixture(scope="module")
-def other_kernels(sets: Sets) -> Path:
+def other_kernels(sets: Sets, build_env: dict[str, str]) -> Path:
     """A third set, dist3/: another kernels build (so another kernels version, and an app pinned to it)."""
     out = sets.root / "dist3"
     with pytest.MonkeyPatch.context() as env:
+        for key, value in build_env.items():
+            env.setenv(key, value)
         home = sets.root.parent / "home"
         env.setenv("HOME", str(home))
         env.setenv("XDG_CACHE_HOME", str(home / ".cache"))

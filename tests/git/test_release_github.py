@@ -24,8 +24,8 @@ TOKEN = "ghp_RELEASErelease0123456789RELEASErel"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sets]:
-    yield from build_sets(tmp_path_factory.mktemp("release-github"))
+def built(tmp_path_factory: pytest.TempPathFactory, build_env: dict[str, str]) -> Iterator[Sets]:
+    yield from build_sets(tmp_path_factory.mktemp("release-github"), build_env)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class Built:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+def built(tmp_path_factory: pytest.TempPathFactory, build_env: dict[str, str]) -> Iterator[Built]:
     """The example applied and its pair built once for the module (tests copy what they change)."""
     root = tmp_path_factory.mktemp("built")
     with pytest.MonkeyPatch.context() as env:  # the per-test isolation fixture does not cover module fixtures
@@ -50,6 +50,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
         env.setenv("HOME", str(root / "home"))
         env.setenv("XDG_CACHE_HOME", str(root / "home" / ".cache"))
         env.setenv("GIT_CONFIG_GLOBAL", str(root / "home" / ".gitconfig"))
+        for key, value in build_env.items():  # the run's seed venv and compiler cache, as each test gets them
+            env.setenv(key, value)
         pair = Built(make_example_project(root), root / "cache")
         assert run_kpatch(pair.root, "apply", "--cache-dir", str(pair.cache)).exit_code == 0
         made = run_kpatch(pair.root, "build-wheels", "--backend", "local", "--cache-dir", str(pair.cache))
