@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from kpatch.config import Stack
+from kpatch.config.model import MAIN
 from kpatch.errors import GitError, StorageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
@@ -51,18 +52,50 @@ class Workspace:
     def create(cls, stack: Stack, cache_dir: Path | None, workdir: Path | None, *,
                wait: float | None = None, say: Callable[[str], None] | None = None) -> Workspace:
         """The workspace for `stack`; without `workdir`, the one the last apply used (else ./work)."""
-        if workdir is None:
-            where = stack.root / KPATCH_DIR / "state.json"
-            recorded = state.read(where)
-            workdir = _recorded_workdir(stack.root, recorded.workdir, where) if recorded else stack.root / "work"
+        workdir = workdir or line_workdir(stack.root, stack.line)
         ws = cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(), workdir=workdir.resolve(),
                  wait=wait, say=say)
         ws._refuse_legacy()
+        if stack.lines:
+            ws._refuse_shared_workdir()
         return ws
 
     @property
-    def kpatch_dir(self) -> Path:
+    def project_dir(self) -> Path:
+        """The project's own folder of kpatch state (`.kpatch/`), whatever the line."""
         return self.stack.root / KPATCH_DIR
+
+    @property
+    def kpatch_dir(self) -> Path:
+        """This line's run state, journal, recorded resolutions in progress and writer lock: `.kpatch/` for main,
+        `.kpatch/lines/<line>/` for a release line (two lines of a project are written side by side)."""
+        return line_state_dir(self.stack.root, self.stack.line)
+
+    def _refuse_shared_workdir(self) -> None:
+        """Each line works in its own folder: one inside another's would move (and clean) the other's worktrees."""
+        from kpatch.errors import UsageError
+
+        mine = self.workdir
+        for other in self.stack.line_names:
+            if other == self.stack.line:
+                continue
+            theirs = line_workdir(self.stack.root, other).resolve()
+            if mine == theirs or mine.is_relative_to(theirs) or theirs.is_relative_to(mine):
+                raise UsageError(f"work folder {mine} is (or holds, or is inside) line {other}'s work folder {theirs}: "
+                                 f"give line {self.stack.line} its own --workdir")
+
+    @contextmanager
+    def config_lock(self, doing: str) -> Iterator[None]:
+        """Held while kpatch.toml is read and rewritten in a project with lines: each line has its own writer lock,
+        and two lines' rebases (or backports) would otherwise each write kpatch.toml from the same old text."""
+        from kpatch.project.exclusive import exclusive
+
+        if not self.stack.lines:  # one line: its writer lock is the project's
+            yield
+            return
+        self._ensure_kpatch_dir()
+        with exclusive([self.project_dir / "kpatch-toml.lock"], doing, wait=WAIT_FOREVER, on_wait=self._say):
+            yield
 
     @property
     def state_file(self) -> Path:
@@ -374,9 +407,10 @@ class Workspace:
                 raise StorageError(f"cannot write {path}: read-only (no permission)")
 
     def _ensure_kpatch_dir(self) -> None:
-        if not self.kpatch_dir.is_dir():
-            self.kpatch_dir.mkdir(parents=True, exist_ok=True)
-            (self.kpatch_dir / ".gitignore").write_text("# kpatch's own run state: never committed\n*\n")
+        if not self.project_dir.is_dir():
+            self.project_dir.mkdir(parents=True, exist_ok=True)
+            (self.project_dir / ".gitignore").write_text("# kpatch's own run state: never committed\n*\n")
+        self.kpatch_dir.mkdir(parents=True, exist_ok=True)
 
     def _refuse_legacy(self) -> None:
         for name in _LEGACY:
@@ -426,6 +460,21 @@ def _recorded_workdir(root: Path, recorded: str, where: Path) -> Path:
             raise WorktreeError(f"{where}: the recorded work folder {workdir} belongs to the project in {folder}, "
                                 "not this one (was the project copied?); pass --workdir (e.g. --workdir work)")
     return workdir
+
+
+def line_state_dir(root: Path, line: str) -> Path:
+    """Where a line's run state lives: `.kpatch/` for main (as before lines), `.kpatch/lines/<line>/` else."""
+    return root / KPATCH_DIR if line == MAIN else root / KPATCH_DIR / "lines" / line
+
+
+def line_workdir(root: Path, line: str) -> Path:
+    """A line's work folder: the one its last apply used (recorded in its run state), else `work` for main and
+    `work-<line>` for a release line (beside main's, never inside it)."""
+    where = line_state_dir(root, line) / "state.json"
+    recorded = state.read(where)
+    if recorded:
+        return _recorded_workdir(root, recorded.workdir, where)
+    return root / ("work" if line == MAIN else f"work-{line}")
 
 
 def default_cache_dir() -> Path:

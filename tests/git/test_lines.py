@@ -1,0 +1,96 @@
+"""Release lines on the example upstreams: a line applied and rebased beside main, each in its own folders."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kpatch.errors import ExitCode
+from kpatch.examples.lines import BRANCH, LINE, LineProject, make_line_project, release_commit
+from kpatch.gitx import Repository
+from tests.support.cli import run_kpatch
+
+
+@pytest.fixture
+def lp(tmp_path: Path) -> LineProject:
+    return make_line_project(tmp_path)
+
+
+def files(root: Path, *folders: str) -> dict[str, str]:
+    """sha256 of every file under the given folders of the project (git internals left out)."""
+    found = {}
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file() and ".git" not in path.parts:
+                found[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def heads(workdir: Path) -> dict[str, str]:
+    return {name: Repository(workdir / name).head() for name in ("kernels", "app")}
+
+
+def test_two_lines_apply_side_by_side_and_rebasing_one_leaves_the_other_untouched(lp: LineProject) -> None:
+    root = lp.root
+    assert run_kpatch(root, "apply").exit_code == 0
+    line = run_kpatch(root, "apply", "--line", LINE, "--json")
+    assert line.exit_code == 0, line.output
+    stacks = json.loads(line.stdout)["result"]["stacks"]
+    assert [s["worktree"] for s in stacks] == [str(root / f"work-{LINE}" / n) for n in ("kernels", "app")]
+    assert Repository(root / f"work-{LINE}" / "kernels").out(["merge-base", "--is-ancestor", lp.kernels_cut,
+                                                               "HEAD"]) == ""
+    # main keeps today's paths: its run state in .kpatch/state.json, the line's beside it
+    assert (root / ".kpatch" / "state.json").is_file()
+    assert (root / ".kpatch" / "lines" / LINE / "state.json").is_file()
+    main_before = files(root, ".kpatch/state.json", "patches/kernels", "patches/app") | \
+        {f"HEAD:{k}": v for k, v in heads(root / "work").items()}
+    toml_before = tomllib.loads((root / "kpatch.toml").read_text())
+
+    new = release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 600)
+    rebased = run_kpatch(root, "rebase", "--line", LINE, "--json")
+    assert rebased.exit_code == 0, rebased.output
+    assert json.loads(rebased.stdout)["result"]["committed"] is True
+
+    toml_after = tomllib.loads((root / "kpatch.toml").read_text())
+    assert toml_after["line"][LINE]["kernels"]["base"] == new  # the line's base moved to its branch head
+    assert toml_after["upstream"] == toml_before["upstream"]  # main's tables as they were
+    assert files(root, ".kpatch/state.json", "patches/kernels", "patches/app") | \
+        {f"HEAD:{k}": v for k, v in heads(root / "work").items()} == main_before
+    assert Repository(root / f"work-{LINE}" / "kernels").out(["merge-base", "--is-ancestor", new, "HEAD"]) == ""
+    status = run_kpatch(root, "status", "--json")
+    assert status.exit_code == 0
+    assert json.loads(status.stdout)["result"]["upstreams"][0]["base"] == toml_before["upstream"][1]["base"]
+
+
+def test_an_unknown_line_is_a_one_line_usage_error(lp: LineProject) -> None:
+    result = run_kpatch(lp.root, "apply", "--line", "0.8")
+    assert result.exit_code == ExitCode.BAD_INPUT
+    assert "unknown line '0.8'" in result.output and "main, 0.9" in result.output
+    assert not (lp.root / "work").exists() and not (lp.root / ".kpatch").exists()
+
+
+def test_a_line_base_the_upstream_lacks_names_the_base_and_where_to_get_it(lp: LineProject) -> None:
+    toml = lp.root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace('[line."0.9".kernels]\nbranch = "release/0.9"\nbase = "v0.9"',
+                                             '[line."0.9".kernels]\nbranch = "release/0.9"\nbase = "v0.9.7"'))
+    before = toml.read_bytes()
+    result = run_kpatch(lp.root, "apply", "--line", LINE)
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    error = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error) == 1
+    assert "line 0.9: upstream kernels's base 'v0.9.7' is not in" in error[0]
+    assert "newest tag there: v" in error[0] and "--url kernels=PATH" in error[0]
+    assert f"{toml}:" in error[0]
+    assert toml.read_bytes() == before and not (lp.root / f"work-{LINE}" / "kernels").exists()
+
+
+def test_a_line_workdir_inside_mains_is_refused(lp: LineProject) -> None:
+    assert run_kpatch(lp.root, "apply").exit_code == 0
+    result = run_kpatch(lp.root, "apply", "--line", LINE, "--workdir", str(lp.root / "work" / "x"))
+    assert result.exit_code == ExitCode.BAD_INPUT
+    assert "line main's work folder" in result.output
+    assert BRANCH  # the line follows the release branch (see kpatch/examples/lines.py)
