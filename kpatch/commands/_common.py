@@ -16,6 +16,7 @@ from kpatch.errors import UsageError
 from kpatch.output.ui import UI, setup_logging
 
 if TYPE_CHECKING:
+    from kpatch.config import Stack
     from kpatch.project.workspace import Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -26,7 +27,7 @@ READERS = frozenset({"status", "verify", "doctor", "report", "diff"})
 # Commands that take the project's writer lock: they take --wait[=SECONDS].
 WRITERS = frozenset({"apply", "rebase", "export", "import", "propose", "nightly", "build-wheels", "backport"})
 # Commands that work on one release line: they take --line NAME (default main, the [[upstream]] tables).
-LINE_COMMANDS = frozenset({"apply", "rebase", "export", "status", "backport"})
+LINE_COMMANDS = frozenset({"apply", "rebase", "export", "status"})
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,19 @@ class Context:
         self.ui = ui
         self.options = options
 
-    def workspace(self) -> Workspace:
+    def stack(self, line: str | None = None) -> Stack:
+        """kpatch.toml's stack as line `line` (default: --line's) sees it, with the URL overrides."""
         from kpatch import config
-        from kpatch.project.workspace import Workspace
 
         found = self.options.config_path or config.find_config(Path.cwd())
-        stack = config.load(found).on_line(self.options.line)
+        stack = config.load(found).on_line(line or self.options.line)
         overrides = config.parse_assignments(self.options.urls, "--url")
-        stack = config.with_url_overrides(stack, overrides, os.environ)
+        return config.with_url_overrides(stack, overrides, os.environ)
+
+    def workspace(self, line: str | None = None) -> Workspace:
+        from kpatch.project.workspace import Workspace
+
+        stack = self.stack(line)
         ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir, wait=self.options.wait,
                               say=self.ui.note)
         start_log(self.ui, ws.log_dir, self.options.command, deferred=self.options.reads_only)

@@ -2,7 +2,8 @@
 branch changed a file one of main's newer patches touches (so backporting that patch conflicts, that release
 commit the culprit), and main's kernels stack gained two fixes the line lacks (one backports cleanly).
 
-The line ("0.9") follows `release/0.9` of both upstreams from their tag `v0.9`; its stacks, in
+The line ("0.9") follows `release/0.9` of both upstreams from their tag `v0.9` (on the branch: the kernels' after
+the release commit); its stacks, in
 `patches/0.9/<upstream>/`, start as main's first stacks (the same patches, rebased by nothing: they apply there).
 """
 
@@ -51,7 +52,7 @@ RELEASE_CHANGE = _lines(KERNEL_FILES["csrc/cache.cpp"], range(20, 23), "// cache
 class LineProject:
     example: ExampleProject
     culprit: str  # the kernels' release-branch commit the second fix conflicts with
-    kernels_cut: str  # the commit each release branch starts at (tagged v0.9)
+    kernels_cut: str  # the commit each release branch starts at
     app_cut: str
 
     @property
@@ -60,11 +61,9 @@ class LineProject:
 
 
 def _cut(repo: Path) -> str:
-    """Branch `release/0.9` (and tag `v0.9`) at the CUT-th commit of main's history; return it."""
-    commits = out(["rev-list", "--reverse", "main"], repo).split()
-    sha = commits[CUT]
+    """Branch `release/0.9` at the CUT-th commit of main's history; return it."""
+    sha = out(["rev-list", "--reverse", "main"], repo).split()[CUT]
     run(["branch", BRANCH, sha], repo)
-    run(["tag", "v0.9", sha], repo)
     return sha
 
 
@@ -83,6 +82,8 @@ def make_line_project(root: Path) -> LineProject:
     kernels_cut, app_cut = _cut(example.kernels), _cut(example.app)
     culprit = release_commit(example.kernels, {"csrc/cache.cpp": RELEASE_CHANGE}, "Rework the cache kernel for 0.9",
                              500)
+    for repo in (example.kernels, example.app):  # the release is tagged on its branch, after the cut
+        run(["tag", "v0.9", BRANCH], repo)
     patches = example.root / "patches"
     for name in ("kernels", "app"):  # the line starts with main's first stacks
         shutil.copytree(patches / name, patches / LINE / name)

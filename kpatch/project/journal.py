@@ -15,7 +15,8 @@ ways only drop the staging folder. `--continue` goes forward and `--abort` goes 
 The journal is `<project>/.kpatch/journal` (a release line's: `.kpatch/lines/<line>/journal`), and nothing in it
 is trusted: a step's target must be a file of the project (kpatch.toml, patches/, the run state; resolved, so no
 symlink leads out of it), its staged and kept copies names this module gives. A journal that cannot be read (or
-breaks those rules) cannot go forward; going back sets it aside (`.kpatch/journal-unreadable-<time>`), leaving the files as they are.
+breaks those rules) cannot go forward; going back sets it aside (`.kpatch/journal-unreadable-<time>`), leaving the
+files as they are.
 """
 
 from __future__ import annotations
