@@ -122,3 +122,28 @@ def test_a_kill_inside_the_journaled_write_leaves_it_all_old_or_all_new(lp: Line
         assert f"Backport-Of: main:{GUARD}" in (folder / "kernels" / GUARD).read_text()
     assert run_kpatch(lp.root, "apply", "--line", LINE).exit_code == 0
     assert (lp.root / f"work-{LINE}" / "kernels").is_dir()
+
+
+def test_status_lines_shows_each_patch_on_each_line(lp: LineProject) -> None:
+    assert run_kpatch(lp.root, "backport", f"kernels/{GUARD}", "--to", LINE).exit_code == 0
+    widen = lp.root / "patches" / "kernels" / WIDEN
+    widen.write_text(widen.read_text().replace("Upstream-Status: pending\n", "Upstream-Status: pending\nLines: main\n",
+                                               1))
+    result = run_kpatch(lp.root, "status", "--lines", "--json")
+    assert result.exit_code == 0, result.output
+    matrix = json.loads(result.stdout)["result"]
+    assert matrix["lines"] == ["main", LINE]
+    kernels = {row["patch"]: [(c["presence"], c["file"]) for c in row["cells"]] for row in matrix["rows"]
+               if row["upstream"] == "kernels"}
+    assert kernels == {
+        "0001-Add-the-kimi-op.patch": [("on the line", "0001-Add-the-kimi-op.patch")] * 2,
+        "0002-Test-the-kimi-op.patch": [("on the line", "0002-Test-the-kimi-op.patch")] * 2,
+        GUARD: [("on the line", GUARD), ("backported", GUARD)],
+        WIDEN: [("on the line", WIDEN), ("not applicable", None)],
+    }
+    human = run_kpatch(lp.root, "status", "--lines")
+    assert human.exit_code == 0 and "backported" in human.output and "not applicable" in human.output
+    widen.write_text(widen.read_text().replace("Lines: main\n", ""))
+    missing = json.loads(run_kpatch(lp.root, "status", "--lines", "--json").stdout)["result"]
+    assert [c["presence"] for r in missing["rows"] if r["patch"] == WIDEN for c in r["cells"]] == ["on the line",
+                                                                                                  "missing"]
