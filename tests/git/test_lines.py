@@ -94,3 +94,31 @@ def test_a_line_workdir_inside_mains_is_refused(lp: LineProject) -> None:
     assert result.exit_code == ExitCode.BAD_INPUT
     assert "line main's work folder" in result.output
     assert BRANCH  # the line follows the release branch (see kpatch/examples/lines.py)
+
+
+def test_the_shipped_033_line_names_the_kernels_tag_it_cannot_find_and_where_to_get_it(tmp_path: Path) -> None:
+    """The repository's own kpatch.toml: the kernels at v0.1.15.4 on line 0.33, fetched from a copy that stops at
+    v0.1.13.1 (as the snapshot at hand does): one line, exit 2, nothing made."""
+    from kpatch.examples.upstreams import commit, init_repo
+    from kpatch.gitx import run
+
+    root = Path(__file__).resolve().parents[2]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "kpatch.toml").write_bytes((root / "kpatch.toml").read_bytes())
+    (project / "kpatch" / "config").mkdir(parents=True)
+    kernels = tmp_path / "vllm-xpu-kernels"
+    init_repo(kernels)
+    commit(kernels, {"README.md": "kernels\n"}, "initial import", 0)
+    run(["tag", "v0.1.13.1"], kernels)
+    result = run_kpatch(project, "apply", "--line", "0.33", "--url", f"vllm-xpu-kernels={kernels}")
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert "line 0.33: upstream vllm-xpu-kernels's base 'v0.1.15.4' is not in" in errors[0]
+    assert "(newest tag there: v0.1.13.1)" in errors[0]
+    assert "get a clone of https://github.com/vllm-project/vllm-xpu-kernels.git that has it" in errors[0]
+    assert "--url vllm-xpu-kernels=PATH" in errors[0]
+    assert not (project / "work-0.33").exists()
+    matrix = run_kpatch(project, "status", "--lines", "--json")
+    assert matrix.exit_code == 0, matrix.output
