@@ -196,7 +196,8 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
     if ci:
         texts[root / WORKFLOW] = workflow().encode()
     old = gitignore.read_text(encoding="utf-8", errors="replace") if gitignore.is_file() else None
-    extra = [line for line in IGNORED if old is None or line not in old.splitlines()]
+    ignored = [*IGNORED, *(f"/{kind}-{line}/" for line in by_line for kind in ("work", "dist", "reports"))]
+    extra = [line for line in ignored if old is None or line not in old.splitlines()]
     written: list[Path] = []
     made = _missing_folders(root, texts)
     try:

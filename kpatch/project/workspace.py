@@ -71,6 +71,16 @@ class Workspace:
         `.kpatch/lines/<line>/` for a release line (two lines of a project are written side by side)."""
         return line_state_dir(self.stack.root, self.stack.line)
 
+    @property
+    def dist_dir(self) -> Path:
+        """Where the line's wheel set and its lock go by default: dist/ for main, dist-<line>/ for a release line."""
+        return self.stack.root / ("dist" if self.stack.line == MAIN else f"dist-{self.stack.line}")
+
+    @property
+    def reports_dir(self) -> Path:
+        """Where the line's test reports go by default: reports/ for main, reports-<line>/ for a release line."""
+        return self.stack.root / ("reports" if self.stack.line == MAIN else f"reports-{self.stack.line}")
+
     def _refuse_shared_workdir(self) -> None:
         """Each line works in its own folder: one inside another's would move (and clean) the other's worktrees."""
         from kpatch.errors import UsageError

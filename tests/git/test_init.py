@@ -208,6 +208,7 @@ def test_init_line_writes_a_release_line_kpatch_reads_back_with_its_own_stacks(p
     for name in ("kernels", "app"):
         assert (new / "patches" / "0.9" / name / "series").read_text() == SERIES_HEADER
     assert '[line."0.9".kernels]' in (new / "kpatch.toml").read_text()
+    assert {"/work-0.9/", "/dist-0.9/", "/reports-0.9/"} <= set((new / ".gitignore").read_text().splitlines())
 
 
 def test_init_line_that_leaves_out_an_upstream_writes_nothing(project: Project, tmp_path: Path) -> None:

@@ -122,3 +122,20 @@ def test_the_shipped_033_line_names_the_kernels_tag_it_cannot_find_and_where_to_
     assert not (project / "work-0.33").exists()
     matrix = run_kpatch(project, "status", "--lines", "--json")
     assert matrix.exit_code == 0, matrix.output
+
+
+def test_a_line_builds_and_verifies_its_own_pair_in_its_own_dist(lp: LineProject) -> None:
+    """build-wheels, verify and test with --line: the line's worktrees, its lock in dist-<line>/; main's dist/ is
+    not made."""
+    root = lp.root
+    assert run_kpatch(root, "apply", "--line", LINE).exit_code == 0
+    built = run_kpatch(root, "build-wheels", "--line", LINE, "--backend", "local", "--json")
+    assert built.exit_code == 0, built.output
+    assert (root / f"dist-{LINE}" / "pylock.toml").is_file() and not (root / "dist").exists()
+    sources = {w["upstream"]: w for w in json.loads(built.stdout)["result"]["wheels"]}
+    # built from the line's worktrees: versions from the line's tag v0.9 (main's would be 1.0)
+    assert all(w["version"].startswith("0.9+kpatch.") for w in sources.values()), sources
+    checked = run_kpatch(root, "verify", "--line", LINE, "--json")
+    assert json.loads(checked.stdout)["result"]["lock"] == str(root / f"dist-{LINE}" / "pylock.toml")
+    missing = run_kpatch(root, "verify", "--json")  # main has no lock: its own dist/ is asked for
+    assert missing.exit_code != 0 and str(root / "dist" / "pylock.toml") in missing.output
