@@ -139,3 +139,28 @@ def test_a_line_builds_and_verifies_its_own_pair_in_its_own_dist(lp: LineProject
     assert json.loads(checked.stdout)["result"]["lock"] == str(root / f"dist-{LINE}" / "pylock.toml")
     missing = run_kpatch(root, "verify", "--json")  # main has no lock: its own dist/ is asked for
     assert missing.exit_code != 0 and str(root / "dist" / "pylock.toml") in missing.output
+
+
+def test_two_lines_rebase_at_once_each_under_its_own_lock_and_both_bases_land(lp: LineProject) -> None:
+    """main and the line rebased by two kpatch processes started together: neither waits for the other's writer
+    lock, and kpatch.toml ends with both new bases (its short lock keeps either from writing the old text)."""
+    import subprocess
+
+    from kpatch.examples.upstreams import commit
+    from tests.support.cli import KPATCH, environment
+
+    root = lp.root
+    assert run_kpatch(root, "apply").exit_code == 0
+    assert run_kpatch(root, "apply", "--line", LINE).exit_code == 0
+    main_head = commit(lp.example.kernels, {"csrc/main-notes.txt": "next\n"}, "Main moves on", 700)
+    line_head = release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 701)
+    env = environment()
+    procs = [subprocess.Popen([*KPATCH, "rebase", *extra], cwd=root, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for extra in ([], ["--line", LINE])]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    toml = tomllib.loads((root / "kpatch.toml").read_text())
+    kernels = next(u for u in toml["upstream"] if u["name"] == "kernels")
+    assert kernels["base"] == main_head and toml["line"][LINE]["kernels"]["base"] == line_head
+    assert Repository(root / "work" / "kernels").out(["merge-base", "--is-ancestor", main_head, "HEAD"]) == ""
+    assert Repository(root / f"work-{LINE}" / "kernels").out(["merge-base", "--is-ancestor", line_head, "HEAD"]) == ""
