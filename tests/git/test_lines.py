@@ -164,3 +164,24 @@ def test_two_lines_rebase_at_once_each_under_its_own_lock_and_both_bases_land(lp
     assert kernels["base"] == main_head and toml["line"][LINE]["kernels"]["base"] == line_head
     assert Repository(root / "work" / "kernels").out(["merge-base", "--is-ancestor", main_head, "HEAD"]) == ""
     assert Repository(root / f"work-{LINE}" / "kernels").out(["merge-base", "--is-ancestor", line_head, "HEAD"]) == ""
+
+
+def test_export_and_status_on_a_line_read_and_write_only_that_lines_stacks(lp: LineProject) -> None:
+    root = lp.root
+    assert run_kpatch(root, "apply", "--line", LINE).exit_code == 0
+    main_patches = files(root, "patches/kernels", "patches/app")
+    tree = root / f"work-{LINE}" / "kernels"
+    (tree / "csrc" / "release-fix.txt").write_text("fixed on the release line only\n")
+    Repository(tree).run(["add", "csrc/release-fix.txt"])
+    Repository(tree).run(["-c", "user.name=Dev", "-c", "user.email=dev@example.invalid", "commit", "--quiet",
+                          "-m", "Fix the release line only"])
+    stale = run_kpatch(root, "export", "--line", LINE, "--check")
+    assert stale.exit_code == ExitCode.CONFLICT
+    assert run_kpatch(root, "export", "--line", LINE).exit_code == 0
+    series = (root / "patches" / LINE / "kernels" / "series").read_text().splitlines()
+    assert series[-1] == "0003-Fix-the-release-line-only.patch"
+    assert files(root, "patches/kernels", "patches/app") == main_patches
+    status = json.loads(run_kpatch(root, "status", "--line", LINE, "--json").stdout)["result"]
+    kernels = next(u for u in status["upstreams"] if u["upstream"] == "kernels")
+    assert kernels["branch"] == BRANCH and kernels["base"] == "v0.9"
+    assert [p["name"] for p in kernels["patches"]][-1] == "0003-Fix-the-release-line-only.patch"
