@@ -234,9 +234,17 @@ class Workspace:
         cannot be read, how to set it aside)."""
         interrupted = self.pending_journal()
         if interrupted:
+            which = self.line_option(interrupted)
             raise WorktreeError(journal.problem(self.journal_dir) or
                                 f"an interrupted 'kpatch {interrupted}' left kpatch.toml or patches/ half-written: "
-                                f"run 'kpatch {interrupted} --continue' or 'kpatch {interrupted} --abort'")
+                                f"run 'kpatch {interrupted} --continue{which}' or "
+                                f"'kpatch {interrupted} --abort{which}'")
+
+    def line_option(self, command: str) -> str:
+        """What names this line to `command` on a command line: nothing for main (` --to main` for a backport)."""
+        if command == "backport":
+            return f" --to {self.stack.line}"
+        return "" if self.stack.line == MAIN else f" --line {self.stack.line}"
 
     def refuse_if_busy(self, *, allow: state.Kind | None = None) -> RunState:
         """The run state, unless an operation (other than `allow`) or a half-written journal is in progress."""
@@ -245,9 +253,9 @@ class Workspace:
         op = run.operation
         if op is not None and op.kind is not allow:
             where = f" (stopped in {op.stopped.tree})" if op.stopped else ""
-            kind = op.kind.value
-            raise WorktreeError(f"{article(kind)} is in progress{where}: run 'kpatch {kind} --continue' "
-                                f"or 'kpatch {kind} --abort' first")
+            kind, which = op.kind.value, self.line_option(op.kind.value)
+            raise WorktreeError(f"{article(kind)} is in progress{where}: run 'kpatch {kind} --continue{which}' "
+                                f"or 'kpatch {kind} --abort{which}' first")
         return run
 
     @contextmanager

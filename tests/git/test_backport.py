@@ -78,7 +78,8 @@ def test_a_conflicting_backport_names_the_release_commit_that_broke_it(lp: LineP
     assert stopped["hunks"][0]["path"] == "csrc/cache.cpp"
     assert tree_hashes(lp.root / "patches" / LINE) == before  # nothing written yet
     human = run_kpatch(lp.root, "apply", "--line", LINE)
-    assert human.exit_code == ExitCode.WORKTREE and "backport" in human.output
+    assert human.exit_code == ExitCode.WORKTREE
+    assert f"run 'kpatch backport --continue --to {LINE}' or 'kpatch backport --abort --to {LINE}'" in human.output
     assert run_kpatch(lp.root, "backport", "--abort", "--to", LINE).exit_code == 0
     assert tree_hashes(lp.root / "patches" / LINE) == before
     assert not (lp.root / f"work-{LINE}" / ".rebase").exists()
@@ -112,7 +113,7 @@ def test_a_kill_inside_the_journaled_write_leaves_it_all_old_or_all_new(lp: Line
     assert killed.returncode == -9, killed.stderr
     assert tree_hashes(folder) != before  # killed halfway through the write
     busy = run_kpatch(lp.root, "backport", f"kernels/{GUARD}", "--to", LINE)
-    assert busy.exit_code == ExitCode.WORKTREE and "backport --continue" in busy.output
+    assert busy.exit_code == ExitCode.WORKTREE and f"'kpatch backport --continue --to {LINE}'" in busy.output
     if recovery == "abort":
         assert run_kpatch(lp.root, "backport", "--abort", "--to", LINE).exit_code == 0
         assert tree_hashes(folder) == before
