@@ -175,6 +175,9 @@ def _advance(ws: Workspace, ui: UI, run: RunState, source: Stack) -> BackportRes
         if stack.phase is not StackPhase.WAITING:
             continue
         todo = [p for p in stack.patches if p.phase is Phase.PENDING]
+        if not todo:  # every one skipped: no stack to build
+            stack.phase = StackPhase.DONE
+            continue
         mirror, scratch = ws.mirror(name), Path(stack.tree)
         if not mirror.owns(scratch):
             _stack_top(ws, ui, mirror, stack, targets[name], run)

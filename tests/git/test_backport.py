@@ -65,6 +65,13 @@ def test_a_patch_already_on_the_line_is_skipped_and_named(lp: LineProject) -> No
     assert f"as {GUARD} (Backport-Of: main:{GUARD})" in patches[0]["why"]
     assert "as 0001-Add-the-kimi-op.patch (same patch-id)" in patches[1]["why"]
     assert tree_hashes(lp.root / "patches" / LINE) == before
+    widen = lp.root / "patches" / "kernels" / WIDEN  # a main-only patch: its Lines: trailer keeps it off the line
+    widen.write_text(widen.read_text().replace("Upstream-Status: pending\n", "Upstream-Status: pending\nLines: main\n"))
+    off = run_kpatch(lp.root, "backport", f"kernels/{WIDEN}", "--to", LINE, "--json")
+    assert off.exit_code == 0, off.output
+    assert [(p["outcome"], p["why"]) for p in json.loads(off.stdout)["result"]["patches"]] == [
+        ("skipped", f"not for line {LINE} (Lines: main)")]
+    assert tree_hashes(lp.root / "patches" / LINE) == before
 
 
 def test_a_conflicting_backport_names_the_release_commit_that_broke_it(lp: LineProject) -> None:
