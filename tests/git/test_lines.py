@@ -185,3 +185,24 @@ def test_export_and_status_on_a_line_read_and_write_only_that_lines_stacks(lp: L
     kernels = next(u for u in status["upstreams"] if u["upstream"] == "kernels")
     assert kernels["branch"] == BRANCH and kernels["base"] == "v0.9"
     assert [p["name"] for p in kernels["patches"]][-1] == "0003-Fix-the-release-line-only.patch"
+
+
+def test_a_resolution_recorded_by_a_line_rebase_is_kept_with_the_lines_stacks(lp: LineProject) -> None:
+    from kpatch.examples.upstreams import KERNEL_FILES
+    from tests.support.gitrepos import git
+
+    root = lp.root
+    assert run_kpatch(root, "apply", "--line", LINE).exit_code == 0
+    ops = KERNEL_FILES["csrc/ops.h"]
+    release_commit(lp.example.kernels, {"csrc/ops.h": ops + "void release_only();\n"}, "Add a release-only op", 650)
+    stopped = run_kpatch(root, "rebase", "--line", LINE)
+    assert stopped.exit_code == ExitCode.CONFLICT, stopped.output
+    assert f"kpatch rebase --continue --line {LINE}" in run_kpatch(root, "apply", "--line", LINE).output
+    scratch = root / f"work-{LINE}" / ".rebase" / "kernels"
+    (scratch / "csrc" / "ops.h").write_text(ops + "void release_only();\nvoid kimi();\n")
+    git(scratch, "add", "csrc/ops.h")
+    went = run_kpatch(root, "rebase", "--continue", "--line", LINE)
+    assert went.exit_code == 0, went.output
+    kept = list((root / "patches" / LINE / ".rerere" / "kernels").glob("*/postimage"))
+    assert len(kept) == 1 and "void kimi();" in kept[0].read_text()
+    assert not (root / "patches" / ".rerere").exists()  # main's resolutions are main's
