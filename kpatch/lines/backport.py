@@ -18,7 +18,7 @@ from pathlib import Path
 from kpatch.config import Stack, Upstream
 from kpatch.engine import classify
 from kpatch.engine.plan import fetch, load_all_series, missing_line_base, requires_problem
-from kpatch.errors import SeriesError, UpstreamError, WorktreeError
+from kpatch.errors import KpatchError, SeriesError, UpstreamError, WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
 from kpatch.gitx.branch import with_trailers
 from kpatch.lines.picking import Wanted, already_there, wanted
@@ -91,9 +91,16 @@ def backport(ws: Workspace, ui: UI, source: Stack, specs: tuple[str, ...]) -> Ba
         stacks[upstream.name] = StackRun(name=upstream.name, base=base, old_base=fork, patches=patches,
                                          tree=str(ws.scratch_dir / upstream.name))
     ws.check_writable(ws.workdir, ws.kpatch_dir, *(u.patches.parent for u in ws.stack.upstreams))
+    before = ws.state_bytes()
     run.operation = Operation(kind=Kind.BACKPORT, stacks=stacks, source=source.line)
     ws.write_state(run)
-    return _advance(ws, ui, run, source)
+    try:
+        return _advance(ws, ui, run, source)
+    except KpatchError:  # not a conflict (the line's own stack, a Requires:): leave everything as it was
+        if ws.pending_journal() is None:
+            _drop_scratch(ws, run.operation)
+            ws.put_state_bytes(before)
+        raise
 
 
 @writes("backport --continue")
@@ -135,7 +142,16 @@ def abort_backport(ws: Workspace, ui: UI) -> tuple[str, ...]:
     run = _require(ws)
     op = run.operation
     assert op is not None
-    for stack in op.stacks.values():
+    _drop_scratch(ws, op)
+    run.operation = None
+    ws.write_state(run)
+    ui.note(f"backport onto line {ws.stack.line} aborted; its patch folders are as they were")
+    return tuple(op.stacks)
+
+
+def _drop_scratch(ws: Workspace, op: Operation | None) -> None:
+    """Remove the backport's scratch worktrees (a git am in one left first) and its scratch folder."""
+    for stack in op.stacks.values() if op else ():
         scratch, mirror = Path(stack.tree), ws.mirror(stack.name)
         if mirror.owns(scratch):
             tree = Repository(scratch)
@@ -144,10 +160,6 @@ def abort_backport(ws: Workspace, ui: UI) -> tuple[str, ...]:
         if scratch.exists():
             mirror.remove_worktree(scratch)
     shutil.rmtree(ws.scratch_dir, ignore_errors=True)
-    run.operation = None
-    ws.write_state(run)
-    ui.note(f"backport onto line {ws.stack.line} aborted; its patch folders are as they were")
-    return tuple(op.stacks)
 
 
 def _mirror(ws: Workspace, ui: UI, upstream: Upstream, source: Upstream) -> Mirror:

@@ -155,3 +155,23 @@ def test_status_lines_shows_each_patch_on_each_line(lp: LineProject) -> None:
     missing = json.loads(run_kpatch(lp.root, "status", "--lines", "--json").stdout)["result"]
     assert [c["presence"] for r in missing["rows"] if r["patch"] == WIDEN for c in r["cells"]] == ["on the line",
                                                                                                   "missing"]
+
+
+def test_a_line_whose_own_stack_does_not_apply_is_named_and_nothing_changes(lp: LineProject) -> None:
+    """The line's stack carries main's cache patch as it was written before the release reworked that file: it
+    no longer applies on the line's base, so a backport cannot build the stack top; it says so, and the run state,
+    patch folders and work folder are as they were."""
+    import shutil
+
+    line = lp.root / "patches" / LINE / "kernels"
+    shutil.copy(lp.root / "patches" / "kernels" / WIDEN, line / "0003-Widen-the-cache-kernel.patch")
+    with (line / "series").open("a") as series:
+        series.write("0003-Widen-the-cache-kernel.patch\n")
+    before = tree_hashes(lp.root / "patches")
+    result = run_kpatch(lp.root, "backport", f"kernels/{GUARD}", "--to", LINE)
+    assert result.exit_code == ExitCode.WORKTREE, result.output
+    said = f"line {LINE}: its own stack of kernels does not apply on its base (0003-Widen-the-cache-kernel.patch"
+    assert said in result.output
+    assert tree_hashes(lp.root / "patches") == before
+    assert not (lp.root / ".kpatch" / "lines" / LINE / "state.json").exists()
+    assert not (lp.root / f"work-{LINE}" / ".rebase").exists()
