@@ -22,7 +22,8 @@ from kpatch.output.ui import UI, keep_log
 COMMANDS = {"apply": "apply", "rebase": "rebase", "export": "export", "status": "status",
             "build-wheels": "build_wheels", "verify": "verify", "test": "test", "nightly": "nightly",
             "demo": "demo", "doctor": "doctor", "init": "init", "import": "import_",
-            "report": "report", "propose": "propose", "release": "release", "diff": "diff"}
+            "report": "report", "propose": "propose", "release": "release", "diff": "diff",
+            "backport": "backport"}
 
 
 class KpatchGroup(click.Group):

@@ -30,6 +30,8 @@ from kpatch.engine.status import StatusResult
 from kpatch.examples.adoption import AdoptResult
 from kpatch.examples.demo import DemoResult
 from kpatch.examples.scrolling import ScrollResult
+from kpatch.lines.backport import BackportResult
+from kpatch.lines.matrix import LineMatrix
 from kpatch.nightly.dashboard.report import Written
 from kpatch.nightly.matrix import PLAN_KIND, PLAN_VERSION, STEP_KIND, STEP_VERSION, RoundPlan, StepRecord
 from kpatch.nightly.model import Report
@@ -97,7 +99,8 @@ def results() -> dict[str, dict[str, Any]]:
         "rebase": {"oneOf": [of_type(RebaseResult), obj(aborted=STRINGS)]},
         "export": {"oneOf": [obj(written={"type": "boolean"}, files={"type": "array", "items": of_type(FileChange)}),
                              obj(aborted={"const": True})]},
-        "status": of_type(StatusResult),
+        "status": {"oneOf": [of_type(StatusResult), of_type(LineMatrix)]},  # --lines: the patch x line matrix
+        "backport": {"oneOf": [of_type(BackportResult), obj(aborted=STRINGS)]},
         "diff": of_type(DiffResult),
         "build-wheels": of_type(BuildResult),
         "verify": of_type(VerifyResult),

@@ -16,6 +16,7 @@ from kpatch.errors import UsageError
 from kpatch.output.ui import UI, setup_logging
 
 if TYPE_CHECKING:
+    from kpatch.config import Stack
     from kpatch.project.workspace import Workspace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -24,7 +25,9 @@ UI_KEY = "kpatch.ui"  # click's meta: the command's UI, for the error boundary i
 # Commands that only read: a run that succeeds leaves no log file (export --check is one too).
 READERS = frozenset({"status", "verify", "doctor", "report", "diff"})
 # Commands that take the project's writer lock: they take --wait[=SECONDS].
-WRITERS = frozenset({"apply", "rebase", "export", "import", "propose", "nightly", "build-wheels"})
+WRITERS = frozenset({"apply", "rebase", "export", "import", "propose", "nightly", "build-wheels", "backport"})
+# Commands that work on one release line: they take --line NAME (default main, the [[upstream]] tables).
+LINE_COMMANDS = frozenset({"apply", "rebase", "export", "status", "build-wheels", "verify", "test"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class CommonOptions:
     command: str
     reads_only: bool = False  # its log file is written only if it fails
     wait: float | None = None  # --wait: seconds to wait for the project's writer lock (None: fail at once)
+    line: str = "main"  # --line: the release line the command works on
 
 
 class Context:
@@ -47,14 +51,19 @@ class Context:
         self.ui = ui
         self.options = options
 
-    def workspace(self) -> Workspace:
+    def stack(self, line: str | None = None) -> Stack:
+        """kpatch.toml's stack as line `line` (default: --line's) sees it, with the URL overrides."""
         from kpatch import config
-        from kpatch.project.workspace import Workspace
 
         found = self.options.config_path or config.find_config(Path.cwd())
-        stack = config.load(found)
+        stack = config.load(found).on_line(line or self.options.line)
         overrides = config.parse_assignments(self.options.urls, "--url")
-        stack = config.with_url_overrides(stack, overrides, os.environ)
+        return config.with_url_overrides(stack, overrides, os.environ)
+
+    def workspace(self, line: str | None = None) -> Workspace:
+        from kpatch.project.workspace import Workspace
+
+        stack = self.stack(line)
         ws = Workspace.create(stack, self.options.cache_dir, self.options.workdir, wait=self.options.wait,
                               say=self.ui.note)
         start_log(self.ui, ws.log_dir, self.options.command, deferred=self.options.reads_only)
@@ -106,8 +115,10 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
                     json_mode: bool, quiet: bool, verbose: bool, **kwargs: Any) -> int:
             ui = make_ui(name, json_mode, quiet, verbose)
             wait = _wait_seconds(kwargs.pop("wait")) if name in WRITERS else None
+            line = kwargs.pop("line") if name in LINE_COMMANDS else "main"
             options = CommonOptions(config_path=config_path, cache_dir=cache_dir, workdir=workdir, urls=urls,
-                                    command=name, reads_only=name in READERS or bool(kwargs.get("check")), wait=wait)
+                                    command=name, reads_only=name in READERS or bool(kwargs.get("check")), wait=wait,
+                                    line=line)
             return func(Context(ui, options), **kwargs)
 
         shared = output_options(wrapper)
@@ -115,6 +126,11 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
             shared = click.option("--wait", metavar="[SECONDS]", is_flag=False, flag_value="forever", default=None,
                                   help="If another kpatch is writing this project, wait for it (at most SECONDS) "
                                        "instead of failing.")(shared)
+        if name in LINE_COMMANDS:
+            shared = click.option("--line", metavar="NAME", default="main", show_default=True,
+                                  shell_complete=complete_lines,
+                                  help="The release line to work on (kpatch.toml's [line.\"NAME\"]; main: the "
+                                       "[[upstream]] tables).")(shared)
         shared = click.option("--url", "urls", multiple=True, metavar="NAME=URL", shell_complete=complete_assignment,
                               help="Fetch upstream NAME from URL instead.")(shared)
         shared = click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
@@ -161,6 +177,12 @@ def complete_upstreams(ctx: click.Context, _param: click.Parameter, incomplete: 
     """Shell completion: the upstream names of kpatch.toml (`kpatch export k<TAB>`, `test --upstream`)."""
     stack = _project_stack(ctx)
     return [u.name for u in stack.upstreams if u.name.startswith(incomplete)] if stack else []
+
+
+def complete_lines(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion: the lines of kpatch.toml (main and every [line."NAME"])."""
+    stack = _project_stack(ctx)
+    return [name for name in stack.line_names if name.startswith(incomplete)] if stack else []
 
 
 def complete_assignment(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:

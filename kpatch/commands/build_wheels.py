@@ -16,7 +16,8 @@ from kpatch.commands._views import show_build
 @click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
               help="BASE_IMAGE for the Dockerfile (default: $KPATCH_BASE_IMAGE, else Intel oneAPI's).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml).")
+              help="Where the wheel pair and pylock.toml go (default: dist/ next to kpatch.toml; dist-LINE/ for "
+                   "--line).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Stop a wheel's build after S seconds (default: its [upstream.build] timeout).")
 def command(ctx: Context, backend: str, image: str | None, base_image: str | None, out: Path | None,
@@ -29,7 +30,7 @@ def command(ctx: Context, backend: str, image: str | None, base_image: str | Non
     base = checked_base_image(backend, image, base_image)
     ws = ctx.workspace()
     result = build_wheels(ws, ctx.ui, backend=backend, image=image, base_image=base, gate=gate.gate,
-                          out=out.resolve() if out else ws.stack.root / "dist", timeout=timeout)
+                          out=out.resolve() if out else ws.dist_dir, timeout=timeout)
     if ctx.ui.json_mode:
         ctx.ui.result(result)
     else:

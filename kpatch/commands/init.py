@@ -22,12 +22,14 @@ if TYPE_CHECKING:
 @click.option("--branch", "branches", multiple=True, metavar="NAME=BRANCH",
               help="The branch NAME follows (default: main, else master, else its only branch).")
 @click.option("--requires", multiple=True, metavar="NAME:OTHER", help="NAME's stack goes onto OTHER's (repeatable).")
+@click.option("--line", "lines", multiple=True, metavar="LINE:NAME=BRANCH@BASE",
+              help="Where upstream NAME stands on release line LINE (repeatable; a line places every upstream).")
 @click.option("--ci", is_flag=True, help="Also write .github/workflows/nightly.yml, the nightly workflow.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), envvar="KPATCH_CACHE_DIR",
               help="Mirrors and logs (default: $XDG_CACHE_HOME/kpatch).")
 @output_options
-def command(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tuple[str, ...], ci: bool,
-            cache_dir: Path | None, json_mode: bool, quiet: bool, verbose: bool) -> int:
+def command(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tuple[str, ...], lines: tuple[str, ...],
+            ci: bool, cache_dir: Path | None, json_mode: bool, quiet: bool, verbose: bool) -> int:
     """Start a project here: kpatch.toml, an empty series per upstream, .gitignore entries; writes only new
     files."""
     from kpatch.engine import init as engine
@@ -40,7 +42,8 @@ def command(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tup
         raise UsageError(f"--branch {unknown}: no --upstream named {unknown!r}")
     specs = [replace(s, branch=chosen.get(s.name)) for s in specs]
     graph = engine.parse_requires(requires, [s.name for s in specs])
-    result = engine.init(Path.cwd(), specs, graph, ui, ci=ci, cache_dir=cache_dir)
+    result = engine.init(Path.cwd(), specs, graph, ui, ci=ci, cache_dir=cache_dir,
+                         lines=[engine.parse_line(value) for value in lines])
     if ui.json_mode:
         ui.result(result)
     else:

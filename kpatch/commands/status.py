@@ -7,20 +7,36 @@ from typing import TYPE_CHECKING
 import click
 
 from kpatch.commands._common import Context, kpatch_command
+from kpatch.errors import UsageError
 from kpatch.output.ui import UI, article, columns, count, escape
 
 if TYPE_CHECKING:
     from kpatch.engine.status import StatusResult, UpstreamReport
+    from kpatch.lines.matrix import LineMatrix
 
 
 @kpatch_command("status")
 @click.option("--prs", "pulls", is_flag=True,
               help="Also ask GitHub each Upstream-PR's state (open or draft with its review and checks, merged, "
                    "closed unmerged), in one query.")
-def command(ctx: Context, pulls: bool) -> int:
+@click.option("--lines", "matrix", is_flag=True,
+              help="Show which patch is on which release line: on the line, backported, missing, or not applicable "
+                   "(its Lines: trailer).")
+def command(ctx: Context, pulls: bool, matrix: bool) -> int:
     """Show each upstream, its pin and mirror, and the state of every patch."""
     from kpatch.engine.status import status
 
+    if matrix:
+        from kpatch.lines.matrix import line_matrix
+
+        if pulls:
+            raise UsageError("--lines and --prs go alone")
+        found = line_matrix(ctx.stack("main"))
+        if ctx.ui.json_mode:
+            ctx.ui.result(found)
+        else:
+            show_matrix(ctx.ui, found)
+        return 0
     result = status(ctx.workspace(), ctx.ui, pulls=pulls)
     if ctx.ui.json_mode:
         ctx.ui.result(result)
@@ -74,3 +90,21 @@ def _elsewhere(report: UpstreamReport) -> str:
 def _pr(pr: str, pulls: dict[str, str] | None) -> str:
     """`owner/repo#N`, with its state when --prs asked for it."""
     return pr if pulls is None or pr not in pulls else f"{pr} ({pulls[pr]})"
+
+
+def show_matrix(ui: UI, matrix: LineMatrix) -> None:
+    """Patch x line, one table per upstream; a cell says how the line carries the patch."""
+    for upstream in dict.fromkeys(row.upstream for row in matrix.rows):
+        ui.line(f"[bold]{escape(upstream)}[/]")
+        rows = [["patch", *matrix.lines]]
+        for row in (r for r in matrix.rows if r.upstream == upstream):
+            cells = []
+            for cell in row.cells:
+                shown = cell.presence.value
+                if cell.file and cell.file != row.patch:
+                    shown += f" ({cell.file})"
+                cells.append(shown)
+            rows.append([f"{row.origin}:{row.patch}" if row.origin != "main" else row.patch, *cells])
+        for line in columns(rows, indent="  "):
+            ui.plain(line)
+    ui.note(f"{count(matrix.missing, 'patch', 'patches')} missing from a line")

@@ -18,7 +18,7 @@ from kpatch.commands._views import show_test
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
               help="Stop a suite after S seconds (default: its [upstream.test] timeout).")
 @click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
-              help="The pair's lock (default: dist/pylock.toml next to kpatch.toml).")
+              help="The pair's lock (default: dist/pylock.toml next to kpatch.toml; dist-LINE/ with --line).")
 @click.option("--reports", type=click.Path(file_okay=False),
               help="Where JUnit XML and logs go (default: reports/ next to kpatch.toml).")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,

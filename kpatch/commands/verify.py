@@ -14,7 +14,7 @@ from kpatch.errors import ExitCode, UsageError
 
 @kpatch_command("verify")
 @click.option("--lock", "lock_path", type=click.Path(dir_okay=False),
-              help="The lock to check (default: dist/pylock.toml next to kpatch.toml).")
+              help="The lock to check (default: dist/pylock.toml next to kpatch.toml; dist-LINE/ with --line).")
 @click.option("--installed", is_flag=True, help="Also check this environment: versions, RECORD hashes, where it came "
               "from, the stack's patches, and the live dispatcher (in a child Python).")
 @click.option("--explain", is_flag=True, help="Also say why each op call the contract leaves out is never reached "

@@ -7,15 +7,18 @@ from kpatch.config.model import (
     CONFIG_VERSION,
     DEFAULT_TEST_TIMEOUT,
     DEVICE_KINDS,
+    MAIN,
     NAME_RE,
     SHA_RE,
     Build,
     CudaOnly,
+    Line,
+    LineUpstream,
     Stack,
     TestSuite,
     Upstream,
 )
 
-__all__ = ["CONFIG_NAME", "CONFIG_VERSION", "DEFAULT_TEST_TIMEOUT", "DEVICE_KINDS", "NAME_RE", "SHA_RE", "Build",
-           "CudaOnly", "Stack", "TestSuite", "Upstream", "find_config", "load", "parse_assignments",
-           "with_new_bases", "with_url_overrides"]
+__all__ = ["CONFIG_NAME", "CONFIG_VERSION", "DEFAULT_TEST_TIMEOUT", "DEVICE_KINDS", "MAIN", "NAME_RE", "SHA_RE",
+           "Build", "CudaOnly", "Line", "LineUpstream", "Stack", "TestSuite", "Upstream", "find_config", "load",
+           "parse_assignments", "with_new_bases", "with_url_overrides"]

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 
-def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
-    """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped).
+def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") -> bytes:
+    """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped): in their
+    [[upstream]] tables for main, in their `[line."NAME".UPSTREAM]` tables for a release line.
 
     Edited with tomlkit, so comments, key order, quoting and layout stay as the person wrote them: a base the
     person wrote as a literal string ('v1.0') gets its SHA as one too. The new value's string kind is set here, not
@@ -19,8 +20,9 @@ def with_new_bases(path: Path, bases: Mapping[str, str]) -> bytes:
     text = path.read_bytes().decode("utf-8")  # not read_text: its newline translation would drop CRs
     document = tomlkit.parse(text)
     untouched = tomlkit.dumps(document)
-    for table in document.get("upstream", []):
-        name = table.get("name")
+    tables = [(t.get("name"), t) for t in document.get("upstream", [])] if line == "main" else \
+        list(document["line"][line].items())
+    for name, table in tables:
         if name in bases:
             table["base"] = _string_like(table.get("base"), bases[name])
             if "base-commit" in table:

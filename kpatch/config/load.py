@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kpatch.config.model import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream
+from kpatch.config.model import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Line, Stack, Upstream
 from kpatch.config.tables import (
     baseline,
     build_table,
@@ -28,7 +28,7 @@ from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
-TOP_KEYS = ("version", "upstream", "github", "set", "verify", "dashboard", "nightly",
+TOP_KEYS = ("version", "upstream", "line", "github", "set", "verify", "dashboard", "nightly",
             "release")  # the keys of the file itself
 UPSTREAM_KEYS = ("name", "url", "branch", "base", "base-commit", "patches", "requires", "test-selection", "build",
                  "test", "propose")
@@ -85,6 +85,7 @@ def load(path: Path) -> Stack:
             if dep not in names:
                 line = key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
+    lines_declared = _lines(path, lines, data.get("line"), upstreams)
     history, dashboard_issue = dashboard_table(path, lines, data.get("dashboard"))
     max_steps, budget, runners = nightly_table(path, lines, data.get("nightly"))
     return Stack(root=path.parent.resolve(), path=path, upstreams=_ordered(path, upstreams),
@@ -92,7 +93,16 @@ def load(path: Path) -> Stack:
                  cuda_only=cuda_only(path, lines, data.get("verify")),
                  baseline=baseline(path, lines, data.get("verify")),
                  history=history, dashboard_issue=dashboard_issue, max_steps=max_steps, budget=budget,
-                 runners=runners, release=release_table(path, lines, data.get("release")))
+                 runners=runners, release=release_table(path, lines, data.get("release")), lines=lines_declared)
+
+
+def _lines(path: Path, lines: list[str], table: Any, upstreams: list[Upstream]) -> tuple[Line, ...]:
+    """The release lines ([line."NAME".UPSTREAM]); a project without lines never reads their module."""
+    if table is None:
+        return ()
+    from kpatch.config.lines import line_tables
+
+    return line_tables(path, lines, table, upstreams)
 
 
 def _upstream(path: Path, lines: list[str], start: int, end: int, table: Any) -> Upstream:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch.errors import UsageError
@@ -20,6 +20,7 @@ DEVICE_KINDS = ("xpu",)  # what a test suite can say it needs ([upstream.test] d
 DEFAULT_TEST_TIMEOUT = 1800.0
 PYTORCH_XPU_INDEX = "https://download.pytorch.org/whl/xpu"  # where an XPU torch comes from, by default
 DEFAULT_BUILD_TIMEOUT = 14400.0  # 4 h: a cold vLLM XPU build on a small runner takes 1-2 h; a hang is stopped
+MAIN = "main"  # the line the [[upstream]] tables describe: the one every project has
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +125,29 @@ class Release:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LineUpstream:
+    """Where one upstream stands on a release line (`[line."NAME".UPSTREAM]`): its branch, base and stack."""
+
+    branch: str
+    base: str  # a full commit SHA or a tag
+    base_commit: str | None
+    patches: Path  # absolute; default <root>/patches/<line>/<upstream>
+    line: int  # line of its table in kpatch.toml
+
+
+@dataclass(frozen=True, kw_only=True)
+class Line:
+    """A release line ([line."NAME"]): per upstream, the branch and base it follows and its own patch folder."""
+
+    name: str
+    upstreams: tuple[tuple[str, LineUpstream], ...]  # every upstream of the project, by name
+    line: int  # line of its first table in kpatch.toml
+
+    def get(self, name: str) -> LineUpstream:
+        return dict(self.upstreams)[name]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stack:
     """The whole stack file: upstreams in dependency order (each after everything it requires)."""
 
@@ -140,6 +164,36 @@ class Stack:
     budget: float | None = None  # [nightly] budget: seconds of wall clock for that search; None: no budget
     runners: int = 1  # [nightly] runners: commits that search tries at once per round (local workers); 1: bisection
     release: Release = Release()  # [release]
+    lines: tuple[Line, ...] = ()  # the release lines kpatch.toml declares ([line."NAME"]); main is not one of them
+    line: str = MAIN  # the line this stack is: its upstreams' branches, bases and patch folders are that line's
+
+    @property
+    def line_names(self) -> tuple[str, ...]:
+        """Every line of the project: main first, then the declared ones in file order."""
+        return (MAIN, *(line.name for line in self.lines))
+
+    @property
+    def resolutions(self) -> Path:
+        """The recorded conflict resolutions of this line (patches/.rerere; a line's: patches/<line>/.rerere)."""
+        return self.root / "patches" / ".rerere" if self.line == MAIN else self.root / "patches" / self.line / ".rerere"
+
+    def on_line(self, name: str) -> Stack:
+        """This project's stack as line `name` sees it (main: the [[upstream]] tables as they are)."""
+        if name == self.line:
+            return self
+        if name == MAIN:
+            raise UsageError("a line's stack does not know main's: load kpatch.toml again")
+        found = next((line for line in self.lines if line.name == name), None)
+        if found is None:
+            known = ", ".join(self.line_names)
+            raise UsageError(f"unknown line {name!r} (kpatch.toml declares: {known}); add [line.\"{name}\"] tables "
+                             "or run 'kpatch init --line'")
+        upstreams = []
+        for upstream in self.upstreams:
+            own = found.get(upstream.name)
+            upstreams.append(replace(upstream, branch=own.branch, base=own.base, base_commit=own.base_commit,
+                                     patches=own.patches, line=own.line))
+        return replace(self, upstreams=tuple(upstreams), line=name)
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:

@@ -8,9 +8,11 @@ from what this module makes. kpatch itself never reads the schema: load.py stays
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+from kpatch.config.lines import LINE_KEYS, LINE_REQUIRED
 from kpatch.config.load import REQUIRED, TOP_KEYS, UPSTREAM_KEYS
 from kpatch.config.model import (
     CONFIG_VERSION,
@@ -39,6 +41,7 @@ from kpatch.config.tables import (
 from kpatch.forge.github.names import OWNER_PATTERN
 
 SCHEMA_FILE = Path(__file__).with_name("kpatch.schema.json")
+LINE_TABLE = "line.NAME.UPSTREAM"  # a release line's upstream, as docs/config.md names it
 SCHEMA_ID = "https://github.com/kpatch-dev/kpatch/blob/main/kpatch/config/kpatch.schema.json"
 _NONEMPTY = {"type": "string", "pattern": r"\S"}  # the loader's "non-empty string" (not only spaces)
 _STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -55,6 +58,10 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                       "the order their stacks are applied in.",
                        "examples": [[{"name": "vllm", "url": "https://github.com/vllm-project/vllm.git",
                                       "branch": "main", "base": "v0.33.0", "patches": "patches/vllm"}]]},
+    ("", "line"): {"description": "Release lines beside main (the [[upstream]] tables): `[line.\"NAME\".UPSTREAM]` "
+                                  "gives, for every upstream, the branch and base the line follows and its own "
+                                  "patch folder; commands take `--line NAME` (default main).",
+                   "examples": [{"0.33": {"vllm": {"branch": "releases/v0.33", "base": "v0.33.0"}}}]},
     ("", "github"): {"description": "Where `kpatch nightly` opens its pull request and issue (else "
                                     "$GITHUB_REPOSITORY).", "examples": [{"repository": "owner/name"}]},
     ("", "dashboard"): {"description": "The carry history the nightly appends to, and the dashboard issue "
@@ -103,6 +110,16 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
     ("upstream", "test"): {"description": "How `kpatch test` runs the upstream's suite against the locked pair "
                                           "(needed by kpatch test).",
                            "examples": [{"command": "python3 -m pytest -v tests --junitxml=$KPATCH_JUNIT"}]},
+    (LINE_TABLE, "branch"): {**_NONEMPTY, "description": "The branch `kpatch rebase --line NAME` moves the line's "
+                                                        "stack onto.", "examples": ["releases/v0.33"]},
+    (LINE_TABLE, "base"): {**_NONEMPTY, "description": "What the line's stack applies onto: a full commit SHA or a "
+                                                      "tag.", "examples": ["v0.33.0"]},
+    (LINE_TABLE, "base-commit"): {"type": "string", "pattern": SHA_RE.pattern,
+                                  "description": "The 40-hex SHA a tag `base` must resolve to.",
+                                  "examples": ["4ba787ec9f0c2b0f3e1d6a8b7c5e4d3c2b1a0f9e"]},
+    (LINE_TABLE, "patches"): {**_NONEMPTY, "default": "patches/NAME/UPSTREAM",
+                              "description": "The line's stack folder for this upstream, relative to kpatch.toml "
+                                            "(no other line's or main's).", "examples": ["patches/0.33/vllm"]},
     ("upstream.build", "command"): {**_NONEMPTY, "description": "The upstream's documented build command, run in a "
                                                                 "copy of the source; the wheel must land in "
                                                                 "$KPATCH_OUT.",
@@ -231,6 +248,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "nightly": (NIGHTLY_KEYS, ()),
     "release": (RELEASE_KEYS, ()),
     "verify.cuda-only": (CUDA_ONLY_KEYS, ("why",)),
+    LINE_TABLE: (LINE_KEYS, LINE_REQUIRED),
 }
 _ARRAYS = {"upstream": 1, "verify.cuda-only": 0}  # the tables that come as arrays, with their fewest items
 
@@ -252,6 +270,11 @@ def _table(table: str) -> dict[str, Any]:
         child = f"{table}.{key}" if table else key
         if child in _ARRAYS:  # an array of tables: [[upstream]], cuda-only = [{ ... }]
             spec |= {"type": "array", "minItems": _ARRAYS[child], "items": _table(child)}
+        elif child == "line":  # [line."NAME".UPSTREAM]: names the loader checks (main is no line's)
+            named = {"type": "object", "additionalProperties": False,
+                     "patternProperties": {NAME_RE.pattern: _table(LINE_TABLE)}}
+            spec |= {"type": "object", "additionalProperties": False,
+                     "patternProperties": {NAME_RE.pattern: named}}
         elif child in TABLES:
             spec = {**_table(child), **spec}
         properties[key] = spec
@@ -302,7 +325,12 @@ def toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     assert isinstance(value, dict)
-    return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }" if value else "{}"
+    return "{ " + ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }" if value else "{}"
+
+
+def _toml_key(key: str) -> str:
+    """A key as TOML takes it: bare when it can be (`max-steps`), quoted else (`"0.33"`, not a dotted key)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
 def _type_name(spec: dict[str, Any], path: str) -> str:
@@ -310,6 +338,8 @@ def _type_name(spec: dict[str, Any], path: str) -> str:
         return "array of tables"
     if path in TABLES:
         return "table"
+    if path == "line":
+        return "table of lines, each a table of upstreams"
     kind = spec["type"]
     if kind == "array":
         return "array of strings"

@@ -108,6 +108,48 @@ def fetchable(url: str, option: str) -> str:
     return str(path)
 
 
+@dataclass(frozen=True)
+class LineSpec:
+    """`--line LINE:NAME=BRANCH@BASE`: where upstream NAME stands on release line LINE."""
+
+    line: str
+    upstream: str
+    branch: str
+    base: str
+
+
+def parse_line(value: str) -> LineSpec:
+    """`0.33:vllm=releases/v0.33@v0.33.0`, checked (a release line's name, not main)."""
+    from kpatch.config import MAIN, NAME_RE
+
+    line, colon, rest = value.partition(":")
+    name, equals, where = rest.partition("=")
+    branch, at, base = where.rpartition("@")
+    if not (colon and equals and at and line and name and branch and base):
+        raise UsageError(f"--line takes LINE:NAME=BRANCH@BASE (0.33:vllm=releases/v0.33@v0.33.0), got {value!r}")
+    if line == MAIN or not NAME_RE.match(line):
+        raise UsageError(f"--line {value}: {line!r} is no release line's name (lower case letters, digits, '.', "
+                         "'_', '-'; main is the --upstream pins)")
+    return LineSpec(line=line, upstream=name, branch=branch, base=base)
+
+
+def check_lines(lines: Sequence[LineSpec], names: Sequence[str]) -> dict[str, list[LineSpec]]:
+    """The --line options by line, each naming every --upstream once."""
+    by_line: dict[str, list[LineSpec]] = {}
+    for spec in lines:
+        if spec.upstream not in names:
+            raise UsageError(f"--line {spec.line}:{spec.upstream}: no --upstream named {spec.upstream!r}")
+        if any(s.upstream == spec.upstream for s in by_line.get(spec.line, [])):
+            raise UsageError(f"--line {spec.line}:{spec.upstream} is given twice")
+        by_line.setdefault(spec.line, []).append(spec)
+    for line, specs in by_line.items():
+        missing = [n for n in names if n not in {s.upstream for s in specs}]
+        if missing:
+            raise UsageError(f"--line {line}: says nothing of upstream {missing[0]!r}: a line places every upstream "
+                             f"(add --line {line}:{missing[0]}=BRANCH@BASE)")
+    return by_line
+
+
 def parse_requires(values: Sequence[str], names: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """`NAME:OTHER` pairs: NAME's stack goes onto OTHER's (both given with --upstream); no cycle."""
     found: dict[str, list[str]] = {name: [] for name in names}
@@ -128,7 +170,7 @@ def parse_requires(values: Sequence[str], names: Sequence[str]) -> dict[str, tup
 
 
 def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple[str, ...]], ui: UI, *,
-         ci: bool, cache_dir: Path | None) -> InitResult:
+         ci: bool, cache_dir: Path | None, lines: Sequence[LineSpec] = ()) -> InitResult:
     """Write a new project into `root`; nothing is written when a file it would write exists or a base is not
     found."""
     if not specs:
@@ -137,9 +179,11 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice:
         raise UsageError(f"--upstream {twice} is given twice")
+    by_line = check_lines(lines, names)
     root = root.resolve()
-    files = [root / CONFIG_NAME, *(root / "patches" / s.name / SERIES for s in specs)] + ([root / WORKFLOW] if ci
-                                                                                          else [])
+    stacks = [root / "patches" / s.name / SERIES for s in specs] + \
+        [root / "patches" / line / s.upstream / SERIES for line, found in by_line.items() for s in found]
+    files = [root / CONFIG_NAME, *stacks] + ([root / WORKFLOW] if ci else [])
     there = next((f for f in files if f.exists() or f.is_symlink()), None)
     if there is not None:
         raise UsageError(f"{there} exists: kpatch init writes only new files (nothing was written)")
@@ -147,12 +191,13 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
     _refuse_outside(root, [*files, gitignore])
     ws = Workspace(stack=_stack(root, specs), cache_dir=_cache(cache_dir), workdir=root / "work", say=ui.note)
     pinned = tuple(_pin(ws, ui, spec) for spec in specs)
-    texts = {root / CONFIG_NAME: render_config(pinned, requires).encode()}
-    texts |= {root / "patches" / s.name / SERIES: SERIES_HEADER.encode() for s in specs}
+    texts = {root / CONFIG_NAME: render_config(pinned, requires, by_line).encode()}
+    texts |= {path: SERIES_HEADER.encode() for path in stacks}
     if ci:
         texts[root / WORKFLOW] = workflow().encode()
     old = gitignore.read_text(encoding="utf-8", errors="replace") if gitignore.is_file() else None
-    extra = [line for line in IGNORED if old is None or line not in old.splitlines()]
+    ignored = [*IGNORED, *(f"/{kind}-{line}/" for line in by_line for kind in ("work", "dist", "reports"))]
+    extra = [line for line in ignored if old is None or line not in old.splitlines()]
     written: list[Path] = []
     made = _missing_folders(root, texts)
     try:
@@ -259,8 +304,9 @@ def _default_branch(mirror: Mirror, spec: UpstreamSpec) -> str:
                      f"(branches: {listed})")
 
 
-def render_config(pinned: Sequence[Pinned], requires: Mapping[str, tuple[str, ...]]) -> str:
-    """kpatch.toml for these upstreams, each key explained in a comment."""
+def render_config(pinned: Sequence[Pinned], requires: Mapping[str, tuple[str, ...]],
+                  lines: Mapping[str, Sequence[LineSpec]] | None = None) -> str:
+    """kpatch.toml for these upstreams (and release lines), each key explained in a comment."""
     import tomlkit
 
     doc = tomlkit.document()
@@ -283,6 +329,20 @@ def render_config(pinned: Sequence[Pinned], requires: Mapping[str, tuple[str, ..
         table.add(tomlkit.comment("[upstream.build] command = \"...\": how 'kpatch build-wheels' builds its wheel"))
         tables.append(table)
     doc.add("upstream", tables)
+    if lines:
+        every = tomlkit.table(is_super_table=True)
+        for line, specs in lines.items():
+            one = tomlkit.table(is_super_table=True)
+            for spec in specs:
+                table = tomlkit.table()
+                table.add("branch", _noted(spec.branch, f"the branch 'kpatch rebase --line {line}' follows"))
+                table.add("base", _noted(spec.base, f"what line {line}'s stack applies onto (a tag or a commit)"))
+                table.add("patches", _noted(f"patches/{line}/{spec.upstream}", "the line's own stack"))
+                one.add(spec.upstream, table)
+            every.add(line, one)
+        doc.add(tomlkit.nl())
+        doc.add(tomlkit.comment("Release lines beside main: each places every upstream; commands take --line NAME."))
+        doc.add("line", every)
     return tomlkit.dumps(doc)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpatch.config import SHA_RE, Stack, Upstream
+from kpatch.config.model import MAIN
 from kpatch.errors import ConfigError, SeriesError, UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of
 from kpatch.gitx.mirror import unreadable
@@ -103,6 +104,8 @@ def resolve_items(ws: Workspace, ui: UI, onto: Mapping[str, str], *, fetch_missi
         if fetch_missing and (base is None or moving):
             fetch(ws, ui, upstream)
             base = mirror.resolve(ref)
+            if base is None and upstream.name not in onto and ws.stack.line != MAIN:
+                raise missing_line_base(ws.stack, upstream, mirror)
             if base is None:
                 raise UpstreamError(f"upstream {upstream.name}: {ref!r} is not a commit, tag or branch of "
                                     f"{upstream.display_url}")
@@ -111,6 +114,22 @@ def resolve_items(ws: Workspace, ui: UI, onto: Mapping[str, str], *, fetch_missi
         items.append(Item(upstream=upstream, series=series[upstream.name], base=base, mirror=mirror,
                           worktree=ws.worktree(upstream.name)))
     return items
+
+
+def missing_line_base(stack: Stack, upstream: Upstream, mirror: Mirror) -> ConfigError:
+    """A release line's base its upstream's mirror does not have (a snapshot that stops before the tag): which base,
+    and where to get it, in one line (exit 2: kpatch.toml names it)."""
+    newest = mirror.run(["for-each-ref", "--sort=-creatordate", "--count=1", "--format=%(refname:short)",
+                         "refs/tags/"], check=False).text.strip() if mirror.exists else ""
+    there = f"{upstream.display_url} (newest tag there: {newest})" if newest else upstream.display_url
+    if upstream.url_overridden and upstream.configured_url:
+        get = (f"get a clone of {upstream.configured_url} that has it (git fetch --tags) and pass --url "
+               f"{upstream.name}=PATH")
+    else:
+        get = (f"fetch a copy that has it (a clone with its tags, or the release's source tagged {upstream.base}) "
+               f"and pass --url {upstream.name}=PATH, or set the line's base to a commit {upstream.name} has")
+    return ConfigError(f"{stack.path}:{upstream.line}: line {stack.line}: upstream {upstream.name}'s base "
+                       f"{upstream.base!r} is not in {there}: {get}")
 
 
 def check_symlinks(item: Item) -> None:

@@ -20,7 +20,16 @@ from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.diff import StackDiff, forge_url, prefetch_side, rebase_diff
 from kpatch.engine.evidence import UpstreamCommit, for_stack
-from kpatch.engine.plan import Item, backup, check_base, fetch, load_all_series, refuse_unexported, unexported
+from kpatch.engine.plan import (
+    Item,
+    backup,
+    check_base,
+    fetch,
+    load_all_series,
+    missing_line_base,
+    refuse_unexported,
+    unexported,
+)
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
 from kpatch.forge import hosts
@@ -114,6 +123,8 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
             mirror = fetch(ws, ui, upstream)  # the branch head, or a commit the mirror lacks (none to fetch else)
         old = mirror.resolve(upstream.base)
         new = mirror.resolve(ref)
+        if old is None and ws.stack.line != config.MAIN:
+            raise missing_line_base(ws.stack, upstream, mirror)
         if old is None:
             raise UpstreamError(f"upstream {upstream.name}: pinned base {upstream.base!r} is not in "
                                 f"{upstream.display_url}: check 'base' in kpatch.toml, or fetch from a copy that "
@@ -132,7 +143,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         ws.check_owned(upstream.name)  # moved at the end: only a worktree kpatch made
         items.append(Item(upstream=upstream, series=series[upstream.name], base=old, mirror=mirror,
                           worktree=ws.worktree(upstream.name)))
-        rerere.check(ws.stack.root, upstream.name)
+        rerere.check(ws.stack.resolutions, upstream.name)
     refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
     ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
                       *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
@@ -348,9 +359,11 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
         writes.update(rendered.files)
         writes[upstream.patches / SERIES] = rendered.series
         deletes += [p.path for p in stack_series.patches if p.path not in rendered.files]
-        writes.update(rerere.recorded(ws.stack.root, upstream.name, ws.rerere_dir / upstream.name))
-    writes[ws.stack.path] = config.with_new_bases(ws.stack.path, {n: s.base for n, s in op.stacks.items()})
-    changed = journal.write(ws.journal_dir, "rebase", writes, deletes)
+        writes.update(rerere.recorded(ws.stack.resolutions, upstream.name, ws.rerere_dir / upstream.name))
+    with ws.config_lock("rebase"):  # kpatch.toml is the project's: another line's rebase may write it too
+        writes[ws.stack.path] = config.with_new_bases(ws.stack.path, {n: s.base for n, s in op.stacks.items()},
+                                                      line=ws.stack.line)
+        changed = journal.write(ws.journal_dir, "rebase", writes, deletes)
     ui.note(f"rebase committed: {count(changed, 'file')} changed in kpatch.toml and patches/")
     return _finish(ws, ui, run, changed, after, reviews)
 

@@ -28,13 +28,14 @@ _ID = re.compile(r"^[0-9a-f]{40}$")
 _PART = re.compile(r"^(?:pre|post)image(?:\.\d+)?$")
 
 
-def folder(root: Path, name: str) -> Path:
-    return root / "patches" / RERERE / name
+def folder(resolutions: Path, name: str) -> Path:
+    """Upstream `name`'s recorded resolutions in a line's folder of them (`Stack.resolutions`: patches/.rerere)."""
+    return resolutions / name
 
 
-def check(root: Path, name: str) -> None:
+def check(resolutions: Path, name: str) -> None:
     """Refuse symlinks and anything but <sha>/{preimage,postimage} files under patches/.rerere/<name>."""
-    kept = folder(root, name)
+    kept = folder(resolutions, name)
     for path in (kept.parent, kept):
         if path.is_symlink():
             raise SeriesError(f"{path}: recorded resolutions may not be a symlink")
@@ -50,10 +51,10 @@ def check(root: Path, name: str) -> None:
             raise SeriesError(f"{entry}: not a recorded resolution (expected <id>/preimage or <id>/postimage)")
 
 
-def load(root: Path, name: str, rr_cache: Path) -> set[str]:
+def load(resolutions: Path, name: str, rr_cache: Path) -> set[str]:
     """The resolutions kept in the repository -> the mirror's rr-cache (plain files only); their ids."""
-    check(root, name)
-    return _copy(folder(root, name), rr_cache)
+    check(resolutions, name)
+    return _copy(folder(resolutions, name), rr_cache)
 
 
 def _copy(source: Path, target: Path, ids: set[str] | None = None) -> set[str]:
@@ -95,14 +96,14 @@ def session(ws: Workspace, mirror: Mirror, name: str, tree: Repository) -> Itera
         _copy(rr_cache, own, pending)
         shutil.rmtree(rr_cache, ignore_errors=True)
         rr_cache.mkdir(parents=True, exist_ok=True)
-        ids = load(ws.stack.root, name, rr_cache) | _copy(own, rr_cache)
+        ids = load(ws.stack.resolutions, name, rr_cache) | _copy(own, rr_cache)
         try:
             yield
         finally:
             _copy(rr_cache, own, ids | conflicts(tree))
 
 
-def recorded(root: Path, name: str, rr_cache: Path) -> dict[Path, bytes]:
+def recorded(resolutions: Path, name: str, rr_cache: Path) -> dict[Path, bytes]:
     """Resolutions in `rr_cache` (the project's `.kpatch/rerere/<name>`) that have a postimage -> their files under
     patches/.rerere/<name>."""
     files: dict[Path, bytes] = {}
@@ -113,5 +114,5 @@ def recorded(root: Path, name: str, rr_cache: Path) -> dict[Path, bytes]:
             continue
         for source in sorted(entry.iterdir()):
             if _PART.match(source.name) and source.is_file() and not source.is_symlink():
-                files[folder(root, name) / entry.name / source.name] = source.read_bytes()
+                files[folder(resolutions, name) / entry.name / source.name] = source.read_bytes()
     return files

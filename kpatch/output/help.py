@@ -19,6 +19,8 @@ EXAMPLES = {
                     "what a nightly's branch does to each patch against main: one line per patch"),
     "export": Example("kpatch export vllm --check", "exit 1 if a worktree commit is not in patches/vllm yet"),
     "rebase": Example("kpatch rebase --onto vllm=v0.33.0", "move vLLM's stack to the v0.33.0 tag (kernels to main)"),
+    "backport": Example("kpatch backport vllm/0005-XPU-fix-the-kv-cache-guard.patch --to 0.33",
+                        "carry a main patch onto the 0.33 release line's vLLM stack (3-way, one journaled step)"),
     "build-wheels": Example("kpatch build-wheels --base-image kpatch-test-base:bookworm --out dist",
                             "build the pair on a local base image; wheels and pylock.toml into dist/"),
     "verify": Example("kpatch verify --installed", "check dist/pylock.toml, the op contract and this environment"),

@@ -12,12 +12,12 @@ leftovers (`sweep`).
 Going back puts every target as it was from the copies. Without `journal.json` nothing was touched yet: both
 ways only drop the staging folder. `--continue` goes forward and `--abort` goes back, for every command.
 
-The journal is `<project>/.kpatch/journal`, and nothing in it is trusted: a step's target must be a file of
-the project (kpatch.toml, patches/, the run state; resolved, so no symlink leads out of it), its staged and kept
-copies names this module gives, each a regular file (a copy that is a symlink is never moved into the project nor
-read through) in the journal's own `new/` and `old/` folders (no symlink either). A journal that cannot be read (or
-breaks those rules) cannot go forward; going back sets it aside (`.kpatch/journal-unreadable-<time>`), leaving the
-files as they are.
+The journal is `<project>/.kpatch/journal` (a release line's: `.kpatch/lines/<line>/journal`), and nothing in it is
+trusted: a step's target must be a file of the project (kpatch.toml, patches/, the run state; resolved, so no
+symlink leads out of it), its staged and kept copies names this module gives, each a regular file (a copy that is a
+symlink is never moved into the project nor read through) in the journal's own `new/` and `old/` folders (no
+symlink either). A journal that cannot be read (or breaks those rules) cannot go forward; going back sets it aside
+(`.kpatch/journal-unreadable-<time>`), leaving the files as they are.
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ class Step:
     old: str | None  # copy of the target as it was (None: it did not exist)
 
 
-OPERATIONS = ("rebase", "export", "import", "propose")  # the commands that write through a journal
+OPERATIONS = ("rebase", "export", "import", "propose", "backport")  # the commands that write through a journal
 _STAGED = re.compile(r"^[0-9]+$")  # the names `write` gives: new/<n>, old/w<n> and old/d<n>
 _KEPT = re.compile(r"^[wd][0-9]+$")
+_STATE = re.compile(r"^\.kpatch/(?:lines/[a-z0-9][a-z0-9._-]*/)?state\.json$")  # main's run state, or a line's
 
 
 def pending(folder: Path) -> str | None:
@@ -219,11 +220,11 @@ def _step(folder: Path, item: object) -> Step:
     if not (new is None or (isinstance(new, str) and _STAGED.match(new))) or \
             not (old is None or (isinstance(old, str) and _KEPT.match(old))):
         raise ValueError(f"step of {target!r} names copies the journal does not make")
-    root = Path(os.path.realpath(folder.parent.parent))
+    root = Path(os.path.realpath(_project(folder)))
     path = Path(target)
     where = Path(os.path.realpath(path.parent)) / path.name  # the last part may be a symlink: it is replaced
     inside = where.relative_to(root).as_posix() if path.is_absolute() and where.is_relative_to(root) else None
-    if inside is None or inside in ("", ".") or (inside.startswith(".kpatch/") and inside != ".kpatch/state.json") \
+    if inside is None or inside in ("", ".") or (inside.startswith(".kpatch/") and not _STATE.match(inside)) \
             or ".git" in Path(inside).parts:
         raise ValueError(f"step target {target!r} is not a file of the project {root}")
     if where.is_dir() and not where.is_symlink():
@@ -234,6 +235,14 @@ def _step(folder: Path, item: object) -> Step:
     if kept is not None and (kept.is_symlink() or not kept.is_file()):
         raise ValueError(f"the kept copy of {target!r} (old/{old}) is not a regular file")
     return Step(target=str(where), new=new, old=old)
+
+
+def _project(folder: Path) -> Path:
+    """The project a journal folder belongs to: `<project>/.kpatch/journal`, or a release line's
+    `<project>/.kpatch/lines/<line>/journal`."""
+    if folder.parent.parent.name == "lines" and folder.parent.parent.parent.name == ".kpatch":
+        return folder.parent.parent.parent.parent
+    return folder.parent.parent
 
 
 def _keep(folder: Path, path: Path, name: str) -> str | None:

@@ -21,6 +21,7 @@ STATE_VERSION = 2
 class Kind(Enum):
     APPLY = "apply"
     REBASE = "rebase"
+    BACKPORT = "backport"  # patches of another line onto this line's stacks (kpatch/lines/backport.py)
 
 
 class StackPhase(Enum):
@@ -153,6 +154,7 @@ class Operation:
     github: str | None = None  # why Upstream-PR states were not checked, if they were not
     # upstream -> the user's worktree HEAD whose unexported commits `--discard` lets go (kept under a backup ref)
     discard: dict[str, str] = field(default_factory=dict)
+    source: str | None = None  # a backport's: the line its patches come from
 
     @property
     def stopped(self) -> StackRun | None:

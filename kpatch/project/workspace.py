@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from kpatch import scratch
 from kpatch.config import Stack
+from kpatch.config.model import MAIN
 from kpatch.errors import GitError, StorageError, UsageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
@@ -53,18 +54,60 @@ class Workspace:
     def create(cls, stack: Stack, cache_dir: Path | None, workdir: Path | None, *,
                wait: float | None = None, say: Callable[[str], None] | None = None) -> Workspace:
         """The workspace for `stack`; without `workdir`, the one the last apply used (else ./work)."""
-        if workdir is None:
-            where = stack.root / KPATCH_DIR / "state.json"
-            recorded = state.read(where)
-            workdir = _recorded_workdir(stack.root, recorded.workdir, where) if recorded else stack.root / "work"
+        workdir = workdir or line_workdir(stack.root, stack.line)
         ws = cls(stack=stack, cache_dir=(cache_dir or default_cache_dir()).resolve(), workdir=workdir.resolve(),
                  wait=wait, say=say)
         ws._refuse_legacy()
+        if stack.lines:
+            ws._refuse_shared_workdir()
         return ws
 
     @property
-    def kpatch_dir(self) -> Path:
+    def project_dir(self) -> Path:
+        """The project's own folder of kpatch state (`.kpatch/`), whatever the line."""
         return self.stack.root / KPATCH_DIR
+
+    @property
+    def kpatch_dir(self) -> Path:
+        """This line's run state, journal, recorded resolutions in progress and writer lock: `.kpatch/` for main,
+        `.kpatch/lines/<line>/` for a release line (two lines of a project are written side by side)."""
+        return line_state_dir(self.stack.root, self.stack.line)
+
+    @property
+    def dist_dir(self) -> Path:
+        """Where the line's wheel set and its lock go by default: dist/ for main, dist-<line>/ for a release line."""
+        return self.stack.root / ("dist" if self.stack.line == MAIN else f"dist-{self.stack.line}")
+
+    @property
+    def reports_dir(self) -> Path:
+        """Where the line's test reports go by default: reports/ for main, reports-<line>/ for a release line."""
+        return self.stack.root / ("reports" if self.stack.line == MAIN else f"reports-{self.stack.line}")
+
+    def _refuse_shared_workdir(self) -> None:
+        """Each line works in its own folder: one inside another's would move (and clean) the other's worktrees."""
+        from kpatch.errors import UsageError
+
+        mine = self.workdir
+        for other in self.stack.line_names:
+            if other == self.stack.line:
+                continue
+            theirs = line_workdir(self.stack.root, other).resolve()
+            if mine == theirs or mine.is_relative_to(theirs) or theirs.is_relative_to(mine):
+                raise UsageError(f"work folder {mine} is (or holds, or is inside) line {other}'s work folder {theirs}: "
+                                 f"give line {self.stack.line} its own --workdir")
+
+    @contextmanager
+    def config_lock(self, doing: str) -> Iterator[None]:
+        """Held while kpatch.toml is read and rewritten in a project with lines: each line has its own writer lock,
+        and two lines' rebases (or backports) would otherwise each write kpatch.toml from the same old text."""
+        from kpatch.project.exclusive import exclusive
+
+        if not self.stack.lines:  # one line: its writer lock is the project's
+            yield
+            return
+        self._ensure_kpatch_dir()
+        with exclusive([self.project_dir / "kpatch-toml.lock"], doing, wait=WAIT_FOREVER, on_wait=self._say):
+            yield
 
     @property
     def state_file(self) -> Path:
@@ -193,9 +236,17 @@ class Workspace:
         cannot be read, how to set it aside)."""
         interrupted = self.pending_journal()
         if interrupted:
+            which = self.line_option(interrupted)
             raise WorktreeError(journal.problem(self.journal_dir) or
                                 f"an interrupted 'kpatch {interrupted}' left kpatch.toml or patches/ half-written: "
-                                f"run 'kpatch {interrupted} --continue' or 'kpatch {interrupted} --abort'")
+                                f"run 'kpatch {interrupted} --continue{which}' or "
+                                f"'kpatch {interrupted} --abort{which}'")
+
+    def line_option(self, command: str) -> str:
+        """What names this line to `command` on a command line: nothing for main (` --to main` for a backport)."""
+        if command == "backport":
+            return f" --to {self.stack.line}"
+        return "" if self.stack.line == MAIN else f" --line {self.stack.line}"
 
     def refuse_if_busy(self, *, allow: state.Kind | None = None) -> RunState:
         """The run state, unless an operation (other than `allow`) or a half-written journal is in progress."""
@@ -204,9 +255,9 @@ class Workspace:
         op = run.operation
         if op is not None and op.kind is not allow:
             where = f" (stopped in {op.stopped.tree})" if op.stopped else ""
-            kind = op.kind.value
-            raise WorktreeError(f"{article(kind)} is in progress{where}: run 'kpatch {kind} --continue' "
-                                f"or 'kpatch {kind} --abort' first")
+            kind, which = op.kind.value, self.line_option(op.kind.value)
+            raise WorktreeError(f"{article(kind)} is in progress{where}: run 'kpatch {kind} --continue{which}' "
+                                f"or 'kpatch {kind} --abort{which}' first")
         return run
 
     @contextmanager
@@ -379,9 +430,10 @@ class Workspace:
                 raise StorageError(f"cannot write {path}: read-only (no permission)")
 
     def _ensure_kpatch_dir(self) -> None:
-        if not self.kpatch_dir.is_dir():
-            self.kpatch_dir.mkdir(parents=True, exist_ok=True)
-            (self.kpatch_dir / ".gitignore").write_text("# kpatch's own run state: never committed\n*\n")
+        if not self.project_dir.is_dir():
+            self.project_dir.mkdir(parents=True, exist_ok=True)
+            (self.project_dir / ".gitignore").write_text("# kpatch's own run state: never committed\n*\n")
+        self.kpatch_dir.mkdir(parents=True, exist_ok=True)
 
     def _refuse_legacy(self) -> None:
         for name in _LEGACY:
@@ -431,6 +483,21 @@ def _recorded_workdir(root: Path, recorded: str, where: Path) -> Path:
             raise WorktreeError(f"{where}: the recorded work folder {workdir} belongs to the project in {folder}, "
                                 "not this one (was the project copied?); pass --workdir (e.g. --workdir work)")
     return workdir
+
+
+def line_state_dir(root: Path, line: str) -> Path:
+    """Where a line's run state lives: `.kpatch/` for main (as before lines), `.kpatch/lines/<line>/` else."""
+    return root / KPATCH_DIR if line == MAIN else root / KPATCH_DIR / "lines" / line
+
+
+def line_workdir(root: Path, line: str) -> Path:
+    """A line's work folder: the one its last apply used (recorded in its run state), else `work` for main and
+    `work-<line>` for a release line (beside main's, never inside it)."""
+    where = line_state_dir(root, line) / "state.json"
+    recorded = state.read(where)
+    if recorded:
+        return _recorded_workdir(root, recorded.workdir, where)
+    return root / ("work" if line == MAIN else f"work-{line}")
 
 
 def default_cache_dir() -> Path:

@@ -15,7 +15,8 @@ MBOX_FIRST = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 PATCH_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.patch$")
 _HEADER = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 _FOLD = re.compile(r"\s*\n[ \t]+")  # a folded header line's break and the next line's indent
-_TRAILER = re.compile(r"^(Upstream-Status|Upstream-PR|Requires):\s*(.*?)\s*$", re.IGNORECASE)
+_TRAILER = re.compile(r"^(Upstream-Status|Upstream-PR|Requires|Backport-Of|Lines):\s*(.*?)\s*$", re.IGNORECASE)
+_LINE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # config.NAME_RE: a release line's name
 _PR = re.compile(PR_PATTERN)  # GitHub's name rules: no `.`/`..` segment can climb the API path
 
 
@@ -55,6 +56,8 @@ class Patch:
     new_symlinks: tuple[str, ...]  # paths the diff creates as symlinks
     new_files: tuple[str, ...] = ()  # paths the diff creates
     renamed: tuple[str, ...] = ()  # paths the diff renames a file to
+    backport_of: tuple[str, ...] = ()  # `Backport-Of: <line>:<patch file>`: the patch of another line it carries
+    lines: tuple[str, ...] = ()  # `Lines: main, 0.33`: the only release lines the patch applies to (empty: any)
 
     @property
     def name(self) -> str:
@@ -100,12 +103,12 @@ def parse_patch_text(text: str, path: Path) -> Patch:
     diff_start = next((i for i in range(body_start, len(lines)) if lines[i].startswith("diff --git ")), None)
     if diff_start is None:
         raise SeriesError(f"{path}: no 'diff --git' section: the patch changes nothing")
-    status, prs, requires = _trailers(lines, body_start, diff_start, path)
+    status, prs, requires, lines_of = _trailers(lines, body_start, diff_start, path)
     found = diff_paths(lines, diff_start, path)
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers["subject"])
     return Patch(path=path, subject=subject, author=headers["from"], date=headers["date"], status=status,
                  prs=tuple(prs), requires=tuple(requires), paths=found.paths, new_symlinks=found.new_symlinks,
-                 new_files=found.new_files, renamed=found.renamed)
+                 new_files=found.new_files, renamed=found.renamed, backport_of=lines_of[0], lines=lines_of[1])
 
 
 def _headers(lines: list[str], path: Path) -> tuple[dict[str, str], int]:
@@ -141,10 +144,12 @@ def _decode(value: str, path: Path, index: int) -> str:
 
 def _trailers(
     lines: list[str], start: int, end: int, path: Path
-) -> tuple[UpstreamStatus | None, list[str], list[PatchRef]]:
+) -> tuple[UpstreamStatus | None, list[str], list[PatchRef], tuple[tuple[str, ...], tuple[str, ...]]]:
     status: UpstreamStatus | None = None
     prs: list[str] = []
     requires: list[PatchRef] = []
+    backport_of: list[str] = []
+    only: list[str] = []
     for index in range(start, end):
         if lines[index] == "---":
             break
@@ -162,12 +167,23 @@ def _trailers(
             if not is_pr(value):
                 raise SeriesError(f"{where}: Upstream-PR must look like owner/repo#123, not {value!r}")
             prs.append(value)
+        elif key == "backport-of":
+            line, sep, patch = value.partition(":")
+            if not sep or not _LINE_NAME.match(line) or not PATCH_NAME.match(patch):
+                raise SeriesError(f"{where}: Backport-Of must look like <line>:<patch-file> (main:0003-Fix.patch), "
+                                  f"not {value!r}")
+            backport_of.append(value)
+        elif key == "lines":
+            names = [n for n in re.split(r"[,\s]+", value) if n]
+            if not names or not all(_LINE_NAME.match(n) for n in names):
+                raise SeriesError(f"{where}: Lines must name release lines (main, 0.33), not {value!r}")
+            only += names
         else:
             upstream, sep, patch = value.partition("/")
             if not sep or not upstream or not PATCH_NAME.match(patch):
                 raise SeriesError(f"{where}: Requires must look like <upstream>/<patch-file>, not {value!r}")
             requires.append(PatchRef(upstream=upstream, patch=patch, line=index + 1))
-    return status, prs, requires
+    return status, prs, requires, (tuple(backport_of), tuple(only))
 
 
 def added_file(patch: Path, name: str) -> str:

@@ -21,12 +21,12 @@ def run_suites(ws: Workspace, ui: UI, *, names: tuple[str, ...] = (), devices: t
     """The suites in the build image (docker) or on this host (local); the lock defaults to dist/pylock.toml and
     the reports to reports/, next to kpatch.toml. `tests` (upstream -> test files, in order) reaches a suite's
     command as $KPATCH_TESTS (test selection)."""
-    lock = lock or ws.stack.root / "dist" / "pylock.toml"
+    lock = lock or ws.dist_dir / "pylock.toml"
     if backend == "auto":
         backend = _backend_of(ui, lock)
     runner = run_local if backend == "local" else run
     return runner(ws, ui, names=names, devices=devices, timeout=timeout, lock=lock,
-                  reports=reports or ws.stack.root / "reports", tests=tests or {})
+                  reports=reports or ws.reports_dir, tests=tests or {})
 
 
 def _backend_of(ui: UI, lock: Path) -> str:

@@ -56,7 +56,7 @@ class VerifyResult:
 def verify(ws: Workspace, ui: UI, *, lock_path: Path | None, installed: bool,
            update_baseline: str | None = None) -> VerifyResult:
     """`update_baseline`: a reason; record today's contract findings as accepted (verify-baseline.toml) first."""
-    path = lock_path or ws.stack.root / "dist" / lockfile.LOCK_NAME
+    path = lock_path or ws.dist_dir / lockfile.LOCK_NAME
     if lock_path is not None and not path.is_file():
         raise LockError(f"no lock at {path}")
     checks: list[Check] = []
@@ -199,7 +199,7 @@ def release_verified(ws: Workspace, ui: UI, lock: Path, publish: Callable[[str],
              f"{counts[Status.SKIP]} skipped"]
     lines += [f"{c.area} {c.subject}: {c.detail}" for c in result.checks if c.area in ("contract", "pin", "torch")
               and c.status is Status.PASS]
-    lines += [_test_summary(ws.stack.root / "reports", up.name) for up in ws.stack.upstreams]
+    lines += [_test_summary(ws.reports_dir, up.name) for up in ws.stack.upstreams]
     return publish(notes.body(ws.stack, lockfile.read(lock), tuple(lines)))
 
 

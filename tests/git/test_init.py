@@ -195,3 +195,28 @@ def test_the_written_nightly_workflow_passes_actionlint_and_zizmor(tmp_path: Pat
     audit = subprocess.run([str(tools[1]), "--offline", "--no-progress", "--persona", "pedantic", str(path)],
                            capture_output=True, text=True, env=env, cwd=tmp_path)
     assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+def test_init_line_writes_a_release_line_kpatch_reads_back_with_its_own_stacks(project: Project,
+                                                                               tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    result = _init(new, project, "--line", "0.9:kernels=release/0.9@v0.9", "--line", "0.9:app=release/0.9@v0.9")
+    assert result.exit_code == 0, result.output
+    stack = load(new / "kpatch.toml")
+    assert stack.line_names == ("main", "0.9")
+    line = stack.on_line("0.9")
+    assert [(u.name, u.branch, u.base) for u in line.upstreams] == [("kernels", "release/0.9", "v0.9"),
+                                                                     ("app", "release/0.9", "v0.9")]
+    for name in ("kernels", "app"):
+        assert (new / "patches" / "0.9" / name / "series").read_text() == SERIES_HEADER
+    assert '[line."0.9".kernels]' in (new / "kpatch.toml").read_text()
+    assert {"/work-0.9/", "/dist-0.9/", "/reports-0.9/"} <= set((new / ".gitignore").read_text().splitlines())
+
+
+def test_init_line_that_leaves_out_an_upstream_writes_nothing(project: Project, tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    result = _init(new, project, "--line", "0.9:kernels=release/0.9@v0.9")
+    _one_error(result, ExitCode.BAD_INPUT, "--line 0.9: says nothing of upstream 'app'")
+    assert not list(new.iterdir())
+    bad = _init(new, project, "--line", "main:kernels=release/0.9@v0.9", "--line", "main:app=x@y")
+    _one_error(bad, ExitCode.BAD_INPUT, "'main' is no release line's name")

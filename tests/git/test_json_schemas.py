@@ -19,7 +19,7 @@ from tests.support.json_envelope import checked, schema
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("apply", "rebase", "diff", "export", "status", "build-wheels", "verify", "test", "nightly", "demo",
-            "doctor", "init", "import", "report", "propose", "release")
+            "doctor", "init", "import", "report", "propose", "release", "backport")
 
 
 @pytest.mark.unit

@@ -43,12 +43,14 @@ def test_the_package_ships_the_schema() -> None:
     assert SCHEMA_FILE.name in data and SCHEMA_FILE.parent == ROOT / "kpatch" / "config"
 
 
-def _schema_keys(node: dict[str, Any], prefix: str = "") -> list[str]:
+def _schema_keys(node: dict[str, Any], prefix: str = "", names: tuple[str, ...] = ("NAME", "UPSTREAM")) -> list[str]:
     keys = []
     for key, spec in node.get("properties", {}).items():
         path = f"{prefix}.{key}" if prefix else key
         keys.append(path)
         keys += _schema_keys(spec.get("items", spec), path)
+    for spec in node.get("patternProperties", {}).values():  # [line."NAME".UPSTREAM]: names the person gives
+        keys += _schema_keys(spec, f"{prefix}.{names[0]}", names[1:])
     return keys
 
 
@@ -59,7 +61,7 @@ def test_the_schema_has_exactly_the_keys_the_loader_takes() -> None:
 
 def _documented_keys() -> list[str]:
     text = (DOCS / "config.md").read_text(encoding="utf-8")
-    return re.findall(r"^\| `([a-z.-]+)` \|", text, re.MULTILINE)
+    return re.findall(r"^\| `([a-zA-Z.-]+)` \|", text, re.MULTILINE)
 
 
 def test_docs_config_lists_every_key_of_the_schema_and_no_other() -> None:

@@ -134,7 +134,7 @@ def test_the_trailers_docs_stacks_lists_are_the_ones_kpatch_reads() -> None:
 
     text = (DOCS / "stacks.md").read_text(encoding="utf-8")
     listed = dict(re.findall(r"^- `([A-Za-z-]+): ([^`]+)`", text, re.MULTILINE))
-    assert set(listed) == {"Upstream-Status", "Upstream-PR", "Requires"}
+    assert set(listed) == {"Upstream-Status", "Upstream-PR", "Requires", "Backport-Of", "Lines"}
     assert set(listed["Upstream-Status"].split("|")) == {status.value for status in UpstreamStatus}
 
 

@@ -19,7 +19,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(floor.split()) for floor in
     "cli",
     "commands",
     "examples",
-    "nightly adopt",
+    "nightly adopt lines",
     "testing verify doctor",
     "wheels",
     "engine",

@@ -1,0 +1,98 @@
+"""kpatch.toml's release lines ([line."NAME".UPSTREAM]): read as the line's stack, every mistake one line naming
+the file, the line and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kpatch.config import load
+from kpatch.config.edit import with_new_bases
+from kpatch.errors import ConfigError, UsageError
+
+UPSTREAMS = """version = 1
+
+[[upstream]]
+name = "kernels"
+url = "https://example.invalid/kernels.git"
+branch = "main"
+base = "v1.0"
+patches = "patches/kernels"
+
+[[upstream]]
+name = "vllm"
+url = "https://example.invalid/vllm.git"
+branch = "main"
+base = "v0.34.0"
+patches = "patches/vllm"
+requires = ["kernels"]
+"""
+LINE = """
+[line."0.33".kernels]
+branch = "main"
+base = "v0.1.15.4"
+
+[line."0.33".vllm]
+branch = "releases/v0.33"  # the release branch
+base = 'v0.33.0'
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "kpatch.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_line_is_the_stack_with_its_branches_bases_and_own_patch_folders(tmp_path: Path) -> None:
+    stack = load(_write(tmp_path, UPSTREAMS + LINE))
+    assert stack.line == "main" and stack.line_names == ("main", "0.33")
+    line = stack.on_line("0.33")
+    vllm = line.get("vllm")
+    assert (vllm.branch, vllm.base, vllm.url) == ("releases/v0.33", "v0.33.0", "https://example.invalid/vllm.git")
+    assert vllm.patches == tmp_path / "patches" / "0.33" / "vllm" and vllm.requires == ("kernels",)
+    assert line.resolutions == tmp_path / "patches" / "0.33" / ".rerere"
+    assert stack.resolutions == tmp_path / "patches" / ".rerere"
+    assert stack.get("vllm").base == "v0.34.0"  # main as the [[upstream]] tables say
+
+
+def test_a_project_without_lines_has_only_main(tmp_path: Path) -> None:
+    stack = load(_write(tmp_path, UPSTREAMS))
+    assert stack.lines == () and stack.line_names == ("main",) and stack.on_line("main") is stack
+    with pytest.raises(UsageError, match=r"unknown line '0.33' \(kpatch.toml declares: main\)"):
+        stack.on_line("0.33")
+
+
+@pytest.mark.parametrize(("text", "line", "says"), [
+    (LINE.replace('[line."0.33".vllm]', '[line."0.33".vlm]'), 6,
+     "line.\"0.33\".vlm: unknown upstream 'vlm' (did you mean 'vllm'?)"),
+    (LINE.replace("base = 'v0.33.0'", "bsae = 'v0.33.0'"), 8, "line.\"0.33\".vllm.bsae: unknown key 'bsae' (did you "
+                                                              "mean 'base'?)"),
+    (LINE.replace("base = 'v0.33.0'", ""), 6, "line.\"0.33\".vllm is missing 'base'"),
+    (LINE.split("[line.\"0.33\".vllm]")[0], 2, "line '0.33' does not say where upstream 'vllm' stands"),
+    (LINE.replace('"0.33"', '"main"'), 2, "'main' is the line the [[upstream]] tables describe"),
+    (LINE.replace("base = 'v0.33.0'", "base = 'v0.33.0'\npatches = \"patches/vllm\""), 9,
+     "is already upstream vllm's patches (main)"),
+    (LINE.replace("base = 'v0.33.0'", "base = 'v0.33.0'\npatches = \"../elsewhere\""), 9, "must stay inside"),
+    (LINE.replace("base = 'v0.33.0'", "base = 'v0.33.0'\nbase-commit = \"abc\""), 9, "must be a 40-hex SHA"),
+    (LINE.replace('"0.33"', '"0.33/x"'), 2, "bad line name '0.33/x'"),
+])
+def test_a_bad_line_is_one_line_naming_the_file_the_line_and_the_key(tmp_path: Path, text: str, line: int,
+                                                                    says: str) -> None:
+    path = _write(tmp_path, UPSTREAMS + text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert "\n" not in message and says in message, message
+    number = UPSTREAMS.count("\n") + line
+    assert message.startswith(f"{path}:{number}: "), message
+
+
+def test_a_line_rebase_writes_the_lines_bases_and_keeps_the_rest_byte_for_byte(tmp_path: Path) -> None:
+    path = _write(tmp_path, UPSTREAMS + LINE)
+    sha = "4ba787ec9" + "0" * 31
+    edited = with_new_bases(path, {"vllm": sha}, line="0.33").decode()
+    assert edited == (UPSTREAMS + LINE).replace("base = 'v0.33.0'", f"base = '{sha}'")
+    assert with_new_bases(path, {"vllm": sha}).decode() == (UPSTREAMS + LINE).replace('base = "v0.34.0"',
+                                                                                     f'base = "{sha}"')
