@@ -4,7 +4,6 @@ an index that cannot be reached."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 from collections.abc import Iterator
@@ -17,29 +16,18 @@ from kpatch.forge import offline
 from kpatch.nightly import released
 from kpatch.project.workspace import Workspace
 from kpatch.verify.pairs import Released, night_notes
-from tests.sycl.test_wheel_verify import KERNELS_CPP, _build_extension, _serve, _wheel, pair
+from tests.sycl.test_wheel_verify import KERNELS_CPP, _build_extension, _serve, _wheel, pair, simple_index
 
 __all__ = ["pair"]  # the module's fixture, used here
 
 DEMO = Released(app="app", kernels="appkernels", model="app/", model_name="Demo")
 
 
-def _index(root: Path, files: dict[str, list[Path]]) -> None:
-    for project, paths in files.items():
-        (root / project).mkdir(parents=True)
-        links = []
-        for path in paths:
-            (root / project / path.name).write_bytes(path.read_bytes())
-            links.append(f'<a href="{path.name}#sha256={hashlib.sha256(path.read_bytes()).hexdigest()}">'
-                         f"{path.name}</a>")
-        (root / project / "index.html").write_text("<html><body>" + "".join(links) + "</body></html>")
-
-
 @pytest.fixture
 def served(pair: dict[str, Path], tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """An index with app 0.1 (pinning appkernels 0.1, which lacks missing_op) and appkernels 0.1 only."""
     root = tmp_path / "index"
-    _index(root, {"appkernels": [pair["wheel"]], "app": [pair["sdist"]]})
+    simple_index(root, {"appkernels": [pair["wheel"]], "app": [pair["sdist"]]})
     server, url = _serve(root)
     try:
         yield url, root
@@ -66,7 +54,7 @@ def test_the_night_says_when_a_released_kernels_wheel_starts_to_carry_the_fix(
     newer = _wheel(tmp_path / "appkernels-0.2-cp38-abi3-linux_x86_64.whl", {"appkernels/_C.abi3.so": so.read_bytes()})
     (root / "appkernels" / "index.html").unlink()
     (root / "appkernels" / pair["wheel"].name).unlink()
-    _index(root / "next", {"appkernels": [pair["wheel"], newer]})
+    simple_index(root / "next", {"appkernels": [pair["wheel"], newer]})
     (root / "appkernels").rmdir()
     (root / "next" / "appkernels").rename(root / "appkernels")
     lines = night_notes(DEMO, url, tmp_path / "cache")
@@ -120,7 +108,7 @@ REAL_VLLM = os.environ.get("KPATCH_REAL_VLLM_SDIST")  # vllm-0.33.0.tar.gz
 def test_the_night_says_the_released_vllm_and_kernels_do_not_carry_the_kimi_k3_fix(tmp_path: Path) -> None:
     assert REAL_KERNELS and REAL_VLLM
     root = tmp_path / "index"
-    _index(root, {"vllm-xpu-kernels": [Path(REAL_KERNELS)], "vllm": [Path(REAL_VLLM)]})
+    simple_index(root, {"vllm-xpu-kernels": [Path(REAL_KERNELS)], "vllm": [Path(REAL_VLLM)]})
     server, url = _serve(root)
     try:
         lines = night_notes(Released(model="vllm/models/kimi_k3/nvidia/", model_name="Kimi-K3"), url,

@@ -232,6 +232,18 @@ def test_verify_wheel_takes_an_application_wheel_and_rejects_a_bad_half(pair: di
     assert ran.exit_code == 2 and "must pin one version" in ran.output
 
 
+def simple_index(root: Path, files: dict[str, list[Path]]) -> None:
+    """A PEP 503 index in `root`: a page per project linking its files, each with its sha256."""
+    for project, paths in files.items():
+        (root / project).mkdir(parents=True)
+        links = []
+        for path in paths:
+            (root / project / path.name).write_bytes(path.read_bytes())
+            links.append(f'<a href="{path.name}#sha256={hashlib.sha256(path.read_bytes()).hexdigest()}">'
+                         f"{path.name}</a>")
+        (root / project / "index.html").write_text("<html><body>" + "".join(links) + "</body></html>")
+
+
 def _serve(root: Path) -> tuple[ThreadingHTTPServer, str]:
     """A static file server on 127.0.0.1 (a PEP 503 index when the folder holds one)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(root)))
@@ -332,14 +344,7 @@ def test_released_pairs_writes_the_table_of_each_app_release_with_its_pinned_and
     files = {"appkernels": [pair["wheel"], _wheel(tmp_path / "appkernels-0.2-cp38-abi3-linux_x86_64.whl",
                                                  {"appkernels/_C.abi3.so": so.read_bytes()})],
              "app": [pair["sdist"]]}
-    for project, paths in files.items():
-        (root / project).mkdir(parents=True)
-        links = []
-        for path in paths:
-            (root / project / path.name).write_bytes(path.read_bytes())
-            links.append(f'<a href="{path.name}#sha256={hashlib.sha256(path.read_bytes()).hexdigest()}">'
-                         f"{path.name}</a>")
-        (root / project / "index.html").write_text("<html><body>" + "".join(links) + "</body></html>")
+    simple_index(root, files)
     doc = tmp_path / "verify.md"
     doc.write_text("# Pairs\n\nbefore\n<!-- released-pairs:start -->\nold\n<!-- released-pairs:end -->\nafter\n")
     server, url = _serve(root)
