@@ -77,3 +77,10 @@ def _alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True
     return True
+
+
+def owner_alive(name: str) -> bool:
+    """Whether the kpatch that made temp folder `name` (`kpatch-<kind>-<pid>-*`) may still be running: a name of
+    another form counts as alive (it is never taken for a dead kpatch's)."""
+    match = _NAME.match(name)
+    return match is None or int(match.group(2)) == os.getpid() or _alive(int(match.group(2)))

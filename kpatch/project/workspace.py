@@ -556,6 +556,8 @@ def _throwaway_records(mirror: Path) -> list[Path]:
             continue
         if not gitdir.parent.parent.name.startswith(THROWAWAY_PREFIX):
             continue
+        if scratch.owner_alive(gitdir.parent.parent.name):
+            continue  # another kpatch's (a scroll worker's, say) at work now: never touched
         if os.path.lexists(gitdir.parent.parent):
             kept.append(record)
         else:

@@ -51,12 +51,12 @@ def test_doctor_auto_backend_without_an_engine_takes_this_host_says_so_and_check
     result = project.run("doctor", "--cache-dir", "cache", "--json")  # auto: build-wheels' and test's default
     found = _findings(result.stdout)
     backend = found["backend"][0]
-    assert backend["status"] == "ok" and backend["detail"].startswith("local: this host")
+    assert backend["status"] == "passed" and backend["detail"].startswith("local: this host")
     assert f"(auto: no Docker engine at {NO_ENGINE}" in backend["detail"]
-    assert found["docker"][0]["status"] == "warn"  # not needed: auto builds on this host
-    assert found["python"][0]["status"] in ("ok", "fail")  # checked (made as the first local build makes it)
+    assert found["docker"][0]["status"] == "warning"  # not needed: auto builds on this host
+    assert found["python"][0]["status"] in ("passed", "failed")  # checked (made as the first local build makes it)
     assert "local build environment" in found["python"][0]["detail"]
-    assert result.exit_code == (0 if found["python"][0]["status"] == "ok" else ExitCode.CONFLICT), result.output
+    assert result.exit_code == (0 if found["python"][0]["status"] == "passed" else ExitCode.CONFLICT), result.output
     human = project.run("doctor", "--cache-dir", "cache")
     assert any(line.startswith("ok   backend  local: this host") for line in human.stdout.splitlines())
 
@@ -65,7 +65,7 @@ def test_doctor_docker_backend_is_named_as_asked(project: Project, monkeypatch: 
     monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
     found = _findings(project.run("doctor", "--backend", "docker", "--json").stdout)
     assert found["backend"][0]["detail"].startswith("docker: the Docker engine (--backend docker)")
-    assert found["python"][0]["status"] in ("skip", "ok", "warn")  # not needed for docker
+    assert found["python"][0]["status"] in ("skipped", "passed", "warning")  # not needed for docker
 
 
 def test_doctor_outside_a_project_checks_the_machine_and_is_not_ready(tmp_path: Path,

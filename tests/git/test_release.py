@@ -390,7 +390,7 @@ def test_verify_installed_in_a_venv_mixing_two_releases_fails_naming_both_sets(
     assert verified.exit_code == ExitCode.CONFLICT, verified.output
     found = {(c["area"], c["subject"]): c for c in json.loads(verified.stdout)["result"]["checks"]}
     mixing = found[("installed", "set")]
-    assert mixing["status"] == "fail"
+    assert mixing["status"] == "failed"
     assert mixing["detail"].startswith("the environment mixes two sets: ")
     assert f"app {app.version} from this lock's set" in mixing["detail"]
     assert f"vllm-xpu-kernels {kernels.version} from another set" in mixing["detail"]
