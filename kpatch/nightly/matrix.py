@@ -194,14 +194,19 @@ def _ended(ws: Workspace, ui: UI, folder: Path, report_dir: Path, search: Search
     return report
 
 
+def _read_json(path: Path, what: str) -> object:
+    """The JSON in `path`; a file that cannot be read or is no JSON is a one-line error naming it as `what`."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read the {what}: {err.strerror}") from None
+    except ValueError as err:
+        raise UsageError(f"{path}: not a {what} (not JSON: {err})") from None
+
+
 def read_plan(path: Path) -> RoundPlan:
     """plan.json, checked: anything else is a one-line error naming the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read the round's plan: {err.strerror}") from None
-    except ValueError as err:
-        raise UsageError(f"{path}: not a round's plan (not JSON: {err})") from None
+    data = _read_json(path, "round's plan")
     plan = _decoded(RoundPlan, _checked(data, PLAN_KIND, PLAN_VERSION, path, "round's plan"), path, "round's plan")
     if [e.number for e in plan.entries] != list(range(1, len(plan.entries) + 1)) or plan.round != plan.search.rounds:
         raise UsageError(f"{path}: not a round's plan (its entries or round do not add up)")
@@ -211,12 +216,7 @@ def read_plan(path: Path) -> RoundPlan:
 def read_step(path: Path, plan: RoundPlan) -> StepRecord:
     """One result.json, checked against the plan: a step result of this night, this round and one of its entries
     (that entry's commit); anything else is a one-line error naming the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read the step result: {err.strerror}") from None
-    except ValueError as err:
-        raise UsageError(f"{path}: not a step result (not JSON: {err})") from None
+    data = _read_json(path, "step result")
     record = _decoded(StepRecord, _checked(data, STEP_KIND, STEP_VERSION, path, "step result"), path, "step result")
     if record.night != plan.night:
         raise UsageError(f"{path}: a step result of another night ({record.night[:12]}), not of this plan's "
