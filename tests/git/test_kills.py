@@ -149,7 +149,8 @@ def test_a_git_lock_a_kill_left_in_a_range_diffs_throwaway_worktree_is_removed_b
     runner, heads, _ = long_project
     name = next(iter(heads))
     mirror = mirror_dir(runner.cache, name)
-    where = tmp_path / "kpatch-stack-killed" / "tree"
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
+    where = tmp_path / f"kpatch-stack-{dead}-killed" / "tree"  # named for a kpatch that is gone
     subprocess.run(["git", "worktree", "add", "--detach", str(where), heads[name]], cwd=mirror, check=True,
                    capture_output=True)
     record = Path(subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=where, capture_output=True,
