@@ -372,8 +372,8 @@ def restore_preimages(mirror: Mirror, patches: Sequence[Path]) -> int:
             needed[(link.patch, link.paths[0])] = link
             link = made_by.get(link.old) if link.old in missing else None
     made: set[str] = set()
-    with tempfile.TemporaryDirectory(prefix="kpatch-preimages-") as folder:
-        env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
+    with scratch.folder("preimages") as folder:
+        env = {"GIT_INDEX_FILE": str(folder / "index")}
         for index in sorted({s.patch for s in needed.values()}):
             ready = [s for s in needed.values() if s.patch == index and (s.old not in missing or s.old in made)]
             if not ready:
