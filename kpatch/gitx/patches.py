@@ -96,10 +96,14 @@ def patch_ids(repo: Repository, diff: bytes, *, verbatim: bool = False) -> list[
 
 def file_patch_ids(repo: Repository, files: Sequence[Path], *, verbatim: bool = False) -> list[str | None]:
     """The patch-id of each patch file (None for one git finds no diff in), in one call when it can."""
-    ids = [pid for pid, _ in patch_ids(repo, b"".join(f.read_bytes() for f in files), verbatim=verbatim)]
+    from kpatch.errors import SeriesError
+    from kpatch.files import PATCH_FILE, read_input
+
+    texts = [read_input(f, PATCH_FILE, SeriesError) for f in files]
+    ids = [pid for pid, _ in patch_ids(repo, b"".join(texts), verbatim=verbatim)]
     if len(ids) == len(files):
         return list(ids)
-    return [next(iter(pid for pid, _ in patch_ids(repo, f.read_bytes(), verbatim=verbatim)), None) for f in files]
+    return [next(iter(pid for pid, _ in patch_ids(repo, text, verbatim=verbatim)), None) for text in texts]
 
 
 def commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[str] | None = None, *,
