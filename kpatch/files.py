@@ -41,6 +41,7 @@ LOCK_FILE = Bound("lock", 16 * MiB)
 REPORT_FILE = Bound("report", 64 * MiB)
 RUN_STATE = Bound("run state", 64 * MiB)
 BASELINE_FILE = Bound("baseline", 16 * MiB)
+GITIGNORE = Bound(".gitignore", 1 * MiB)
 HISTORY_FILE = Bound("carry history", 256 * MiB)
 
 

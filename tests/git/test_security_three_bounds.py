@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import ExitCode
-from kpatch.files import KPATCH_TOML, PATCH_FILE, SERIES_FILE, Bound
+from kpatch.files import GITIGNORE, KPATCH_TOML, PATCH_FILE, SERIES_FILE, Bound
 from tests.git.test_security_three import NEW_FILE, one_error
 from tests.support.cli import kpatch
 from tests.support.gitrepos import Project
@@ -85,3 +85,14 @@ def test_import_series_refuses_a_series_or_patch_file_that_is_a_fifo_a_device_or
     (folder / "series").write_text("0001-a.patch\n")
     said = _plant(folder / planted, hostile, SERIES_FILE if planted == "series" else PATCH_FILE)
     _refused(project, ["import", "kernels", "--series", str(folder), "--author", "A U Thor <a@example.org>"], said)
+
+
+def test_init_refuses_a_gitignore_too_big_to_read_and_writes_nothing(project: Project, tmp_path: Path) -> None:
+    """init reads the folder's .gitignore to add its lines: a runaway one was read whole."""
+    new = tmp_path / "new"
+    new.mkdir()
+    said = _plant(new / ".gitignore", "huge", GITIGNORE)
+    ran = kpatch(new, "init", "--upstream", f"kernels={project.kernels}@{project.kernels_base}", timeout=60)
+    one_error(ran, ExitCode.BAD_INPUT, said)
+    assert sorted(p.name for p in new.iterdir()) == [".gitignore"]
+    assert (new / ".gitignore").stat().st_size == GITIGNORE.limit + 1
