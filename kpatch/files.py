@@ -6,21 +6,63 @@ import errno
 import os
 import stat
 import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from io import BufferedReader
 from pathlib import Path
 
 
-class NotAFile(Exception):
+class Refused(Exception):
+    """A file kpatch will not read: not a regular file, or larger than its kind's bound (says which)."""
+
+
+class NotAFile(Refused):
     """The path is not a regular file kpatch may read (a symlink, FIFO, device or folder): says which."""
 
 
-def open_regular(path: Path) -> BufferedReader:
-    """`path` opened for reading when it is a regular file; a symlink, FIFO, device or folder is NotAFile.
+class TooLarge(Refused):
+    """A file is larger than kpatch reads (says which, and the bound)."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A kind of user-named file and the most kpatch reads of one: generous (a real one is far smaller), so that
+    only a device, a FIFO or a runaway file is refused, before it is read."""
+
+    what: str
+    limit: int
+
+
+MiB = 2**20
+KPATCH_TOML = Bound("kpatch.toml", 1 * MiB)
+SERIES_FILE = Bound("series file", 1 * MiB)
+PATCH_FILE = Bound("patch file", 64 * MiB)
+LOCK_FILE = Bound("lock", 16 * MiB)
+REPORT_FILE = Bound("report", 64 * MiB)
+RUN_STATE = Bound("run state", 64 * MiB)
+BASELINE_FILE = Bound("baseline", 16 * MiB)
+GITIGNORE = Bound(".gitignore", 1 * MiB)
+HISTORY_FILE = Bound("carry history", 256 * MiB)
+
+
+def read_input(path: Path, bound: Bound, error: Callable[[str], Exception], *, follow: bool = True) -> bytes:
+    """The bytes of the user-named file `path`, read with `bound`: a FIFO, device, socket or folder (or, unless
+    `follow`, a symlink) and a file over the bound are `error` with one line naming the file, raised before it is
+    read (a FIFO is never waited on). OSErrors (a missing file, no permission) pass as they are."""
+    try:
+        return read_regular(path, bound.limit, follow=follow)
+    except Refused as err:
+        raise error(f"{err}: not a {bound.what} kpatch reads") from None
+
+
+def open_regular(path: Path, *, follow: bool = False) -> BufferedReader:
+    """`path` opened for reading when it is a regular file; a FIFO, device or folder (and a symlink, unless
+    `follow`) is NotAFile.
 
     Opening never blocks (a FIFO planted where a wheel should be would wait for a writer forever).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW) | os.O_CLOEXEC)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise NotAFile(f"{path} is a symlink, not a regular file") from None
@@ -38,19 +80,15 @@ def open_regular(path: Path) -> BufferedReader:
     return os.fdopen(fd, "rb")
 
 
-def read_regular(path: Path, limit: int) -> bytes:
+def read_regular(path: Path, limit: int, *, follow: bool = False) -> bytes:
     """The bytes of the regular file `path` (see `open_regular`), at most `limit` of them: a longer one (or one
     that grows past it while read) is TooLarge. A user-named file is never read without a bound."""
-    with open_regular(path) as handle:
+    with open_regular(path, follow=follow) as handle:
         size = os.fstat(handle.fileno()).st_size
         data = b"" if size > limit else handle.read(limit + 1)
     if size > limit or len(data) > limit:
-        raise TooLarge(f"{path} is larger than {limit // 2**20} MiB")
+        raise TooLarge(f"{path} is larger than {limit // MiB} MiB")
     return data
-
-
-class TooLarge(Exception):
-    """A file is larger than kpatch reads (says which, and the bound)."""
 
 
 def sha256(source: bytes | BufferedReader | Path) -> str:

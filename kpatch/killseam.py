@@ -15,9 +15,9 @@ kills it exactly there (no timing). The points:
   resolutions into the mirror's rr-cache (kpatch/engine/rebase.py);
 - `rebase:finished`: a rebase has recorded its end (run state and files new), before its scratch worktrees
   are removed (kpatch/engine/rebase.py);
-- `scratch:<kind>`: a temp folder of that kind (`mail`, `export`, `picks`, `trial`, `replay`) is full and about to
-  be removed; `scratch:stack`: a range-diff's throwaway worktree has run its `git am` (kpatch/scratch.py,
-  kpatch/gitx/rangediff.py).
+- `scratch:<kind>`: a temp folder of that kind (`mail`, `export`, `picks`, `trial`, `replay`, `diff`, `check`,
+  `preimages`, `objects`) is full and about to be removed; `scratch:stack`: a range-diff's throwaway worktree has
+  run its `git am` (kpatch/scratch.py, kpatch/gitx/rangediff.py).
 """
 
 from __future__ import annotations

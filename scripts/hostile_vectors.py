@@ -6,10 +6,13 @@ resolutions, unexported work, export from a moved worktree, paths in the run sta
 tests/git/test_security_three.py (issue 37: where the GitHub token and cloud credentials go, a refused `init`,
 a copied project, an amended message or author, import and propose input), tests/git/test_security_three_weak.py
 (issue 37's weak items: terminal escapes in upstream text, temp folders after kills, bounded history reads, journal
-copies that are links, a cache folder that cannot be made, a full disk, $KPATCH_TESTS, a blobless replay), the
-closed-pipe test of tests/git/test_output.py (`kpatch status | head -1`) and tests/git/test_roundtrip.py
-(messages git am reads differently, CRLF files, header-like diff lines) is one vector: kpatch runs as its own
-process and the test checks that nothing ran, leaked, changed or was lost.
+copies that are links, a cache folder that cannot be made, a full disk, $KPATCH_TESTS, a blobless replay),
+tests/git/test_security_three_scratch.py (temp folders of diff, apply checks, preimages and a blobless probe after
+real kills), tests/git/test_security_three_bounds.py (a FIFO, /dev/zero or a runaway file as kpatch.toml, a series
+or a patch file, each refused before it is read), the closed-pipe test of tests/git/test_output.py
+(`kpatch status | head -1`) and tests/git/test_roundtrip.py (messages git am reads differently, CRLF files,
+header-like diff lines) is one vector: kpatch runs as its own process and the test checks that nothing ran,
+leaked, changed or was lost.
 `--tree` runs another kpatch source tree under the same tests (e.g. an old commit: `git archive 5240a9e |
 tar -x -C /tmp/old`), to show what it let through.
 
@@ -29,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ("tests/git/test_security.py", "tests/git/test_security_three.py", "tests/git/test_security_three_weak.py",
+           "tests/git/test_security_three_scratch.py", "tests/git/test_security_three_bounds.py",
            "tests/git/test_roundtrip.py",
            "tests/git/test_output.py::test_a_closed_pipe_ends_every_command_quietly_with_141_as_git_does")
 REAL_WORLD = "tests/git/test_real_world.py"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import email.utils
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from kpatch.adopt.branch import ImportResult, Reworded, Skipped, empty_stack, resolve_base, scratch, write_stack
 from kpatch.errors import PatchConflict, SeriesError, UsageError
+from kpatch.files import PATCH_FILE, SERIES_FILE, read_input
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
@@ -85,8 +87,8 @@ def listed(folder: Path) -> list[tuple[Path, int]]:
     if not folder.is_dir():
         raise UsageError(f"--series: no folder {folder}")
     series = folder / "series"
-    if not series.is_file():
-        found = sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.is_file())
+    if not os.path.lexists(series):  # a FIFO or device named series is refused by read_input, not passed over
+        found = sorted(p for p in folder.iterdir() if p.suffix in SUFFIXES and p.exists() and not p.is_dir())
         if not found:
             raise UsageError(f"--series: {folder} has no series file and no .patch or .diff files")
         for path in found:  # as for a series file's names: a link may not lead out of the folder
@@ -94,7 +96,8 @@ def listed(folder: Path) -> list[tuple[Path, int]]:
                 raise SeriesError(f"{path}: a link to {path.resolve()}, outside {folder} (nothing was written)")
         return [(p, 1) for p in found]
     out = []
-    for number, line in enumerate(series.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+    text = read_input(series, SERIES_FILE, SeriesError).decode("utf-8", errors="replace")
+    for number, line in enumerate(text.splitlines(), start=1):
         words = line.split("#", 1)[0].split()
         if not words:
             continue
@@ -104,7 +107,7 @@ def listed(folder: Path) -> list[tuple[Path, int]]:
                 raise SeriesError(f"{series}:{number}: unknown option {option!r} (quilt's -pN only)")
             strip = int(option[2:])
         path = (folder / words[0]).resolve()
-        if not path.is_relative_to(folder.resolve()) or not path.is_file():
+        if not path.is_relative_to(folder.resolve()) or not path.exists() or path.is_dir():
             raise SeriesError(f"{series}:{number}: no patch file {words[0]!r} in {folder}")
         out.append((path, strip))
     if not out:
@@ -115,7 +118,7 @@ def listed(folder: Path) -> list[tuple[Path, int]]:
 def read_plain(path: Path, strip: int) -> Plain:
     """A patch file: the leading text (mail-style From/Subject/Date headers, or free text) and the diff after it.
     Its message: the Subject, else the first line of text, else words made from the file name."""
-    data = path.read_bytes()
+    data = read_input(path, PATCH_FILE, SeriesError)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -256,7 +259,8 @@ def _reworded(plain: Plain) -> Reworded | None:
     """A patch whose subject git am reads with its spaces collapsed: a mail's (am does it), or a plain patch's
     (`_as_am_reads` does it, so that the patch file written gives back the commit)."""
     if plain.mail:
-        header = email.parser.BytesHeaderParser(policy=email.policy.default).parsebytes(plain.path.read_bytes())
+        data = read_input(plain.path, PATCH_FILE, SeriesError)
+        header = email.parser.BytesHeaderParser(policy=email.policy.default).parsebytes(data)
         subject = _PREFIX.sub("", str(header.get("Subject", "")))
     else:
         subject = plain.subject_as_written

@@ -17,7 +17,11 @@ def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") 
     """
     import tomlkit
 
-    text = path.read_bytes().decode("utf-8")  # not read_text: its newline translation would drop CRs
+    from kpatch.errors import ConfigError
+    from kpatch.files import KPATCH_TOML, read_input
+
+    # not read_text: its newline translation would drop CRs
+    text = read_input(path, KPATCH_TOML, ConfigError).decode("utf-8")
     document = tomlkit.parse(text)
     untouched = tomlkit.dumps(document)
     tables = [(t.get("name"), t) for t in document.get("upstream", [])] if line == "main" else \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from kpatch.config.tables import (
     test_table,
 )
 from kpatch.errors import ConfigError, UsageError
+from kpatch.files import KPATCH_TOML, read_input
 from kpatch.gitx.mirror import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
@@ -39,7 +41,7 @@ def find_config(start: Path) -> Path:
     """The nearest kpatch.toml at or above `start`."""
     for folder in (start, *start.parents):
         candidate = folder / CONFIG_NAME
-        if candidate.is_file():
+        if os.path.lexists(candidate):  # a FIFO or device there is named by `load`, not passed over
             return candidate
     raise ConfigError(f"no {CONFIG_NAME} in {start} or any folder above it: run kpatch in a project, give "
                       "--config FILE, make one here with 'kpatch init', or see one with 'kpatch demo --keep'")
@@ -48,7 +50,7 @@ def find_config(start: Path) -> Path:
 def load(path: Path) -> Stack:
     """Read and validate a stack file; every error names the file and line."""
     try:
-        raw = path.read_bytes()
+        raw = read_input(path, KPATCH_TOML, ConfigError)
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
     try:

@@ -9,13 +9,13 @@ throwaway worktree of the mirror (gitx/rangediff.py). Nothing here writes a pers
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kpatch import scratch
 from kpatch.engine.evidence import UpstreamCommit as UpstreamCommit  # named here before: kept for readers
 from kpatch.engine.evidence import forge_url as forge_url
 from kpatch.errors import KpatchError, SeriesError, UpstreamError, UsageError
@@ -250,8 +250,8 @@ def diff(ws: Workspace, ui: UI, revision: str | None, only: str | None = None) -
     if not commit:
         raise UsageError(f"{revision!r} is not a commit of the project {top}" if revision else
                          f"no commit of {top} changed {', '.join(rel.values())}: name a revision")
-    with tempfile.TemporaryDirectory(prefix="kpatch-diff-") as folder:
-        before = _stacks_at(here, commit, _relative(ws.stack.path, top), Path(folder), revision or commit[:12])
+    with scratch.folder("diff") as folder:
+        before = _stacks_at(here, commit, _relative(ws.stack.path, top), folder, revision or commit[:12])
         stacks = []
         now = {u.name: u for u in ws.stack.upstreams}
         for name in [*now, *(n for n in before if n not in now)]:

@@ -8,7 +8,8 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.engine.plan import Item, requires_problem, resolve_items
-from kpatch.errors import WorktreeError
+from kpatch.errors import SeriesError, WorktreeError
+from kpatch.files import PATCH_FILE, SERIES_FILE, read_input
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
 from kpatch.project import journal
@@ -205,12 +206,13 @@ def _compare(item: Item, rendered: Rendered) -> list[FileChange]:
         if not path.is_file():
             changes.append(FileChange(name, path, Change.ADDED))
         else:
-            changes.append(FileChange(name, path, Change.UNCHANGED if path.read_bytes() == data else Change.MODIFIED))
+            same = read_input(path, PATCH_FILE, SeriesError) == data
+            changes.append(FileChange(name, path, Change.UNCHANGED if same else Change.MODIFIED))
     for patch in item.series.patches:
         if patch.path not in rendered.files:
             changes.append(FileChange(name, patch.path, Change.REMOVED))
     series = item.upstream.patches / SERIES
-    current = series.read_bytes() if series.is_file() else None
+    current = read_input(series, SERIES_FILE, SeriesError) if series.is_file() else None
     kind = Change.ADDED if current is None else Change.UNCHANGED if current == rendered.series else Change.MODIFIED
     changes.append(FileChange(name, series, kind))
     return changes

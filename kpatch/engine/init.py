@@ -15,7 +15,7 @@ from pathlib import Path
 from kpatch import __version__
 from kpatch.config import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream, load
 from kpatch.errors import UpstreamError, UsageError
-from kpatch.files import write_atomic
+from kpatch.files import GITIGNORE, read_input, write_atomic
 from kpatch.gitx import Mirror, url_problem
 from kpatch.gitx.mirror import url_variable
 from kpatch.gitx.repo import UPSTREAM_REFS
@@ -195,7 +195,7 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
     texts |= {path: SERIES_HEADER.encode() for path in stacks}
     if ci:
         texts[root / WORKFLOW] = workflow().encode()
-    old = gitignore.read_text(encoding="utf-8", errors="replace") if gitignore.is_file() else None
+    old = read_input(gitignore, GITIGNORE, UsageError).decode("utf-8", "replace") if gitignore.is_file() else None
     ignored = [*IGNORED, *(f"/{kind}-{line}/" for line in by_line for kind in ("work", "dist", "reports"))]
     extra = [line for line in ignored if old is None or line not in old.splitlines()]
     written: list[Path] = []

@@ -10,6 +10,7 @@ from pathlib import Path
 from kpatch.config import SHA_RE, Stack, Upstream
 from kpatch.config.model import MAIN
 from kpatch.errors import ConfigError, SeriesError, UpstreamError, UsageError, WorktreeError
+from kpatch.files import PATCH_FILE, read_input
 from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of
 from kpatch.gitx.mirror import unreadable
 from kpatch.gitx.repo import UPSTREAM_HELD
@@ -180,7 +181,8 @@ def _reworded(tree: Repository, held: Mapping[str, list[Path]]) -> dict[str, str
     if not held:
         return {}
     files = sorted({path for paths in held.values() for path in paths})
-    readings = dict(zip(files, read_mails(tree, [path.read_bytes() for path in files]), strict=True))
+    readings = dict(zip(files, read_mails(tree, [read_input(path, PATCH_FILE, SeriesError)
+                                                                  for path in files]), strict=True))
     facts = tree.commit_facts(list(held))
     out: dict[str, str] = {}
     for sha, paths in held.items():

@@ -380,10 +380,10 @@ class Mirror(Repository):
         if not self.partial:  # nothing to fetch on demand: ask the mirror itself
             listing = self.run(["cat-file", "--batch-check=%(objectname)"], stdin=stdin).text
             return [line.split()[0] for line in listing.splitlines() if line.endswith(" missing")]
-        import tempfile  # only here: a blobless mirror's am
+        from kpatch import scratch  # only here: a blobless mirror's am
 
-        with tempfile.TemporaryDirectory(prefix="kpatch-objects-") as folder:
-            probe = Path(folder) / "probe.git"
+        with scratch.folder("objects") as folder:
+            probe = folder / "probe.git"
             run(["init", "--quiet", "--bare", "--", str(probe)])
             (probe / "objects" / "info" / "alternates").write_text(f"{(self.path / 'objects').resolve()}\n",
                                                                    encoding="utf-8")

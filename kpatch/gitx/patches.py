@@ -96,10 +96,14 @@ def patch_ids(repo: Repository, diff: bytes, *, verbatim: bool = False) -> list[
 
 def file_patch_ids(repo: Repository, files: Sequence[Path], *, verbatim: bool = False) -> list[str | None]:
     """The patch-id of each patch file (None for one git finds no diff in), in one call when it can."""
-    ids = [pid for pid, _ in patch_ids(repo, b"".join(f.read_bytes() for f in files), verbatim=verbatim)]
+    from kpatch.errors import SeriesError
+    from kpatch.files import PATCH_FILE, read_input
+
+    texts = [read_input(f, PATCH_FILE, SeriesError) for f in files]
+    ids = [pid for pid, _ in patch_ids(repo, b"".join(texts), verbatim=verbatim)]
     if len(ids) == len(files):
         return list(ids)
-    return [next(iter(pid for pid, _ in patch_ids(repo, f.read_bytes(), verbatim=verbatim)), None) for f in files]
+    return [next(iter(pid for pid, _ in patch_ids(repo, text, verbatim=verbatim)), None) for text in texts]
 
 
 def commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[str] | None = None, *,
@@ -372,8 +376,8 @@ def restore_preimages(mirror: Mirror, patches: Sequence[Path]) -> int:
             needed[(link.patch, link.paths[0])] = link
             link = made_by.get(link.old) if link.old in missing else None
     made: set[str] = set()
-    with tempfile.TemporaryDirectory(prefix="kpatch-preimages-") as folder:
-        env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
+    with scratch.folder("preimages") as folder:
+        env = {"GIT_INDEX_FILE": str(folder / "index")}
         for index in sorted({s.patch for s in needed.values()}):
             ready = [s for s in needed.values() if s.patch == index and (s.old not in missing or s.old in made)]
             if not ready:

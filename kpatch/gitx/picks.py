@@ -13,7 +13,6 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -116,8 +115,8 @@ def applies_each(tree: Repository, checks: Sequence[tuple[str, Path, Sequence[st
         return []
     folders = [f"kpatch-check-{n}" for n in range(len(checks))]
     entries = _entries(tree, [(commit, paths) for commit, _, paths in checks])
-    with tempfile.TemporaryDirectory(prefix="kpatch-check-") as folder:
-        env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
+    with scratch.folder("check") as folder:
+        env = {"GIT_INDEX_FILE": str(folder / "index")}
         listing = b"".join(b"%s %s\t%s/%s\0" % (mode, sha.encode(), top.encode(), path)
                            for top, found in zip(folders, entries, strict=True) for path, (mode, sha) in found.items())
         tree.run(["update-index", "-z", "--index-info"], stdin=listing, env=env)

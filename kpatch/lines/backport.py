@@ -19,6 +19,7 @@ from kpatch.config import Stack, Upstream
 from kpatch.engine import classify
 from kpatch.engine.plan import fetch, load_all_series, missing_line_base, requires_problem
 from kpatch.errors import KpatchError, SeriesError, UpstreamError, WorktreeError
+from kpatch.files import PATCH_FILE, read_input
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository
 from kpatch.gitx.branch import with_trailers
 from kpatch.lines.picking import Wanted, already_there, wanted
@@ -239,7 +240,8 @@ def _mail(ws: Workspace, source: Stack, upstream: str, name: str) -> Path:
     original = source.get(upstream).patches / name
     target = ws.scratch_dir / _MAILS / upstream / name
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = with_trailers(ws.mirror(upstream).path, original.read_bytes(), [(BACKPORT_OF, f"{source.line}:{name}")])
+    text = with_trailers(ws.mirror(upstream).path, read_input(original, PATCH_FILE, SeriesError),
+                         [(BACKPORT_OF, f"{source.line}:{name}")])
     target.write_bytes(text)
     return target
 

@@ -28,7 +28,7 @@ from typing import TypeVar
 from kpatch import config
 from kpatch.config import Stack
 from kpatch.errors import UsageError
-from kpatch.files import write_atomic
+from kpatch.files import REPORT_FILE, read_input, write_atomic
 from kpatch.nightly import rounds, scroll, workers
 from kpatch.nightly.model import Pin, Report, _decode
 from kpatch.nightly.rounds import Entry, Search, Tried
@@ -173,7 +173,7 @@ def _ended(ws: Workspace, ui: UI, folder: Path, report_dir: Path, search: Search
 
     path = report_dir / render.JSON
     try:
-        report = _decoded(Report, json.loads(path.read_text(encoding="utf-8")), path, "nightly report")
+        report = _decoded(Report, json.loads(read_input(path, REPORT_FILE, UsageError)), path, "nightly report")
     except OSError as err:
         raise UsageError(f"--collect: cannot read the night's report {path}: {err.strerror}") from None
     except ValueError as err:
@@ -197,7 +197,7 @@ def _ended(ws: Workspace, ui: UI, folder: Path, report_dir: Path, search: Search
 def _read_json(path: Path, what: str) -> object:
     """The JSON in `path`; a file that cannot be read or is no JSON is a one-line error naming it as `what`."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_input(path, REPORT_FILE, UsageError))
     except OSError as err:
         raise UsageError(f"{path}: cannot read the {what}: {err.strerror}") from None
     except ValueError as err:

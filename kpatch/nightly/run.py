@@ -182,7 +182,9 @@ def publish_saved(ws: Workspace, ui: UI, options: Options, tgt: github.Target,
     its refreshed files (kpatch.toml, patches/, pylock.toml) in this checkout. Only this half needs the token."""
     path = options.report_dir / render.JSON
     try:
-        report = report_from_json(json.loads(path.read_text(encoding="utf-8")))
+        from kpatch.files import REPORT_FILE, read_input
+
+        report = report_from_json(json.loads(read_input(path, REPORT_FILE, UsageError)))
     except OSError as err:
         raise UsageError(f"--publish-saved: cannot read {path}: {err.strerror}") from None
     except (ValueError, KeyError, TypeError, AssertionError) as err:

@@ -8,6 +8,7 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.errors import SeriesError
+from kpatch.files import PATCH_FILE, Bound, read_input
 from kpatch.forge.github.names import PR_PATTERN
 from kpatch.stack.diff import FileDiff, diff_paths, file_diffs
 
@@ -69,10 +70,11 @@ def is_pr(value: str) -> bool:
     return _PR.fullmatch(value) is not None
 
 
-def read_text(path: Path) -> str:
-    """A stack file's text (a patch, a series): not UTF-8 or unreadable is a one-line SeriesError naming it."""
+def read_text(path: Path, bound: Bound = PATCH_FILE) -> str:
+    """A stack file's text (a patch, a series: `bound`): not UTF-8, unreadable, not a regular file or over the
+    bound is a one-line SeriesError naming it."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return read_input(path, bound, SeriesError).decode("utf-8")
     except UnicodeDecodeError as err:
         raise SeriesError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:

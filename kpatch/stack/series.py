@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpatch.errors import SeriesError
+from kpatch.files import PATCH_FILE, SERIES_FILE, read_input
 from kpatch.stack.mbox import PATCH_NAME, Patch, parse_patch, read_text
 
 SERIES = "series"
@@ -28,7 +30,7 @@ class Series:
 
     def stack_hash(self) -> str:
         """sha256 over the patch names and bytes in series order: changes iff the stack does."""
-        return hash_files((patch.name, patch.path.read_bytes()) for patch in self.patches)
+        return hash_files((patch.name, read_input(patch.path, PATCH_FILE, SeriesError)) for patch in self.patches)
 
 
 def hash_files(files: Iterable[tuple[str, bytes]]) -> str:
@@ -47,12 +49,12 @@ def load_series(upstream: str, folder: Path) -> Series:
     if not folder.exists():
         return Series(upstream=upstream, folder=folder, patches=())
     series_file = folder / SERIES
-    text = read_text(series_file) if series_file.is_file() else ""
+    text = read_text(series_file, SERIES_FILE) if os.path.lexists(series_file) else ""
     names = parse_series_text(text, str(series_file))
     files = sorted(p.name for p in folder.glob("*.patch"))
     for name, number in names.items():  # a series line naming no file first: a typo there is the cause
         path = folder / name
-        if path.is_symlink() or not path.is_file():
+        if path.is_symlink() or not os.path.lexists(path):  # a FIFO or device: parse_patch says so
             what = "is a symlink" if path.is_symlink() else "does not exist" + _nearest(name, files, names)
             raise SeriesError(f"{series_file}:{number}: patch file {name} {what}")
     for name in files:

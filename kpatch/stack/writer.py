@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpatch.errors import SeriesError, WorktreeError
+from kpatch.files import SERIES_FILE
 from kpatch.gitx import CommitFacts, MailReading, Repository, format_patches, read_mails
 from kpatch.stack.mbox import Patch, parse_patch_text, read_text
 from kpatch.stack.series import SERIES, Series, header_comments, render_series
@@ -71,7 +72,7 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
     check_round_trips(tree, changed)
     patches = read_back(tree, files, commits, {p.path: p for p in old})
     series_file = series.folder / SERIES
-    header = header_comments(read_text(series_file)) if series_file.is_file() else ""
+    header = header_comments(read_text(series_file, SERIES_FILE)) if series_file.is_file() else ""
     return Rendered(files=files, series=render_series(header, dict(dropped), [p.name for p in files]),
                     patches=patches, commits=commits)
 

@@ -8,6 +8,7 @@ nor accepted: a stack that adds an op must serve it.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import tomli_w
 
 from kpatch.config import Stack
 from kpatch.errors import ConfigError
+from kpatch.files import BASELINE_FILE, read_input
 from kpatch.stack import load_series
 from kpatch.verify.contract import ContractReport, Finding, accept, findings
 
@@ -45,10 +47,12 @@ def path_of(stack: Stack) -> Path:
 
 def read(path: Path) -> tuple[Accepted, ...]:
     """The accepted findings in path (none when there is no file); a malformed file is a ConfigError."""
-    if not path.is_file():
+    if not os.path.lexists(path):
         return ()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_input(path, BASELINE_FILE, ConfigError).decode("utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: not a readable verify baseline: {err}") from None
     if data.get("version") != VERSION or not isinstance(data.get("accepted", []), list):

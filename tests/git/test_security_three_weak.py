@@ -55,18 +55,18 @@ def test_an_upstream_subject_and_author_with_terminal_escapes_are_printed_escape
 # --- kills leave no patch text in temp folders ------------------------------------------------------------------------
 
 
-def _killed_at(root: Path, kind: str, tmp: Path, *args: str) -> Path:
+def _killed_at(root: Path, kind: str, tmp: Path, *args: str, env: dict[str, str] | None = None) -> Path:
     """kpatch ARGS SIGKILLed (a real kill, at the seam `scratch:<kind>`) while its `kind` temp folder is full: the
     folder it left in `tmp` (the temp folder: $TMPDIR)."""
-    killed = kpatch(root, *args, env={"KPATCH_TEST_KILL_AT": f"scratch:{kind}", "TMPDIR": str(tmp)})
+    killed = kpatch(root, *args, env={**(env or {}), "KPATCH_TEST_KILL_AT": f"scratch:{kind}", "TMPDIR": str(tmp)})
     assert killed.exit_code == -signal.SIGKILL, killed.output
     (left,) = tmp.glob(f"kpatch-{kind}-*")
     assert any(p.is_file() and p.stat().st_size for p in left.rglob("*")), "the kill left nothing to sweep"
     return left
 
 
-def _recovers(root: Path, tmp: Path, *args: str) -> str:
-    ran = kpatch(root, *args, env={"TMPDIR": str(tmp)})
+def _recovers(root: Path, tmp: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    ran = kpatch(root, *args, env={**(env or {}), "TMPDIR": str(tmp)})
     assert ran.exit_code == 0, ran.output
     assert not list(tmp.iterdir()), list(tmp.iterdir())
     return ran.stderr

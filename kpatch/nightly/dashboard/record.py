@@ -139,12 +139,12 @@ class _Size:
 def _size(stack: Stack, line: PatchReport) -> _Size:
     """The patch file as it is after the night: subject, changed lines and files, date, PRs (all unknown when the
     file is gone: a patch dropped as upstream)."""
-    from kpatch.stack.mbox import parse_patch
+    from kpatch.stack.mbox import parse_patch, read_text
 
     try:
         path = stack.get(line.upstream).patches / line.name
         patch = parse_patch(path)
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except (KpatchError, OSError) as err:
         log.debug("history: %s/%s not read: %s", line.upstream, line.name, err)
         return _Size(line.name, None, None, None, ())
