@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from kpatch import scratch
 from kpatch.config import CONFIG_NAME, Stack
 from kpatch.errors import ConfigError
 from kpatch.gitx.health import capabilities, fsck
@@ -180,10 +180,10 @@ def _build_env(cache_dir: Path, needed: bool) -> Finding:
     if made is None:
         return Finding("python", Level.SKIP, "no local build environment yet (--backend local makes one: a venv with "
                        "pip, setuptools and wheel from the package index)")
-    with tempfile.TemporaryDirectory(prefix="kpatch-doctor-") as scratch:
-        bin_dir = hostenv.fresh(made, Path(scratch) / "venv")
-        env = hostenv.run_env(bin_dir, os.environ, {"HOME": scratch})
-        probe = procs.run(["python3", "-c", "import setuptools.build_meta, wheel, pip"], env=env, cwd=Path(scratch),
+    with scratch.folder("doctor") as folder:
+        bin_dir = hostenv.fresh(made, folder / "venv")
+        env = hostenv.run_env(bin_dir, os.environ, {"HOME": str(folder)})
+        probe = procs.run(["python3", "-c", "import setuptools.build_meta, wheel, pip"], env=env, cwd=folder,
                           timeout=PROBE_TIMEOUT)
     if probe.status != 0:
         last = f"no answer in {PROBE_TIMEOUT} s" if probe.timed_out else \

@@ -16,7 +16,8 @@ kills it exactly there (no timing). The points:
 - `rebase:finished`: a rebase has recorded its end (run state and files new), before its scratch worktrees
   are removed (kpatch/engine/rebase.py);
 - `scratch:<kind>`: a temp folder of that kind (`mail`, `export`, `picks`, `trial`, `replay`, `diff`, `check`,
-  `preimages`, `objects`) is full and about to be removed; `scratch:stack`: a range-diff's throwaway worktree has
+  `preimages`, `objects`, `index`, `commits`, `doctor`, `build`, `image`, `test`, `probe`, `verify`, `pairs`,
+  `pages`) is full and about to be removed; `scratch:stack`: a range-diff's throwaway worktree has
   run its `git am` (kpatch/scratch.py, kpatch/gitx/rangediff.py).
 """
 

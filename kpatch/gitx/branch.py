@@ -7,11 +7,11 @@ environment it is given (`GIT_CONFIG_*` carrying an `http.extraheader`), never t
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import scratch
 from kpatch.gitx.repo import literal
 from kpatch.gitx.runner import COMMITTER, run
 
@@ -57,8 +57,8 @@ def snapshot(top: Path, paths: Sequence[Path], message: str) -> Snapshot:
     top = top.resolve()
     files = [str(p.resolve().relative_to(top)) for p in paths if p.is_file()]
     folders = [str(p.resolve().relative_to(top)) for p in paths if p.is_dir()]
-    with tempfile.TemporaryDirectory(prefix="kpatch-index-") as scratch:
-        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+    with scratch.folder("index") as folder:
+        env = {"GIT_INDEX_FILE": str(folder / "index")}
         run(["read-tree", parent], top, env=env)
         if files:
             run(["add", "--force", "--", *literal(files)], top, env=env)

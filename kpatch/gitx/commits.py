@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import scratch
 from kpatch.gitx.repo import Repository
 
 _RAW_DATE = re.compile(r"^[0-9]+ [+-][0-9]{4}$")
@@ -98,7 +98,7 @@ def _plain_utf8(text: str) -> bool:
 
 def _hash_objects(repo: Repository, texts: list[bytes]) -> list[str]:
     """Write each text as a commit object in one git process; the SHAs git gives them."""
-    with tempfile.TemporaryDirectory(prefix="kpatch-commits-") as folder:
+    with scratch.folder("commits") as folder:
         paths = []
         for index, text in enumerate(texts):
             path = Path(folder) / f"{index}"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import scratch
 from kpatch.errors import GitError
 from kpatch.gitx.runner import run
 
@@ -26,11 +26,11 @@ def capabilities() -> GitCapabilities:
     """Ask git, in a scratch repository, for each feature kpatch uses."""
     try:
         version = re.sub(r"^git version\s+", "", run(["--version"]).text.strip())
-        with tempfile.TemporaryDirectory(prefix="kpatch-doctor-") as scratch:
-            run(["init", "--quiet", scratch])
-            am_help = run(["am", "-h"], Path(scratch), check=False)  # usage goes to stdout, exit 129
-            worktree = run(["worktree", "list"], Path(scratch), check=False).status == 0
-            verbatim = run(["patch-id", "--verbatim"], Path(scratch), stdin=b"", check=False).status == 0
+        with scratch.folder("doctor") as folder:
+            run(["init", "--quiet", str(folder)])
+            am_help = run(["am", "-h"], folder, check=False)  # usage goes to stdout, exit 129
+            worktree = run(["worktree", "list"], folder, check=False).status == 0
+            verbatim = run(["patch-id", "--verbatim"], folder, stdin=b"", check=False).status == 0
         keep_cr = "--keep-cr" in am_help.text + am_help.stderr
         return GitCapabilities(version=version, keep_cr=keep_cr, worktree=worktree, patch_id_verbatim=verbatim)
     except GitError as err:

@@ -9,7 +9,6 @@ commits' objects, which no ref names.
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +58,7 @@ def commits_from_patches(mirror: Mirror, base: str, patches: Sequence[Path], pat
 def _stand_in(repo: Repository, base: str, paths: Sequence[str]) -> str:
     """A root commit whose tree is `base`'s files that `paths` names, nothing else (its date fixed: the same
     files give the same commit)."""
-    with tempfile.TemporaryDirectory(prefix="kpatch-index-") as folder:
+    with scratch.folder("index") as folder:
         env = {"GIT_INDEX_FILE": str(Path(folder) / "index")}
         listed = repo.run(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", base, "--", *literal(paths)])
         repo.run(["update-index", "-z", "--index-info"], stdin=listed.stdout, env=env)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import tarfile
-import tempfile
 import time
 from collections.abc import Mapping
 from io import BytesIO
 from pathlib import Path
 
-from kpatch import procs
+from kpatch import procs, scratch
 from kpatch.config import TestSuite, Upstream
 from kpatch.container.docker import TimedRun
 from kpatch.files import extract_tar
@@ -51,7 +50,7 @@ class _HostSuite(_Suite):
         source = self._source()
         wheels = testenv.closure(self.ws.stack, self.pair, self.name)
         previous = self._previous()
-        with tempfile.TemporaryDirectory(prefix=f"kpatch-test-{self.name}-") as folder:
+        with scratch.folder("test") as folder:
             root = Path(folder)
             for sub in ("home", "wheels", "test"):
                 (root / sub).mkdir()

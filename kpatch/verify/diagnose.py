@@ -7,12 +7,11 @@ import importlib.machinery
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from kpatch import procs
+from kpatch import procs, scratch
 from kpatch.config import CudaOnly
 from kpatch.verify import probe
 from kpatch.verify.contract import Side, pycalls, schema
@@ -73,7 +72,7 @@ def run_probe(modules: list[str], ops: list[str], python: str = sys.executable) 
     if "HOME" in os.environ:
         env.setdefault("HOME", os.environ["HOME"])
     request = json.dumps({"modules": modules, "ops": ops, "key": "XPU"})
-    with tempfile.TemporaryDirectory(prefix="kpatch-probe-") as empty:
+    with scratch.folder("probe") as empty:
         done = procs.run([python, "-P", str(Path(probe.__file__).resolve())], stdin=request, cwd=Path(empty),
                          env=env, timeout=TIMEOUT, merge=False)
     if done.timed_out:

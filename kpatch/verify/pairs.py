@@ -5,7 +5,6 @@ and which ops each lacks. scripts/released_pairs.py writes the table into docs/v
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from kpatch import scratch
 from kpatch.errors import KpatchError, UsageError
 from kpatch.forge import offline_reason
 from kpatch.verify.contract import findings
@@ -100,7 +100,7 @@ def rows(what: Released, app_versions: list[str], index: str, cache: Path,
     if not app_versions or not newest:
         raise UsageError(f"{index}: no released {what.app if not app_versions else what.kernels} found")
     out = []
-    with tempfile.TemporaryDirectory(prefix="kpatch-pairs-") as tmp:
+    with scratch.folder("pairs") as tmp:
         kernels: dict[str, Release] = {}  # each kernels release unpacked once
         for version in app_versions:
             progress(f"opening {what.app}=={version}")

@@ -5,10 +5,10 @@ the same contract and XPU reachability analysis `kpatch verify` runs on two patc
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import scratch
 from kpatch.output.ui import UI
 from kpatch.verify.contract import (
     ContractReport,
@@ -37,7 +37,7 @@ class Halves:
 
 def verify_released(ui: UI, kernels: str, app: str, *, python: str | None, cache: Path) -> VerifyResult:
     """The contract of a released pair; the halves are unpacked into a temporary folder, removed after."""
-    with tempfile.TemporaryDirectory(prefix="kpatch-verify-") as tmp:
+    with scratch.folder("verify") as tmp:
         ui.note(f"opening {kernels}")
         k = open_release(kernels, Path(tmp) / "kernels", python=python, cache=cache)
         ui.note(f"opening {app}")

@@ -12,11 +12,10 @@ import io
 import os
 import stat
 import tarfile
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from kpatch import procs
+from kpatch import procs, scratch
 from kpatch.container.image import Toolchain
 from kpatch.files import extract_tar, sha256
 from kpatch.wheels import hostenv
@@ -47,7 +46,7 @@ class LocalBackend:
         return 0  # builds run as plain processes on this host
 
     def build(self, job: BuildJob, on_line: Callable[[str], None]) -> BuildOutput:
-        with tempfile.TemporaryDirectory(prefix=f"kpatch-build-{job.name}-") as folder:
+        with scratch.folder("build") as folder:
             root = Path(folder)
             for sub in ("home", "deps", "out"):
                 (root / sub).mkdir()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch import scratch
 from kpatch.config import Upstream
 from kpatch.container.docker import Engine, host_ca_bundle
 from kpatch.container.image import Toolchain
@@ -84,7 +84,7 @@ def _image(engine: Engine, ui: UI, root: Path, base_image: str) -> Toolchain:
     tag, args, labels = image_recipe(dockerfile.data, base_image, base_digest)
     if engine.has_image(tag):
         return engine.image(tag)
-    with tempfile.TemporaryDirectory(prefix="kpatch-image-") as context, activity(ui, f"building image {tag}") as on:
+    with scratch.folder("image") as context, activity(ui, f"building image {tag}") as on:
         (Path(context) / "Dockerfile").write_bytes(dockerfile.data)
         # The host's CA bundle, for a build stage that installs from the package index behind a TLS-intercepting
         # proxy (kpatch's Dockerfile uses it in a stage of its own: it never reaches the build image).

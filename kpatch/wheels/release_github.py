@@ -19,11 +19,11 @@ naming it: releases are immutable.
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from kpatch import scratch
 from kpatch.config.model import PYTORCH_XPU_INDEX, Stack
 from kpatch.errors import UsageError
 from kpatch.output.redact import redact_url
@@ -55,11 +55,11 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
     tgt = github.target(stack.github, environ)
     marker = set_marker(lock)
     settings = stack.release
-    with GitHubReleases(tgt) as gh, tempfile.TemporaryDirectory(prefix="kpatch-pages-") as scratch:
+    with GitHubReleases(tgt) as gh, scratch.folder("pages") as folder:
         push = github.push_target(tgt)
         remote = settings.pages_remote or (push.url if push else "")
         env = forge.push_env(remote, environ)
-        tree = Path(scratch) / "pages"
+        tree = folder / "pages"
         parent = pages.checkout(remote, settings.pages_branch, tree, env)
         found = gh.find(tag)
         listed = any(r.tag == tag for ch in release.CHANNELS for r in release.read_ledger(tree / ch))

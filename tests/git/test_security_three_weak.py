@@ -72,11 +72,12 @@ def _recovers(root: Path, tmp: Path, *args: str, env: dict[str, str] | None = No
     return ran.stderr
 
 
-@pytest.mark.parametrize("kind", ["picks", "stack", "export"])
+@pytest.mark.parametrize("kind", ["picks", "stack", "index", "export"])
 def test_a_rebase_killed_with_patch_text_in_a_temp_folder_leaves_none_after_the_next_writer(
         project: Project, tmp_path: Path, kind: str) -> None:
     """picks: the fast path's todo list; stack: the range-diff review's throwaway worktree (and its record in the
-    mirror); export: the new patch files being written."""
+    mirror); index: that review's stand-in base, a throwaway index of the stack's files; export: the new patch
+    files being written."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     assert kpatch(project.root, "apply").exit_code == 0
