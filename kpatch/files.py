@@ -43,6 +43,9 @@ RUN_STATE = Bound("run state", 64 * MiB)
 BASELINE_FILE = Bound("baseline", 16 * MiB)
 GITIGNORE = Bound(".gitignore", 1 * MiB)
 HISTORY_FILE = Bound("carry history", 256 * MiB)
+BUILD_FILE = Bound("build file (Dockerfile, build script)", 1 * MiB)
+REQUIREMENTS_FILE = Bound("requirements file", 16 * MiB)
+LEDGER_FILE = Bound("release ledger", 64 * MiB)
 
 
 def read_input(path: Path, bound: Bound, error: Callable[[str], Exception], *, follow: bool = True) -> bytes:

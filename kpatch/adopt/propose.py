@@ -20,6 +20,7 @@ from pathlib import Path
 from kpatch.config import Upstream
 from kpatch.engine.plan import fetch, load_all_series
 from kpatch.errors import PatchConflict, SeriesError, UpstreamError, UsageError, WorktreeError
+from kpatch.files import REPORT_FILE, read_input
 from kpatch.forge.github.names import OWNER_PATTERN, parse_repository
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI, count
@@ -236,11 +237,13 @@ def evidence(ws: Workspace, name: str) -> list[str]:
 
 def _contract(path: Path) -> str:
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = json.loads(read_input(path, REPORT_FILE, ValueError))
         lines = [str(line) for line in report.get("contract") or []]
         started = str(report.get("started", "?"))
-    except (OSError, ValueError, AttributeError):
+    except OSError:
         return "- Op contract: not run (no nightly report)"
+    except (ValueError, AttributeError):
+        return f"- Op contract: not read ({path.name} is no nightly report kpatch reads)"
     if not lines:
         return f"- Op contract: not run (the nightly of {started} did not reach it)"
     shown = "\n".join(f"  - {line[:300]}" for line in lines[:20])

@@ -5,6 +5,7 @@ and which ops each lacks. scripts/released_pairs.py writes the table into docs/v
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from kpatch import scratch
 from kpatch.errors import KpatchError, UsageError
+from kpatch.files import REQUIREMENTS_FILE, read_input
 from kpatch.forge import offline_reason
 from kpatch.verify.contract import findings
 from kpatch.verify.release import Release, index_files, open_release
@@ -47,9 +49,10 @@ class Released:
 def pinned_kernels(root: Path, kernels: str, requirements: str) -> str | None:
     """The kernels version the app's requirements file pins exactly (None: none, or not exactly)."""
     path = root / requirements
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    text = read_input(path, REQUIREMENTS_FILE, UsageError).decode("utf-8", errors="replace")
+    for line in text.splitlines():
         text = line.split("#", 1)[0].strip()
         if not text or text.startswith("-"):
             continue

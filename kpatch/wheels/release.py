@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 
 from kpatch.config.model import PYTORCH_XPU_INDEX, Stack
 from kpatch.errors import BuildError, LockError, UsageError
-from kpatch.files import sha256, write_atomic
+from kpatch.files import LEDGER_FILE, read_input, sha256, write_atomic
 from kpatch.project.exclusive import exclusive
 from kpatch.wheels import index
 from kpatch.wheels import lock as lockfile
@@ -365,7 +365,7 @@ def read_ledger(root: Path) -> list[Release]:
     """The channel's releases, oldest first ([] when the channel has none yet)."""
     path = root / LEDGER
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_input(path, LEDGER_FILE, LockError))
     except FileNotFoundError:
         return []
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:

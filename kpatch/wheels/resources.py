@@ -6,11 +6,13 @@ own file instead of kpatch's; both are read as bytes, so either one is part of t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from kpatch.errors import BuildError
+from kpatch.errors import BuildError, UsageError
+from kpatch.files import BUILD_FILE, read_input
 
 DOCKERFILE = "docker/Dockerfile"
 BUILD_SCRIPT = "scripts/build-wheel.sh"
@@ -29,9 +31,9 @@ class Resource:
 def load(project_root: Path, name: str) -> Resource:
     """`name` (DOCKERFILE or BUILD_SCRIPT) from the project if it has one, else kpatch's own."""
     own = project_root / name
-    if own.is_file():
+    if os.path.lexists(own):  # a FIFO, device or runaway file there is refused, never passed over or read
         try:
-            return Resource(data=own.read_bytes(), origin=str(own), overridden=True)
+            return Resource(data=read_input(own, BUILD_FILE, UsageError), origin=str(own), overridden=True)
         except OSError as err:
             raise BuildError(f"cannot read {own}: {err.strerror}") from None
     packaged = resources.files("kpatch.wheels").joinpath("data", _PACKAGED[name])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kpatch.errors import ExitCode
-from kpatch.files import GITIGNORE, KPATCH_TOML, PATCH_FILE, SERIES_FILE, Bound
+from kpatch.files import BUILD_FILE, GITIGNORE, KPATCH_TOML, PATCH_FILE, SERIES_FILE, Bound
 from tests.git.test_security_three import NEW_FILE, one_error
 from tests.support.cli import kpatch
 from tests.support.gitrepos import Project
@@ -96,3 +96,55 @@ def test_init_refuses_a_gitignore_too_big_to_read_and_writes_nothing(project: Pr
     one_error(ran, ExitCode.BAD_INPUT, said)
     assert sorted(p.name for p in new.iterdir()) == [".gitignore"]
     assert (new / ".gitignore").stat().st_size == GITIGNORE.limit + 1
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_a_projects_build_script_that_is_a_fifo_a_device_or_too_big_is_refused_naming_it(
+        project: Project, hostile: str) -> None:
+    """A project's own scripts/build-wheel.sh (or docker/Dockerfile) overrides kpatch's: a FIFO there was passed
+    over for kpatch's own without a word, /dev/zero read until memory ran out."""
+    (project.root / "scripts").mkdir(exist_ok=True)
+    said = _plant(project.root / "scripts" / "build-wheel.sh", hostile, BUILD_FILE)
+    assert kpatch(project.root, "apply").exit_code == 0
+    _refused(project, ["build-wheels", "--backend", "local"], said)
+
+
+@pytest.mark.parametrize("hostile", ["device", "huge"])
+def test_an_apps_requirements_file_too_big_or_a_device_is_refused_naming_it_when_verify_reads_its_pin(
+        tmp_path: Path, hostile: str) -> None:
+    """verify reads the kernels pin from the app's requirements file (upstream text): /dev/zero behind a link
+    there was read until memory ran out."""
+    from kpatch.errors import UsageError
+    from kpatch.files import REQUIREMENTS_FILE
+    from kpatch.verify.pairs import pinned_kernels
+
+    (tmp_path / "requirements").mkdir()
+    said = _plant(tmp_path / "requirements" / "xpu.txt", hostile, REQUIREMENTS_FILE)
+    with pytest.raises(UsageError) as refused:
+        pinned_kernels(tmp_path, "vllm_xpu_kernels", "requirements/xpu.txt")
+    assert str(refused.value) == said
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_a_release_ledger_that_is_a_fifo_a_device_or_too_big_is_refused_naming_it(tmp_path: Path,
+                                                                                  hostile: str) -> None:
+    """The release index's ledger (releases.json) is read back by every release and yank."""
+    from kpatch.errors import LockError
+    from kpatch.files import LEDGER_FILE
+    from kpatch.wheels.release import LEDGER, read_ledger
+
+    said = _plant(tmp_path / LEDGER, hostile, LEDGER_FILE)
+    with pytest.raises(LockError) as refused:
+        read_ledger(tmp_path)
+    assert str(refused.value) == said
+
+
+def test_a_nightly_report_that_is_a_fifo_is_said_unread_in_a_proposals_evidence(tmp_path: Path) -> None:
+    """propose quotes the last nightly's contract from reports/nightly/report.json: a FIFO there hung it."""
+    from kpatch.adopt.propose import _contract
+
+    report = tmp_path / "report.json"
+    os.mkfifo(report)
+    assert _contract(report) == "- Op contract: not read (report.json is no nightly report kpatch reads)"
+    report.unlink()
+    assert _contract(report) == "- Op contract: not run (no nightly report)"
