@@ -21,6 +21,7 @@ from kpatch.files import named
 
 WAIT_FOREVER = float("inf")
 _POLL = 0.05  # seconds between two tries of a lock waited for
+_DYING = 10.0  # seconds a lock whose named holder is dead is waited for: what its killed children take to end
 
 
 @contextmanager
@@ -63,16 +64,26 @@ def _hold(path: Path, command: str, wait: float | None = None,
 
 
 def _take(fd: int, path: Path, wait: float | None, on_wait: Callable[[str], None]) -> None:
-    """flock `fd`: at once, or within `wait` seconds."""
+    """flock `fd`: at once, or within `wait` seconds. A lock whose named holder is dead is waited for a little
+    (_DYING) before it is reported: a child that kpatch forked, killed with it, frees it once it has ended."""
     deadline = time.monotonic() + (wait or 0.0)
+    grace: float | None = None
     told = False
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            if wait is None or time.monotonic() >= deadline:
-                holder = _describe(_holder(fd))
+            now = time.monotonic()
+            if wait is None or now >= deadline:
+                dead = _dead_holder(fd)
+                if dead:
+                    grace = now + _DYING if grace is None else grace
+                    if now < grace:
+                        time.sleep(_POLL)
+                        continue
+                holder = _describe(_holder(fd)) + (", which has ended: a process it started holds the lock still"
+                                                   if dead else "")
                 waited = f"; waited {wait:g} s" if wait else ""
                 advice = "wait for it to finish, or run again with --wait" if not wait else "wait longer (--wait)"
                 raise WorktreeError(f"another kpatch is writing here ({holder}{waited}): {advice} "
@@ -82,6 +93,20 @@ def _take(fd: int, path: Path, wait: float | None, on_wait: Callable[[str], None
                 limit = "" if wait == WAIT_FOREVER else f" (at most {wait:g} s)"
                 on_wait(f"waiting for another kpatch to finish ({_describe(_holder(fd))}){limit}: lock {path}")
             time.sleep(_POLL)
+
+
+def _dead_holder(fd: int) -> bool:
+    """Whether the holder the lock file names is a process that no longer exists."""
+    pid = _read(fd).get("pid")
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _holder(fd: int) -> dict[str, object]:

@@ -81,3 +81,49 @@ def test_every_kpatch_temp_folder_is_made_by_scratch_so_a_killed_ones_is_swept()
             if re.search(r"(TemporaryDirectory|mkdtemp)\(prefix=f?\"kpatch-", line):
                 made_elsewhere.append(f"{source.name}:{number}")
     assert made_elsewhere == []
+
+
+def _held_naming_a_dead_kpatch(lock: Path, seconds: float) -> subprocess.Popen[bytes]:
+    """A process that holds `lock` for `seconds` while the file names a kpatch that has ended: what a killed
+    kpatch's forked child, still ending, leaves for a moment."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import fcntl, json, os, sys, time
+fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.pwrite(fd, json.dumps({{"pid": {int(dead.stdout)}, "command": "rebase", "since": 0}}).encode(), 0)
+print("held", flush=True)
+time.sleep({seconds})
+"""], stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    return holder
+
+
+def test_a_lock_naming_a_dead_kpatch_but_still_held_is_taken_once_the_holder_ends(tmp_path: Path) -> None:
+    """Seen in CI: the next command right after a SIGKILL failed with "another kpatch is writing here (pid N)"
+    although pid N was dead: a child it had forked was still ending, and held the lock until it had."""
+    lock = tmp_path / "lock"
+    holder = _held_naming_a_dead_kpatch(lock, 1.0)
+    try:
+        with exclusive([lock], "rebase") as notes:
+            assert holder.poll() is not None  # taken only once the holder had ended
+            assert any("ended without releasing it" in note for note in notes), notes
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_naming_a_dead_kpatch_held_on_and_on_is_reported_as_held_by_what_it_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kpatch.project.exclusive as module
+
+    monkeypatch.setattr(module, "_DYING", 0.3)
+    lock = tmp_path / "lock"
+    holder = _held_naming_a_dead_kpatch(lock, 60)
+    try:
+        with pytest.raises(WorktreeError, match="which has ended: a process it started holds the lock still"), \
+                exclusive([lock], "rebase"):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
