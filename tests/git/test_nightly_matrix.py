@@ -172,3 +172,41 @@ def test_plan_round_without_no_publish_is_refused_before_anything_runs(world: Wo
     assert result.exit_code == 2
     assert "--plan-round goes with --no-publish" in result.output
     assert not (tmp_path / "scroll").exists() and world.fake.writes() == []
+
+
+def _round_run(world: World, folder: Path) -> list[tuple[str, str]]:
+    """Run every step job of the round planned in `folder` all at once, as a matrix's jobs start together on
+    runners sharing one cache. Each step's commit and result."""
+    plan = json.loads((folder / "plan.json").read_text())
+    numbers = [e["number"] for e in plan["entries"]]
+    procs = [start(world.root, "nightly", "--run-step", str(folder / "plan.json"), str(n), "--cache-dir",
+                   str(world.cache), env=_no_token(world)) for n in numbers]
+    for proc in procs:
+        out, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, out + err
+    steps = [json.loads((folder / "steps" / f"round-{plan['round']}-step-{n}" / "result.json").read_text())
+             for n in numbers]
+    return [(step["commit"], step["tried"]["result"]) for step in steps]
+
+
+def test_step_jobs_at_once_on_one_cache_then_collect_final_stop_the_search_saying_how_far_it_got(
+        world: World, tmp_path: Path) -> None:
+    """A round's jobs start together (on self-hosted runners, sharing the cache: its mirrors, its wheel cache)
+    and give the results one at a time gives. `--final`: the workflow runs no round after this one. The search
+    ends at round 1 with what it knows (the break lies after commit 1, by commit 3), not complete, and the night
+    moves to the last commit known green."""
+    commits, culprit = _day_with_a_break(world)
+    folder = tmp_path / "scroll"
+    _planned(world, 2, folder)
+    assert _round_run(world, folder) == [(commits[0], "green"), (culprit, "red")]
+    ran = _job(world, "--collect", str(folder), "--final", "--report", str(world.root / "reports" / "nightly"))
+    assert ran.exit_code == 0, ran.output
+    assert not (folder / "plan.json").exists()  # no round 2 planned
+    scroll = json.loads((world.root / "reports" / "nightly" / "report.json").read_text())["scroll"]
+    assert not scroll["complete"] and scroll["stopped"] == (
+        f"the workflow's last round (1) ran: the search got as far as app: green at {commits[0][:12]}, red at "
+        f"{culprit[:12]}, 1 commit(s) between untried")
+    (span,) = scroll["spans"]
+    assert (span["last_green"], span["first_red"]) == (commits[0], None)  # the first red is not known yet
+    assert scroll["rounds"] == 1 and scroll["culprit"] is None
+    assert _app_base((world.root / "kpatch.toml").read_text()) == commits[0]
