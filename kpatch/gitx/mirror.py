@@ -461,11 +461,11 @@ class Mirror(Repository):
 
     def _forget(self, path: Path) -> None:
         """Drop the records of a worktree at `path` that is gone, even one a killed `git worktree add` left
-        locked ("initializing"): `git worktree prune` skips locked ones, and `add` then refuses the path."""
+        locked ("initializing"), and only those: `git worktree prune` would also drop the record another
+        `worktree add` on this mirror is making at that moment (a scroll worker's, a range-diff's beside a
+        rebase), before it has written its gitdir, and that add then fails ("could not open .../locked")."""
         for record in self._records(path):
-            if _initializing(record):
-                (record / "locked").unlink(missing_ok=True)
-        self.run(["worktree", "prune"])
+            shutil.rmtree(record, ignore_errors=True)
 
     def _add(self, path: Path, commit: str, *options: str) -> None:
         self._forget(path)

@@ -22,6 +22,8 @@ from kpatch.files import named
 WAIT_FOREVER = float("inf")
 _POLL = 0.05  # seconds between two tries of a lock waited for
 _DYING = 10.0  # seconds a lock whose named holder is dead is waited for: what its killed children take to end
+_NAMING = 2.0  # seconds a lock held by no one named is waited for: a holder between its flock and its name, or
+# between wiping its name and closing the file (a loaded machine stretches both)
 
 
 @contextmanager
@@ -77,8 +79,8 @@ def _take(fd: int, path: Path, wait: float | None, on_wait: Callable[[str], None
             now = time.monotonic()
             if wait is None or now >= deadline:
                 dead = _dead_holder(fd)
-                if dead:
-                    grace = now + _DYING if grace is None else grace
+                if dead or not _read(fd).get("pid"):  # dead, or releasing it (its name already wiped) / taking it
+                    grace = now + (_DYING if dead else _NAMING) if grace is None else grace
                     if now < grace:
                         time.sleep(_POLL)
                         continue
