@@ -32,9 +32,9 @@ from kpatch.examples.demo import DemoResult
 from kpatch.examples.scrolling import ScrollResult
 from kpatch.lines.backport import BackportResult
 from kpatch.lines.matrix import LineMatrix
+from kpatch.nightly.dashboard.night import Report
 from kpatch.nightly.dashboard.report import Written
 from kpatch.nightly.matrix import PLAN_KIND, PLAN_VERSION, STEP_KIND, STEP_VERSION, RoundPlan, StepRecord
-from kpatch.nightly.model import Report
 from kpatch.nightly.replay import Replay
 from kpatch.output.ui import JSON_VERSION
 from kpatch.testing.run import TestRun

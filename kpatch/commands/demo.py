@@ -153,7 +153,7 @@ def show_step(ui: UI, step: Step, result: object) -> None:
     from kpatch.engine.rebase import RebaseResult
     from kpatch.examples.adoption import FORK_BRANCH, Carried
     from kpatch.examples.moves import UpstreamMove
-    from kpatch.nightly.model import Report
+    from kpatch.nightly.dashboard.night import Report
     from kpatch.testing.run import TestRun
     from kpatch.verify.run import VerifyResult
     from kpatch.wheels.build import BuildResult

@@ -13,7 +13,7 @@ from kpatch.errors import UsageError
 from kpatch.output.ui import UI, escape
 
 if TYPE_CHECKING:
-    from kpatch.nightly.model import Stage
+    from kpatch.nightly.dashboard.night import Stage
 
 
 @kpatch_command("nightly")

@@ -23,7 +23,7 @@ from kpatch.examples.moves import APP_MAINTAINER, UpstreamMove
 from kpatch.examples.upstreams import ExampleProject, commit, make_example_project
 from kpatch.files import write_atomic
 from kpatch.gitx import out
-from kpatch.nightly.model import Report, Scroll
+from kpatch.nightly.dashboard.night import Report, Scroll
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from kpatch.errors import KpatchError
 from kpatch.forge import Forge, github
 from kpatch.gitx import branch
-from kpatch.nightly.model import Outcome, Push, PushStatus, Report
+from kpatch.nightly.dashboard.night import Outcome, Push, PushStatus, Report
 from kpatch.nightly.render import for_github
 from kpatch.output.redact import redact_text, redact_url
 from kpatch.output.ui import UI

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kpatch.errors import KpatchError
 from kpatch.nightly.dashboard import history
-from kpatch.nightly.model import CLOSED_NOTE, PullLine
+from kpatch.nightly.dashboard.night import CLOSED_NOTE, PullLine
 
 
 def last_states(path: Path) -> dict[str, str]:

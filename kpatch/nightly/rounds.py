@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kpatch.nightly import kway
-from kpatch.nightly.model import (
+from kpatch.nightly.dashboard.night import (
     Breaker,
     Failure,
     Move,

@@ -20,8 +20,7 @@ from kpatch.errors import UsageError
 from kpatch.files import write_atomic
 from kpatch.forge import github
 from kpatch.nightly import noop, render, rounds, scroll, stages
-from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
-from kpatch.nightly.model import (
+from kpatch.nightly.dashboard.night import (
     Clock,
     Failure,
     Move,
@@ -33,6 +32,7 @@ from kpatch.nightly.model import (
     StageStatus,
     report_from_json,
 )
+from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
 from kpatch.nightly.publish import publish
 from kpatch.nightly.pulls import last_states, pull_lines
 from kpatch.nightly.stages import TAIL, Built, Done, Named, Rebased, Settings, Show, Tested, Timed, Verified, timed

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kpatch.files import write_atomic
 from kpatch.nightly import stages
-from kpatch.nightly.model import (
+from kpatch.nightly.dashboard.night import (
     Failure,
     Report,
     Scroll,

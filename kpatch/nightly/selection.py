@@ -16,7 +16,7 @@ import posixpath
 from collections.abc import Sequence
 
 from kpatch.gitx.repo import Repository
-from kpatch.nightly.model import Selection
+from kpatch.nightly.dashboard.night import Selection
 
 
 def test_files(repo: Repository, tree: str, paths: Sequence[str]) -> list[str]:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from kpatch.examples.nights import REWORK_SUBJECT, simulate
+from kpatch.nightly.dashboard.night import Outcome
 from kpatch.nightly.dashboard.report import report
-from kpatch.nightly.model import Outcome
 from kpatch.output.ui import UI
 from tests.support.browser import chromium, console_errors
 

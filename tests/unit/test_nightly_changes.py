@@ -11,7 +11,7 @@ from pathlib import Path
 from kpatch.engine.diff import Change, PatchChange, StackDiff
 from kpatch.engine.rebase import PatchReport
 from kpatch.nightly import render
-from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
+from kpatch.nightly.dashboard.night import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import run_url
 from kpatch.project.state import PatchClass
 

@@ -10,7 +10,7 @@ import pytest
 
 from kpatch.errors import UsageError
 from kpatch.nightly import matrix
-from kpatch.nightly.model import Breaker, Failure, Move, Pin, Span, Stage, Step, StepResult, Suite
+from kpatch.nightly.dashboard.night import Breaker, Failure, Move, Pin, Span, Stage, Step, StepResult, Suite
 from kpatch.nightly.rounds import Entry, Search, Tried
 from kpatch.nightly.stages import Settings
 from kpatch.output.ui import to_jsonable

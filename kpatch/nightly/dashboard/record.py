@@ -14,7 +14,7 @@ from kpatch.config import Stack
 from kpatch.errors import KpatchError
 from kpatch.nightly.dashboard import history
 from kpatch.nightly.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
-from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus
+from kpatch.nightly.dashboard.night import Outcome, Report, Stage, StageRun, StageStatus, moves, patch_reports
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
@@ -48,7 +48,6 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
     the rebases of a project that runs no nightly. A history that cannot be written is a warning, never the
     rebase's end."""
     from kpatch import __version__
-    from kpatch.nightly.stages import moves, patch_reports
 
     path = location(ws.stack, ws.stack.root / "reports" / "nightly")
     conflict = result.conflict is not None
