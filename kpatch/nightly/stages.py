@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from kpatch.errors import ExitCode, KpatchError
-from kpatch.nightly.dashboard.night import (
+from kpatch.dashboard.night import (
     AcceptedFinding,
     Failure,
     Flag,
@@ -28,6 +27,7 @@ from kpatch.nightly.dashboard.night import (
     moves,
     patch_reports,
 )
+from kpatch.errors import ExitCode, KpatchError
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
