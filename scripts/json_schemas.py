@@ -20,6 +20,8 @@ from typing import Any
 
 from kpatch.adopt.branch import ImportResult
 from kpatch.adopt.propose import ProposeResult
+from kpatch.dashboard.night import Report
+from kpatch.dashboard.report import Written
 from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.diff import DiffResult
@@ -32,9 +34,7 @@ from kpatch.examples.demo import DemoResult
 from kpatch.examples.scrolling import ScrollResult
 from kpatch.lines.backport import BackportResult
 from kpatch.lines.matrix import LineMatrix
-from kpatch.nightly.dashboard.report import Written
 from kpatch.nightly.matrix import PLAN_KIND, PLAN_VERSION, STEP_KIND, STEP_VERSION, RoundPlan, StepRecord
-from kpatch.nightly.model import Report
 from kpatch.nightly.replay import Replay
 from kpatch.output.ui import JSON_VERSION
 from kpatch.testing.run import TestRun

@@ -16,12 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kpatch import __version__
-from kpatch.errors import UsageError
-from kpatch.files import write_atomic
-from kpatch.forge import github
-from kpatch.nightly import noop, render, rounds, scroll, stages
-from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
-from kpatch.nightly.model import (
+from kpatch.dashboard.night import (
     Clock,
     Failure,
     Move,
@@ -33,6 +28,11 @@ from kpatch.nightly.model import (
     StageStatus,
     report_from_json,
 )
+from kpatch.dashboard.record import dashboard_issue, location, record_night
+from kpatch.errors import UsageError
+from kpatch.files import write_atomic
+from kpatch.forge import github
+from kpatch.nightly import noop, render, rounds, scroll, stages
 from kpatch.nightly.publish import publish
 from kpatch.nightly.pulls import last_states, pull_lines
 from kpatch.nightly.stages import TAIL, Built, Done, Named, Rebased, Settings, Show, Tested, Timed, Verified, timed
