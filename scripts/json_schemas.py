@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.adopt.branch import ImportResult
+from kpatch.adopt.init import InitResult
 from kpatch.adopt.propose import ProposeResult
 from kpatch.dashboard.night import Report
 from kpatch.dashboard.report import Written
@@ -26,7 +27,6 @@ from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.diff import DiffResult
 from kpatch.engine.export import FileChange
-from kpatch.engine.init import InitResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.examples.adoption import AdoptResult

@@ -148,9 +148,9 @@ def finish(ui: UI, result: _Demo, title: str) -> int:
 def show_step(ui: UI, step: Step, result: object) -> None:
     """One demo step as it ends: a header line, then the step's own output as the command prints it."""
     from kpatch.adopt.branch import ImportResult
+    from kpatch.adopt.init import InitResult
     from kpatch.dashboard.night import Report
     from kpatch.engine.apply import ApplyResult
-    from kpatch.engine.init import InitResult
     from kpatch.engine.rebase import RebaseResult
     from kpatch.examples.adoption import FORK_BRANCH, Carried
     from kpatch.examples.moves import UpstreamMove

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from kpatch import config, forge
 from kpatch.adopt.branch import ImportResult, import_branch
+from kpatch.adopt.init import InitResult, UpstreamSpec, init
 from kpatch.adopt.quilt import import_series
 from kpatch.engine.apply import ApplyResult
-from kpatch.engine.init import InitResult, UpstreamSpec, init
 from kpatch.examples.demo import OnStep, Outcome, Step, Steps, StepsOutcome, _apply
 from kpatch.examples.upstreams import PATCH_AUTHOR, ExampleProject, make_example_project
 from kpatch.gitx import out, run

@@ -357,9 +357,9 @@ def _noted(value: object, note: str) -> object:
 def workflow() -> str:
     """The nightly workflow for a project: kpatch's own (ci/nightly.yml, shipped as package data), installing the
     kpatch release this is instead of kpatch from a checkout."""
-    text = resources.files("kpatch.engine").joinpath("data/nightly.yml").read_text(encoding="utf-8")
+    text = resources.files("kpatch.adopt").joinpath("data/nightly.yml").read_text(encoding="utf-8")
     if _SELF_INSTALL not in text or _SELF_NOTE not in text:
-        raise AssertionError("kpatch/engine/data/nightly.yml: its install step or note changed; update engine/init.py")
+        raise AssertionError("kpatch/adopt/data/nightly.yml: its install step or note changed; update adopt/init.py")
     note = (f"# Written by 'kpatch init --ci' (kpatch {__version__}): kpatch's own nightly, installing that release.\n"
             "# Its jobs and the token they need (KPATCH_NIGHTLY_TOKEN, environment 'nightly'): "
             "kpatch's ci/README.md.\n")
