@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kpatch.dashboard.night import Outcome
 from kpatch.dashboard.report import report
-from kpatch.examples.nights import REWORK_SUBJECT, simulate
+from kpatch.demo.nights import REWORK_SUBJECT, simulate
 from kpatch.output.ui import UI
 from tests.support.browser import chromium, console_errors
 

@@ -19,13 +19,13 @@ FLOORS: tuple[frozenset[str], ...] = tuple(frozenset(floor.split()) for floor in
     "__main__",
     "cli",
     "commands",
-    "examples",
+    "demo",
     "nightly adopt lines",
     "dashboard",  # the carry history and the night's report record: below the nightly, above what it records
     "testing verify doctor",
     "wheels",
     "engine",
-    "stack config project",
+    "examples stack config project",  # examples: the example upstreams the demo and the tests build
     "gitx container forge procs",
     "errors scratch",
     "output files killseam kpatch",  # kpatch: kpatch/__init__.py (__version__)
@@ -117,7 +117,7 @@ def test_a_circle_on_one_floor_is_found() -> None:
 
 @pytest.mark.parametrize(("code", "packages"), [
     ("from kpatch.nightly.run import Night", ["nightly"]),
-    ("import kpatch.examples.demo, os", ["examples"]),
+    ("import kpatch.demo.pipeline, os", ["demo"]),
     ("from kpatch import cli, __version__", ["cli", "kpatch"]),
     ("if TYPE_CHECKING:\n    from kpatch.commands import status", ["commands"]),
     ("class A:\n    def f(self) -> None:\n        import kpatch.wheels.lock as lock", ["wheels"]),
