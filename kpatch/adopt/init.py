@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from kpatch import __version__
-from kpatch.config import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream, load
+from kpatch.config import CONFIG_NAME, CONFIG_VERSION, MAIN, NAME_RE, SHA_RE, Stack, Upstream, load
 from kpatch.errors import UpstreamError, UsageError
 from kpatch.files import GITIGNORE, read_input, write_atomic
 from kpatch.gitx import Mirror, url_problem
@@ -21,7 +21,7 @@ from kpatch.gitx.mirror import url_variable
 from kpatch.gitx.repo import UPSTREAM_REFS
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace
+from kpatch.project.workspace import Workspace, default_cache_dir, make_cache_dir
 from kpatch.stack import SERIES
 
 SERIES_HEADER = "# applied in this order\n"  # what `kpatch import` and `export` keep at the top of the series
@@ -120,8 +120,6 @@ class LineSpec:
 
 def parse_line(value: str) -> LineSpec:
     """`0.33:vllm=releases/v0.33@v0.33.0`, checked (a release line's name, not main)."""
-    from kpatch.config import MAIN, NAME_RE
-
     line, colon, rest = value.partition(":")
     name, equals, where = rest.partition("=")
     branch, at, base = where.rpartition("@")
@@ -249,8 +247,6 @@ def _missing_folders(root: Path, texts: Mapping[Path, bytes]) -> list[Path]:
 
 def _cache(cache_dir: Path | None) -> Path:
     """The cache folder, made now: one that cannot be made is refused before anything is written."""
-    from kpatch.project.workspace import default_cache_dir, make_cache_dir
-
     path = (cache_dir or default_cache_dir()).resolve()
     make_cache_dir(path)
     return path
