@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kpatch.config.edit import with_new_bases
-from kpatch.examples.scrolling import BREAK, BREAK_FILE, BREAK_SUBJECT
+from kpatch.demo.scrolling import BREAK, BREAK_FILE, BREAK_SUBJECT
 from kpatch.examples.upstreams import commit, make_example_project
 from kpatch.files import write_atomic
 from kpatch.gitx import out

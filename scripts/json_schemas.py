@@ -19,22 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from kpatch.adopt.branch import ImportResult
+from kpatch.adopt.init import InitResult
 from kpatch.adopt.propose import ProposeResult
+from kpatch.dashboard.night import Report
+from kpatch.dashboard.report import Written
+from kpatch.demo.adoption import AdoptResult
+from kpatch.demo.pipeline import DemoResult
+from kpatch.demo.scrolling import ScrollResult
 from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.diff import DiffResult
 from kpatch.engine.export import FileChange
-from kpatch.engine.init import InitResult
 from kpatch.engine.rebase import RebaseResult
 from kpatch.engine.status import StatusResult
-from kpatch.examples.adoption import AdoptResult
-from kpatch.examples.demo import DemoResult
-from kpatch.examples.scrolling import ScrollResult
 from kpatch.lines.backport import BackportResult
 from kpatch.lines.matrix import LineMatrix
-from kpatch.nightly.dashboard.report import Written
 from kpatch.nightly.matrix import PLAN_KIND, PLAN_VERSION, STEP_KIND, STEP_VERSION, RoundPlan, StepRecord
-from kpatch.nightly.model import Report
 from kpatch.nightly.replay import Replay
 from kpatch.output.ui import JSON_VERSION
 from kpatch.testing.run import TestRun

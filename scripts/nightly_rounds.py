@@ -18,7 +18,7 @@ from pathlib import Path
 ROUNDS = 4
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = (ROOT / "ci" / "nightly.yml", ROOT / ".github" / "workflows" / "nightly.yml",
-             ROOT / "kpatch" / "engine" / "data" / "nightly.yml")
+             ROOT / "kpatch" / "adopt" / "data" / "nightly.yml")
 BEGIN = "  # --- the search's rounds: scripts/nightly_rounds.py writes them (ROUNDS = {rounds}); do not edit ---\n"
 END = "  # --- the end of the search's rounds ---\n"
 

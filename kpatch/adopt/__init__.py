@@ -1,2 +1,4 @@
-"""Adopting a fork: `kpatch import` of a fork branch (branch.py) or a folder of patches (quilt.py), and the
-`Requires:` a patch needs (suggest.py, from the op contract). Above verify, whose contract it reads."""
+"""Starting and adopting a project: `kpatch init` (init.py, with the workflow it writes in data/), `kpatch import`
+of a fork branch (branch.py) or a folder of patches (quilt.py), the `Requires:` a patch needs (suggest.py, from the
+op contract), and `kpatch propose` (propose.py: patches as pull requests from a fork). Above verify, whose contract
+it reads."""

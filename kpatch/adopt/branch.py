@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kpatch.adopt.init import fetchable
 from kpatch.adopt.suggest import Suggestion, add_trailers, suggest
 from kpatch.config import Upstream
 from kpatch.config.edit import with_new_bases
-from kpatch.engine.init import fetchable
 from kpatch.engine.plan import check_base, fetch, load_all_series, requires_problem
 from kpatch.errors import PatchConflict, UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Mirror, Repository, commit_patch_ids

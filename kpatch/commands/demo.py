@@ -13,7 +13,7 @@ from kpatch.errors import UsageError
 from kpatch.output.ui import UI, columns, escape, to_jsonable
 
 if TYPE_CHECKING:
-    from kpatch.examples.demo import DemoResult, Step
+    from kpatch.demo.pipeline import DemoResult, Step
 
 
 @click.command("demo", cls=KpatchCommand)
@@ -41,7 +41,7 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners:
     rebase (a merged patch dropped, a conflict resolved by a recorded resolution), build-wheels, verify, test.
     With --adopt: a kernels fork branch and the app's quilt folder become a new project's stacks. With --scroll: a
     red night scrolls to the last green upstream commit."""
-    from kpatch.examples.demo import choose_backend, demo
+    from kpatch.demo.pipeline import choose_backend, demo
     from kpatch.project.workspace import default_cache_dir
 
     ui = make_ui("demo", json_mode, quiet, verbose)
@@ -64,7 +64,7 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners:
     # The log goes to the usual cache, so the path an error names still exists after the demo's folder is removed.
     start_log(ui, default_cache_dir() / "logs", "demo")
     if scroll:
-        from kpatch.examples.scrolling import demo_scroll
+        from kpatch.demo.scrolling import demo_scroll
 
         scrolled = demo_scroll(folder, ui, choice, keep=keep, on_step=on_step, runners=runners or 1)
         return finish(ui, scrolled, "scrolling demo")
@@ -81,7 +81,7 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners:
 
 def adopt_demo(ui: UI, folder: Path | None, keep: bool) -> int:
     """`kpatch demo --adopt`: init, import (a fork branch, a quilt folder) and apply in an empty project."""
-    from kpatch.examples.adoption import demo_adopt
+    from kpatch.demo.adoption import demo_adopt
     from kpatch.project.workspace import default_cache_dir
 
     context = click.get_current_context()
@@ -148,12 +148,12 @@ def finish(ui: UI, result: _Demo, title: str) -> int:
 def show_step(ui: UI, step: Step, result: object) -> None:
     """One demo step as it ends: a header line, then the step's own output as the command prints it."""
     from kpatch.adopt.branch import ImportResult
+    from kpatch.adopt.init import InitResult
+    from kpatch.dashboard.night import Report
+    from kpatch.demo.adoption import FORK_BRANCH, Carried
     from kpatch.engine.apply import ApplyResult
-    from kpatch.engine.init import InitResult
     from kpatch.engine.rebase import RebaseResult
-    from kpatch.examples.adoption import FORK_BRANCH, Carried
     from kpatch.examples.moves import UpstreamMove
-    from kpatch.nightly.model import Report
     from kpatch.testing.run import TestRun
     from kpatch.verify.run import VerifyResult
     from kpatch.wheels.build import BuildResult

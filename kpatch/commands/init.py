@@ -13,7 +13,7 @@ from kpatch.errors import UsageError
 from kpatch.output.ui import UI, escape
 
 if TYPE_CHECKING:
-    from kpatch.engine.init import InitResult
+    from kpatch.adopt.init import InitResult
 
 
 @click.command("init", cls=KpatchCommand)
@@ -32,18 +32,18 @@ def command(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tup
             ci: bool, cache_dir: Path | None, json_mode: bool, quiet: bool, verbose: bool) -> int:
     """Start a project here: kpatch.toml, an empty series per upstream, .gitignore entries; writes only new
     files."""
-    from kpatch.engine import init as engine
+    from kpatch.adopt import init as adopting
 
     ui = make_ui("init", json_mode, quiet, verbose)
-    specs = [engine.parse_upstream(value) for value in upstreams]
+    specs = [adopting.parse_upstream(value) for value in upstreams]
     chosen = assignments(branches, "--branch")
     unknown = next((n for n in chosen if n not in {s.name for s in specs}), None)
     if unknown:
         raise UsageError(f"--branch {unknown}: no --upstream named {unknown!r}")
     specs = [replace(s, branch=chosen.get(s.name)) for s in specs]
-    graph = engine.parse_requires(requires, [s.name for s in specs])
-    result = engine.init(Path.cwd(), specs, graph, ui, ci=ci, cache_dir=cache_dir,
-                         lines=[engine.parse_line(value) for value in lines])
+    graph = adopting.parse_requires(requires, [s.name for s in specs])
+    result = adopting.init(Path.cwd(), specs, graph, ui, ci=ci, cache_dir=cache_dir,
+                           lines=[adopting.parse_line(value) for value in lines])
     if ui.json_mode:
         ui.result(result)
     else:

@@ -13,7 +13,7 @@ from kpatch.errors import UsageError
 from kpatch.output.ui import UI, escape
 
 if TYPE_CHECKING:
-    from kpatch.nightly.model import Stage
+    from kpatch.dashboard.night import Stage
 
 
 @kpatch_command("nightly")
@@ -133,8 +133,8 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
 def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | None, history_file: Path | None,
                    report_dir: Path | None) -> int:
     """`kpatch nightly --replay`: the replayed nights, step by step, and what they would have cost."""
-    from kpatch.nightly.dashboard import history
-    from kpatch.nightly.dashboard.record import location
+    from kpatch.dashboard import history
+    from kpatch.dashboard.record import location
     from kpatch.nightly.replay import MAX_STEPS, parse_range, replay
 
     ws = ctx.workspace()

@@ -18,8 +18,8 @@ from kpatch.errors import ExitCode, UsageError
 @click.option("--discard", is_flag=True, help="Move worktrees even if they hold commits not exported to patches/.")
 def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, abort: bool, discard: bool) -> int:
     """Move every stack onto its upstream's new head, as one transaction: all stacks or none."""
+    from kpatch.dashboard.record import record_rebase
     from kpatch.engine import rebase as engine
-    from kpatch.nightly.dashboard.record import record_rebase
 
     if (continue_ and abort) or ((continue_ or abort) and (onto or force or discard)):
         raise UsageError("--continue and --abort go alone")

@@ -12,7 +12,7 @@ from kpatch.commands._common import Context, kpatch_command
 from kpatch.output.ui import UI, columns, count, escape
 
 if TYPE_CHECKING:
-    from kpatch.nightly.dashboard.summary import Dashboard
+    from kpatch.dashboard.summary import Dashboard
 
 
 @kpatch_command("report")
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 def command(ctx: Context, html: Path | None, history_file: Path | None) -> int:
     """The carry dashboard: each patch's class, conflicts, size and age over the nights, how far behind each
     upstream the pins were, the last nightly's stages and tests, the Upstream-PRs."""
-    from kpatch.nightly.dashboard import record
-    from kpatch.nightly.dashboard.report import report
+    from kpatch.dashboard import record
+    from kpatch.dashboard.report import report
 
     title = "kpatch carry dashboard"
     if history_file is None:

@@ -27,10 +27,10 @@ from typing import TypeVar
 
 from kpatch import config
 from kpatch.config import Stack
+from kpatch.dashboard.night import Pin, Report, _decode
 from kpatch.errors import UsageError
 from kpatch.files import REPORT_FILE, read_input, write_atomic
 from kpatch.nightly import rounds, scroll, workers
-from kpatch.nightly.model import Pin, Report, _decode
 from kpatch.nightly.rounds import Entry, Search, Tried
 from kpatch.nightly.scroll import Limits, Ran, Saved
 from kpatch.nightly.stages import Settings

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch.dashboard.night import Move
 from kpatch.engine.plan import fetch, load_all_series
 from kpatch.errors import LockError, UpstreamError
-from kpatch.nightly.model import Move
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 from kpatch.wheels import lock as lockfile

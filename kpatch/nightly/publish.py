@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from kpatch.dashboard.night import Outcome, Push, PushStatus, Report
 from kpatch.errors import KpatchError
 from kpatch.forge import Forge, github
 from kpatch.gitx import branch
-from kpatch.nightly.model import Outcome, Push, PushStatus, Report
 from kpatch.nightly.render import for_github
 from kpatch.output.redact import redact_text, redact_url
 from kpatch.output.ui import UI
@@ -74,9 +74,9 @@ def _dashboard(gh: Forge, body: str | None) -> list[github.Result]:
     """The carry dashboard issue, edited in place ([dashboard] issue = true in kpatch.toml; else body is None), and
     pinned the night it is opened (once: a person who unpins it is not overruled). A pin that fails is one more
     warning line, never the night's exit code."""
+    from kpatch.dashboard.markdown import ABOUT, LABEL, TITLE
     from kpatch.forge.model import Action
     from kpatch.forge.model import Outcome as Done
-    from kpatch.nightly.dashboard.markdown import ABOUT, LABEL, TITLE
 
     if body is None:
         return []

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from kpatch.dashboard import history
+from kpatch.dashboard.night import CLOSED_NOTE, PullLine
 from kpatch.errors import KpatchError
-from kpatch.nightly.dashboard import history
-from kpatch.nightly.model import CLOSED_NOTE, PullLine
 
 
 def last_states(path: Path) -> dict[str, str]:

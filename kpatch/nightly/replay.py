@@ -21,11 +21,11 @@ from pathlib import Path
 
 from kpatch import __version__, config, forge
 from kpatch.config import Stack
+from kpatch.dashboard import history
+from kpatch.dashboard.night import Outcome, Report, Stage, StageRun, StageStatus
+from kpatch.dashboard.record import records
 from kpatch.errors import UpstreamError, UsageError
 from kpatch.nightly import stages
-from kpatch.nightly.dashboard import history
-from kpatch.nightly.dashboard.record import records
-from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus
 from kpatch.nightly.stages import timed
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass

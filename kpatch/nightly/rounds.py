@@ -16,8 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from kpatch.nightly import kway
-from kpatch.nightly.model import (
+from kpatch.dashboard.night import (
     Breaker,
     Failure,
     Move,
@@ -30,6 +29,7 @@ from kpatch.nightly.model import (
     StepResult,
     Suite,
 )
+from kpatch.nightly import kway
 from kpatch.nightly.scroll import Attempt, Limits, Ran, Runner, Trial
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace

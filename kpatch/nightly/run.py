@@ -16,12 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kpatch import __version__
-from kpatch.errors import UsageError
-from kpatch.files import write_atomic
-from kpatch.forge import github
-from kpatch.nightly import noop, render, rounds, scroll, stages
-from kpatch.nightly.dashboard.record import dashboard_issue, location, record_night
-from kpatch.nightly.model import (
+from kpatch.dashboard.night import (
     Clock,
     Failure,
     Move,
@@ -33,6 +28,11 @@ from kpatch.nightly.model import (
     StageStatus,
     report_from_json,
 )
+from kpatch.dashboard.record import dashboard_issue, location, record_night
+from kpatch.errors import UsageError
+from kpatch.files import write_atomic
+from kpatch.forge import github
+from kpatch.nightly import noop, render, rounds, scroll, stages
 from kpatch.nightly.publish import publish
 from kpatch.nightly.pulls import last_states, pull_lines
 from kpatch.nightly.stages import TAIL, Built, Done, Named, Rebased, Settings, Show, Tested, Timed, Verified, timed
@@ -113,16 +113,17 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
     if ran.outcome is Outcome.PASSED:
         assert ran.built is not None
         write_atomic(kept, ran.built.lock.read_bytes())
-    report = _report(ui, started, ran, tgt, pull_lines(ran.named, ran.rebased.pull_states if ran.rebased else None,
-                                                        last_states(location(ws.stack, options.report_dir))),
-                     kept_lock=str(kept) if ran.outcome is Outcome.PASSED else None)
+    released_set: tuple[str, ...] = ()
     if ran.outcome is Outcome.PASSED and ws.stack.release.nightly:
         # a green night's set on the nightly channel ([release] nightly = true)
         from kpatch.nightly.release import release_night
 
         assert ran.built is not None
         why = "--dry-run" if options.dry_run else tgt.dry_run
-        report = replace(report, notes=(*report.notes, release_night(ws, ui, ran.built.lock, why)))
+        released_set = (release_night(ws, ui, ran.built.lock, why),)
+    report = _report(ui, started, ran, tgt, pull_lines(ran.named, ran.rebased.pull_states if ran.rebased else None,
+                                                        last_states(location(ws.stack, options.report_dir))),
+                     kept_lock=str(kept) if ran.outcome is Outcome.PASSED else None, notes=released_set)
     if ran.outcome is not Outcome.PASSED and saved is not None and report.failure is not None \
             and report.failure.stage is not Stage.REBASE:
         if options.plan_round is not None:  # the rounds run as the CI's matrix (matrix.py)
@@ -306,8 +307,9 @@ def _retried(ws: Workspace, ui: UI, settings: Settings, show: Show, ran: Ran) ->
 
 
 def _report(ui: UI, started: str, ran: Ran, tgt: github.Target, pulls: tuple[PullLine, ...],
-            kept_lock: str | None) -> Report:
-    """The night's report, built once from what its stages found."""
+            kept_lock: str | None, notes: tuple[str, ...]) -> Report:
+    """The night's report, built once from what its stages found; `notes` follow the rebase's (the green set's
+    release line)."""
     failed = next((r for r in ran.runs if r.status is StageStatus.FAILED), None)
     failure = ran.failure
     if failure is not None and not failure.log_tail:
@@ -330,7 +332,8 @@ def _report(ui: UI, started: str, ran: Ran, tgt: github.Target, pulls: tuple[Pul
                   kept_lock=kept_lock, containers=built.containers if built else 0,
                   checks=verified.checks if verified else (), contract=verified.contract if verified else (),
                   accepted=verified.accepted if verified else (), suites=ran.tested.suites if ran.tested else (),
-                  notes=rebased.notes if rebased else (), failure=failure, flaky=ran.flaky, dry_run=tgt.dry_run)
+                  notes=(*(rebased.notes if rebased else ()), *notes), failure=failure, flaky=ran.flaky,
+                  dry_run=tgt.dry_run)
 
 
 def _tail(path: Path | None) -> tuple[str, ...]:

@@ -21,9 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kpatch.files import write_atomic
-from kpatch.nightly import stages
-from kpatch.nightly.model import (
+from kpatch.dashboard.night import (
     Failure,
     Report,
     Scroll,
@@ -34,6 +32,8 @@ from kpatch.nightly.model import (
     StepResult,
     Suite,
 )
+from kpatch.files import write_atomic
+from kpatch.nightly import stages
 from kpatch.nightly.stages import TAIL, Settings, Show, timed
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace

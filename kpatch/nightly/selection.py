@@ -15,8 +15,8 @@ import ast
 import posixpath
 from collections.abc import Sequence
 
+from kpatch.dashboard.night import Selection
 from kpatch.gitx.repo import Repository
-from kpatch.nightly.model import Selection
 
 
 def test_files(repo: Repository, tree: str, paths: Sequence[str]) -> list[str]:

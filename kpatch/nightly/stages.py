@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from kpatch.errors import ExitCode, KpatchError
-from kpatch.nightly.model import (
+from kpatch.dashboard.night import (
     AcceptedFinding,
     Failure,
     Flag,
@@ -25,7 +24,10 @@ from kpatch.nightly.model import (
     StageStatus,
     Suite,
     hunk_text,
+    moves,
+    patch_reports,
 )
+from kpatch.errors import ExitCode, KpatchError
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
@@ -33,7 +35,7 @@ from kpatch.verify.model import Check, Status, tally
 
 if TYPE_CHECKING:
     from kpatch.engine.diff import StackDiff
-    from kpatch.engine.rebase import PatchReport, RebaseResult
+    from kpatch.engine.rebase import PatchReport
     from kpatch.forge.model import PullCheck
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
@@ -144,24 +146,6 @@ def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = N
     return Done(0, f"{len(patches)} patch(es) onto the branch heads: {counts[PatchClass.CLEAN]} clean, "
                    f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream",
                 Rebased(moved, patches, reviews, tuple(flags), tuple(notes), states))
-
-
-def patch_reports(result: RebaseResult) -> tuple[PatchReport, ...]:
-    """Each patch of the rebase, stack after stack: the rebase's own records, as the report carries them."""
-    return tuple(p for s in result.stacks for p in s.patches)
-
-
-def moves(ws: Workspace, result: RebaseResult, fetched: Sequence[Move]) -> list[Move]:
-    """Old -> new base per upstream as the rebase saw them, with the commits between."""
-    branches = {m.upstream: m.branch for m in fetched}
-    moves = []
-    for stack in result.stacks:
-        mirror = ws.mirror(stack.name)
-        commits = mirror.count(stack.old_base, stack.new_base) if mirror.is_ancestor(stack.old_base,
-                                                                                      stack.new_base) else 0
-        moves.append(Move(upstream=stack.name, branch=branches.get(stack.name, ws.stack.get(stack.name).branch),
-                          old_base=stack.old_base, new_base=stack.new_base, commits=commits))
-    return moves
 
 
 def _conflict(ws: Workspace, moved: Sequence[Move], conflicts: list[PatchReport]) -> Failure:

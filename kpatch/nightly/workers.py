@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import kpatch
+from kpatch.dashboard.night import _decode
 from kpatch.files import write_atomic
-from kpatch.nightly.model import _decode
 from kpatch.nightly.scroll import Attempt, Ran, Runner, Saved, Trial
 from kpatch.nightly.stages import Settings
 from kpatch.output.ui import UI, to_jsonable

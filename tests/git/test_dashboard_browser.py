@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kpatch.nightly.dashboard.report import report
+from kpatch.dashboard.report import report
 from tests.support.browser import chromium, console_errors
 from tests.support.dashboard_data import HOSTILE, three_nights
 
@@ -53,6 +53,6 @@ def test_the_page_loads_sorts_filters_and_draws_every_point_in_chromium(tmp_path
 
 
 def _nights(source: Path) -> list[Any]:
-    from kpatch.nightly.dashboard import history
+    from kpatch.dashboard import history
 
     return list(history.read(source).nights)

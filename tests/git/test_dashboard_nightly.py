@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kpatch.nightly.dashboard import history
-from kpatch.nightly.dashboard.markdown import LABEL
+from kpatch.dashboard import history
+from kpatch.dashboard.markdown import LABEL
 from tests.support.fake_github import fake_github
 from tests.support.gitrepos import Project, git
 from tests.support.nightly_world import BINDINGS, BROKEN, CULPRIT_SUBJECT, K1, REPO, World, make_world

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from kpatch.examples.nights import REWORK_SUBJECT, simulate
-from kpatch.nightly.dashboard.report import report
-from kpatch.nightly.model import Outcome
+from kpatch.dashboard.night import Outcome
+from kpatch.dashboard.report import report
+from kpatch.demo.nights import REWORK_SUBJECT, simulate
 from kpatch.output.ui import UI
 from tests.support.browser import chromium, console_errors
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpatch.dashboard import history
 from kpatch.errors import ExitCode
-from kpatch.nightly.dashboard import history
 from tests.git.test_rebase import resolve_c
 from tests.support.rebase_repos import RebaseProject
 

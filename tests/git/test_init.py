@@ -9,9 +9,9 @@ import pytest
 from click.testing import Result
 
 from kpatch import __version__
+from kpatch.adopt.init import SERIES_HEADER, workflow
+from kpatch.adopt.init import WORKFLOW as WORKFLOW_PATH
 from kpatch.config import load
-from kpatch.engine.init import SERIES_HEADER, workflow
-from kpatch.engine.init import WORKFLOW as WORKFLOW_PATH
 from kpatch.errors import ExitCode
 from tests.support.cli import run_kpatch
 from tests.support.gitrepos import Project, git
@@ -92,8 +92,8 @@ def test_init_ci_writes_the_nightly_workflow_installing_the_kpatch_release(proje
 
 
 def test_the_packaged_nightly_workflow_is_ci_nightly_yml_byte_for_byte() -> None:
-    assert (ROOT / "kpatch" / "engine" / "data" / "nightly.yml").read_bytes() == \
-        (ROOT / "ci" / "nightly.yml").read_bytes(), "cp ci/nightly.yml kpatch/engine/data/"
+    assert (ROOT / "kpatch" / "adopt" / "data" / "nightly.yml").read_bytes() == \
+        (ROOT / "ci" / "nightly.yml").read_bytes(), "cp ci/nightly.yml kpatch/adopt/data/"
 
 
 @pytest.mark.parametrize("existing", ["kpatch.toml", "patches/app/series", ".github/workflows/nightly.yml"])
@@ -158,7 +158,7 @@ def test_init_refuses_bad_arguments_in_one_line(tmp_path: Path, args: list[str],
 
 def test_an_upstream_url_is_split_at_its_last_at_and_a_local_path_made_absolute(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from kpatch.engine.init import parse_upstream
+    from kpatch.adopt.init import parse_upstream
 
     ssh = parse_upstream("app=git@github.com:acme/app.git@v1.0")
     assert (ssh.name, ssh.url, ssh.base) == ("app", "git@github.com:acme/app.git", "v1.0")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from kpatch.dashboard import history
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import EPOCH, KERNEL_FILES, commit
-from kpatch.nightly.dashboard import history
 from tests.support.gitrepos import Project, git
 from tests.support.json_envelope import checked
 from tests.support.nightly_world import BINDINGS, BROKEN, CULPRIT_SUBJECT, K1

@@ -170,7 +170,7 @@ def test_init_refuses_a_url_with_credentials_and_writes_them_nowhere(project: Pr
     ("https://github.com/o/r.git", False),
 ])
 def test_init_tells_a_url_holding_a_secret_from_an_ssh_user_name(url: str, refused: bool) -> None:
-    from kpatch.engine.init import carries_credentials
+    from kpatch.adopt.init import carries_credentials
 
     assert carries_credentials(url) is refused
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from kpatch.dashboard import history
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit, init_repo
 from kpatch.gitx.repo import Repository
-from kpatch.nightly.dashboard import history
 from kpatch.nightly.selection import select
 from kpatch.testing.run import tests_variable as kpatch_tests_value  # not named test*: pytest would collect it
 from tests.git.test_blobless import mirror, missing, promisor, serve

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kpatch.nightly.dashboard import history
-from kpatch.nightly.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
+from kpatch.dashboard import history
+from kpatch.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
 
 HOSTILE = '<script>document.title="owned"</script><img src=x onerror="document.title=\'owned\'"> & "quoted"'
 

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from kpatch.cli import main
+from kpatch.dashboard import history, page
+from kpatch.dashboard.summary import summarise
 from kpatch.errors import UsageError
-from kpatch.nightly.dashboard import history, page
-from kpatch.nightly.dashboard.summary import summarise
 from tests.support.dashboard_data import HOSTILE, night, patch, three_nights
 from tests.support.json_envelope import checked
 
@@ -175,7 +175,7 @@ def test_a_secret_in_a_failure_message_never_lands_in_the_history(tmp_path: Path
 
 
 def test_the_issue_body_escapes_upstream_text_and_stays_within_the_limit(tmp_path: Path) -> None:
-    from kpatch.nightly.dashboard.markdown import issue_body
+    from kpatch.dashboard.markdown import issue_body
 
     path = three_nights(tmp_path / "h.jsonl")
     history.append(path, [patch("2026-11-30", "app", f"{n:04}-More.patch", subject="@someone fixes #12")
@@ -202,7 +202,7 @@ def test_the_pulls_table_shows_each_prs_last_asked_state_over_the_patchs_merged_
 def test_churn_counts_the_nights_a_rebase_changed_a_patch_beside_its_conflicts(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from kpatch.nightly.dashboard.markdown import issue_body
+    from kpatch.dashboard.markdown import issue_body
 
     path = tmp_path / "h.jsonl"
     for day, change in (("2026-12-01", "changed"), ("2026-12-02", "unchanged"), ("2026-12-03", "changed")):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from kpatch.commands.demo import finish, show
-from kpatch.examples.demo import Backend, BackendChoice, DemoResult, Step
-from kpatch.examples.scrolling import ScrollResult
-from kpatch.nightly.model import StageStatus
+from kpatch.dashboard.night import StageStatus
+from kpatch.demo.pipeline import Backend, BackendChoice, DemoResult, Step
+from kpatch.demo.scrolling import ScrollResult
 from kpatch.output.ui import UI
 
 LOCAL = BackendChoice(Backend.LOCAL, None, "--backend local: the wheels are built and tested on this host")

@@ -8,10 +8,10 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from kpatch.dashboard.night import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.engine.diff import Change, PatchChange, StackDiff
 from kpatch.engine.rebase import PatchReport
 from kpatch.nightly import render
-from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.nightly.publish import run_url
 from kpatch.project.state import PatchClass
 

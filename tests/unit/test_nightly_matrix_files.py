@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from kpatch.dashboard.night import Breaker, Failure, Move, Pin, Span, Stage, Step, StepResult, Suite
 from kpatch.errors import UsageError
 from kpatch.nightly import matrix
-from kpatch.nightly.model import Breaker, Failure, Move, Pin, Span, Stage, Step, StepResult, Suite
 from kpatch.nightly.rounds import Entry, Search, Tried
 from kpatch.nightly.stages import Settings
 from kpatch.output.ui import to_jsonable

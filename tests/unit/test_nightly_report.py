@@ -9,10 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kpatch.engine.rebase import PatchReport
-from kpatch.forge.github import Action, Kind, Outcome, Result
-from kpatch.nightly import render
-from kpatch.nightly.model import (
+from kpatch.dashboard.night import (
     REPORT_VERSION,
     AcceptedFinding,
     Clock,
@@ -26,7 +23,10 @@ from kpatch.nightly.model import (
     Suite,
     report_from_json,
 )
-from kpatch.nightly.model import Outcome as Night
+from kpatch.dashboard.night import Outcome as Night
+from kpatch.engine.rebase import PatchReport
+from kpatch.forge.github import Action, Kind, Outcome, Result
+from kpatch.nightly import render
 from kpatch.nightly.publish import _repository_in, carries_credential
 from kpatch.project.state import Culprit, Hunk, PatchClass
 from kpatch.verify.model import Check, Status
@@ -172,14 +172,14 @@ def test_upstream_text_reaches_github_as_text(text: str) -> None:
 
 def test_a_report_reads_back_from_its_json_as_it_was() -> None:
     """The publishing job reads the night's report.json (nightly --publish-saved): every fact comes back."""
-    from kpatch.nightly.model import report_from_json
+    from kpatch.dashboard.night import report_from_json
 
     report = replace(_failed_night(), dry_run="no GITHUB_TOKEN")
     assert report_from_json(json.loads(render.to_json(report))) == report
 
 
 def _scrolled_night() -> Report:
-    from kpatch.nightly.model import Breaker, Pin, Scroll, Span, Step, StepResult
+    from kpatch.dashboard.night import Breaker, Pin, Scroll, Span, Step, StepResult
 
     green, red = "1" * 40, "2" * 40
     scroll = Scroll(
@@ -198,7 +198,7 @@ def _scrolled_night() -> Report:
 
 def test_a_scrolled_night_reads_back_from_its_json_as_it_was() -> None:
     """nightly --publish-saved: the search (steps, last green, culprit, flaky) comes back from report.json."""
-    from kpatch.nightly.model import report_from_json
+    from kpatch.dashboard.night import report_from_json
 
     report = _scrolled_night()
     assert report_from_json(json.loads(render.to_json(report))) == report

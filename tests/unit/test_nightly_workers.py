@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kpatch.dashboard.night import Failure, Selection, Stage, StepResult, Suite
 from kpatch.nightly import workers
-from kpatch.nightly.model import Failure, Selection, Stage, StepResult, Suite
 from kpatch.nightly.scroll import Attempt
 
 SUITE = Suite(upstream="app", outcome="failed", message="1 failed", passed=2, failed=1, errors=0, skipped=0,

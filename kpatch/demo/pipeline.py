@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from kpatch import config, forge
+from kpatch.dashboard.night import StageStatus
 from kpatch.engine.apply import ApplyResult, apply
 from kpatch.engine.rebase import RebaseResult, rebase
 from kpatch.errors import ExitCode, KpatchError, UsageError
 from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, make_example_project
-from kpatch.nightly.model import StageStatus
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
@@ -264,7 +264,7 @@ def _moves(example: ExampleProject) -> tuple[tuple[UpstreamMove, ...], bool, str
 
 
 def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
-    from kpatch.nightly.dashboard.record import record_rebase
+    from kpatch.dashboard.record import record_rebase
 
     result = rebase(ws, ui, {}, force=False, discard=False)
     record_rebase(ui, ws, result)  # as `kpatch rebase` does: the project's carry history starts here

@@ -9,9 +9,9 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from kpatch.dashboard.summary import Dashboard, PatchRow
+from kpatch.dashboard.svg import line_chart, sparkline
 from kpatch.files import write_atomic
-from kpatch.nightly.dashboard.summary import Dashboard, PatchRow
-from kpatch.nightly.dashboard.svg import line_chart, sparkline
 
 INDEX = "index.html"
 _NUM = ' class="num"'

@@ -20,11 +20,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from kpatch import config, forge
+from kpatch.dashboard import history
+from kpatch.dashboard.night import Outcome
 from kpatch.examples.moves import move_upstreams, ship_resolution
 from kpatch.examples.upstreams import KERNEL_FILES, ExampleProject, commit, make_example_project
 from kpatch.files import write_atomic
-from kpatch.nightly.dashboard import history
-from kpatch.nightly.model import Outcome
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 

@@ -5,8 +5,8 @@ Upstream text (subjects, culprits) is escaped as the nightly's report escapes it
 
 from __future__ import annotations
 
-from kpatch.nightly.dashboard.summary import Dashboard, PatchRow
-from kpatch.nightly.render import GITHUB_LIMIT, _code, _table, _text
+from kpatch.dashboard.cells import GITHUB_LIMIT, _code, _table, _text
+from kpatch.dashboard.summary import Dashboard, PatchRow
 
 TITLE = "carry dashboard"
 LABEL = "carry-dashboard"

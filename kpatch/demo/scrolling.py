@@ -17,13 +17,13 @@ from pathlib import Path
 
 from kpatch import config, forge
 from kpatch.config.edit import with_new_bases
+from kpatch.dashboard.night import Report, Scroll
+from kpatch.demo.pipeline import BackendChoice, OnStep, Outcome, Step, Steps, StepsOutcome, _apply, in_folder
 from kpatch.engine.apply import ApplyResult
-from kpatch.examples.demo import BackendChoice, OnStep, Outcome, Step, Steps, StepsOutcome, _apply, in_folder
 from kpatch.examples.moves import APP_MAINTAINER, UpstreamMove
 from kpatch.examples.upstreams import ExampleProject, commit, make_example_project
 from kpatch.files import write_atomic
 from kpatch.gitx import out
-from kpatch.nightly.model import Report, Scroll
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kpatch.nightly.dashboard.history import VERSION, History, NightRecord, PatchRecord
-from kpatch.nightly.dashboard.svg import Point, Series
+from kpatch.dashboard.history import VERSION, History, NightRecord, PatchRecord
+from kpatch.dashboard.svg import Point, Series
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from kpatch import __version__
-from kpatch.config import CONFIG_NAME, CONFIG_VERSION, NAME_RE, SHA_RE, Stack, Upstream, load
+from kpatch.config import CONFIG_NAME, CONFIG_VERSION, MAIN, NAME_RE, SHA_RE, Stack, Upstream, load
 from kpatch.errors import UpstreamError, UsageError
 from kpatch.files import GITIGNORE, read_input, write_atomic
 from kpatch.gitx import Mirror, url_problem
@@ -21,7 +21,7 @@ from kpatch.gitx.mirror import url_variable
 from kpatch.gitx.repo import UPSTREAM_REFS
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace
+from kpatch.project.workspace import Workspace, default_cache_dir, make_cache_dir
 from kpatch.stack import SERIES
 
 SERIES_HEADER = "# applied in this order\n"  # what `kpatch import` and `export` keep at the top of the series
@@ -120,8 +120,6 @@ class LineSpec:
 
 def parse_line(value: str) -> LineSpec:
     """`0.33:vllm=releases/v0.33@v0.33.0`, checked (a release line's name, not main)."""
-    from kpatch.config import MAIN, NAME_RE
-
     line, colon, rest = value.partition(":")
     name, equals, where = rest.partition("=")
     branch, at, base = where.rpartition("@")
@@ -249,8 +247,6 @@ def _missing_folders(root: Path, texts: Mapping[Path, bytes]) -> list[Path]:
 
 def _cache(cache_dir: Path | None) -> Path:
     """The cache folder, made now: one that cannot be made is refused before anything is written."""
-    from kpatch.project.workspace import default_cache_dir, make_cache_dir
-
     path = (cache_dir or default_cache_dir()).resolve()
     make_cache_dir(path)
     return path
@@ -357,9 +353,9 @@ def _noted(value: object, note: str) -> object:
 def workflow() -> str:
     """The nightly workflow for a project: kpatch's own (ci/nightly.yml, shipped as package data), installing the
     kpatch release this is instead of kpatch from a checkout."""
-    text = resources.files("kpatch.engine").joinpath("data/nightly.yml").read_text(encoding="utf-8")
+    text = resources.files("kpatch.adopt").joinpath("data/nightly.yml").read_text(encoding="utf-8")
     if _SELF_INSTALL not in text or _SELF_NOTE not in text:
-        raise AssertionError("kpatch/engine/data/nightly.yml: its install step or note changed; update engine/init.py")
+        raise AssertionError("kpatch/adopt/data/nightly.yml: its install step or note changed; update adopt/init.py")
     note = (f"# Written by 'kpatch init --ci' (kpatch {__version__}): kpatch's own nightly, installing that release.\n"
             "# Its jobs and the token they need (KPATCH_NIGHTLY_TOKEN, environment 'nightly'): "
             "kpatch's ci/README.md.\n")

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kpatch.config import Stack
+from kpatch.dashboard import history
+from kpatch.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
+from kpatch.dashboard.night import Outcome, Report, Stage, StageRun, StageStatus, moves, patch_reports
 from kpatch.errors import KpatchError
-from kpatch.nightly.dashboard import history
-from kpatch.nightly.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
-from kpatch.nightly.model import Outcome, Report, Stage, StageRun, StageStatus
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
@@ -48,7 +48,6 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
     the rebases of a project that runs no nightly. A history that cannot be written is a warning, never the
     rebase's end."""
     from kpatch import __version__
-    from kpatch.nightly.stages import moves, patch_reports
 
     path = location(ws.stack, ws.stack.root / "reports" / "nightly")
     conflict = result.conflict is not None
@@ -69,8 +68,8 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
 def dashboard_issue(ui: UI, path: Path) -> str | None:
     """The carry dashboard issue's body from the history; None (nothing to edit) when there is no history or it
     cannot be read (a warning: the night's report goes on)."""
-    from kpatch.nightly.dashboard.markdown import issue_body
-    from kpatch.nightly.dashboard.summary import summarise
+    from kpatch.dashboard.markdown import issue_body
+    from kpatch.dashboard.summary import summarise
 
     if not path.is_file():
         return None

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch.dashboard import history, page
+from kpatch.dashboard.summary import Dashboard, summarise
 from kpatch.errors import UsageError
-from kpatch.nightly.dashboard import history, page
-from kpatch.nightly.dashboard.summary import Dashboard, summarise
 
 
 @dataclass(frozen=True)

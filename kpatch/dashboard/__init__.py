@@ -4,7 +4,8 @@
     board = report.dashboard(history_file)                                      # the numbers (--json)
     page.write(folder, board, title)                                            # index.html, self-contained
 
-Modules: `history` (the JSON-lines file: records, version, compaction), `record` (a night's report as records),
+Modules: `night` (the night's report as data: what the nightly writes, report.json), `cells` (upstream text as
+markdown cells), `history` (the JSON-lines file: records, version, compaction), `record` (a night's report as records),
 `summary` (the numbers the page and --json share), `svg` (sparklines and the line chart), `page` (the HTML),
 `markdown` (the same as the "carry dashboard" issue's body, [dashboard] issue = true), `report` (what
 `kpatch report` does).

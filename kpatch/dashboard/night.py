@@ -1,12 +1,18 @@
 """The night's report as data: what each stage did, per upstream and per patch, the pair, the tests, GitHub.
 
+The nightly writes it (report.json) and the carry dashboard keeps it as history (a night's, or a `kpatch rebase`'s
+with its one stage: `moves` and `patch_reports` make its parts from a rebase), so it sits in the dashboard, below
+the nightly.
+
 One model, two renderings (markdown for people, JSON for machines) with the same content.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from kpatch.engine.diff import StackDiff
 from kpatch.engine.rebase import PatchReport
@@ -14,6 +20,10 @@ from kpatch.forge.model import Result
 from kpatch.project.state import Hunk
 from kpatch.verify.model import Check
 from kpatch.wheels.record import BuiltWheel
+
+if TYPE_CHECKING:
+    from kpatch.engine.rebase import RebaseResult
+    from kpatch.project.workspace import Workspace
 
 
 class Stage(Enum):
@@ -361,3 +371,21 @@ def _decode(kind: object, data: object) -> object:
     if not isinstance(kind, type) or not isinstance(data, kind):
         raise ValueError(f"expected {kind}, got {data!r}")
     return data
+
+
+def patch_reports(result: RebaseResult) -> tuple[PatchReport, ...]:
+    """Each patch of the rebase, stack after stack: the rebase's own records, as the report carries them."""
+    return tuple(p for s in result.stacks for p in s.patches)
+
+
+def moves(ws: Workspace, result: RebaseResult, fetched: Sequence[Move]) -> list[Move]:
+    """Old -> new base per upstream as the rebase saw them, with the commits between."""
+    branches = {m.upstream: m.branch for m in fetched}
+    moves = []
+    for stack in result.stacks:
+        mirror = ws.mirror(stack.name)
+        commits = mirror.count(stack.old_base, stack.new_base) if mirror.is_ancestor(stack.old_base,
+                                                                                      stack.new_base) else 0
+        moves.append(Move(upstream=stack.name, branch=branches.get(stack.name, ws.stack.get(stack.name).branch),
+                          old_base=stack.old_base, new_base=stack.new_base, commits=commits))
+    return moves
