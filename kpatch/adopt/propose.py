@@ -229,7 +229,7 @@ def pr_text(ws: Workspace, group: _Group, needs: Mapping[str, str], head: str) -
 
 def evidence(ws: Workspace, name: str) -> list[str]:
     """What the project has checked, from its reports: never more than what was run."""
-    reports = ws.stack.root / "reports"
+    reports = ws.reports_dir
     return [_contract(reports / "nightly" / "report.json"), _tests(reports / f"{name}.xml"),
             "- Benchmarks: not run by kpatch"]
 

@@ -214,7 +214,7 @@ def build(ws: Workspace, ui: UI, show: Show, settings: Settings) -> Done[Built]:
     from kpatch.wheels.build import build_wheels
 
     result = build_wheels(ws, ui, backend=settings.backend, image=settings.image, base_image=settings.base_image,
-                          out=ws.stack.root / "dist")
+                          out=ws.dist_dir)
     show(Stage.BUILD, result)
     cached = sum(w.cached for w in result.wheels)
     return Done(0, f"{len(result.wheels)} wheel(s) ({cached} from the cache, {result.containers} container(s)); "
@@ -286,7 +286,7 @@ def test(ws: Workspace, ui: UI, show: Show, settings: Settings, lock: Path,
     if not tests_declared(ws):
         return None
     result = run_suites(ws, ui, devices=settings.devices, timeout=settings.timeout, lock=lock,
-                        reports=ws.stack.root / "reports", backend=settings.backend, tests=dict(order or {}))
+                        reports=ws.reports_dir, backend=settings.backend, tests=dict(order or {}))
     show(Stage.TEST, result)
     suites = tuple(_suite(s) for s in result.suites)
     code = int(result.exit_code)

@@ -50,7 +50,7 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
     from kpatch import __version__
     from kpatch.nightly.stages import moves, patch_reports
 
-    path = location(ws.stack, ws.stack.root / "reports" / "nightly")
+    path = location(ws.stack, ws.nightly_dir)
     conflict = result.conflict is not None
     try:
         run = StageRun(Stage.REBASE, StageStatus.FAILED if conflict else StageStatus.PASSED, 0.0, 0,
