@@ -140,6 +140,10 @@ def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = N
     flags: list[Flag] = []
     if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
         flags = _merged_but_applied(ws, patches, notes, check)
+        from kpatch.lines.lacking import merged_on_main_lacking
+
+        flags += [Flag(upstream=f.upstream, patch=f.patch, pr=f.pr, merge_commit=f.merge_commit, note=f.note)
+                  for f in merged_on_main_lacking(ws, notes)]
     counts = {k: sum(p.klass is k for p in patches) for k in PatchClass}
     return Done(0, f"{len(patches)} patch(es) onto the branch heads: {counts[PatchClass.CLEAN]} clean, "
                    f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream",

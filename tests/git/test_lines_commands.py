@@ -64,3 +64,22 @@ def test_report_and_release_on_a_line_read_that_lines_history_and_lock(lp: LineP
     released = run_kpatch(root, "release", "--line", LINE, "--to", str(root / "index"))
     assert released.exit_code != 0 and str(root / f"dist-{LINE}" / "pylock.toml") in released.output, \
         released.output  # the line's set is asked for, not main's dist/
+
+
+def test_a_line_night_flags_a_main_patch_merged_upstream_that_the_line_lacks(lp: LineProject) -> None:
+    """Main's "Guard the layernorm kernel" (Upstream-PR #601, merged) is missing on the line: the line's night
+    flags it with the backport to run; main's other fix (no Upstream-PR) is not flagged."""
+    from tests.support.fake_github import fake_github
+
+    root = lp.root
+    release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 600)
+    with fake_github() as fake:
+        fake.add_pull("vllm-project/vllm-xpu-kernels", 601, merged=True, merge_commit_sha="a" * 40)
+        env = {"KPATCH_GITHUB_API": fake.url, "GITHUB_TOKEN": None, "KPATCH_GITHUB_RETRY_DELAY": "0"}
+        night = run_kpatch(root, "nightly", "--line", LINE, "--no-publish", "--backend", "local", "--json", env=env)
+    assert night.exit_code == 0, night.output
+    flags = json.loads(night.stdout)["result"]["flags"]
+    assert [(f["upstream"], f["pr"]) for f in flags] == [("kernels", "vllm-project/vllm-xpu-kernels#601")], flags
+    assert "missing on line 0.9" in flags[0]["note"] and f"--to {LINE}" in flags[0]["note"]
+    report = (root / f"reports-{LINE}" / "nightly" / "report.md").read_text()
+    assert "missing on line 0.9" in report
