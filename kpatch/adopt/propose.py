@@ -182,8 +182,11 @@ def _same_place(one: str, other: str) -> bool:
     return norm(one) == norm(other)
 
 
-def branch_name(group: _Group) -> str:
-    return f"kpatch/{group.upstream.name}/{group.patches[0].path.stem}"
+def branch_name(group: _Group, line: str = "main") -> str:
+    """The head branch on the fork: main's `kpatch/<upstream>/<patch>`; a release line's carries the line
+    (`kpatch/<line>/<upstream>/<patch>`), so its pull request never takes over main's of the same patch file."""
+    where = "" if line == "main" else f"{line}/"
+    return f"kpatch/{where}{group.upstream.name}/{group.patches[0].path.stem}"
 
 
 # --- the pull request's text ----------------------------------------------------------------------------------------
@@ -230,7 +233,7 @@ def pr_text(ws: Workspace, group: _Group, needs: Mapping[str, str], head: str) -
 
 def evidence(ws: Workspace, name: str) -> list[str]:
     """What the project has checked, from its reports: never more than what was run."""
-    reports = ws.stack.root / "reports"
+    reports = ws.reports_dir
     return [_contract(reports / "nightly" / "report.json"), _tests(reports / f"{name}.xml"),
             "- Benchmarks: not run by kpatch"]
 
@@ -310,7 +313,7 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
     upstream = group.upstream
     mirror = ws.mirror(upstream.name)
     commit = _build(ws, ui, group)
-    branch = branch_name(group)
+    branch = branch_name(group, ws.stack.line)
     head = f"{owner}:{branch}"
     title, body = pr_text(ws, group, needs, head)
     env = hosts.push_env(fork, environ, dry_run=dry_run)

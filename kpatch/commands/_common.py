@@ -27,7 +27,8 @@ READERS = frozenset({"status", "verify", "doctor", "report", "diff"})
 # Commands that take the project's writer lock: they take --wait[=SECONDS].
 WRITERS = frozenset({"apply", "rebase", "export", "import", "propose", "nightly", "build-wheels", "backport"})
 # Commands that work on one release line: they take --line NAME (default main, the [[upstream]] tables).
-LINE_COMMANDS = frozenset({"apply", "rebase", "export", "status", "build-wheels", "verify", "test"})
+LINE_COMMANDS = frozenset({"apply", "rebase", "export", "status", "build-wheels", "verify", "test", "nightly",
+                           "propose", "release", "report"})
 
 
 @dataclass(frozen=True)

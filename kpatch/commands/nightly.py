@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 @click.option("--dry-run", is_flag=True, help="Run every stage, but push, open, comment on or close nothing on GitHub "
               "(say what would be).")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
-              help="Where report.md and report.json go (default: reports/nightly/ next to kpatch.toml).")
+              help="Where report.md and report.json go (default: reports/nightly/ next to kpatch.toml; "
+              "reports-LINE/nightly/ with --line).")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True, help=BACKEND_HELP)
 @click.option("--image", metavar="REF", help="Build in this existing image (as build-wheels).")
 @click.option("--base-image", metavar="REF", envvar="KPATCH_BASE_IMAGE",
@@ -105,7 +106,7 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
     if plan_round is not None and not no_publish:  # the night ends in --collect; --publish-saved reports it then
         raise UsageError("--plan-round goes with --no-publish: the night ends when '--collect' ends its search")
     ws = ctx.workspace()
-    folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
+    folder = (report_dir or ws.nightly_dir).resolve()
     settings = Settings(backend=backend, image=image, base_image=base, devices=devices, timeout=timeout)
     limits = Limits(max_steps=ws.stack.max_steps if max_steps is None else max_steps,
                     budget=ws.stack.budget if budget is None else budget,
@@ -139,7 +140,7 @@ def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | 
 
     ws = ctx.workspace()
     span = parse_range(text, ws.stack)
-    folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
+    folder = (report_dir or ws.nightly_dir).resolve()
     path = (history_file or location(ws.stack, folder)).resolve()
     if path.is_dir():
         raise UsageError(f"--history {path}: a folder is there, not a file")

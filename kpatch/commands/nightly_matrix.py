@@ -37,7 +37,7 @@ def matrix_command(ctx: Context, run_step: tuple[Path, int] | None, step_out: Pa
     if step_out is not None:
         raise UsageError("--step-out goes with --run-step")
     assert collect_dir is not None
-    folder = (report_dir or ws.stack.root / "reports" / "nightly").resolve()
+    folder = (report_dir or ws.nightly_dir).resolve()
     done = matrix.collect(ws, ui, collect_dir.resolve(), folder, final=final)
     if done.plan is not None:
         if ui.json_mode:

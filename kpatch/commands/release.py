@@ -19,7 +19,7 @@ from kpatch.errors import UsageError
               help="The channel's index the set joins (nightly keeps the last [release] keep sets).")
 @click.option("--tag", metavar="TAG", help="The release's name (default: v<version of the top package>).")
 @click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="The set to release (default: dist/pylock.toml next to kpatch.toml).")
+              help="The set to release (default: dist/pylock.toml next to kpatch.toml; dist-LINE/ with --line).")
 @click.option("--base-url", metavar="URL", help="The URL DIR is served at (default: [release] url, else DIR's "
               "file:// URL).")
 @click.option("--yank", metavar="TAG", help="Mark release TAG yanked instead (installers skip it unless pinned).")

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
               help="Write the page (index.html, self-contained: nothing is fetched) into DIR.")
 @click.option("--history", "history_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="The carry history (default: [dashboard] history in kpatch.toml, else "
-              "reports/nightly/history.jsonl next to kpatch.toml).")
+              "reports/nightly/history.jsonl next to kpatch.toml; reports-LINE/ with --line).")
 def command(ctx: Context, html: Path | None, history_file: Path | None) -> int:
     """The carry dashboard: each patch's class, conflicts, size and age over the nights, how far behind each
     upstream the pins were, the last nightly's stages and tests, the Upstream-PRs."""
@@ -29,8 +29,9 @@ def command(ctx: Context, html: Path | None, history_file: Path | None) -> int:
 
     title = "kpatch carry dashboard"
     if history_file is None:
-        stack = ctx.workspace().stack
-        history_file = record.location(stack, stack.root / "reports" / "nightly")
+        ws = ctx.workspace()
+        stack = ws.stack
+        history_file = record.location(stack, ws.nightly_dir)
         title += f": {stack.github or stack.root.name}"
     done = report(history_file, html, title)
     if ctx.ui.json_mode:

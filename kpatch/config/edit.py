@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 
 def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") -> bytes:
@@ -24,9 +25,7 @@ def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") 
     text = read_input(path, KPATCH_TOML, ConfigError).decode("utf-8")
     document = tomlkit.parse(text)
     untouched = tomlkit.dumps(document)
-    tables = [(t.get("name"), t) for t in document.get("upstream", [])] if line == "main" else \
-        list(document["line"][line].items())
-    for name, table in tables:
+    for name, table in _tables(document, line):
         if name in bases:
             table["base"] = _string_like(table.get("base"), bases[name])
             if "base-commit" in table:
@@ -34,6 +33,45 @@ def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") 
     edited = tomlkit.dumps(document)
     kept = _keep_lines(text, untouched, edited)
     return (kept if tomllib.loads(kept) == tomllib.loads(edited) else edited).encode("utf-8")
+
+
+def with_line_bases_of(current: bytes, source: bytes, names: Iterable[str], *, line: str = "main") -> bytes:
+    """kpatch.toml's `current` text with `base` and `base-commit` of the named upstreams on `line` as `source` has
+    them, and nothing else changed: what a journaled rebase of one line writes (or, going back, restores) on top of
+    a kpatch.toml another line's rebase has written since (never that line's bases). When the result means what
+    `source` means (nobody else wrote since), `source` itself, byte for byte; when either is no TOML, `source`."""
+    import tomlkit
+
+    try:
+        meant = tomllib.loads(source.decode("utf-8"))
+        text = current.decode("utf-8")
+        tomllib.loads(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return source
+    document = tomlkit.parse(text)
+    untouched = tomlkit.dumps(document)
+    theirs = dict(_tables(tomlkit.parse(source.decode("utf-8")), line))
+    wanted = set(names)
+    for name, table in _tables(document, line):
+        if name not in wanted or name not in theirs:
+            continue
+        for key in ("base", "base-commit"):
+            if key in theirs[name]:
+                table[key] = theirs[name][key]
+            elif key in table:
+                del table[key]
+    edited = tomlkit.dumps(document)
+    if tomllib.loads(edited) == meant:
+        return source
+    kept = _keep_lines(text, untouched, edited)
+    return (kept if tomllib.loads(kept) == tomllib.loads(edited) else edited).encode("utf-8")
+
+
+def _tables(document: Any, line: str) -> list[tuple[Any, Any]]:
+    """(upstream name, its table) of `line` in a tomlkit document: [[upstream]] for main, [line."NAME".UPSTREAM]."""
+    if line == "main":
+        return [(t.get("name"), t) for t in document.get("upstream", [])]
+    return list(document.get("line", {}).get(line, {}).items())
 
 
 def _keep_lines(text: str, untouched: str, edited: str) -> str:

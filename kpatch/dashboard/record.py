@@ -49,7 +49,7 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
     rebase's end."""
     from kpatch import __version__
 
-    path = location(ws.stack, ws.stack.root / "reports" / "nightly")
+    path = location(ws.stack, ws.nightly_dir)
     conflict = result.conflict is not None
     try:
         run = StageRun(Stage.REBASE, StageStatus.FAILED if conflict else StageStatus.PASSED, 0.0, 0,

@@ -8,6 +8,7 @@ and the recorded resolutions change in one journaled step, and the user's worktr
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -163,7 +164,8 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
 def continue_rebase(ws: Workspace, ui: UI) -> RebaseResult:
     if ws.pending_journal() == "rebase":
         if journal.committed(ws.journal_dir):
-            journal.forward(ws.journal_dir)
+            with ws.config_lock("rebase --continue"):  # only this line's bases are written: another line's stay
+                journal.forward(ws.journal_dir, _own_bases(ws))
             return _finish(ws, ui, _require(ws))
         journal.back(ws.journal_dir)  # killed while staging: nothing was written; stage it again
     run = _require(ws)
@@ -186,7 +188,8 @@ def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
     """Drop the scratch worktrees and the rebase; a half-written kpatch.toml and patches/ go back as they were."""
     restored_files, aside = False, None
     if ws.pending_journal() == "rebase":
-        aside = journal.back(ws.journal_dir)
+        with ws.config_lock("rebase --abort"):  # only this line's bases go back: another line's stay as written
+            aside = journal.back(ws.journal_dir, _own_bases(ws))
         restored_files = aside is None
         if aside is not None:
             ui.warn(f"the journal could not be read: set aside as {aside}; kpatch.toml and patches/ are as the "
@@ -366,6 +369,15 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
         changed = journal.write(ws.journal_dir, "rebase", writes, deletes)
     ui.note(f"rebase committed: {count(changed, 'file')} changed in kpatch.toml and patches/")
     return _finish(ws, ui, run, changed, after, reviews)
+
+
+def _own_bases(ws: Workspace) -> dict[Path, journal.Merge]:
+    """kpatch.toml, as a journaled rebase of this line writes or restores it: only this line's bases from its copy,
+    on top of what kpatch.toml holds now (another line's rebase may have written its own bases since)."""
+    path = ws.stack.path
+    names = tuple(u.name for u in ws.stack.upstreams)
+    where = Path(os.path.realpath(path.parent)) / path.name  # as the journal names its targets
+    return {where: lambda now, copy: config.with_line_bases_of(now, copy, names, line=ws.stack.line)}
 
 
 def _reviews(ws: Workspace, ui: UI, op: Operation, series: dict[str, Series]) -> dict[str, StackDiff]:

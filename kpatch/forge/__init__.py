@@ -72,12 +72,12 @@ class Forge(Protocol):
         title and body edited (kpatch propose)."""
         ...
 
-    def report_failure(self, title: str, body: str) -> Result:
-        """Open ONE failure issue, or comment on the open one."""
+    def report_failure(self, title: str, body: str, label: str = ...) -> Result:
+        """Open ONE failure issue (of `label`: each release line has its own), or comment on the open one."""
         ...
 
-    def close_failure(self, comment: str) -> Result:
-        """Close the open failure issue (after a good night), saying why."""
+    def close_failure(self, comment: str, label: str = ...) -> Result:
+        """Close the open failure issue of `label` (after a good night), saying why."""
         ...
 
     def keep_issue(self, title: str, body: str, label: str, about: str) -> Result:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from kpatch.config.model import MAIN
 from kpatch.dashboard.night import Outcome, Push, PushStatus, Report
 from kpatch.errors import KpatchError
 from kpatch.forge import Forge, github
@@ -28,6 +29,23 @@ ISSUE_TITLE = "kpatch nightly failed"
 
 
 @dataclass(frozen=True)
+class LineNames:
+    """A line's nights on GitHub: its own branch, failure issue (its label) and the line in every title."""
+
+    branch: str
+    label: str
+    suffix: str  # after the titles: "" for main, " (line 0.33)" for a release line
+
+
+def names_of(line: str) -> LineNames:
+    """Main's nights keep their names (kpatch/nightly, nightly-failure); a release line's have their own, so one
+    line's good night never closes another's failure issue nor pushes over its branch."""
+    if line == MAIN:
+        return LineNames(BRANCH, github.FAILURE_LABEL, "")
+    return LineNames(f"{BRANCH}-{line}", f"{github.FAILURE_LABEL}-{line}", f" (line {line})")
+
+
+@dataclass(frozen=True)
 class Published:
     push: Push | None
     results: tuple[github.Result, ...]
@@ -39,17 +57,19 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
     carry dashboard issue (`dashboard`, its body) is edited in place every night."""
     results: list[github.Result] = []
     push = None
+    own = names_of(ws.stack.line)
     reporter: Forge = github.Reporter(tgt, retry=retry)
     with reporter as gh:
         if report.outcome is Outcome.FAILED:
             stage = report.failure.stage.value if report.failure else "?"
-            results.append(gh.report_failure(f"{ISSUE_TITLE} at {stage}", for_github(report, run_url(environ))))
+            results.append(gh.report_failure(f"{ISSUE_TITLE}{own.suffix} at {stage}",
+                                             for_github(report, run_url(environ)), own.label))
             if report.scroll is not None and report.scroll.advanced:  # the heads are red, the last green is not
                 top = branch.checkout_of(ws.stack.root)
                 push = _push(ws, report, tgt, top, paths)
                 if push.status in (PushStatus.PUSHED, PushStatus.DRY_RUN):
                     assert top is not None
-                    results.append(gh.ensure_pull_request(BRANCH, _base(top, environ), _title(report),
+                    results.append(gh.ensure_pull_request(own.branch, _base(top, environ), _title(report) + own.suffix,
                                                           for_github(report, run_url(environ))))
             results += _dashboard(gh, dashboard)
             for result in results:
@@ -60,10 +80,10 @@ def publish(ws: Workspace, ui: UI, report: Report, tgt: github.Target, environ: 
             push = _push(ws, report, tgt, top, paths)
             if push.status in (PushStatus.PUSHED, PushStatus.DRY_RUN):
                 assert top is not None
-                results.append(gh.ensure_pull_request(BRANCH, _base(top, environ), _title(report),
+                results.append(gh.ensure_pull_request(own.branch, _base(top, environ), _title(report) + own.suffix,
                                                       for_github(report, run_url(environ))))
-        results.append(gh.close_failure(f"kpatch nightly {report.outcome.value} ({report.started}): "
-                                        f"{report.summary}"))
+        results.append(gh.close_failure(f"kpatch nightly{own.suffix} {report.outcome.value} ({report.started}): "
+                                        f"{report.summary}", own.label))
         results += _dashboard(gh, dashboard)
     for result in results:
         (ui.note if result.ok else ui.warn)(f"GitHub: {result.message}")
@@ -87,37 +107,38 @@ def _dashboard(gh: Forge, body: str | None) -> list[github.Result]:
 
 
 def _push(ws: Workspace, report: Report, tgt: github.Target, top: Path | None, paths: list[Path]) -> Push:
-    """Commit the refreshed files on the checkout's HEAD (touching neither) and push them as the branch."""
+    """Commit the refreshed files on the checkout's HEAD (touching neither) and push them as the line's branch."""
+    name = names_of(ws.stack.line).branch
     if top is None:
-        return Push(BRANCH, PushStatus.SKIPPED, None, None, None, (),
+        return Push(name, PushStatus.SKIPPED, None, None, None, (),
                     f"{ws.stack.root} is not in a git checkout with a commit: nothing to push, no pull request")
-    if branch.current_branch(top) == BRANCH:
-        return Push(BRANCH, PushStatus.SKIPPED, None, None, None, (),
-                    f"the checkout is on {BRANCH} itself: run the nightly from the branch the pull request targets")
+    if branch.current_branch(top) == name:
+        return Push(name, PushStatus.SKIPPED, None, None, None, (),
+                    f"the checkout is on {name} itself: run the nightly from the branch the pull request targets")
     leaking = carries_credential(paths)
     if leaking is not None:  # e.g. a lock built from a --url with user:token@ in it: never pushed
-        return Push(BRANCH, PushStatus.SKIPPED, None, None, None, (),
+        return Push(name, PushStatus.SKIPPED, None, None, None, (),
                     f"not pushed: {leaking} carries a credential (a URL with user info, or the token)")
     snap = branch.snapshot(top, paths, _message(report))
     if snap.commit is None:
-        return Push(BRANCH, PushStatus.UNCHANGED, None, snap.parent, None, (),
+        return Push(name, PushStatus.UNCHANGED, None, snap.parent, None, (),
                     f"the refreshed files equal {snap.parent[:12]}: nothing to push, no pull request")
     destination, problem = _destination(top, tgt)
     shown = redact_url(destination) if destination else None
     what = f"{snap.commit[:12]} ({len(snap.files)} file(s) on {snap.parent[:12]})"
     if destination is None:
-        return Push(BRANCH, PushStatus.SKIPPED, snap.commit, snap.parent, None, snap.files, f"not pushed: {problem}")
+        return Push(name, PushStatus.SKIPPED, snap.commit, snap.parent, None, snap.files, f"not pushed: {problem}")
     if tgt.dry_run:
-        return Push(BRANCH, PushStatus.DRY_RUN, snap.commit, snap.parent, shown, snap.files,
+        return Push(name, PushStatus.DRY_RUN, snap.commit, snap.parent, shown, snap.files,
                     f"would push {what} to {shown} ({tgt.dry_run})")
     target = github.push_target(tgt)
     try:
-        branch.push(top, snap.commit, destination, BRANCH, target.env if target else {})
+        branch.push(top, snap.commit, destination, name, target.env if target else {})
     except KpatchError as err:
         message = tgt.token.redact(str(err)) if tgt.token else str(err)
-        return Push(BRANCH, PushStatus.FAILED, snap.commit, snap.parent, shown, snap.files,
+        return Push(name, PushStatus.FAILED, snap.commit, snap.parent, shown, snap.files,
                     redact_text(f"push to {shown} failed: {message}"))
-    return Push(BRANCH, PushStatus.PUSHED, snap.commit, snap.parent, shown, snap.files, f"pushed {what} to {shown}")
+    return Push(name, PushStatus.PUSHED, snap.commit, snap.parent, shown, snap.files, f"pushed {what} to {shown}")
 
 
 def carries_credential(paths: list[Path]) -> Path | None:

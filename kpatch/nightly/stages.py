@@ -142,6 +142,10 @@ def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = N
     flags: list[Flag] = []
     if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
         flags = _merged_but_applied(ws, patches, notes, check)
+        from kpatch.lines.lacking import merged_on_main_lacking
+
+        flags += [Flag(upstream=f.upstream, patch=f.patch, pr=f.pr, merge_commit=f.merge_commit, note=f.note)
+                  for f in merged_on_main_lacking(ws, notes)]
     counts = {k: sum(p.klass is k for p in patches) for k in PatchClass}
     return Done(0, f"{len(patches)} patch(es) onto the branch heads: {counts[PatchClass.CLEAN]} clean, "
                    f"{counts[PatchClass.THREE_WAY]} three-way, {counts[PatchClass.UPSTREAM]} dropped as upstream",
@@ -198,7 +202,7 @@ def build(ws: Workspace, ui: UI, show: Show, settings: Settings) -> Done[Built]:
     from kpatch.wheels.build import build_wheels
 
     result = build_wheels(ws, ui, backend=settings.backend, image=settings.image, base_image=settings.base_image,
-                          out=ws.stack.root / "dist")
+                          out=ws.dist_dir)
     show(Stage.BUILD, result)
     cached = sum(w.cached for w in result.wheels)
     return Done(0, f"{len(result.wheels)} wheel(s) ({cached} from the cache, {result.containers} container(s)); "
@@ -270,7 +274,7 @@ def test(ws: Workspace, ui: UI, show: Show, settings: Settings, lock: Path,
     if not tests_declared(ws):
         return None
     result = run_suites(ws, ui, devices=settings.devices, timeout=settings.timeout, lock=lock,
-                        reports=ws.stack.root / "reports", backend=settings.backend, tests=dict(order or {}))
+                        reports=ws.reports_dir, backend=settings.backend, tests=dict(order or {}))
     show(Stage.TEST, result)
     suites = tuple(_suite(s) for s in result.suites)
     code = int(result.exit_code)

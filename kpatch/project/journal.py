@@ -29,7 +29,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -121,7 +121,12 @@ def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: I
     return len(steps)
 
 
-def forward(folder: Path) -> None:
+# A file other writers share (kpatch.toml: every line's rebase writes its own bases in it): going forward or back,
+# its copy is not put over it whole but merged into what it holds now, merge(now, copy) -> what to write.
+Merge = Callable[[bytes, bytes], bytes]
+
+
+def forward(folder: Path, merge: Mapping[Path, Merge] | None = None) -> None:
     """Carry out (the rest of) a committed journal; the caller closes it once its command is finished."""
     for number, step in enumerate(_steps(folder), start=1):
         target = Path(step.target)
@@ -130,7 +135,13 @@ def forward(folder: Path) -> None:
         else:
             staged = folder / "new" / step.new
             if staged.exists():
-                _move(staged, target)
+                if merge and target in merge and target.is_file() and not target.is_symlink() and \
+                        not staged.is_symlink():
+                    write_atomic(target, merge[target](target.read_bytes(), staged.read_bytes()),
+                                 mode=stat.S_IMODE(staged.stat().st_mode))
+                    staged.unlink()
+                else:
+                    _move(staged, target)
         _hook(number)
 
 
@@ -169,9 +180,10 @@ def resume(folder: Path) -> bool:
     return True
 
 
-def back(folder: Path) -> Path | None:
-    """Undo a committed journal (every target as it was), then drop it; without one, only drop the staging. One
-    that cannot be read is set aside instead, the files left as they are: return where it went (else None)."""
+def back(folder: Path, merge: Mapping[Path, Merge] | None = None) -> Path | None:
+    """Undo a committed journal (every target as it was; one in `merge`: its kept copy merged into what it holds
+    now), then drop it; without one, only drop the staging. One that cannot be read is set aside instead, the files
+    left as they are: return where it went (else None)."""
     if problem(folder):
         aside = folder.with_name(f"journal-unreadable-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
         folder.replace(aside)
@@ -182,7 +194,10 @@ def back(folder: Path) -> Path | None:
             target.unlink(missing_ok=True)
         else:
             with open_regular(folder / "old" / step.old) as kept:  # never through a link planted since
-                write_atomic(target, kept.read(), mode=stat.S_IMODE(os.fstat(kept.fileno()).st_mode))
+                content = kept.read()
+                if merge and target in merge and target.is_file() and not target.is_symlink():
+                    content = merge[target](target.read_bytes(), content)
+                write_atomic(target, content, mode=stat.S_IMODE(os.fstat(kept.fileno()).st_mode))
     _drop(folder)
     return None
 

@@ -83,6 +83,12 @@ class Workspace:
         """Where the line's test reports go by default: reports/ for main, reports-<line>/ for a release line."""
         return self.stack.root / ("reports" if self.stack.line == MAIN else f"reports-{self.stack.line}")
 
+    @property
+    def nightly_dir(self) -> Path:
+        """Where the line's nightly report and carry history go by default: reports/nightly/ for main,
+        reports-<line>/nightly/ for a release line."""
+        return self.reports_dir / "nightly"
+
     def _refuse_shared_workdir(self) -> None:
         """Each line works in its own folder: one inside another's would move (and clean) the other's worktrees."""
         from kpatch.errors import UsageError

@@ -19,7 +19,7 @@ def publish_verified(ws: Workspace, ui: UI, to: str, channel: str, tag: str | No
                      base_url: str | None) -> Published:
     """Verify the set of `lock_path` (default dist/pylock.toml) and publish it on `channel` of `to` (a folder,
     relative to the current directory, or "github")."""
-    lock = (lock_path or ws.stack.root / "dist" / "pylock.toml").resolve()
+    lock = (lock_path or ws.dist_dir / "pylock.toml").resolve()
     release.check_names(channel, tag)
     if to == GITHUB:
         from kpatch.wheels import release_github

@@ -206,3 +206,45 @@ def test_a_resolution_recorded_by_a_line_rebase_is_kept_with_the_lines_stacks(lp
     kept = list((root / "patches" / LINE / ".rerere" / "kernels").glob("*/postimage"))
     assert len(kept) == 1 and "void kimi();" in kept[0].read_text()
     assert not (root / "patches" / ".rerere").exists()  # main's resolutions are main's
+
+
+def _kernels_bases(root: Path) -> tuple[str, str]:
+    """(main's kernels base, the line's kernels base) as kpatch.toml has them now."""
+    toml = tomllib.loads((root / "kpatch.toml").read_text())
+    return next(u for u in toml["upstream"] if u["name"] == "kernels")["base"], toml["line"][LINE]["kernels"]["base"]
+
+
+def _killed_line_rebase(lp: LineProject, step: int) -> tuple[str, str, str]:
+    """The line's rebase SIGKILLed after `step` steps of its journal (0: all staged, none written; 1: kpatch.toml
+    holds its new base), then main rebased and committed: (the line's old base, the line's new base, main's new
+    base)."""
+    import signal
+    import subprocess
+
+    from kpatch.examples.upstreams import commit
+    from tests.support.cli import KPATCH, environment
+
+    root = lp.root
+    assert run_kpatch(root, "apply").exit_code == 0
+    assert run_kpatch(root, "apply", "--line", LINE).exit_code == 0
+    old_line = _kernels_bases(root)[1]
+    line_head = release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 701)
+    main_head = commit(lp.example.kernels, {"csrc/main-notes.txt": "next\n"}, "Main moves on", 700)
+    killed = subprocess.run([*KPATCH, "rebase", "--line", LINE], cwd=root, capture_output=True, text=True,
+                            env=environment() | {"KPATCH_TEST_KILL_AT": f"journal:{step}"}, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert _kernels_bases(root)[1] == (line_head if step else old_line)  # the journal is pending
+    assert (root / ".kpatch" / "lines" / LINE / "journal").is_dir()
+    main = run_kpatch(root, "rebase")  # main's own line: its writer lock is free, it commits its base
+    assert main.exit_code == 0, main.output
+    assert _kernels_bases(root) == (main_head, line_head if step else old_line)
+    return old_line, line_head, main_head
+
+
+def test_a_line_rebase_abort_after_a_kill_restores_only_its_own_base_not_another_lines(lp: LineProject) -> None:
+    old_line, _line_head, main_head = _killed_line_rebase(lp, 1)
+    aborted = run_kpatch(lp.root, "rebase", "--line", LINE, "--abort")
+    assert aborted.exit_code == 0, aborted.output
+    assert _kernels_bases(lp.root) == (main_head, old_line)  # main's rebase kept, the line's undone
+    assert not (lp.root / ".kpatch" / "lines" / LINE / "journal").exists()
+

@@ -219,3 +219,31 @@ def test_released_pairs_an_index_that_cannot_be_reached_is_a_note_of_the_report_
         in (world.root / "reports" / "nightly" / "report.md").read_text()
     result, report = world.night()
     assert not [n for n in report["notes"] if n.startswith("released pairs:")]  # only when asked
+
+
+def test_a_release_lines_failed_night_opens_its_own_issue_beside_mains(world: World) -> None:
+    """`nightly --line`: the line's failure issue is its own (its label, the line in its title), so main's nights
+    neither comment on nor close it; its report goes to reports-<line>/nightly/."""
+    import shutil
+    import subprocess
+    import tomllib
+
+    toml = world.root / "kpatch.toml"
+    bases = {u["name"]: u["base"] for u in tomllib.loads(toml.read_text())["upstream"]}
+    with toml.open("a") as out:
+        for name, base in bases.items():  # a line on the same branch and base, with a copy of main's stacks
+            out.write(f'\n[line."0.9".{name}]\nbranch = "main"\nbase = "{base}"\n')
+            shutil.copytree(world.root / "patches" / name, world.root / "patches" / "0.9" / name)
+    (world.root / ".gitignore").write_text("work/\ndist/\nreports/\nwork-0.9/\ndist-0.9/\nreports-0.9/\n")
+    subprocess.run(["git", "-C", str(world.root), "add", "--all"], check=True)
+    subprocess.run(["git", "-C", str(world.root), "commit", "--quiet", "-m", "A release line"], check=True)
+    _break(world)
+    assert world.night()[0].exit_code == 1
+    line, report = world.night("--line", "0.9")
+    assert line.exit_code == 1, line.output
+    assert report["failure"]["stage"] == "rebase"
+    issues = sorted(world.fake.items(REPO, pull=False), key=lambda i: i.title)
+    assert [(i.title, i.labels) for i in issues] == [
+        ("kpatch nightly failed (line 0.9) at rebase", ["nightly-failure-0.9"]),
+        ("kpatch nightly failed at rebase", ["nightly-failure"])]
+    assert (world.root / "reports-0.9" / "nightly" / "report.json").is_file()

@@ -323,3 +323,23 @@ def test_a_closed_pull_request_is_neither_reopened_nor_followed_by_a_second_one(
     again = world.run("propose", f"kernels/{KERNELS_PATCH}", "--fork", "alice")
     _one_error(again, ExitCode.UPSTREAM, f"{KERNELS_REPO}#{pull.number} from alice:kpatch/kernels/")
     assert len(world.fake.items(KERNELS_REPO, pull=True)) == 1 and pull.state == "closed"
+
+
+def test_a_release_lines_proposal_has_its_own_branch_and_targets_the_lines_branch(world: World) -> None:
+    """`propose --line`: the line's patch, on the line's base, from a branch that names the line (main's proposal of
+    the same patch file keeps its own), to the line's branch."""
+    import shutil
+    import tomllib
+
+    root = world.project.root
+    toml = root / "kpatch.toml"
+    bases = {u["name"]: u["base"] for u in tomllib.loads(toml.read_text())["upstream"]}
+    with toml.open("a") as out:
+        for name, base in bases.items():
+            out.write(f'\n[line."0.9".{name}]\nbranch = "main"\nbase = "{base}"\n')
+            shutil.copytree(root / "patches" / name, root / "patches" / "0.9" / name)
+    ran = world.run("propose", f"kernels/{KERNELS_PATCH}", "--line", "0.9", "--fork", "alice", "--dry-run")
+    assert ran.exit_code == 0, ran.output
+    assert "kpatch/0.9/kernels/0001-Add-the-kimi-op" in ran.stdout
+    assert "kpatch/kernels/0001-Add-the-kimi-op" not in ran.stdout
+    assert world.fake.writes() == []

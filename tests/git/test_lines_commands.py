@@ -1,0 +1,85 @@
+"""`--line` on nightly, propose, release and report: each works on that line's stacks, base and folders
+(reports-<line>/, dist-<line>/), through the one path every --line command resolves a line by."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kpatch.errors import ExitCode
+from kpatch.examples.lines import LINE, LineProject, make_line_project, release_commit
+from tests.support.cli import run_kpatch
+
+
+@pytest.fixture
+def lp(tmp_path: Path) -> LineProject:
+    return make_line_project(tmp_path)
+
+
+@pytest.mark.parametrize("args", [("nightly", "--no-publish"), ("propose", "app/x.patch", "--dry-run"),
+                                  ("release", "--to", "out"), ("report",)])
+def test_an_unknown_line_on_nightly_propose_release_report_is_one_line_naming_it_and_kpatch_toml(
+        lp: LineProject, args: tuple[str, ...]) -> None:
+    toml = (lp.root / "kpatch.toml").read_bytes()
+    result = run_kpatch(lp.root, *args, "--line", "0.8")
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "unknown line '0.8'" in errors[0] and "kpatch.toml" in errors[0], result.output
+    assert (lp.root / "kpatch.toml").read_bytes() == toml
+    assert not (lp.root / "out").exists() and not (lp.root / "reports").exists()
+
+
+def test_a_line_night_moves_only_the_lines_base_and_writes_its_own_report_dist_and_history(lp: LineProject) -> None:
+    root = lp.root
+    before = tomllib.loads((root / "kpatch.toml").read_text())
+    new = release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 600)
+    night = run_kpatch(root, "nightly", "--line", LINE, "--no-publish", "--backend", "local", "--json")
+    assert night.exit_code == 0, night.output
+    after = tomllib.loads((root / "kpatch.toml").read_text())
+    assert after["line"][LINE]["kernels"]["base"] == new  # the line's base moved to its branch head
+    assert after["upstream"] == before["upstream"]  # main's as it was
+    assert (root / f"reports-{LINE}" / "nightly" / "report.json").is_file()
+    assert (root / f"dist-{LINE}" / "pylock.toml").is_file()
+    assert not (root / "reports").exists() and not (root / "dist").exists()  # main's folders untouched
+    board = run_kpatch(root, "report", "--line", LINE, "--json")
+    assert board.exit_code == 0, board.output
+    assert json.loads(board.stdout)["result"]["board"]["history"] == \
+        str(root / f"reports-{LINE}" / "nightly" / "history.jsonl")
+
+
+def test_report_and_release_on_a_line_read_that_lines_history_and_lock(lp: LineProject) -> None:
+    root = lp.root
+    assert run_kpatch(root, "apply", "--line", LINE).exit_code == 0
+    release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 600)
+    assert run_kpatch(root, "rebase", "--line", LINE).exit_code == 0  # a rebase records into the line's history
+    assert (root / f"reports-{LINE}" / "nightly" / "history.jsonl").is_file()
+    assert not (root / "reports").exists()
+    board = run_kpatch(root, "report", "--line", LINE, "--json")
+    assert board.exit_code == 0, board.output
+    read = json.loads(board.stdout)["result"]["board"]
+    assert read["history"] == str(root / f"reports-{LINE}" / "nightly" / "history.jsonl") and read["patches"]
+    released = run_kpatch(root, "release", "--line", LINE, "--to", str(root / "index"))
+    assert released.exit_code != 0 and str(root / f"dist-{LINE}" / "pylock.toml") in released.output, \
+        released.output  # the line's set is asked for, not main's dist/
+
+
+def test_a_line_night_flags_a_main_patch_merged_upstream_that_the_line_lacks(lp: LineProject) -> None:
+    """Main's "Guard the layernorm kernel" (Upstream-PR #601, merged) is missing on the line: the line's night
+    flags it with the backport to run; main's other fix (no Upstream-PR) is not flagged."""
+    from tests.support.fake_github import fake_github
+
+    root = lp.root
+    release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 600)
+    with fake_github() as fake:
+        fake.add_pull("vllm-project/vllm-xpu-kernels", 601, merged=True, merge_commit_sha="a" * 40)
+        env = {"KPATCH_GITHUB_API": fake.url, "GITHUB_TOKEN": None, "KPATCH_GITHUB_RETRY_DELAY": "0"}
+        night = run_kpatch(root, "nightly", "--line", LINE, "--no-publish", "--backend", "local", "--json", env=env)
+    assert night.exit_code == 0, night.output
+    flags = json.loads(night.stdout)["result"]["flags"]
+    assert [(f["upstream"], f["pr"]) for f in flags] == [("kernels", "vllm-project/vllm-xpu-kernels#601")], flags
+    assert "missing on line 0.9" in flags[0]["note"] and f"--to {LINE}" in flags[0]["note"]
+    report = (root / f"reports-{LINE}" / "nightly" / "report.md").read_text()
+    assert "missing on line 0.9" in report
