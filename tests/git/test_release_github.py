@@ -1,20 +1,25 @@
 """`kpatch release --to github`: the example's set as a release of the fake GitHub (drafted, its assets uploaded,
-published last) and its index pushed to a local bare repository standing in for the project's gh-pages."""
+published last) and its index pushed to a local bare repository standing in for the project's gh-pages; the
+pushed tree served on 127.0.0.1 and installed by real pip, its links downloading the release's assets from the
+fake."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
+import threading
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from kpatch.errors import ExitCode
 from kpatch.wheels import lock as lockfile
-from tests.git.test_release import Sets, build_sets
+from tests.git.test_release import Quiet, Sets, build_sets, pip, venv
 from tests.support.fake_github import FakeGitHub, fake_github
 from tests.support.fake_github_releases import add_tag, cut_uploads_after, releases_of
 from tests.support.json_envelope import checked
@@ -43,6 +48,12 @@ class World:
         return subprocess.run(["git", "--git-dir", str(self.pages), "show", f"gh-pages:{path}"], capture_output=True,
                               text=True, check=True).stdout
 
+    def serve(self, site: Path) -> None:
+        """The pushed gh-pages tree, as GitHub Pages would serve it, into the served folder `site`."""
+        tree = subprocess.run(["git", "--git-dir", str(self.pages), "archive", "gh-pages"], capture_output=True,
+                              check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(site)], input=tree, check=True)
+
     def branch(self) -> str | None:
         ran = subprocess.run(["git", "--git-dir", str(self.pages), "rev-parse", "--verify", "--quiet",
                               "refs/heads/gh-pages"], capture_output=True, text=True, check=False)
@@ -66,6 +77,20 @@ def world(built: Sets, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
             yield World(built, fake, pages)
     finally:
         toml.write_text(text)
+
+
+@pytest.fixture
+def pages_site(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A folder served over HTTP on 127.0.0.1 (GitHub Pages' stand-in), and its URL."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _assets(world: World) -> dict[str, bytes]:
@@ -162,3 +187,24 @@ def test_a_release_published_before_its_index_was_pushed_gets_its_index_on_the_n
     assert result["resumed"] is True and result["uploaded"] == []
     assert len([r for r in world.fake.writes() if r.path.endswith("/assets")]) == uploads  # nothing sent again
     assert [r["tag"] for r in json.loads(world.show("stable/releases.json"))["releases"]] == ["g4"]
+
+
+def test_pip_installs_the_github_release_from_the_pushed_index_downloading_the_assets_from_github(
+        world: World, pages_site: tuple[Path, str], tmp_path: Path) -> None:
+    site, url = pages_site
+    lock = lockfile.read(world.sets.first / "pylock.toml")
+    code, result, output = world.release("--tag", "g5", "--base-url", url)
+    assert code == 0, output
+    assert result["pip_command"] == f"pip install --index-url {url}/stable/simple 'app=={lock.wheels[-1].version}'"
+    world.serve(site)
+    python = venv(tmp_path / "pip-venv", with_pip=True)
+    ran = pip(str(result["pip_command"]).replace("'", "").split()[1:], python=str(python))
+    assert ran.returncode == 0, ran.stderr
+    shown = subprocess.run([str(python), "-c", "import app, vllm_xpu_kernels, importlib.metadata as m; "
+                            "print(m.version('app'), m.version('vllm-xpu-kernels'))"],
+                           capture_output=True, text=True, check=True)
+    assert shown.stdout.split() == [w.version for w in lock.wheels[::-1]]
+    # the wheels came from the release's assets on GitHub (the index's links), through its 302 to their bytes
+    fetched = {r.path.rsplit("/", 1)[-1] for r in world.fake.requests if "/releases/download/g5/" in r.path}
+    assert {w.filename for w in lock.wheels} <= fetched
+
