@@ -34,10 +34,14 @@ def command(ctx: Context, to: str, channel: str, tag: str | None, lock_path: Pat
     if yank is not None and (tag is not None or lock_path is not None):
         raise UsageError("--yank takes no --tag or --lock: it marks a release that exists")
     ws = ctx.workspace()
-    if to == "github" and yank is not None:
-        raise UsageError("--yank with --to github: yank on the index's folder (a checkout of its branch) with "
-                         "--to DIR, then push it")
-    if yank is not None:
+    if yank is not None and to == "github":
+        import os
+
+        from kpatch.wheels import release_github
+
+        assert why is not None
+        result = release_github.yank(ws.stack, os.environ, channel, base_url, yank, why)
+    elif yank is not None:
         assert why is not None
         result = release.yank(release.target(ws.stack, Path(to), channel, base_url), yank, why)
     else:
@@ -62,7 +66,11 @@ def _show(ctx: Context, result: object) -> None:
     else:
         ui.plain(f"released {result.package} {result.version} as {result.tag} on {result.channel}: "
                  f"{result.github or result.folder}")
-    if result.github is not None:
+    if result.yanked is not None and result.pages is not None:  # --to github
+        said = f"GitHub release: {result.github} (its notes say it is yanked; its assets stay); " if result.github \
+            else ""
+        ui.plain(f"{said}index {result.pages}")
+    elif result.github is not None:
         sent = f"{len(result.uploaded)} asset(s) uploaded" + (" (a stopped release finished)" if result.resumed
                                                              else "")
         ui.plain(f"GitHub release: {result.github}; {sent}; index {result.pages}")
