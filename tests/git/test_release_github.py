@@ -19,7 +19,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from kpatch.wheels import lock as lockfile
-from tests.git.test_release import Quiet, Sets, build_sets, pip, venv, versions
+from tests.git.test_release import Quiet, Sets, build_sets, installs_as_printed, versions
 from tests.support.fake_github import FakeGitHub, fake_github
 from tests.support.fake_github_releases import add_tag, cut_uploads_after, releases_of
 from tests.support.json_envelope import checked
@@ -190,24 +190,31 @@ def test_a_release_published_before_its_index_was_pushed_gets_its_index_on_the_n
     assert [r["tag"] for r in json.loads(world.show("stable/releases.json"))["releases"]] == ["g4"]
 
 
-def test_pip_installs_the_github_release_from_the_pushed_index_downloading_the_assets_from_github(
-        world: World, pages_site: tuple[Path, str], tmp_path: Path) -> None:
+def test_pip_and_uv_install_the_github_release_from_the_pushed_index_and_verify_installed_passes(
+        world: World, pages_site: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site, url = pages_site
     lock = lockfile.read(world.sets.first / "pylock.toml")
     code, result, output = world.release("--tag", "g5", "--base-url", url)
     assert code == 0, output
     assert result["pip_command"] == f"pip install --index-url {url}/stable/simple 'app=={lock.wheels[-1].version}'"
+    assert result["uv_command"] == f"uv pip install -r {url}/stable/releases/g5/pylock.toml"
     world.serve(site)
-    python = venv(tmp_path / "pip-venv", with_pip=True)
-    ran = pip(str(result["pip_command"]).replace("'", "").split()[1:], python=str(python))
-    assert ran.returncode == 0, ran.stderr
-    shown = subprocess.run([str(python), "-c", "import app, vllm_xpu_kernels, importlib.metadata as m; "
-                            "print(m.version('app'), m.version('vllm-xpu-kernels'))"],
-                           capture_output=True, text=True, check=True)
-    assert shown.stdout.split() == [w.version for w in lock.wheels[::-1]]
-    # the wheels came from the release's assets on GitHub (the index's links), through its 302 to their bytes
-    fetched = {r.path.rsplit("/", 1)[-1] for r in world.fake.requests if "/releases/download/g5/" in r.path}
-    assert {w.filename for w in lock.wheels} <= fetched
+    # as the local path's release is checked: real pip and real uv with the printed commands, verify --installed
+    installs_as_printed(world.sets, result, tmp_path, monkeypatch)
+    # the wheels came from the release's assets on GitHub (the index's and the lock's links), through its 302 to
+    # their bytes: once for pip, once for uv
+    fetched = [r.path.rsplit("/", 1)[-1] for r in world.fake.requests if "/releases/download/g5/" in r.path]
+    assert all(fetched.count(w.filename) >= 2 for w in lock.wheels), fetched
+
+
+def test_release_to_github_in_kpatch_toml_is_the_default_without_to(world: World) -> None:
+    toml = world.sets.root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace("[release]\n", '[release]\nto = "github"\n'))
+    ran = world.sets.kpatch("release", "--json", "--tag", "g8")
+    assert ran.exit_code == 0, ran.output
+    (made,) = releases_of(world.fake, REPO)
+    assert (made.tag, made.draft) == ("g8", False)
+    assert "g8" in world.show("stable/releases.json")
 
 
 def test_yank_on_github_marks_the_release_yanked_in_the_pushed_index_and_says_so_in_its_notes(
