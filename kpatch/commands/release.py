@@ -12,9 +12,10 @@ from kpatch.errors import UsageError
 
 
 @kpatch_command("release")
-@click.option("--to", "to", metavar="DIR", required=True,
+@click.option("--to", "to", metavar="DIR|github",
               help="The folder the channels' indexes live in (served as it is: GitHub Pages, a bucket, any web "
-                   "server).")
+                   "server), or github (a GitHub Release and the index's branch). Default: [release] to in "
+                   "kpatch.toml.")
 @click.option("--channel", default="stable", show_default=True, type=click.Choice(["stable", "nightly"]),
               help="The channel's index the set joins (nightly keeps the last [release] keep sets).")
 @click.option("--tag", metavar="TAG", help="The release's name (default: v<version of the top package>).")
@@ -24,7 +25,7 @@ from kpatch.errors import UsageError
               "file:// URL).")
 @click.option("--yank", metavar="TAG", help="Mark release TAG yanked instead (installers skip it unless pinned).")
 @click.option("--why", metavar="TEXT", help="Why the release is yanked (with --yank).")
-def command(ctx: Context, to: str, channel: str, tag: str | None, lock_path: Path | None, base_url: str | None,
+def command(ctx: Context, to: str | None, channel: str, tag: str | None, lock_path: Path | None, base_url: str | None,
             yank: str | None, why: str | None) -> int:
     """Publish the verified set into a static package index, with its lock, notes and the one install command."""
     from kpatch.wheels import release
@@ -34,10 +35,17 @@ def command(ctx: Context, to: str, channel: str, tag: str | None, lock_path: Pat
     if yank is not None and (tag is not None or lock_path is not None):
         raise UsageError("--yank takes no --tag or --lock: it marks a release that exists")
     ws = ctx.workspace()
-    if to == "github" and yank is not None:
-        raise UsageError("--yank with --to github: yank on the index's folder (a checkout of its branch) with "
-                         "--to DIR, then push it")
-    if yank is not None:
+    from kpatch.verify.releasing import destination
+
+    to = destination(ws.stack, to)
+    if yank is not None and to == "github":
+        import os
+
+        from kpatch.wheels import release_github
+
+        assert why is not None
+        result = release_github.yank(ws.stack, os.environ, channel, base_url, yank, why)
+    elif yank is not None:
         assert why is not None
         result = release.yank(release.target(ws.stack, Path(to), channel, base_url), yank, why)
     else:
@@ -62,7 +70,11 @@ def _show(ctx: Context, result: object) -> None:
     else:
         ui.plain(f"released {result.package} {result.version} as {result.tag} on {result.channel}: "
                  f"{result.github or result.folder}")
-    if result.github is not None:
+    if result.yanked is not None and result.pages is not None:  # --to github
+        said = f"GitHub release: {result.github} (its notes say it is yanked; its assets stay); " if result.github \
+            else ""
+        ui.plain(f"{said}index {result.pages}")
+    elif result.github is not None:
         sent = f"{len(result.uploaded)} asset(s) uploaded" + (" (a stopped release finished)" if result.resumed
                                                              else "")
         ui.plain(f"GitHub release: {result.github}; {sent}; index {result.pages}")

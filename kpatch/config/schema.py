@@ -201,8 +201,9 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                              "description": "A green night publishes its set on the nightly channel of `to` "
                                             "(as `kpatch release --channel nightly --to TO`).", "examples": [True]},
     ("release", "to"): {"type": "string", "minLength": 1,
-                        "description": "Where the nightly publishes: a folder (relative to kpatch.toml) or "
-                                       "\"github\" (a GitHub Release and the index's branch); needed with "
+                        "description": "Where `kpatch release` publishes when no --to is given (--to overrides "
+                                       "it), and where the nightly publishes: a folder (relative to kpatch.toml) "
+                                       "or \"github\" (a GitHub Release and the index's branch); needed with "
                                        "nightly = true.", "examples": ["site", "github"]},
     ("release", "pages-remote"): {"type": "string", "minLength": 1,
                                   "description": "With github: the git URL (or path) the index's branch is pushed "

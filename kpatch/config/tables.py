@@ -317,8 +317,9 @@ def nightly_table(path: Path, lines: list[str], table: Any) -> tuple[int, float 
 def release_table(path: Path, lines: list[str], table: Any) -> Release:
     """`[release] url = "https://..."` (where `kpatch release --to DIR` publishes DIR: the index's and the locks'
     URLs), `keep = N` (the sets the nightly channel lists, default 7), `torch-index = URL` (where the set's torch
-    is, default the PyTorch XPU index), `nightly = true` with `to = DIR|"github"` (a green night publishes its set)
-    and, for github, `pages-remote` and `pages-branch` (where the index's branch is pushed)."""
+    is, default the PyTorch XPU index), `to = DIR|"github"` (where `kpatch release` publishes when no `--to` is
+    given, and where a green night publishes its set with `nightly = true`) and, for github, `pages-remote` and
+    `pages-branch` (where the index's branch is pushed)."""
     if table is None:
         return Release()
     start, end = table_span(lines, "[release]")
@@ -349,6 +350,10 @@ def release_table(path: Path, lines: list[str], table: Any) -> Release:
             raise ConfigError(f"{path}:{key_line(lines, start, end, key)}: [release] {key!r} must be a one-line "
                               f"string, not {value!r}")
         texts[key] = value
+    to = texts["to"]
+    if to is not None and ("://" in to or (to.lower() == "github" and to != "github")):
+        raise ConfigError(f"{path}:{key_line(lines, start, end, 'to')}: [release] 'to' must be a folder (relative to "
+                          f"kpatch.toml) or \"github\", not {to!r}")
     if nightly and texts["to"] is None:
         raise ConfigError(f"{path}:{key_line(lines, start, end, 'nightly')}: [release] nightly = true needs "
                           "'to': the folder the nightly channel is published in, or \"github\"")

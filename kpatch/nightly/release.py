@@ -22,11 +22,11 @@ def nightly_tag(lock: Path) -> str:
 
 def release_night(ws: Workspace, ui: UI, lock: Path, dry_run: str | None) -> str:
     """Publish the green night's set (the lock it built) on the nightly channel; the line the report keeps."""
-    from kpatch.verify.releasing import GITHUB, publish_verified
+    from kpatch.verify.releasing import GITHUB, destination, publish_verified
 
     settings = ws.stack.release
     assert settings.to is not None  # [release] nightly = true needs `to` (checked when kpatch.toml is read)
-    to = settings.to if settings.to == GITHUB else str(ws.stack.root / settings.to)
+    to = destination(ws.stack, None)
     tag = nightly_tag(lock)
     if dry_run is not None and (settings.to == GITHUB or dry_run == "--dry-run"):
         return f"release: would publish {tag} on the {CHANNEL} channel of {settings.to} ({dry_run})"

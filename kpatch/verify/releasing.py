@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kpatch.config.model import Stack
+from kpatch.errors import UsageError
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 from kpatch.verify.run import release_verified
@@ -13,6 +15,17 @@ from kpatch.wheels import release
 from kpatch.wheels.release import Published
 
 GITHUB = "github"
+
+
+def destination(stack: Stack, given: str | None) -> str:
+    """Where `kpatch release` publishes: `--to` (a folder, relative to the current directory, or "github"), else
+    `[release] to` in kpatch.toml (a folder relative to kpatch.toml, or "github")."""
+    if given is not None:
+        return given
+    to = stack.release.to
+    if to is None:
+        raise UsageError("kpatch release needs --to DIR|github, or [release] to = DIR|\"github\" in kpatch.toml")
+    return to if to == GITHUB else str(stack.root / to)
 
 
 def publish_verified(ws: Workspace, ui: UI, to: str, channel: str, tag: str | None, lock_path: Path | None,

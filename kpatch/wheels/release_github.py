@@ -14,6 +14,10 @@ Run again after a kill: a draft of the same set is finished from where it stoppe
 deleted first; a published release of the same set that the index does not list yet (killed between 3 and 4)
 gets its index pushed. A published release of another set, or a git tag that is no kpatch release, is refused
 naming it: releases are immutable.
+
+`yank` marks a release of the index yanked (kpatch.wheels.release.yank on a checkout of the branch): its notes on
+GitHub say so first (once; the release and its assets stay, so a lock that names them still installs), then the
+branch is pushed with a lease; a run stopped between the two is finished by running it again.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch import scratch
 from kpatch.config.model import PYTORCH_XPU_INDEX, Stack
@@ -30,7 +35,11 @@ from kpatch.output.redact import redact_url
 from kpatch.wheels import lock as lockfile
 from kpatch.wheels import release
 
+if TYPE_CHECKING:
+    from kpatch.forge.github.releases import GitHubReleases
+
 MARKER = "<!-- kpatch-set: {} -->"
+YANKED = "> **Yanked** ({channel} channel): {why}\n\n"
 
 
 def set_marker(lock: lockfile.Lock) -> str:
@@ -44,7 +53,6 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
     """Publish the verified set of `lock_path` as a GitHub Release `tag` and its channel's index (see the module
     docstring for the order and what a second run finishes)."""
     from kpatch.forge import github
-    from kpatch.forge import hosts as forge
     from kpatch.forge.github.releases import GitHubReleases
     from kpatch.gitx import pages
 
@@ -56,9 +64,7 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
     marker = set_marker(lock)
     settings = stack.release
     with GitHubReleases(tgt) as gh, scratch.folder("pages") as folder:
-        push = github.push_target(tgt)
-        remote = settings.pages_remote or (push.url if push else "")
-        env = forge.push_env(remote, environ)
+        remote, env = _pages_remote(stack, environ)
         tree = folder / "pages"
         parent = pages.checkout(remote, settings.pages_branch, tree, env)
         found = gh.find(tag)
@@ -73,13 +79,7 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
         if found is not None and found.draft and marker not in found.body:
             gh.delete(tag)  # a half-made draft of another set: never public, made again below
             found, resumed = None, False
-        owner, name = str(tgt.repository).split("/")
-        target = release.Target(out=tree, channel=channel,
-                                base_url=base_url or settings.url or f"https://{owner}.github.io/{name}",
-                                torch_index=settings.torch_index or PYTORCH_XPU_INDEX,
-                                keep=settings.keep if channel == "nightly" else None,
-                                downloads=gh.download_url(tag, "").rsplit("/", 2)[0])
-        published = release.publish(target, lock_path, tag, notes)
+        published = release.publish(_index_target(stack, tree, channel, base_url, gh, tag), lock_path, tag, notes)
         folder = published.folder
         body = (folder / "NOTES.md").read_text(encoding="utf-8") + f"\n{marker}\n"
         uploaded: list[str] = []
@@ -96,9 +96,68 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
                     uploaded.append(asset)
             state = gh.publish(tag, body)
         (tree / ".nojekyll").touch()  # GitHub Pages serves the files as they are
+        (tree / release.LOCK_FILE).unlink(missing_ok=True)  # the scratch checkout's writer lock: not published
         commit = pages.publish(tree, remote, settings.pages_branch, parent,
                                f"kpatch release {tag} on {channel}\n\n{published.package} {published.version}\n", env)
     pushed = f"{commit[:12]} on {settings.pages_branch} of {redact_url(remote)}" if commit else \
         f"unchanged on {settings.pages_branch} of {redact_url(remote)}"
     return replace(published, folder=Path(channel) / release.RELEASES / tag, github=state.url,
                    uploaded=tuple(uploaded), resumed=resumed, pages=pushed)
+
+
+def yank(stack: Stack, environ: Mapping[str, str], channel: str, base_url: str | None, tag: str,
+         why: str) -> release.Published:
+    """Mark release `tag` of `channel` yanked (PEP 592) in the index on the pages branch: the ledger and the pages
+    it changes (kpatch.wheels.release.yank), pushed with a lease; the GitHub release's notes get a line saying it
+    is yanked first (the release and its assets stay). A tag the index does not list is refused naming it."""
+    from kpatch.forge import github
+    from kpatch.forge.github.releases import GitHubReleases
+    from kpatch.gitx import pages
+
+    release.check_names(channel, tag)
+    settings = stack.release
+    with GitHubReleases(github.target(stack.github, environ)) as gh, scratch.folder("pages") as folder:
+        remote, env = _pages_remote(stack, environ)
+        where = f"branch {settings.pages_branch} of {redact_url(remote)}"
+        tree = folder / "pages"
+        parent = pages.checkout(remote, settings.pages_branch, tree, env)
+        ledger = release.read_ledger(tree / channel)
+        if not any(r.tag == tag for r in ledger):
+            known = ", ".join(r.tag for r in ledger) or "none"
+            raise UsageError(f"no release {tag!r} on channel {channel} in the index on {where} (released: {known})")
+        published = release.yank(_index_target(stack, tree, channel, base_url, gh, tag), tag, why)
+        found = gh.find(tag)
+        if found is not None and not found.draft:
+            note = YANKED.format(channel=channel, why=published.yanked)
+            if not found.body.startswith(note):  # a run stopped before its push said so already
+                found = gh.edit_notes(tag, note + found.body)
+        (tree / release.LOCK_FILE).unlink(missing_ok=True)
+        commit = pages.publish(tree, remote, settings.pages_branch, parent,
+                               f"kpatch release --yank {tag} on {channel}\n\n{published.yanked}\n", env)
+    pushed = f"{commit[:12] if commit else 'unchanged'} on {where}"
+    return replace(published, folder=Path(channel) / release.RELEASES / tag,
+                   github=found.url if found is not None else None, pages=pushed)
+
+
+def _pages_remote(stack: Stack, environ: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """Where the index's branch is pushed (`[release] pages-remote`, else the repository on GitHub) and the git
+    environment that carries the token there (and only there)."""
+    from kpatch.forge import github
+    from kpatch.forge import hosts as forge
+
+    push = github.push_target(github.target(stack.github, environ))
+    remote = stack.release.pages_remote or (push.url if push else "")
+    return remote, dict(forge.push_env(remote, environ))
+
+
+def _index_target(stack: Stack, tree: Path, channel: str, base_url: str | None, gh: GitHubReleases,
+                  tag: str) -> release.Target:
+    """The channel's index in the branch's checkout `tree`: served at `base_url`, else `[release] url`, else the
+    repository's GitHub Pages; its wheels are the releases' assets."""
+    settings = stack.release
+    owner, name = gh.repository.split("/")
+    return release.Target(out=tree, channel=channel,
+                          base_url=base_url or settings.url or f"https://{owner}.github.io/{name}",
+                          torch_index=settings.torch_index or PYTORCH_XPU_INDEX,
+                          keep=settings.keep if channel == "nightly" else None,
+                          downloads=gh.download_url(tag, "").rsplit("/", 2)[0])

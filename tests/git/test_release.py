@@ -140,34 +140,12 @@ def versions(index: str, package: str) -> str:
     return next(line for line in ran.stdout.splitlines() if line.startswith("Available versions:"))
 
 
-def test_a_release_is_an_index_pip_and_uv_install_the_set_from_over_http(
-        sets: Sets, served: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    site, url = served
-    lock = lockfile.read(sets.first / "pylock.toml")
-    wanted = {w.package: w.version for w in lock.wheels}
-    result = release(sets, site, url)
-    app = next(w for w in lock.wheels if w.upstream == "app")
-    assert result["index_url"] == f"{url}/stable/simple" and result["version"] == app.version
-    assert result["pip_command"] == f"pip install --index-url {url}/stable/simple 'app=={app.version}'"
-    # PEP 503 and PEP 691 pages, sha256 in every link, PEP 658 metadata beside each wheel
-    for wheel in lock.wheels:
-        page = (site / "stable" / "simple" / wheel.package / "index.html").read_text()
-        assert f"{wheel.filename}#sha256={wheel.sha256}" in page
-        meta = (site / "stable" / "files" / f"{wheel.filename}.metadata").read_bytes()
-        assert f'data-core-metadata="sha256={hashlib.sha256(meta).hexdigest()}"' in page
-        assert f"Version: {wheel.version}" in meta.decode()
-        listing = json.loads((site / "stable" / "simple" / wheel.package / "index.json").read_text())
-        assert listing["meta"]["api-version"] == "1.1" and listing["versions"] == [wheel.version]
-        assert listing["files"][0]["hashes"] == {"sha256": wheel.sha256} and listing["files"][0]["yanked"] is False
-    # the release's lock: every wheel by URL, valid PEP 751
-    folder = Path(str(result["folder"]))
-    data = tomllib.loads((folder / "pylock.toml").read_text())
-    Pylock.from_dict(data)
-    assert [w["url"] for p in data["packages"] for w in p["wheels"]] == [
-        f"{url}/stable/files/{w.filename}" for w in lock.wheels]
-    notes = (folder / "NOTES.md").read_text()
-    assert str(result["pip_command"]) in notes and str(result["uv_command"]) in notes
-    assert "Upstream-PR vllm-project/vllm#56462" in notes and "kpatch verify: " in notes
+def installs_as_printed(sets: Sets, result: Mapping[str, object], tmp_path: Path,
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The released set of dist/ installed as a person would, with the two commands `release` printed: real pip
+    and real uv, each into a fresh venv; both hold exactly the set, and `kpatch verify --installed` passes on
+    what pip installed."""
+    wanted = {w.package: w.version for w in lockfile.read(sets.first / "pylock.toml").wheels}
     # real pip in a fresh venv, with the one printed command: it pulls exactly the kernels through the app's ==
     python = venv(tmp_path / "pip-venv", with_pip=True)
     words = str(result["pip_command"]).replace("'", "").split()
@@ -194,6 +172,36 @@ def test_a_release_is_an_index_pip_and_uv_install_the_set_from_over_http(
                             text=True, check=True, env=env)
     assert {p["name"]: p["version"] for p in json.loads(listed.stdout)} == wanted
     subprocess.run([str(python), "-c", "import app, vllm_xpu_kernels"], check=True)
+
+
+def test_a_release_is_an_index_pip_and_uv_install_the_set_from_over_http(
+        sets: Sets, served: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site, url = served
+    lock = lockfile.read(sets.first / "pylock.toml")
+    result = release(sets, site, url)
+    app = next(w for w in lock.wheels if w.upstream == "app")
+    assert result["index_url"] == f"{url}/stable/simple" and result["version"] == app.version
+    assert result["pip_command"] == f"pip install --index-url {url}/stable/simple 'app=={app.version}'"
+    # PEP 503 and PEP 691 pages, sha256 in every link, PEP 658 metadata beside each wheel
+    for wheel in lock.wheels:
+        page = (site / "stable" / "simple" / wheel.package / "index.html").read_text()
+        assert f"{wheel.filename}#sha256={wheel.sha256}" in page
+        meta = (site / "stable" / "files" / f"{wheel.filename}.metadata").read_bytes()
+        assert f'data-core-metadata="sha256={hashlib.sha256(meta).hexdigest()}"' in page
+        assert f"Version: {wheel.version}" in meta.decode()
+        listing = json.loads((site / "stable" / "simple" / wheel.package / "index.json").read_text())
+        assert listing["meta"]["api-version"] == "1.1" and listing["versions"] == [wheel.version]
+        assert listing["files"][0]["hashes"] == {"sha256": wheel.sha256} and listing["files"][0]["yanked"] is False
+    # the release's lock: every wheel by URL, valid PEP 751
+    folder = Path(str(result["folder"]))
+    data = tomllib.loads((folder / "pylock.toml").read_text())
+    Pylock.from_dict(data)
+    assert [w["url"] for p in data["packages"] for w in p["wheels"]] == [
+        f"{url}/stable/files/{w.filename}" for w in lock.wheels]
+    notes = (folder / "NOTES.md").read_text()
+    assert str(result["pip_command"]) in notes and str(result["uv_command"]) in notes
+    assert "Upstream-PR vllm-project/vllm#56462" in notes and "kpatch verify: " in notes
+    installs_as_printed(sets, result, tmp_path, monkeypatch)
 
 
 def test_a_set_that_does_not_verify_is_refused_and_nothing_is_published(sets: Sets, tmp_path: Path) -> None:
@@ -282,6 +290,35 @@ def test_a_yank_of_an_unknown_tag_names_the_released_ones(sets: Sets, tmp_path: 
     release(sets, site, "http://127.0.0.1:9", "--tag", "k3-1")
     error = release(sets, site, "http://127.0.0.1:9", "--yank", "k3-9", "--why", "x", code=ExitCode.BAD_INPUT)
     assert error["message"] == f"no release 'k3-9' on channel stable in {site.resolve() / 'stable'} (released: k3-1)"
+
+
+def test_release_to_in_kpatch_toml_is_the_default_and_to_on_the_command_line_overrides_it(
+        sets: Sets, tmp_path: Path) -> None:
+    toml = sets.root / "kpatch.toml"
+    text = toml.read_text()
+    try:
+        toml.write_text(text + '\n[release]\nto = "site-from-toml"\nurl = "https://example.org/k3"\n')
+        ran = sets.kpatch("release", "--json", "--tag", "from-toml")
+        assert ran.exit_code == 0, ran.output
+        assert checked(ran.stdout, "release")["result"]["folder"] == str(
+            sets.root / "site-from-toml" / "stable" / "releases" / "from-toml")
+        other = tmp_path / "site-given"
+        ran = sets.kpatch("release", "--json", "--tag", "given", "--to", str(other))
+        assert ran.exit_code == 0, ran.output
+        assert (other / "stable" / "releases" / "given" / "pylock.toml").is_file()
+        assert not (sets.root / "site-from-toml" / "stable" / "releases" / "given").exists()
+        toml.write_text(text + '\n[release]\nto = "GitHub"\n')
+        ran = sets.kpatch("release", "--tag", "bad")
+        assert ran.exit_code == ExitCode.BAD_INPUT, ran.output
+        (line,) = ran.output.strip().splitlines()
+        assert str(toml) in line and "[release] 'to'" in line and "GitHub" in line
+    finally:
+        shutil.rmtree(sets.root / "site-from-toml", ignore_errors=True)
+        toml.write_text(text)
+    ran = sets.kpatch("release", "--tag", "nowhere")
+    assert ran.exit_code == ExitCode.BAD_INPUT, ran.output
+    assert ran.output.strip().splitlines()[0].endswith(
+        'kpatch release needs --to DIR|github, or [release] to = DIR|"github" in kpatch.toml')
 
 
 def test_a_set_built_against_torch_locks_torch_from_its_index_as_the_third_member(

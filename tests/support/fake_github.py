@@ -262,9 +262,10 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             return status, payload, {**headers, **extra}
 
         def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-            data = b"" if status == 204 else json.dumps(payload).encode()
+            raw = isinstance(payload, bytes)  # a release asset's bytes
+            data = payload if raw else b"" if status in (204, 302) else json.dumps(payload).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Type", "application/octet-stream" if raw else "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("X-RateLimit-Limit", str(fake.limit))
             self.send_header("X-RateLimit-Remaining", str(max(fake.remaining, 0)))

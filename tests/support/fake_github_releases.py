@@ -1,6 +1,8 @@
 """The fake GitHub's releases: drafts (seen only with write access), assets uploaded as raw bytes, a git tag made
 when a release is published, and `cut_uploads_after(n)`: the n+1-th upload leaves a `starter` asset and answers
-502 (an upload killed half way, as GitHub keeps it)."""
+502 (an upload killed half way, as GitHub keeps it). A published release's complete assets are downloaded, by
+anyone, at their browser_download_url, which answers 302 to the asset's bytes elsewhere on the server (as GitHub
+sends its downloads to objects.githubusercontent.com); drafts and cut-off assets are 404 there."""
 
 from __future__ import annotations
 
@@ -161,6 +163,24 @@ def get_tag_ref(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json,
             "object": {"type": "commit", "sha": "1" * 40}}
 
 
+def download_asset(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json, tag: str,
+                   name: str) -> tuple[int, Any, dict[str, str]]:
+    release = next((r for r in releases_of(fake, _full(repo)) if r.tag == tag and not r.draft), None)
+    asset = next((a for a in release.assets if a.name == name and a.state == "uploaded"), None) if release else None
+    if asset is None:
+        raise Answer(404, "Not Found")
+    return 302, None, {"Location": f"{fake.url}/{_full(repo)}/releases/objects/{asset.id}"}
+
+
+def asset_bytes(fake: FakeGitHub, repo: Repo, query: dict[str, str], body: Json,
+                aid: str) -> tuple[int, Any, dict[str, str]]:
+    for release in releases_of(fake, _full(repo)):
+        for asset in release.assets:
+            if asset.id == int(aid) and asset.state == "uploaded" and not release.draft:
+                return 200, asset.data, {}
+    raise Answer(404, "Not Found")
+
+
 ROUTES = [
     ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/releases", "list_releases"),
     ("POST", r"/repos/(?P<repo>[^/]+/[^/]+)/releases", "create_release"),
@@ -170,4 +190,6 @@ ROUTES = [
     ("POST", r"/repos/(?P<repo>[^/]+/[^/]+)/releases/(?P<ident>\d+)/assets", "upload_asset"),
     ("DELETE", r"/repos/(?P<repo>[^/]+/[^/]+)/releases/assets/(?P<aid>\d+)", "delete_asset"),
     ("GET", r"/repos/(?P<repo>[^/]+/[^/]+)/git/refs?/tags/(?P<name>.+)", "get_tag_ref"),
+    ("GET", r"/(?P<repo>[^/]+/[^/]+)/releases/download/(?P<tag>[^/]+)/(?P<name>[^/]+)", "download_asset"),
+    ("GET", r"/(?P<repo>[^/]+/[^/]+)/releases/objects/(?P<aid>\d+)", "asset_bytes"),
 ]

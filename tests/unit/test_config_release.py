@@ -58,6 +58,10 @@ def test_the_release_table_is_read_and_base_url_wins_over_its_url(tmp_path: Path
     ('[release]\nnightly = "yes"\nto = "site"\n', 3, "[release] 'nightly' must be true or false"),
     ('[release]\nto = ""\n', 3, "[release] 'to' must be a one-line string, not ''"),
     ('[release]\npages-branch = "../x"\n', 3, "[release] 'pages-branch' '../x' is no branch name"),
+    ('[release]\nkeep = 2\nto = "GitHub"\n', 4,
+     '[release] \'to\' must be a folder (relative to kpatch.toml) or "github", not \'GitHub\''),
+    ('[release]\nto = "https://example.org/k3"\n', 3,
+     '[release] \'to\' must be a folder (relative to kpatch.toml) or "github", not \'https://example.org/k3\''),
 ])
 def test_a_bad_release_table_names_the_file_line_and_key(tmp_path: Path, head: str, line: int, message: str) -> None:
     with pytest.raises(ConfigError) as err:

@@ -115,6 +115,16 @@ class GitHubReleases:
         assert found is not None
         return found
 
+    def edit_notes(self, tag: str, body: str) -> ReleaseState:
+        """The notes (body) of the published release `tag` replaced by `body` (a yank says so there)."""
+        raw = self._raw(tag)
+        if raw is None:
+            raise UpstreamError(f"GitHub release {tag} of {self.repository} went away before its notes were edited")
+        self._call(f"edit the notes of release {tag}", lambda: raw.update_release(raw.name or tag, body))
+        found = self.find(tag)
+        assert found is not None
+        return found
+
     def _raw(self, tag: str) -> Any:
         releases = self._call("list the releases", lambda: list(self._repo.get_releases()))
         return next((r for r in releases if r.tag_name == tag), None)
