@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support import ci_groups
 from tests.support.gitrepos import Project, build_template, make_project
 from tests.support.rebase_repos import RebaseProject, copy_rebase_project, make_rebase_project
 
@@ -27,12 +28,24 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 TIERS = ("unit", "git", "docker", "sycl")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test carries its tier's marker (its folder under tests/)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test carries its tier's marker (its folder under tests/). Under `--dist loadgroup` (scripts/test) each
+    also gets its xdist group (tests/support/ci_groups.py: its file, or a chunk of a long file) and the groups are
+    collected longest first, so the two workers' queues end together."""
     for item in items:
         folder = item.path.relative_to(HERE).parts[0] if item.path.is_relative_to(HERE) else ""
         if folder in TIERS:
             item.add_marker(getattr(pytest.mark, folder))
+    if config.getvalue("loadgroup") if hasattr(config.option, "loadgroup") else False:
+        root = HERE.parent
+        named = [item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
+                 for item in items]
+        grouped = ci_groups.groups(named)
+        for item, group in zip(items, grouped, strict=True):
+            item.add_marker(pytest.mark.xdist_group(group))
+        rank = {g: n for n, g in enumerate(ci_groups.longest_first(grouped, ci_groups.load_durations()))}
+        order = sorted(range(len(items)), key=lambda n: (rank[grouped[n]], n))
+        items[:] = [items[n] for n in order]
 
 
 def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -123,6 +136,15 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
     if request.node.get_closest_marker("registry") is None:
         monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
+
+
+@pytest.fixture(scope="session")
+def nightly_wheel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One `--cache-dir` for the local-backend nights of tests/git/test_nightly_scroll.py and test_nightly_matrix.py,
+    per worker for the whole run: the example's upstream histories have the same SHAs in every test, so a wheel
+    built once is not built again by the next test, the next chunk of a split file (tests/support/ci_groups.py) or
+    the other file. Each test works from a cold cache too (a `-k` run of one test)."""
+    return tmp_path_factory.mktemp("nightly-wheel-cache")
 
 
 @pytest.fixture(scope="session")
