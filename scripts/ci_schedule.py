@@ -2,7 +2,7 @@
 """Estimates scripts/test's pytest wall time from a CI run's JUnit folder (.venv-ci/junit: unit-git-sycl.xml,
 docker.xml, kills.xml), by replaying each tier's tests on its workers: a worker that frees up takes the next unit.
   before: `--dist loadfile`, whole files in collection order (tests/unit, tests/git, tests/sycl, by name);
-  after:  `--dist loadgroup` as tests/conftest.py sets it: tests/support/ci_groups.py's groups, longest first.
+  after:  `--ci-groups` (tests/conftest.py): tests/support/ci_groups.py's groups, longest first.
 tests/docker runs beside the two workers in one process (the tier ends when both have); the kills tier follows,
 test by test on two workers. The figures are the run's own seconds (a loaded machine's are longer: --scale 0.33 for
 one three times as loaded as a quiet one). A re-warmed chunk's fixture is counted as its tests were timed.
@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"tests/unit+git+sycl: {work:.0f} s of test time in {len(files)} files; the longest file "
           f"{max(files.values()) * sc:.0f} s ({max(files, key=files.__getitem__)})")
     for name, span, busy in (("before (loadfile, collection order)", before, before_busy),
-                             ("after (loadgroup, longest first)", after, after_busy)):
+                             ("after (--ci-groups: groups, longest first)", after, after_busy)):
         tier = max(span, docker)
         print(f"{name}: workers end at {span:.0f} s (busy {', '.join(f'{b:.0f}' for b in busy)} s); with "
               f"tests/docker ({docker:.0f} s) beside: {tier:.0f} s; + kills {kills:.0f} s = "

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -28,24 +29,32 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 TIERS = ("unit", "git", "docker", "sycl")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--ci-groups", action="store_true",
+                     help="CI's schedule (scripts/test): on xdist's workers by group, long files cut in chunks, the "
+                          "longest first (tests/support/ci_groups.py)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test carries its tier's marker (its folder under tests/). Under `--dist loadgroup` (scripts/test) each
-    also gets its xdist group (tests/support/ci_groups.py: its file, or a chunk of a long file) and the groups are
-    collected longest first, so the two workers' queues end together."""
+    """Each test carries its tier's marker (its folder under tests/). With --ci-groups (scripts/test) the files are
+    collected longest first (ci/test-durations.json), which is the order xdist hands their groups out in."""
     for item in items:
         folder = item.path.relative_to(HERE).parts[0] if item.path.is_relative_to(HERE) else ""
         if folder in TIERS:
             item.add_marker(getattr(pytest.mark, folder))
-    if config.getvalue("loadgroup") if hasattr(config.option, "loadgroup") else False:
-        root = HERE.parent
-        named = [item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
-                 for item in items]
-        grouped = ci_groups.groups(named)
-        for item, group in zip(items, grouped, strict=True):
-            item.add_marker(pytest.mark.xdist_group(group))
-        rank = {g: n for n, g in enumerate(ci_groups.longest_first(grouped, ci_groups.load_durations()))}
-        order = sorted(range(len(items)), key=lambda n: (rank[grouped[n]], n))
+    if config.getoption("ci_groups"):
+        files = [ci_groups.test_file(item.nodeid) for item in items]
+        rank = {g: n for n, g in enumerate(ci_groups.longest_first(ci_groups.groups(files),
+                                                                    ci_groups.load_durations()))}
+        first = {f: min(rank[g] for g in rank if g.split("#")[0] == f) for f in set(files)}
+        order = sorted(range(len(items)), key=lambda n: (first[files[n]], n))
         items[:] = [items[n] for n in order]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With --ci-groups, xdist hands out tests/support/ci_groups.py's groups (whole files, chunks of the long ones)."""
+    return ci_groups.scheduler(config, log) if config.getoption("ci_groups") else None
 
 
 def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:

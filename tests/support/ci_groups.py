@@ -1,4 +1,4 @@
-"""How CI's two pytest workers share the slow tiers (`--dist loadgroup`, scripts/test): every test file is one xdist
+"""How CI's two pytest workers share the slow tiers (`pytest --ci-groups`, scripts/test): every test file is one xdist
 group (its module fixtures built once on one worker), but the long files whose tests build their own worlds (no
 module fixture worth keeping, or only a wheel cache a chunk warms again) are cut into a few contiguous chunks, so one
 file is no longer the run's long pole. The groups go out longest first (ci/test-durations.json, from a CI run's
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 DURATIONS = Path(__file__).resolve().parents[2] / "ci" / "test-durations.json"
 # file -> chunks. Only files without a costly module-scoped fixture: each chunk builds the module's fixtures again.
@@ -24,6 +25,34 @@ SPLIT: dict[str, int] = {
 # A file CI has not timed yet goes out among the first (it may be a long one), but a unit one (no git, no build) near
 # the end.
 UNKNOWN_SECONDS = {"tests/unit/": 5.0, "": 600.0}
+
+
+def test_file(nodeid: str) -> str:
+    """A test id's file: tests/git/test_x.py::test_y[z] -> tests/git/test_x.py"""
+    return nodeid.split("::")[0]
+
+
+def scheduler(config: Any, log: Any) -> Any:
+    """xdist's scope scheduling with these groups as the scopes (xdist's own `loadgroup` marks do not reach the test
+    ids under pytest 9: it sets a field pytest no longer reads). The queue keeps the collection's order, longest
+    first as the workers collected it. xdist is imported here only: scripts/ci_schedule.py runs without it."""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def __init__(self, config: Any, log: Any) -> None:
+            super().__init__(config, log)
+            self.group_of: dict[str, str] = {}
+
+        def schedule(self) -> None:
+            if self.collection is None and self.collection_is_completed and self.registered_collections:
+                ids = list(next(iter(self.registered_collections.values())))
+                self.group_of = dict(zip(ids, groups([test_file(i) for i in ids]), strict=True))
+            super().schedule()
+
+        def _split_scope(self, nodeid: str) -> str:
+            return self.group_of.get(nodeid) or test_file(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def groups(files: Sequence[str]) -> list[str]:
