@@ -9,10 +9,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support import ci_groups
 from tests.support.gitrepos import Project, build_template, make_project
 from tests.support.rebase_repos import RebaseProject, copy_rebase_project, make_rebase_project
 
@@ -27,12 +29,32 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 TIERS = ("unit", "git", "docker", "sycl")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test carries its tier's marker (its folder under tests/)."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--ci-groups", action="store_true",
+                     help="CI's schedule (scripts/test): on xdist's workers by group, long files cut in chunks, the "
+                          "longest first (tests/support/ci_groups.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test carries its tier's marker (its folder under tests/). With --ci-groups (scripts/test) the files are
+    collected longest first (ci/test-durations.json), which is the order xdist hands their groups out in."""
     for item in items:
         folder = item.path.relative_to(HERE).parts[0] if item.path.is_relative_to(HERE) else ""
         if folder in TIERS:
             item.add_marker(getattr(pytest.mark, folder))
+    if config.getoption("ci_groups"):
+        files = [ci_groups.test_file(item.nodeid) for item in items]
+        rank = {g: n for n, g in enumerate(ci_groups.longest_first(ci_groups.groups(files),
+                                                                    ci_groups.load_durations()))}
+        first = {f: min(rank[g] for g in rank if g.split("#")[0] == f) for f in set(files)}
+        order = sorted(range(len(items)), key=lambda n: (first[files[n]], n))
+        items[:] = [items[n] for n in order]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With --ci-groups, xdist hands out tests/support/ci_groups.py's groups (whole files, chunks of the long ones)."""
+    return ci_groups.scheduler(config, log) if config.getoption("ci_groups") else None
 
 
 def _run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -123,6 +145,15 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
     if request.node.get_closest_marker("registry") is None:
         monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
+
+
+@pytest.fixture(scope="session")
+def nightly_wheel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One `--cache-dir` for the local-backend nights of tests/git/test_nightly_scroll.py and test_nightly_matrix.py,
+    per worker for the whole run: the example's upstream histories have the same SHAs in every test, so a wheel
+    built once is not built again by the next test, the next chunk of a split file (tests/support/ci_groups.py) or
+    the other file. Each test works from a cold cache too (a `-k` run of one test)."""
+    return tmp_path_factory.mktemp("nightly-wheel-cache")
 
 
 @pytest.fixture(scope="session")

@@ -112,6 +112,19 @@ def prefetch_side(repo: Mirror, base: str, series: Series) -> None:
     pool.shutdown(wait=False)
 
 
+def known_side(repo: Mirror, base: str, series: Series, commits: Sequence[str]) -> None:
+    """What `side_from_files(repo, base, series, ...)` would make, known already: `commits` on `base` hold exactly
+    the patch files, one each, as `git am` takes them (Settled.stack_hash, which the rebase's fast path picks
+    from), so no `git am` of the files is run again."""
+    from concurrent.futures import Future
+
+    while len(_AHEAD) >= _AHEAD_MAX:
+        del _AHEAD[next(iter(_AHEAD))]
+    known: Future[list[str]] = Future()
+    known.set_result([base, *commits])
+    _AHEAD[(repo.common_dir, base, _files(series))] = known
+
+
 def side_from_files(repo: Mirror, base: str, series: Series, where: str) -> Side:
     """The stack's commits made from its patch files on `base` (`where` names the version in an error)."""
     from kpatch.gitx.rangediff import NotApplied, commits_from_patches

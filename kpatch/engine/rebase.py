@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
-from kpatch.engine.diff import StackDiff, forge_url, prefetch_side, rebase_diff
+from kpatch.engine.diff import StackDiff, forge_url, known_side, prefetch_side, rebase_diff
 from kpatch.engine.evidence import UpstreamCommit, for_stack
 from kpatch.engine.plan import (
     Item,
@@ -247,10 +247,12 @@ def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) ->
             patch.reset()
             patch.phase = Phase.IN_FLIGHT
         ws.write_state(run)  # what --continue sees if this run is killed from here on
-        if stack.old_base is not None and patches:  # the review's old side is made while git picks the stack
+        commits = fastpath.originals(tree, stack, series[upstream.name], run.settled.get(upstream.name))
+        if stack.old_base is not None and patches and commits:  # the picked commits hold the files: the old side
+            known_side(mirror, stack.old_base, series[upstream.name], commits)
+        elif stack.old_base is not None and patches:  # the review's old side is made while git picks the stack
             prefetch_side(mirror, stack.old_base, series[upstream.name])
         with _worktree_beside(ws, mirror, upstream.name, stack.base):
-            commits = fastpath.originals(tree, stack, series[upstream.name], run.settled.get(upstream.name))
             if commits:  # one process picks the stack; git am takes over at the first patch the picks cannot class
                 with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
                     todo = fastpath.run(mirror, tree, stack, patches, commits, report)

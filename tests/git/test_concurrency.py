@@ -198,11 +198,15 @@ def test_wait_waits_for_the_projects_lock_then_does_its_work(project: Project, t
     holder = start(project, "apply")
     gate.wait_reached([holder])
     waiter = start(project, "apply", "--wait")
-    time.sleep(3)
-    assert waiter.poll() is None, waiter.stderr.read() if waiter.stderr else ""  # waiting, not refused
+    assert waiter.stderr is not None
+    first = ""  # what it says until it says it waits (or ends): read as it comes, no fixed sleep
+    while "waiting for another kpatch" not in first and (line := waiter.stderr.readline()):
+        first += line
+    assert waiter.poll() is None, first  # waiting, not refused
     code, err = finish(holder, gate)
     assert code == 0, err
-    _, said = waiter.communicate(timeout=300)
+    _, rest = waiter.communicate(timeout=300)
+    said = first + rest
     assert waiter.returncode == 0, said
     assert f"waiting for another kpatch to finish (pid {holder.pid}: kpatch apply" in said
     assert "another kpatch is writing here" not in said

@@ -26,9 +26,9 @@ from tests.support.nightly_world import World, make_world
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("matrix-cache")
+@pytest.fixture
+def cache(nightly_wheel_cache: Path) -> Path:
+    return nightly_wheel_cache
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Scrolling: a night whose upstream heads are red searches the day's range for the last green commit, proposes
 it, and names the commit that broke the tests. Local-backend nights on the example upstreams (no Docker), real git,
-a real push to a local bare origin, the fake GitHub. The wheel cache is shared by the tests of this module: the
-example's upstream histories have the same SHAs in every test, so only the app's moved commits are built."""
+a real push to a local bare origin, the fake GitHub. The wheel cache (conftest's nightly_wheel_cache) is shared by
+this module's tests, test_nightly_matrix.py's and every chunk of both on a worker: the example's upstream histories
+have the same SHAs in every test, so only the app's moved commits are built."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ BREAK = "def test_the_sampler_keeps_the_top_token():\n    assert sorted([3, 1, 2
 BREAK_SUBJECT = "Tighten the sampler"
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("scroll-cache")
+@pytest.fixture
+def cache(nightly_wheel_cache: Path) -> Path:
+    return nightly_wheel_cache
 
 
 @pytest.fixture

@@ -407,3 +407,30 @@ def test_only_a_git_apply_that_just_checks_starts_without_the_parent_death_hook(
                    "p.patch"]) is None
     assert _guard(["git", "-c", "rerere.enabled=false", "apply", "--cached", "--3way", "--", "p.patch"]) is not None
     assert _guard(["git", "apply", "--cached", "--", "--check"]) is not None
+
+
+def test_a_picked_stacks_review_takes_its_old_side_from_the_picked_commits_not_a_second_git_am(
+        tmp_path: Path) -> None:
+    """The commits the fast path picks hold exactly the patch files (Settled.stack_hash), so the review's old side
+    is those commits: no `git am` of the files runs again (on 150 real patches it was most of a rebase's cost).
+    The review is the one git am's old side gives, pairing, classes and range-diff text alike, with the old
+    commits' SHAs those of the picked commits."""
+    fast, am = twins(tmp_path, conflict=False)
+    applied = fast.settled_head()
+    code, payload = fast.run("rebase")
+    assert code == 0, payload
+    am_code, am_payload = am.run("rebase")
+    assert am_code == 0, am_payload
+    logs = (fast.root.parent / "cache" / "logs").glob("kpatch-*-rebase.log")
+    ran = max(logs, key=lambda p: p.stat().st_mtime_ns).read_text()
+    assert " am -3 " not in ran and "picked" in ran  # neither the picks' hand-over nor the old side ran git am
+    review, am_review = (p["stacks"][0]["review"] for p in (payload, am_payload))
+    base = review["old_base"]
+    olds = git(fast.root / "work" / "up", "rev-list", "--reverse", f"{base}..{applied}").split()
+    assert review["old_range"] == f"{base}..{applied}"
+    assert [p["old_commit"] for p in review["patches"]] == olds
+    renamed = json.dumps(am_review)
+    for mine, theirs in zip(olds, [p["old_commit"] for p in am_review["patches"]], strict=True):
+        renamed = renamed.replace(theirs, mine).replace(theirs[:7], mine[:7])
+    renamed = renamed.replace(am_review["old_range"].split("..")[0], base)
+    assert json.loads(renamed) == review
