@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from kpatch.verify.contract.reach import dtypes, flow, nones
+from kpatch.verify.contract.reach import configs, dtypes, flow, nones
 from kpatch.verify.contract.reach.index import Index
 from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
@@ -39,6 +39,7 @@ class Values(Index):
         self._because: dict[int, str] = {}  # id(expression) -> why it has its value, when that takes a line
         self._cache_dtypes: dtypes.CacheDtypes | None = None
         self._cache_dtypes_read = False
+        self._config_defaults = configs.Defaults(self)
 
     # ---- guards ---------------------------------------------------------------------------------------------
 
@@ -85,7 +86,8 @@ class Values(Index):
                             continue
                         value = self.value(mod, sibling.test, depth)
                         if value is True and terminates(sibling.body):
-                            return f"{mod.where(sibling)}: returns first if `{text(sibling.test)}`, true on XPU"
+                            return f"{mod.where(sibling)}: returns first if `{text(sibling.test)}`, true on XPU" \
+                                   + self._because_of(sibling.test)
                         if value is False and sibling.orelse and terminates(sibling.orelse):
                             return f"{mod.where(sibling)}: returns first unless `{text(sibling.test)}`, " \
                                    "false on XPU"
@@ -152,6 +154,10 @@ class Values(Index):
         cache = self.cache_dtype_test(expr)
         if cache is not None:
             return cache
+        opted = configs.opt_in_test(self, self._config_defaults, mod, expr, depth)
+        if opted is not None:
+            self._because[id(expr)] = opted[1]
+            return opted[0]
         if isinstance(op, (ast.Eq, ast.NotEq)):
             for a, b in ((left, right), (right, left)):
                 if isinstance(b, ast.Constant) and b.value in _DEVICE_NAMES and self._is_device_name(a):
@@ -315,6 +321,7 @@ class Values(Index):
     def _name_flag(self, mod: Module, name: ast.Name, depth: int) -> Value:
         values = self._assigned(mod, name, depth + 1)
         results = {self.value(m, v, depth + 1) for m, v in values}
+        self._carry_because(name, values)
         return results.pop() if len(results) == 1 else None
 
     def _attribute_flag(self, mod: Module, expr: ast.Attribute, depth: int) -> Value:
@@ -323,7 +330,14 @@ class Values(Index):
         if values is None:
             return None
         results = {self.value(m, v, depth + 1) for m, v in values}
+        self._carry_because(expr, values)
         return results.pop() if len(results) == 1 else None
+
+    def _carry_because(self, expr: ast.expr, values: list[tuple[Module, ast.expr]]) -> None:
+        """A flag's value keeps the line that explains the value it was assigned (an opt-in config test)."""
+        found = next((self._because[id(n)] for _, v in values for n in ast.walk(v) if id(n) in self._because), "")
+        if found:
+            self._because.setdefault(id(expr), found)
 
     def _attribute_values(self, mod: Module, expr: ast.Attribute) -> list[tuple[Module, ast.expr]] | None:
         """The values the class around expr assigns to `self.<attr>` (or its class attribute, or registers as a
