@@ -206,6 +206,9 @@ def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
         for folder in (scratch, ws.worktree_beside(stack.name)):
             if folder.exists():
                 mirror.remove_worktree(folder)
+        path = ws.worktree(stack.name)
+        if not path.exists() and mirror.half_made(path):  # killed as the finish moved it in: a record, no folder
+            mirror.remove_worktree(path)
         _move_back(ws, ui, run, stack)
     shutil.rmtree(ws.scratch_dir, ignore_errors=True)
     shutil.rmtree(ws.rerere_dir, ignore_errors=True)
