@@ -222,8 +222,8 @@ def _pulls(board: Dashboard, suffix: str) -> list[str]:
     out = ["<h2>Upstream PRs</h2>"]
     if not board.pulls:
         return [*out, "<p>No patch names an Upstream-PR.</p>"]
-    out.append(f'<table id="pulls{suffix}"><thead><tr><th>PR</th><th>state</th><th>patch</th><th>as of</th></tr></thead>'
-               "<tbody>")
+    out.append(f'<table id="pulls{suffix}"><thead><tr><th>PR</th><th>state</th><th>patch</th><th>as of</th></tr>'
+               "</thead><tbody>")
     out += [f"<tr><td>{e(p.pr)}</td><td>{e(p.state or 'not known')}</td><td>{e(p.upstream)}/<code>{e(p.patch)}"
             f"</code></td><td>{e(p.date)}</td></tr>" for p in board.pulls]
     out.append("</tbody></table>")

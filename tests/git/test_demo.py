@@ -27,7 +27,7 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     assert first.startswith("backend: local (local backend, because no Docker engine at " + NO_ENGINE)
     assert "start one" in first  # and says how
     steps = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("== ")]
-    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test", "release"]
+    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test", "release", "release"]
     project = folder / "project"
     # the rebase dropped the merged kernels patch and took the recorded resolution for the app's conflict
     assert "# dropped 0001-Add-the-kimi-op.patch: upstream" in (project / "patches/kernels/series").read_text()
@@ -42,6 +42,21 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     (notes,) = (project / "site" / "stable" / "releases").glob("*/NOTES.md")
     assert "kpatch test kernels: 6 passed, 0 failed" in notes.read_text()
     assert (project / "reports" / "nightly" / "history.jsonl").is_file()  # its rebase began the carry history
+    # the release line: release/0.9 cut from an older commit, main's new fix backported onto it and applied there
+    kernels = folder / "upstreams" / "kernels"
+    cut = git(kernels, "rev-parse", "release/0.9")
+    git(kernels, "merge-base", "--is-ancestor", cut, "main")  # an older commit of main (raises if not)
+    assert cut != git(kernels, "rev-parse", "main") and cut == git(kernels, "rev-parse", "v0.9^{commit}")
+    assert '[line."0.9".kernels]' in (project / "kpatch.toml").read_text()
+    fix = "0003-Guard-the-layernorm-kernel.patch"
+    assert fix in (project / "patches" / "kernels" / "series").read_text()  # kpatch export wrote main's fix
+    backported = (project / "patches" / "0.9" / "kernels" / "0001-Guard-the-layernorm-kernel.patch").read_text()
+    assert f"Backport-Of: main:{fix}" in backported and "Upstream-PR: vllm-project/vllm-xpu-kernels#601" in backported
+    assert git(project / "work-0.9" / "kernels", "log", "--format=%s", "-1") == "Guard the layernorm kernel"
+    assert git(project / "work-0.9" / "kernels", "rev-parse", "HEAD~1") == cut
+    step = result.stdout[result.stdout.index("== release line"):result.stdout.index("\nsummary")]
+    assert "$ kpatch backport kernels/" + fix + " --to 0.9" in step and "$ kpatch status --lines" in step
+    assert re.search(rf"{fix}\s+on the line\s+backported \(0001-Guard-the-layernorm-kernel.patch\)", step), step
     assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
 
 
@@ -57,7 +72,7 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     assert envelope["ok"] and envelope["command"] == "demo" and envelope["error"] is None
     assert report["backend"]["backend"] == "local" and not report["kept"]
     assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "rebase", "build-wheels",
-                                                    "verify", "test", "release"]
+                                                    "verify", "test", "release", "release line"]
     classes = {p["name"]: p["class"] for s in report["rebase"]["stacks"] for p in s["patches"]}
     assert classes == {"0001-Add-the-kimi-op.patch": "upstream", "0002-Test-the-kimi-op.patch": "clean",
                        "0001-Route-k3-to-the-XPU-path.patch": "clean",
@@ -65,6 +80,9 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     assert [s["outcome"] for s in report["test"]["suites"]] == ["passed", "passed"]
     assert Path(report["lock"]).name == "pylock.toml" and len(report["wheels"]) == 2
     assert report["release"]["channel"] == "stable" and report["release"]["package"] == "app"
+    assert [(p["patch"], p["outcome"]) for p in report["line"]["backport"]["patches"]] == [
+        ("0003-Guard-the-layernorm-kernel.patch", "backported")]
+    assert report["line"]["matrix"]["lines"] == ["main", "0.9"]
     assert list(temp.iterdir()) == []  # the demo's folder is gone, wheels and lock with it
 
 
