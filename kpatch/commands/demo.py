@@ -201,7 +201,7 @@ def show_step(ui: UI, step: Step, result: object) -> None:
 
 
 def show_release_line(ui: UI, result: ReleaseLine) -> None:
-    """The release-line step as a person would type it: the cut, the tables, the fix on main, then apply, backport
+    """The release-line step as a person would type it: the cut, the tables, the line's stacks, then apply, backport
     and status --lines with what each prints."""
     from kpatch.commands.backport import show as show_backport
     from kpatch.commands.status import show_matrix
@@ -211,10 +211,11 @@ def show_release_line(ui: UI, result: ReleaseLine) -> None:
                  "main")
     ui.plain(f"  kpatch.toml: [line.\"{result.line}\".kernels] and [line.\"{result.line}\".app], branch "
              f"{result.branch}, base v0.9")
-    ui.plain(f"  a fix on main: committed in work/kernels, then kpatch export wrote patches/{result.fix}")
+    ui.plain(f"  the line's stacks, what the release carries (the kimi op upstream merged on main after the cut): "
+             f"{', '.join(result.carried)} in patches/{result.line}/")
     ui.plain(f"  $ kpatch apply --line {result.line}")
     show_apply(ui, result.applied)
-    ui.plain(f"  $ kpatch backport {result.fix} --to {result.line}")
+    ui.plain(f"  $ kpatch backport {result.picked} --to {result.line}")
     show_backport(ui, result.backport)
     ui.plain(f"  $ kpatch apply --line {result.line}")
     show_apply(ui, result.reapplied)

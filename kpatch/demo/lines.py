@@ -1,7 +1,14 @@
 """The demo's release-line step: a release branch cut from an older commit of each example upstream, a line for it
-in kpatch.toml, that line applied, a fix made on main (committed in its worktree, exported) backported onto it
-with `kpatch backport`, the line applied again (its worktree now carries the fix), and which patch is on which line
-(`kpatch status --lines`). Git only: nothing is built."""
+in kpatch.toml whose stacks are what that release carries, the line applied, a patch of main backported onto it
+with `kpatch backport`, the line applied again (its worktree now carries it), and which patch is on which line
+(`kpatch status --lines`). Git only: nothing is built, and main's stacks, worktrees and wheels stay as they were
+(docs/workflow.md goes on from them).
+
+The story: the release branch predates the kimi op, which upstream merged on main after the cut (the demo's
+upstream move, after which main's rebase dropped the op's patch as upstream), so the line carries the op's patch
+(with `Lines: 0.9`: main needs it no more) and the app's patch that requires it; main's test of the op is then
+backported onto the line.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +17,14 @@ from pathlib import Path
 
 from kpatch import config
 from kpatch.engine.apply import ApplyResult, apply
-from kpatch.engine.export import Change, export
-from kpatch.errors import SeriesError
-from kpatch.examples.lines import BRANCH, CUT, FIXES, LINE, cut_release, line_tables
-from kpatch.examples.upstreams import PATCH_AUTHOR, ExampleProject, commit
+from kpatch.examples.lines import BRANCH, CUT, LINE, cut_release, line_tables
+from kpatch.examples.upstreams import APP_CHANGES, KERNEL_CHANGES, ExampleProject, write_stack
 from kpatch.gitx import run
 from kpatch.lines.backport import BackportResult, backport
 from kpatch.lines.matrix import LineMatrix, line_matrix
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
+from kpatch.stack import load_series
 
 TAG = "v0.9"
 
@@ -31,13 +37,14 @@ class Cut:
 
 @dataclass(frozen=True)
 class ReleaseLine:
-    """What the step did: the release branches it cut, main's new fix, the line applied, the backport, the
-    matrix."""
+    """What the step did: the release branches it cut, the line's stacks, the line applied, the backport, the
+    line applied again, the matrix."""
 
     line: str
     branch: str
     cuts: tuple[Cut, ...]
-    fix: str  # main's new patch, UPSTREAM/FILE.patch
+    carried: tuple[str, ...]  # the patches the line starts with, UPSTREAM/FILE.patch
+    picked: str  # main's patch it backports, UPSTREAM/FILE.patch
     applied: ApplyResult  # the line on its release branches, before the backport
     backport: BackportResult
     reapplied: ApplyResult  # after it, as the backport says to
@@ -45,35 +52,30 @@ class ReleaseLine:
 
 
 def release_line(example: ExampleProject, ui: UI, cache_dir: Path) -> tuple[ReleaseLine, bool, str]:
-    """Cut, declare, apply, fix on main, backport, show the matrix; ok when the apply and the backport went in."""
+    """Cut, declare, apply, backport, apply again, show the matrix; ok when every apply and the backport went in."""
     cuts = []
     for name, repo in (("kernels", example.kernels), ("app", example.app)):
         cuts.append(Cut(name, cut_release(repo)))
         run(["tag", TAG, BRANCH], repo)
+    patches = example.root / "patches"
+    (files, message), = KERNEL_CHANGES[:1]  # the op, for this line only: main has it upstream
+    op = [(files, f"{message}Lines: {LINE}\n")]
+    carried = tuple(f"kernels/{n}" for n in write_stack(example.kernels, example.kernels_base,
+                                                        patches / LINE / "kernels", op)) + \
+        tuple(f"app/{n}" for n in write_stack(example.app, example.app_base, patches / LINE / "app", APP_CHANGES[:1]))
     toml = example.root / config.CONFIG_NAME
     with toml.open("a", encoding="utf-8") as handle:  # kpatch.toml's documented form (docs/config.md)
         handle.write(line_tables())
-    stack = config.load(toml)
-    fix = _fix_on_main(Workspace.create(stack, cache_dir, None), ui)
-    ws = Workspace.create(stack.on_line(LINE), cache_dir, None)
+    picked = f"kernels/{load_series('kernels', patches / 'kernels').names()[0]}"  # main's test of the op
+    ws = Workspace.create(config.load(toml).on_line(LINE), cache_dir, None)
     applied = apply(ws, ui, {}, discard=False)
-    done = backport(ws, ui, config.load(toml), (fix,))
+    done = backport(ws, ui, config.load(toml), (picked,))
     reapplied = apply(Workspace.create(config.load(toml).on_line(LINE), cache_dir, None), ui, {}, discard=False)
     matrix = line_matrix(config.load(toml))
-    result = ReleaseLine(line=LINE, branch=BRANCH, cuts=tuple(cuts), fix=fix, applied=applied, backport=done,
-                         reapplied=reapplied, matrix=matrix)
+    result = ReleaseLine(line=LINE, branch=BRANCH, cuts=tuple(cuts), carried=carried, picked=picked, applied=applied,
+                         backport=done, reapplied=reapplied, matrix=matrix)
     ok = applied.conflict is None and done.conflict is None and done.committed and reapplied.conflict is None
-    outcome = done.patches[0].outcome.value if done.patches else "nothing"
-    return result, ok, (f"{BRANCH} cut at commit {CUT} of each upstream; line {LINE} applied in {ws.workdir.name}; "
-                        f"main's new fix {fix} {outcome}; {matrix.missing} patch(es) missing from a line")
-
-
-def _fix_on_main(ws: Workspace, ui: UI) -> str:
-    """A fix a person makes on main: a commit in its kernels worktree, written to patches/ by `kpatch export`."""
-    files, message = FIXES[0]
-    commit(ws.workdir / "kernels", files, message, 3000, PATCH_AUTHOR)
-    exported = export(ws, ui, ["kernels"], check=False)
-    written = [c.path for c in exported.files if c.change is Change.ADDED and c.path.suffix == ".patch"]
-    if len(written) != 1:
-        raise SeriesError(f"kpatch export wrote {len(written)} new patch file(s) for the demo's fix, not one")
-    return f"kernels/{written[0].name}"
+    outcome = done.patches[0].outcome.value if done.patches else "not backported"
+    return result, ok, (f"{BRANCH} cut at commit {CUT} of each upstream; line {LINE} carries the release's "
+                        f"{len(carried)} patches and applies in {ws.workdir.name}; main's {picked} {outcome} onto it; "
+                        f"{matrix.missing} patch(es) missing from a line")

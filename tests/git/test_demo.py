@@ -42,21 +42,29 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     (notes,) = (project / "site" / "stable" / "releases").glob("*/NOTES.md")
     assert "kpatch test kernels: 6 passed, 0 failed" in notes.read_text()
     assert (project / "reports" / "nightly" / "history.jsonl").is_file()  # its rebase began the carry history
-    # the release line: release/0.9 cut from an older commit, main's new fix backported onto it and applied there
+    # the release line: release/0.9 cut from an older commit, carrying the kimi op (main has it upstream), main's test
+    # of the op backported onto it and applied there; main's stacks and worktrees as the rebase left them
     kernels = folder / "upstreams" / "kernels"
     cut = git(kernels, "rev-parse", "release/0.9")
     git(kernels, "merge-base", "--is-ancestor", cut, "main")  # an older commit of main (raises if not)
     assert cut != git(kernels, "rev-parse", "main") and cut == git(kernels, "rev-parse", "v0.9^{commit}")
     assert '[line."0.9".kernels]' in (project / "kpatch.toml").read_text()
-    fix = "0003-Guard-the-layernorm-kernel.patch"
-    assert fix in (project / "patches" / "kernels" / "series").read_text()  # kpatch export wrote main's fix
-    backported = (project / "patches" / "0.9" / "kernels" / "0001-Guard-the-layernorm-kernel.patch").read_text()
-    assert f"Backport-Of: main:{fix}" in backported and "Upstream-PR: vllm-project/vllm-xpu-kernels#601" in backported
-    assert git(project / "work-0.9" / "kernels", "log", "--format=%s", "-1") == "Guard the layernorm kernel"
-    assert git(project / "work-0.9" / "kernels", "rev-parse", "HEAD~1") == cut
+    test = "0002-Test-the-kimi-op.patch"
+    assert [n for n in (project / "patches/kernels/series").read_text().splitlines() if not n.startswith("#")] == [
+        test]
+    assert git(project / "work" / "kernels", "log", "--format=%s", "-1") == "Test the kimi op"
+    line = project / "patches" / "0.9" / "kernels"
+    assert [n for n in (line / "series").read_text().splitlines() if not n.startswith("#")] == [
+        "0001-Add-the-kimi-op.patch", test]
+    assert f"Backport-Of: main:{test}" in (line / test).read_text()
+    assert "Lines: 0.9" in (line / "0001-Add-the-kimi-op.patch").read_text()
+    assert git(project / "work-0.9" / "kernels", "log", "--format=%s", "-2").splitlines() == [
+        "Test the kimi op", "Add the kimi op"]
+    assert git(project / "work-0.9" / "kernels", "rev-parse", "HEAD~2") == cut
     step = result.stdout[result.stdout.index("== release line"):result.stdout.index("\nsummary")]
-    assert "$ kpatch backport kernels/" + fix + " --to 0.9" in step and "$ kpatch status --lines" in step
-    assert re.search(rf"{fix}\s+on the line\s+backported \(0001-Guard-the-layernorm-kernel.patch\)", step), step
+    assert f"$ kpatch backport kernels/{test} --to 0.9" in step and "$ kpatch status --lines" in step
+    assert re.search(rf"\n  {test}\s+on the line\s+backported\n", step), step
+    assert re.search(r"\n  0.9:0001-Add-the-kimi-op.patch\s+not applicable\s+on the line\n", step), step
     assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
 
 
@@ -81,7 +89,7 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     assert Path(report["lock"]).name == "pylock.toml" and len(report["wheels"]) == 2
     assert report["release"]["channel"] == "stable" and report["release"]["package"] == "app"
     assert [(p["patch"], p["outcome"]) for p in report["line"]["backport"]["patches"]] == [
-        ("0003-Guard-the-layernorm-kernel.patch", "backported")]
+        ("0002-Test-the-kimi-op.patch", "backported")]
     assert report["line"]["matrix"]["lines"] == ["main", "0.9"]
     assert list(temp.iterdir()) == []  # the demo's folder is gone, wheels and lock with it
 
