@@ -190,3 +190,20 @@ def test_a_line_whose_history_is_mains_file_is_not_shown_twice(tmp_path: Path) -
     assert code == 0, output
     result = checked(output, "report")["result"]
     assert result["lines"] == ["main"] and result["board"]["history"] == str(root / "carry.jsonl")
+
+
+def test_a_project_whose_only_history_is_a_release_lines_reports_that_line(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    (root / "reports" / "nightly" / "history.jsonl").unlink()  # main never ran a night nor a rebase
+    code, output = _kpatch(root, "report", "--json")
+    assert code == 0, output
+    result = checked(output, "report")["result"]
+    assert (result["line"], result["lines"], result["others"]) == ("0.9", ["0.9"], [])
+    assert result["board"]["history"] == str(root / "reports-0.9" / "nightly" / "history.jsonl")
+
+
+def test_a_project_with_lines_and_no_history_at_all_names_mains_missing_history(tmp_path: Path) -> None:
+    (tmp_path / "kpatch.toml").write_text(TOML)
+    code, output = _kpatch(tmp_path, "report", "--html", str(tmp_path / "site"))
+    assert code == 2 and output.startswith(f"error: no carry history at {tmp_path / 'reports' / 'nightly'}"), output
+    assert not (tmp_path / "site").exists()
