@@ -40,9 +40,10 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums } code { 
 .chart text { font-size: 11px; fill: #444; stroke: none }
 table.stack td:nth-child(3) { min-width: 10em }
 table.stack { font-size: 13px } input.filter { padding: .3em; width: 22em; margin-bottom: .5em }
-#lines { margin: .8em 0 } #lines a { margin-right: .8em; padding: .2em .6em; border: 1px solid #ccc;
-  border-radius: 4px; text-decoration: none } #lines a[aria-current=true] { background: #1f77b4; color: #fff }
-section.line { border-top: 2px solid #ddd; margin-top: 1em }
+#lines { margin: .8em 0; padding: .5em 0; position: sticky; top: 0; background: #fff; z-index: 1 }
+#lines a { margin-right: .8em; padding: .2em .6em; border: 1px solid #ccc; border-radius: 4px; text-decoration: none }
+#lines a[aria-current=true] { background: #1f77b4; color: #fff }
+section.line { border-top: 2px solid #ddd; margin-top: 1em; scroll-margin-top: 3.5em }
 """
 
 _SCRIPT = """
