@@ -13,6 +13,7 @@ from kpatch.errors import UsageError
 from kpatch.output.ui import UI, columns, escape, to_jsonable
 
 if TYPE_CHECKING:
+    from kpatch.demo.lines import ReleaseLine
     from kpatch.demo.pipeline import DemoResult, Step
 
 
@@ -151,6 +152,7 @@ def show_step(ui: UI, step: Step, result: object) -> None:
     from kpatch.adopt.init import InitResult
     from kpatch.dashboard.night import Report
     from kpatch.demo.adoption import FORK_BRANCH, Carried
+    from kpatch.demo.lines import ReleaseLine
     from kpatch.engine.apply import ApplyResult
     from kpatch.engine.rebase import RebaseResult
     from kpatch.examples.moves import UpstreamMove
@@ -176,6 +178,8 @@ def show_step(ui: UI, step: Step, result: object) -> None:
         show_verify(ui, result)
     elif isinstance(result, TestRun):
         show_test(ui, result)
+    elif isinstance(result, ReleaseLine):
+        show_release_line(ui, result)
     elif isinstance(result, Carried):
         ui.plain(f"  the fork:         {result.fork} (branch {FORK_BRANCH})")
         ui.plain(f"  the quilt folder: {result.quilt}")
@@ -194,6 +198,29 @@ def show_step(ui: UI, step: Step, result: object) -> None:
         if culprit is not None:
             ui.plain(f"  culprit: {culprit.commit[:12]} \"{escape(culprit.subject)}\" by {escape(culprit.author)}: "
                      + escape("; ".join(culprit.failing) or culprit.message))
+
+
+def show_release_line(ui: UI, result: ReleaseLine) -> None:
+    """The release-line step as a person would type it: the cut, the tables, the line's stacks, then apply, backport
+    and status --lines with what each prints."""
+    from kpatch.commands.backport import show as show_backport
+    from kpatch.commands.status import show_matrix
+
+    for cut in result.cuts:
+        ui.plain(f"  {cut.upstream}: branch {result.branch} and tag v0.9 at {cut.commit[:12]}, an older commit of "
+                 "main")
+    ui.plain(f"  kpatch.toml: [line.\"{result.line}\".kernels] and [line.\"{result.line}\".app], branch "
+             f"{result.branch}, base v0.9")
+    ui.plain(f"  the line's stacks, what the release carries (the kimi op upstream merged on main after the cut): "
+             f"{', '.join(result.carried)} in patches/{result.line}/")
+    ui.plain(f"  $ kpatch apply --line {result.line}")
+    show_apply(ui, result.applied)
+    ui.plain(f"  $ kpatch backport {result.picked} --to {result.line}")
+    show_backport(ui, result.backport)
+    ui.plain(f"  $ kpatch apply --line {result.line}")
+    show_apply(ui, result.reapplied)
+    ui.plain("  $ kpatch status --lines")
+    show_matrix(ui, result.matrix)
 
 
 def show(ui: UI, result: DemoResult) -> None:

@@ -23,29 +23,67 @@ if TYPE_CHECKING:
               "reports/nightly/history.jsonl next to kpatch.toml; reports-LINE/ with --line).")
 def command(ctx: Context, html: Path | None, history_file: Path | None) -> int:
     """The carry dashboard: each patch's class, conflicts, size and age over the nights, how far behind each
-    upstream the pins were, the last nightly's stages and tests, the Upstream-PRs."""
+    upstream the pins were, the last nightly's stages and tests, the Upstream-PRs. On a project with release
+    lines: every line that has a carry history, one page with a selector between them (--line: that line alone)."""
     from kpatch.dashboard import record
     from kpatch.dashboard.report import report
 
     title = "kpatch carry dashboard"
+    line = ctx.options.line
+    others: list[tuple[str, Path]] = []
     if history_file is None:
         ws = ctx.workspace()
         stack = ws.stack
         history_file = record.location(stack, ws.nightly_dir)
         title += f": {stack.github or stack.root.name}"
-    done = report(history_file, html, title)
+        chosen = click.get_current_context().get_parameter_source("line") is click.core.ParameterSource.COMMANDLINE
+        if not chosen:
+            line, history_file, others = _lines_with_history(ctx, history_file)
+        elif line != "main":
+            title += f" (line {line})"
+    done = report(history_file, html, title, line=line, others=others)
     if ctx.ui.json_mode:
         ctx.ui.result(done)
     elif done.page is not None:
-        ctx.ui.note(f"{done.board.nights} night(s), {len(done.board.patches)} patch(es) from {history_file}")
+        held = [(done.line, done.board), *((b.line, b.board) for b in done.others)]
+        for name, board in held:
+            where = f"line {name}: " if len(held) > 1 else ""
+            ctx.ui.note(f"{where}{board.nights} night(s), {len(board.patches)} patch(es) from {board.history}")
         ctx.ui.plain(str(done.page))
     else:
-        show_board(ctx.ui, done.board)
+        show_board(ctx.ui, done.board, done.line if done.others else None)
+        for other in done.others:
+            ctx.ui.plain("")
+            show_board(ctx.ui, other.board, other.line)
+        ctx.ui.plain("the page: kpatch report --html DIR; the numbers: kpatch report --json")
     return 0
 
 
-def show_board(ui: UI, board: Dashboard) -> None:
-    """A bare `kpatch report`: the dashboard's numbers on the terminal (the page: --html DIR)."""
+def _lines_with_history(ctx: Context, main_history: Path) -> tuple[str, Path, list[tuple[str, Path]]]:
+    """Every line of kpatch.toml whose carry history is there, in its order (main first): the first line and its
+    history, and the others'. A line whose history is another's file (one [dashboard] history for every line) is
+    that one's. No line has one: main's, which `report` then names as missing."""
+    from kpatch.dashboard import record
+    from kpatch.project.workspace import line_reports_dir
+
+    stack = ctx.stack()
+    found: list[tuple[str, Path]] = []
+    for name in stack.line_names:
+        path = main_history if name == stack.line else \
+            record.location(stack.on_line(name), line_reports_dir(stack.root, name) / "nightly")
+        if path.is_file() and all(path.resolve() != seen.resolve() for _, seen in found):
+            found.append((name, path))
+    if not found:
+        return stack.line, main_history, []
+    (first, path), *others = found
+    return first, path, others
+
+
+def show_board(ui: UI, board: Dashboard, line: str | None = None) -> None:
+    """A bare `kpatch report`: the dashboard's numbers on the terminal (the page: --html DIR); `line`: the release
+    line it is, when there are several."""
+    if line is not None:
+        ui.line(f"[bold]line {escape(line)}[/]")
     span = f", {board.first} to {board.last}" if board.first and board.first != board.last else \
         f", {board.last}" if board.last else ""
     ui.line(f"carry history {escape(board.history)}: {count(board.nights, 'night')}, "
@@ -61,6 +99,5 @@ def show_board(ui: UI, board: Dashboard) -> None:
               "-" if row.lines is None else str(row.lines), "-" if row.age_days is None else f"{row.age_days} d",
               ", ".join(f"{pr} ({row.pr_state})" if row.pr_state else pr for pr in row.prs) or "-"]
              for row in board.patches]
-    for line in columns(rows):
-        ui.plain(line)
-    ui.plain("the page: kpatch report --html DIR; the numbers: kpatch report --json")
+    for text in columns(rows):
+        ui.plain(text)

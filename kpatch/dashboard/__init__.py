@@ -2,7 +2,7 @@
 
     record.record_night(ui, stack, report, record.location(stack, report_dir))  # the nightly, once a night
     board = report.dashboard(history_file)                                      # the numbers (--json)
-    page.write(folder, board, title)                                            # index.html, self-contained
+    page.write(folder, [(line, board), ...], title)                             # index.html, self-contained
 
 Modules: `night` (the night's report as data: what the nightly writes, report.json), `cells` (upstream text as
 markdown cells), `history` (the JSON-lines file: records, version, compaction), `record` (a night's report as records),

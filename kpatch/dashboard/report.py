@@ -1,7 +1,9 @@
-"""`kpatch report`: the carry dashboard from the history, as numbers and, with --html, as a page."""
+"""`kpatch report`: the carry dashboard from the history, as numbers and, with --html, as a page; on a project with
+release lines, every line that has a history, one board each, on one page."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,17 +13,33 @@ from kpatch.errors import UsageError
 
 
 @dataclass(frozen=True)
-class Written:
+class LineBoard:
+    """A release line's board (the line's own carry history)."""
+
+    line: str
     board: Dashboard
+
+
+@dataclass(frozen=True)
+class Written:
+    board: Dashboard  # the first line's (main, or --line's)
     page: Path | None  # index.html, when --html was given
+    line: str = "main"  # the line `board` is
+    lines: tuple[str, ...] = ("main",)  # every line the result (and the page) holds, `line` first
+    others: tuple[LineBoard, ...] = ()  # the boards of the lines after the first, in kpatch.toml's order
 
 
-def report(source: Path, html: Path | None, title: str) -> Written:
-    """Read the history (it must exist: an empty page hides a wrong path), draw the page if asked."""
+def report(source: Path, html: Path | None, title: str, *, line: str = "main",
+           others: Sequence[tuple[str, Path]] = ()) -> Written:
+    """Read the history (it must exist: an empty page hides a wrong path), and the other lines' (`others`, each
+    there), draw the page if asked: one page, a selector between the lines when there are several."""
     if not source.is_file():
         raise UsageError(f"no carry history at {source} (each 'kpatch nightly' and 'kpatch rebase' appends to it; "
                          "another one: --history FILE)")
     if html is not None and html.exists() and not html.is_dir():
         raise UsageError(f"--html {html}: a file is there, not a folder")
     board = summarise(history.read(source), str(source))
-    return Written(board=board, page=page.write(html, board, title) if html is not None else None)
+    more = tuple(LineBoard(name, summarise(history.read(path), str(path))) for name, path in others)
+    boards = [LineBoard(line, board), *more]
+    drawn = page.write(html, [(b.line, b.board) for b in boards], title) if html is not None else None
+    return Written(board=board, page=drawn, line=line, lines=tuple(b.line for b in boards), others=more)

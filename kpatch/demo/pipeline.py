@@ -1,7 +1,8 @@
 """`kpatch demo`: the whole pipeline, offline, on example upstreams kpatch builds itself.
 
 apply -> the upstreams move (one patch merged upstream, one conflict with a recorded resolution) -> rebase ->
-build-wheels -> verify -> test -> the lock. Each step is the real command's code on real git repositories, the real
+build-wheels -> verify -> test -> the lock -> release -> a release line (a branch cut from an older commit, a fix
+on main backported onto it). Each step is the real command's code on real git repositories, the real
 Docker engine (or this host with the local backend); the demo stops at the first step that fails and says which.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from kpatch import config, forge
 from kpatch.dashboard.night import StageStatus
+from kpatch.demo.lines import ReleaseLine, release_line
 from kpatch.engine.apply import ApplyResult, apply
 from kpatch.engine.rebase import RebaseResult, rebase
 from kpatch.errors import ExitCode, KpatchError, UsageError
@@ -104,6 +106,7 @@ class DemoResult(StepsOutcome):
     lock: Path | None
     wheels: tuple[Path, ...]
     seconds: float
+    line: ReleaseLine | None = None  # the release line step's (the last)
 
     failed: ClassVar[int] = int(ExitCode.CONFLICT)  # a step that failed without an error of its own
 
@@ -165,7 +168,7 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
     with forge.offline("the demo runs offline"):
         for name, body in (("example", run.example), ("apply", run.apply), ("upstream moves", run.moves),
                            ("rebase", run.rebase), ("build-wheels", run.build), ("verify", run.verify),
-                           ("test", run.test), ("release", run.release)):
+                           ("test", run.test), ("release", run.release), ("release line", run.release_line)):
             if not run.step(name, body):
                 break
     build: BuildResult | None = run.results.get("build-wheels")
@@ -175,7 +178,7 @@ def run_demo(folder: Path, ui: UI, choice: BackendChoice, *, kept: bool, on_step
                       test=run.results.get("test"), release=run.results.get("release"),
                       lock=build.lock if build else None,
                       wheels=tuple(build.lock.parent / w.filename for w in build.wheels) if build else (),
-                      seconds=round(time.monotonic() - started, 2))
+                      seconds=round(time.monotonic() - started, 2), line=run.results.get("release line"))
 
 
 Outcome = tuple[Any, bool, str]  # a step's result, whether it passed, and its one-line summary
@@ -250,6 +253,10 @@ class _Run(Steps):
 
     def release(self) -> Outcome:
         return _release(self.ws, self.ui)
+
+    def release_line(self) -> Outcome:
+        assert self.project is not None
+        return release_line(self.project, self.ui, self.folder / "cache")
 
 
 def _apply(ws: Workspace, ui: UI) -> tuple[ApplyResult, bool, str]:

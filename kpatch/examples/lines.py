@@ -60,11 +60,17 @@ class LineProject:
         return self.example.root
 
 
-def _cut(repo: Path) -> str:
+def cut_release(repo: Path) -> str:
     """Branch `release/0.9` at the CUT-th commit of main's history; return it."""
     sha = out(["rev-list", "--reverse", "main"], repo).split()[CUT]
     run(["branch", BRANCH, sha], repo)
     return sha
+
+
+def line_tables(upstreams: tuple[str, ...] = ("kernels", "app")) -> str:
+    """The release line's kpatch.toml tables (the documented form): each upstream's release branch, from v0.9."""
+    return (f'\n# The release line: both upstreams\' {BRANCH} branches, from their tag v0.9.\n'
+            + "\n".join(f'[line."{LINE}".{name}]\nbranch = "{BRANCH}"\nbase = "v0.9"\n' for name in upstreams))
 
 
 def release_commit(repo: Path, files: dict[str, str], message: str, when: int) -> str:
@@ -79,7 +85,7 @@ def release_commit(repo: Path, files: dict[str, str], message: str, when: int) -
 def make_line_project(root: Path) -> LineProject:
     """The example project with the release line "0.9" declared in its kpatch.toml (see the module)."""
     example = make_example_project(root)
-    kernels_cut, app_cut = _cut(example.kernels), _cut(example.app)
+    kernels_cut, app_cut = cut_release(example.kernels), cut_release(example.app)
     culprit = release_commit(example.kernels, {"csrc/cache.cpp": RELEASE_CHANGE}, "Rework the cache kernel for 0.9",
                              500)
     for repo in (example.kernels, example.app):  # the release is tagged on its branch, after the cut
@@ -89,7 +95,5 @@ def make_line_project(root: Path) -> LineProject:
         shutil.copytree(patches / name, patches / LINE / name)
     write_stack(example.kernels, example.kernels_base, patches / "kernels", [*KERNEL_CHANGES, *FIXES])
     with (example.root / "kpatch.toml").open("a", encoding="utf-8") as toml:
-        toml.write(f'\n# The release line: both upstreams\' {BRANCH} branches, from their tag v0.9.\n'
-                   f'[line."{LINE}".kernels]\nbranch = "{BRANCH}"\nbase = "v0.9"\n\n'
-                   f'[line."{LINE}".app]\nbranch = "{BRANCH}"\nbase = "v0.9"\n')
+        toml.write(line_tables())
     return LineProject(example=example, culprit=culprit, kernels_cut=kernels_cut, app_cut=app_cut)

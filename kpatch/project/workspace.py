@@ -81,7 +81,7 @@ class Workspace:
     @property
     def reports_dir(self) -> Path:
         """Where the line's test reports go by default: reports/ for main, reports-<line>/ for a release line."""
-        return self.stack.root / ("reports" if self.stack.line == MAIN else f"reports-{self.stack.line}")
+        return line_reports_dir(self.stack.root, self.stack.line)
 
     @property
     def nightly_dir(self) -> Path:
@@ -494,6 +494,12 @@ def _recorded_workdir(root: Path, recorded: str, where: Path) -> Path:
 def line_state_dir(root: Path, line: str) -> Path:
     """Where a line's run state lives: `.kpatch/` for main (as before lines), `.kpatch/lines/<line>/` else."""
     return root / KPATCH_DIR if line == MAIN else root / KPATCH_DIR / "lines" / line
+
+
+def line_reports_dir(root: Path, line: str) -> Path:
+    """A line's test reports (and, in nightly/, its night's report and carry history): reports/ for main,
+    reports-<line>/ for a release line."""
+    return root / ("reports" if line == MAIN else f"reports-{line}")
 
 
 def line_workdir(root: Path, line: str) -> Path:

@@ -23,7 +23,7 @@ def test_demo_runs_the_whole_pipeline_on_the_engine(tmp_path: Path, monkeypatch:
     assert report["backend"]["backend"] == "docker" and report["backend"]["base_image"] == base_image
     assert f"has {base_image} to build on" in report["backend"]["why"]
     assert [s["name"] for s in report["steps"] if s["status"] == "passed"] == [
-        "example", "apply", "upstream moves", "rebase", "build-wheels", "verify", "test", "release"]
+        "example", "apply", "upstream moves", "rebase", "build-wheels", "verify", "test", "release", "release line"]
     assert report["build"]["image"].startswith("kpatch-build:") and report["build"]["containers"] == 2
     assert [s["outcome"] for s in report["test"]["suites"]] == ["passed", "passed"]
     assert list(temp.iterdir()) == []

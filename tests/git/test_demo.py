@@ -27,7 +27,7 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     assert first.startswith("backend: local (local backend, because no Docker engine at " + NO_ENGINE)
     assert "start one" in first  # and says how
     steps = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("== ")]
-    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test", "release"]
+    assert steps == ["example", "apply", "upstream", "rebase", "build-wheels", "verify", "test", "release", "release"]
     project = folder / "project"
     # the rebase dropped the merged kernels patch and took the recorded resolution for the app's conflict
     assert "# dropped 0001-Add-the-kimi-op.patch: upstream" in (project / "patches/kernels/series").read_text()
@@ -42,6 +42,29 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     (notes,) = (project / "site" / "stable" / "releases").glob("*/NOTES.md")
     assert "kpatch test kernels: 6 passed, 0 failed" in notes.read_text()
     assert (project / "reports" / "nightly" / "history.jsonl").is_file()  # its rebase began the carry history
+    # the release line: release/0.9 cut from an older commit, carrying the kimi op (main has it upstream), main's test
+    # of the op backported onto it and applied there; main's stacks and worktrees as the rebase left them
+    kernels = folder / "upstreams" / "kernels"
+    cut = git(kernels, "rev-parse", "release/0.9")
+    git(kernels, "merge-base", "--is-ancestor", cut, "main")  # an older commit of main (raises if not)
+    assert cut != git(kernels, "rev-parse", "main") and cut == git(kernels, "rev-parse", "v0.9^{commit}")
+    assert '[line."0.9".kernels]' in (project / "kpatch.toml").read_text()
+    test = "0002-Test-the-kimi-op.patch"
+    assert [n for n in (project / "patches/kernels/series").read_text().splitlines() if not n.startswith("#")] == [
+        test]
+    assert git(project / "work" / "kernels", "log", "--format=%s", "-1") == "Test the kimi op"
+    line = project / "patches" / "0.9" / "kernels"
+    assert [n for n in (line / "series").read_text().splitlines() if not n.startswith("#")] == [
+        "0001-Add-the-kimi-op.patch", test]
+    assert f"Backport-Of: main:{test}" in (line / test).read_text()
+    assert "Lines: 0.9" in (line / "0001-Add-the-kimi-op.patch").read_text()
+    assert git(project / "work-0.9" / "kernels", "log", "--format=%s", "-2").splitlines() == [
+        "Test the kimi op", "Add the kimi op"]
+    assert git(project / "work-0.9" / "kernels", "rev-parse", "HEAD~2") == cut
+    step = result.stdout[result.stdout.index("== release line"):result.stdout.index("\nsummary")]
+    assert f"$ kpatch backport kernels/{test} --to 0.9" in step and "$ kpatch status --lines" in step
+    assert re.search(rf"\n  {test}\s+on the line\s+backported\n", step), step
+    assert re.search(r"\n  0.9:0001-Add-the-kimi-op.patch\s+not applicable\s+on the line\n", step), step
     assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
 
 
@@ -57,7 +80,7 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     assert envelope["ok"] and envelope["command"] == "demo" and envelope["error"] is None
     assert report["backend"]["backend"] == "local" and not report["kept"]
     assert [s["name"] for s in report["steps"]] == ["example", "apply", "upstream moves", "rebase", "build-wheels",
-                                                    "verify", "test", "release"]
+                                                    "verify", "test", "release", "release line"]
     classes = {p["name"]: p["class"] for s in report["rebase"]["stacks"] for p in s["patches"]}
     assert classes == {"0001-Add-the-kimi-op.patch": "upstream", "0002-Test-the-kimi-op.patch": "clean",
                        "0001-Route-k3-to-the-XPU-path.patch": "clean",
@@ -65,6 +88,9 @@ def test_demo_json_names_each_step_and_removes_its_temp_folder(tmp_path: Path,
     assert [s["outcome"] for s in report["test"]["suites"]] == ["passed", "passed"]
     assert Path(report["lock"]).name == "pylock.toml" and len(report["wheels"]) == 2
     assert report["release"]["channel"] == "stable" and report["release"]["package"] == "app"
+    assert [(p["patch"], p["outcome"]) for p in report["line"]["backport"]["patches"]] == [
+        ("0002-Test-the-kimi-op.patch", "backported")]
+    assert report["line"]["matrix"]["lines"] == ["main", "0.9"]
     assert list(temp.iterdir()) == []  # the demo's folder is gone, wheels and lock with it
 
 

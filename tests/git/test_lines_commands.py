@@ -83,3 +83,21 @@ def test_a_line_night_flags_a_main_patch_merged_upstream_that_the_line_lacks(lp:
     assert "missing on line 0.9" in flags[0]["note"] and f"--to {LINE}" in flags[0]["note"]
     report = (root / f"reports-{LINE}" / "nightly" / "report.md").read_text()
     assert "missing on line 0.9" in report
+
+
+def test_report_without_line_draws_every_lines_history_that_their_rebases_wrote_on_one_page(lp: LineProject) -> None:
+    """Where each line's rebase records (reports/ for main, reports-0.9/ for the line) is where report reads: one
+    page, a section and a link per line; --json names both lines."""
+    root = lp.root
+    for line in ("main", LINE):
+        assert run_kpatch(root, "apply", "--line", line).exit_code == 0
+        assert run_kpatch(root, "rebase", "--line", line).exit_code == 0
+    drawn = run_kpatch(root, "report", "--html", str(root / "site"), "--json")
+    assert drawn.exit_code == 0, drawn.output
+    result = json.loads(drawn.stdout)["result"]
+    assert result["lines"] == ["main", LINE]
+    assert result["board"]["history"] == str(root / "reports" / "nightly" / "history.jsonl")
+    assert result["others"][0]["board"]["history"] == str(root / f"reports-{LINE}" / "nightly" / "history.jsonl")
+    page = (root / "site" / "index.html").read_text()
+    assert '<a href="#line-1" data-line="main">main</a>' in page and f'data-line="{LINE}">{LINE}</a>' in page
+    assert page.count('<section class="line"') == 2

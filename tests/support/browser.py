@@ -15,8 +15,9 @@ INSTALL = "run scripts/browser-install (apt-get install chromium chromium-driver
 
 
 @contextmanager
-def chromium(tmp_path: Path) -> Iterator[Any]:
-    """A headless Chromium (no sandbox: tests run as root in CI containers) that keeps the console's messages."""
+def chromium(tmp_path: Path, *, javascript: bool = True) -> Iterator[Any]:
+    """A headless Chromium (no sandbox: tests run as root in CI containers) that keeps the console's messages;
+    `javascript=False`: with scripts off, as a person who blocks them sees a page."""
     binary, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     if binary is None or driver_path is None:
         pytest.skip(f"chromium and chromedriver are not installed: {INSTALL}")
@@ -31,6 +32,8 @@ def chromium(tmp_path: Path) -> Iterator[Any]:
                  "--window-size=1280,1600", f"--user-data-dir={tmp_path / 'chromium-profile'}",
                  "--no-first-run", "--disable-background-networking", "--disable-component-update"):
         options.add_argument(flag)
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     try:
