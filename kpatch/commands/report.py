@@ -26,7 +26,7 @@ def command(ctx: Context, html: Path | None, history_file: Path | None) -> int:
     upstream the pins were, the last nightly's stages and tests, the Upstream-PRs. On a project with release
     lines: every line that has a carry history, one page with a selector between them (--line: that line alone)."""
     from kpatch.dashboard import record
-    from kpatch.dashboard.report import report
+    from kpatch.dashboard.report import report, with_history
 
     title = "kpatch carry dashboard"
     line = ctx.options.line
@@ -38,7 +38,7 @@ def command(ctx: Context, html: Path | None, history_file: Path | None) -> int:
         title += f": {stack.github or stack.root.name}"
         chosen = click.get_current_context().get_parameter_source("line") is click.core.ParameterSource.COMMANDLINE
         if not chosen:
-            line, history_file, others = _lines_with_history(ctx, history_file)
+            line, history_file, others = with_history(ctx.stack(), history_file)
         elif line != "main":
             title += f" (line {line})"
     done = report(history_file, html, title, line=line, others=others)
@@ -57,26 +57,6 @@ def command(ctx: Context, html: Path | None, history_file: Path | None) -> int:
             show_board(ctx.ui, other.board, other.line)
         ctx.ui.plain("the page: kpatch report --html DIR; the numbers: kpatch report --json")
     return 0
-
-
-def _lines_with_history(ctx: Context, main_history: Path) -> tuple[str, Path, list[tuple[str, Path]]]:
-    """Every line of kpatch.toml whose carry history is there, in its order (main first): the first line and its
-    history, and the others'. A line whose history is another's file (one [dashboard] history for every line) is
-    that one's. No line has one: main's, which `report` then names as missing."""
-    from kpatch.dashboard import record
-    from kpatch.project.workspace import line_reports_dir
-
-    stack = ctx.stack()
-    found: list[tuple[str, Path]] = []
-    for name in stack.line_names:
-        path = main_history if name == stack.line else \
-            record.location(stack.on_line(name), line_reports_dir(stack.root, name) / "nightly")
-        if path.is_file() and all(path.resolve() != seen.resolve() for _, seen in found):
-            found.append((name, path))
-    if not found:
-        return stack.line, main_history, []
-    (first, path), *others = found
-    return first, path, others
 
 
 def show_board(ui: UI, board: Dashboard, line: str | None = None) -> None:

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpatch.dashboard import history, page
+from kpatch.config.model import Stack
+from kpatch.dashboard import history, page, record
 from kpatch.dashboard.summary import Dashboard, summarise
 from kpatch.errors import UsageError
+from kpatch.project.workspace import line_reports_dir
 
 
 @dataclass(frozen=True)
@@ -43,3 +45,19 @@ def report(source: Path, html: Path | None, title: str, *, line: str = "main",
     boards = [LineBoard(line, board), *more]
     drawn = page.write(html, [(b.line, b.board) for b in boards], title) if html is not None else None
     return Written(board=board, page=drawn, line=line, lines=tuple(b.line for b in boards), others=more)
+
+
+def with_history(stack: Stack, main_history: Path) -> tuple[str, Path, list[tuple[str, Path]]]:
+    """Every line of kpatch.toml whose carry history is there, in its order (main first): the first line and its
+    history, and the others'. A line whose history is another's file (one [dashboard] history for every line) is
+    that one's. No line has one: main's, which `report` then names as missing."""
+    found: list[tuple[str, Path]] = []
+    for name in stack.line_names:
+        path = main_history if name == stack.line else \
+            record.location(stack.on_line(name), line_reports_dir(stack.root, name) / "nightly")
+        if path.is_file() and all(path.resolve() != seen.resolve() for _, seen in found):
+            found.append((name, path))
+    if not found:
+        return stack.line, main_history, []
+    (first, path), *others = found
+    return first, path, others
