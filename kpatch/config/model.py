@@ -158,7 +158,7 @@ class Stack:
     torch: str | None = None  # [set] torch: the torch every upstream builds against (pins rewritten to it)
     cuda_only: tuple[CudaOnly, ...] = ()  # [verify] cuda-only
     baseline: str = "verify-baseline.toml"  # [verify] baseline: accepted contract findings, relative to root
-    history: Path | None = None  # [dashboard] history: the carry history file; None: the nightly's report folder
+    history: Path | None = None  # [dashboard] history: main's carry history; None (a line always): the report folder
     dashboard_issue: bool = False  # [dashboard] issue: the nightly keeps a "carry dashboard" issue on GitHub
     max_steps: int = 8  # [nightly] max-steps: bisection steps of the search for the last green upstream commits
     budget: float | None = None  # [nightly] budget: seconds of wall clock for that search; None: no budget
@@ -193,7 +193,8 @@ class Stack:
             own = found.get(upstream.name)
             upstreams.append(replace(upstream, branch=own.branch, base=own.base, base_commit=own.base_commit,
                                      patches=own.patches, line=own.line))
-        return replace(self, upstreams=tuple(upstreams), line=name)
+        # [dashboard] history names main's: a line appending there would mix its nights into main's dashboard
+        return replace(self, upstreams=tuple(upstreams), line=name, history=None)
 
     def get(self, name: str) -> Upstream:
         for upstream in self.upstreams:

@@ -168,9 +168,10 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
     ("github", "repository"): {"type": "string", "pattern": f"^{OWNER_PATTERN}/[A-Za-z0-9_.-]{{1,100}}$",
                                "description": "owner/name, by GitHub's name rules.", "examples": ["owner/name"]},
     ("dashboard", "history"): {"type": "string", "pattern": r"^.*[^/]$",
-                               "description": "The carry history file (JSON lines), relative to kpatch.toml or "
-                                              "absolute, inside the project (default: history.jsonl in the "
-                                              "nightly's report folder).",
+                               "description": "The carry history file of main (JSON lines), relative to kpatch.toml "
+                                              "or absolute, inside the project (default: history.jsonl in the "
+                                              "nightly's report folder; a release line's is always "
+                                              "`reports-<line>/nightly/history.jsonl`).",
                                "examples": ["reports/nightly/history.jsonl"]},
     ("dashboard", "issue"): {"type": "boolean", "default": False,
                              "description": "The nightly keeps one \"kpatch carry dashboard\" issue on GitHub and "

@@ -49,8 +49,8 @@ def report(source: Path, html: Path | None, title: str, *, line: str = "main",
 
 def with_history(stack: Stack, main_history: Path) -> tuple[str, Path, list[tuple[str, Path]]]:
     """Every line of kpatch.toml whose carry history is there, in its order (main first): the first line and its
-    history, and the others'. A line whose history is another's file (one [dashboard] history for every line) is
-    that one's. No line has one: main's, which `report` then names as missing."""
+    history, and the others'. A file already found (main's [dashboard] history naming a line's own) is shown
+    once. No line has one: main's, which `report` then names as missing."""
     found: list[tuple[str, Path]] = []
     for name in stack.line_names:
         path = main_history if name == stack.line else \

@@ -101,3 +101,19 @@ def test_report_without_line_draws_every_lines_history_that_their_rebases_wrote_
     page = (root / "site" / "index.html").read_text()
     assert '<a href="#line-1" data-line="main">main</a>' in page and f'data-line="{LINE}">{LINE}</a>' in page
     assert page.count('<section class="line"') == 2
+
+
+def test_a_dashboard_history_in_kpatch_toml_is_mains_and_a_line_keeps_its_own(lp: LineProject) -> None:
+    """`[dashboard] history` names main's carry history: a release line appending there mixed its nights into main's
+    dashboard (and main's into the line's)."""
+    root = lp.root
+    toml = root / "kpatch.toml"
+    toml.write_text(toml.read_text() + '\n[dashboard]\nhistory = "history/main.jsonl"\n')
+    assert run_kpatch(root, "apply", "--line", LINE).exit_code == 0
+    release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 600)
+    assert run_kpatch(root, "rebase", "--line", LINE).exit_code == 0
+    assert (root / f"reports-{LINE}" / "nightly" / "history.jsonl").is_file()
+    assert not (root / "history").exists()
+    board = run_kpatch(root, "report", "--line", LINE, "--json")
+    assert json.loads(board.stdout)["result"]["board"]["history"] == \
+        str(root / f"reports-{LINE}" / "nightly" / "history.jsonl")

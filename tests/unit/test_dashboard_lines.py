@@ -180,8 +180,8 @@ def test_a_bare_report_on_a_project_with_lines_prints_each_lines_board(tmp_path:
     assert lines[-1] == "the page: kpatch report --html DIR; the numbers: kpatch report --json"
 
 
-def test_a_line_whose_history_is_mains_file_is_not_shown_twice(tmp_path: Path) -> None:
-    """One `[dashboard] history` for every line: one file, one board."""
+def test_a_dashboard_history_names_mains_board_and_each_line_keeps_its_own(tmp_path: Path) -> None:
+    """`[dashboard] history` is main's carry history: the line's board stays its own file, never main's twice."""
     root = _project(tmp_path)
     text = TOML.replace("version = 1\n", 'version = 1\n[dashboard]\nhistory = "carry.jsonl"\n')
     (root / "kpatch.toml").write_text(text)
@@ -189,7 +189,8 @@ def test_a_line_whose_history_is_mains_file_is_not_shown_twice(tmp_path: Path) -
     code, output = _kpatch(root, "report", "--json")
     assert code == 0, output
     result = checked(output, "report")["result"]
-    assert result["lines"] == ["main"] and result["board"]["history"] == str(root / "carry.jsonl")
+    assert result["lines"] == ["main", "0.9"] and result["board"]["history"] == str(root / "carry.jsonl")
+    assert result["others"][0]["board"]["history"] == str(root / "reports-0.9" / "nightly" / "history.jsonl")
 
 
 def test_a_project_whose_only_history_is_a_release_lines_reports_that_line(tmp_path: Path) -> None:
