@@ -105,3 +105,24 @@ def test_a_line_night_flags_a_main_patch_merged_upstream_that_the_line_lacks(lp:
     assert "missing on line 0.9" in flags[0]["note"] and f"--to {LINE}" in flags[0]["note"]
     report = (root / f"reports-{LINE}" / "nightly" / "report.md").read_text()
     assert "missing on line 0.9" in report
+
+
+@pytest.mark.parametrize("to", ["folder", "github"])
+def test_a_line_named_like_a_channel_is_not_released_one_line_naming_it_and_nothing_is_written(
+        lp: LineProject, to: str) -> None:
+    """Its channels would be DIR/nightly/<channel>/, inside main's nightly channel: refused before anything is
+    read or written, for a folder and for github (no GitHub is asked)."""
+    root = lp.root
+    toml = root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace(f'[line."{LINE}".', '[line."nightly".'))
+    (root / "patches" / LINE).rename(root / "patches" / "nightly")
+    before = toml.read_bytes()
+    where = str(root / "out") if to == "folder" else "github"
+    env = {"GITHUB_TOKEN": None, "KPATCH_GITHUB_API": "http://127.0.0.1:9"}
+    for args in (("--yank", "v1", "--why", "x"), ("--lock", str(root / "no-such" / "pylock.toml"))):
+        result = run_kpatch(root, "release", "--line", "nightly", "--to", where, *args, env=env)
+        assert result.exit_code == ExitCode.BAD_INPUT, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert errors == ["error: line 'nightly' cannot be released: its channels would be DIR/nightly/<channel>/, "
+                          "inside main's nightly channel; rename the line in kpatch.toml"], result.output
+    assert toml.read_bytes() == before and not (root / "out").exists()
