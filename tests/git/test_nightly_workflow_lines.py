@@ -83,8 +83,8 @@ def test_the_nightly_calls_the_line_workflow_once_per_listed_line_with_only_the_
     called = _load(LINE_WORKFLOW)
     assert set(called[True]) == {"workflow_call"}  # YAML 1.1 reads the key `on` as True
     assert called[True]["workflow_call"]["inputs"]["line"]["required"] is True
-    assert called["concurrency"]["group"] == "kpatch-nightly-line-${{ inputs.line }}"
-    assert called["concurrency"]["group"] != _load(NIGHTLY)["concurrency"]["group"]  # no deadlock with the caller
+    assert night["concurrency"] == {"group": "kpatch-nightly-line-${{ matrix.line }}", "cancel-in-progress": False}
+    assert night["concurrency"]["group"] != _load(NIGHTLY)["concurrency"]["group"]  # no deadlock with the run's
 
 
 @pytest.mark.parametrize("line", ["main", LINE])
