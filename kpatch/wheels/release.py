@@ -20,7 +20,6 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.metadata import Metadata
 from packaging.pylock import Pylock, PylockValidationError
@@ -30,7 +29,7 @@ from kpatch.config.model import MAIN, PYTORCH_XPU_INDEX, Stack
 from kpatch.errors import BuildError, LockError, UsageError
 from kpatch.files import LEDGER_FILE, read_input, sha256, write_atomic
 from kpatch.project.exclusive import exclusive
-from kpatch.wheels import index
+from kpatch.wheels import index, torch_index
 from kpatch.wheels import lock as lockfile
 from kpatch.wheels.metadata import core_metadata
 from kpatch.wheels.record import Wheel
@@ -347,7 +346,7 @@ def url_lock(target: Target, lock: lockfile.Lock, torch: str | None, files: tupl
                               "hashes": {"sha256": wheel.sha256}}]
     if torch:
         data["packages"].append({"name": "torch", "version": torch, "index": target.torch_index,
-                                 "wheels": torch_wheels(target.torch_index, torch)})
+                                 "wheels": torch_index.torch_wheels(target.torch_index, torch)})
     try:
         Pylock.from_dict(data)
     except PylockValidationError as err:
@@ -355,46 +354,6 @@ def url_lock(target: Target, lock: lockfile.Lock, torch: str | None, files: tupl
     import tomli_w
 
     return tomli_w.dumps(data).encode("utf-8")
-
-
-def torch_wheels(index_url: str, version: str) -> list[dict[str, Any]]:
-    """torch `version`'s wheels on a PEP 503 index, each with its URL and sha256 (from the link's fragment)."""
-    from html.parser import HTMLParser
-    from urllib.error import URLError
-    from urllib.parse import urldefrag, urljoin
-    from urllib.request import urlopen
-
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-    from packaging.version import Version
-
-    page = f"{index_url.rstrip('/')}/torch/"
-    links: list[str] = []
-
-    class Links(HTMLParser):
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            href = dict(attrs).get("href")
-            if tag == "a" and href:
-                links.append(href)
-
-    try:
-        with urlopen(page, timeout=60) as answer:  # noqa: S310  # an index URL from kpatch.toml or the default
-            Links().feed(answer.read().decode("utf-8", "replace"))
-    except (URLError, OSError, ValueError) as err:
-        raise BuildError(f"cannot read the torch index {page}: {getattr(err, 'reason', err)}") from None
-    wheels = []
-    for href in links:
-        url, fragment = urldefrag(urljoin(page, href))
-        name = url.rsplit("/", 1)[-1].replace("%2B", "+")
-        try:
-            _, found, _, _ = parse_wheel_filename(name)
-        except InvalidWheelFilename:
-            continue
-        if found == Version(version) and fragment.startswith("sha256="):
-            wheels.append({"name": name, "url": url, "hashes": {"sha256": fragment.removeprefix("sha256=")}})
-    if not wheels:
-        raise BuildError(f"the torch index {page} has no wheel of torch {version} with a sha256: the release lock "
-                         "could not name its torch ([release] torch-index in kpatch.toml names another index)")
-    return wheels
 
 
 def release_notes(published: Published, release: Release, body: str) -> str:
