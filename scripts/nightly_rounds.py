@@ -1,4 +1,5 @@
-"""Write the search's round jobs into ci/nightly.yml (and its two copies): GitHub Actions has no loop over jobs, so
+"""Write the search's round jobs into ci/nightly-line.yml (and its two copies), the workflow of one release line's
+night (ci/nightly.yml calls it per line): GitHub Actions has no loop over jobs, so
 the rounds are unrolled, ROUNDS of them, each a matrix of step jobs (`kpatch nightly --run-step`) and a collecting
 job (`kpatch nightly --collect`; the last one `--final`: the search stops there, saying how far it got).
 
@@ -17,8 +18,8 @@ from pathlib import Path
 
 ROUNDS = 4
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOWS = (ROOT / "ci" / "nightly.yml", ROOT / ".github" / "workflows" / "nightly.yml",
-             ROOT / "kpatch" / "adopt" / "data" / "nightly.yml")
+WORKFLOWS = (ROOT / "ci" / "nightly-line.yml", ROOT / ".github" / "workflows" / "nightly-line.yml",
+             ROOT / "kpatch" / "adopt" / "data" / "nightly-line.yml")
 BEGIN = "  # --- the search's rounds: scripts/nightly_rounds.py writes them (ROUNDS = {rounds}); do not edit ---\n"
 END = "  # --- the end of the search's rounds ---\n"
 
@@ -50,8 +51,8 @@ CHECKOUT = """\
       - name: Download round {round}'s plan
         uses: actions/download-artifact@3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c  # v8.0.1
         with:
-          name: kpatch-scroll-plan-${{{{ github.run_id }}}}-{round}
-          path: reports/nightly
+          name: kpatch-scroll-plan-${{{{ github.run_id }}}}-${{{{ inputs.line }}}}-{round}
+          path: ${{{{ env.REPORTS }}}}
 """
 
 WHEELS = """
@@ -59,9 +60,9 @@ WHEELS = """
         uses: actions/cache/restore@27d5ce7f107fe9357f9df03efb73ab90386fccae  # v5.0.5
         with:
           path: .kpatch-cache/wheels
-          key: kpatch-wheels-${{ hashFiles('kpatch.toml', 'pylock.toml', 'patches/**') }}
+          key: ${{ env.CACHE_KEY }}wheels-${{ hashFiles('kpatch.toml', 'pylock.toml', 'patches/**') }}
           restore-keys: |
-            kpatch-wheels-
+            ${{ env.CACHE_KEY }}wheels-
 """
 
 STEP = """\
@@ -87,13 +88,15 @@ STEP = """\
         env:
           STEP: ${{{{ matrix.step }}}}
           OUT: ${{{{ runner.temp }}}}/step
-        run: kpatch nightly --run-step reports/nightly/scroll/plan.json "${{STEP}}" --step-out "${{OUT}}"
+        run: |
+          kpatch nightly --line "${{LINE}}" --run-step "${{REPORTS}}/scroll/plan.json" "${{STEP}}" \\
+            --step-out "${{OUT}}"
 
       - name: Upload the step's result and logs
         if: always()
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
-          name: kpatch-scroll-step-${{{{ github.run_id }}}}-{round}-${{{{ matrix.step }}}}
+          name: kpatch-scroll-step-${{{{ github.run_id }}}}-${{{{ inputs.line }}}}-{round}@${{{{ matrix.step }}}}
           path: ${{{{ runner.temp }}}}/step/
           if-no-files-found: ignore  # a step that wrote nothing is named missing by the collecting job
           retention-days: 5
@@ -123,17 +126,17 @@ COLLECT = """\
       - name: Download round {round}'s step results
         uses: actions/download-artifact@3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c  # v8.0.1
         with:
-          pattern: kpatch-scroll-step-${{{{ github.run_id }}}}-{round}-*
-          path: reports/nightly/scroll/steps
+          pattern: kpatch-scroll-step-${{{{ github.run_id }}}}-${{{{ inputs.line }}}}-{round}@*
+          path: ${{{{ env.REPORTS }}}}/scroll/steps
 
       - name: kpatch nightly --collect
-        run: kpatch nightly --collect reports/nightly/scroll --report reports/nightly{final}
+        run: kpatch nightly --line "${{LINE}}" --collect "${{REPORTS}}/scroll" --report "${{REPORTS}}"{final}
 
       - name: Note the next round, or the night's end
         id: next
         run: |
-          if [ -f reports/nightly/scroll/matrix.json ]; then
-            {{ echo "searching=true"; echo "matrix=$(cat reports/nightly/scroll/matrix.json)"; }} >> "$GITHUB_OUTPUT"
+          if [ -f "${{REPORTS}}/scroll/matrix.json" ]; then
+            {{ echo "searching=true"; echo "matrix=$(cat "${{REPORTS}}/scroll/matrix.json")"; }} >> "$GITHUB_OUTPUT"
           else
             echo "stacks=true" >> "$GITHUB_OUTPUT"
           fi
@@ -142,14 +145,14 @@ COLLECT = """\
         if: steps.next.outputs.stacks == 'true'
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
-          name: kpatch-nightly-stacks-${{{{ github.run_id }}}}
+          name: kpatch-nightly-stacks-${{{{ github.run_id }}}}-${{{{ inputs.line }}}}
           path: |
-            reports/nightly/report.json
-            reports/nightly/history.jsonl
+            ${{{{ env.REPORTS }}}}/report.json
+            ${{{{ env.REPORTS }}}}/history.jsonl
             kpatch.toml
             pylock.toml
             patches/
-          include-hidden-files: true  # patches/.rerere: the recorded resolutions go to the branch too
+          include-hidden-files: true  # patches/.rerere (a line's: patches/LINE/.rerere) go to the branch too
           if-no-files-found: error
           retention-days: 5
 
@@ -160,12 +163,12 @@ UPLOAD_PLAN = """
         if: steps.next.outputs.searching == 'true'
         uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f  # v7.0.0
         with:
-          name: kpatch-scroll-plan-${{{{ github.run_id }}}}-{next}
+          name: kpatch-scroll-plan-${{{{ github.run_id }}}}-${{{{ inputs.line }}}}-{next}
           path: |
-            reports/nightly/report.json
-            reports/nightly/history.jsonl
-            reports/nightly/scroll/
-            !reports/nightly/scroll/steps/
+            ${{{{ env.REPORTS }}}}/report.json
+            ${{{{ env.REPORTS }}}}/history.jsonl
+            ${{{{ env.REPORTS }}}}/scroll/
+            !${{{{ env.REPORTS }}}}/scroll/steps/
           include-hidden-files: true  # the saved patches/.rerere
           if-no-files-found: error
           retention-days: 5

@@ -26,12 +26,13 @@ from kpatch.stack import SERIES
 
 SERIES_HEADER = "# applied in this order\n"  # what `kpatch import` and `export` keep at the top of the series
 IGNORED = ("/work/", "/.kpatch-cache/", "/dist/", "/reports/")  # worktrees, the nightly's cache, wheels, reports
-WORKFLOW = Path(".github") / "workflows" / "nightly.yml"
+WORKFLOWS = ("nightly.yml", "nightly-line.yml")  # the scheduled nightly, and the one line's chain it calls per line
+WORKFLOW_DIR = Path(".github") / "workflows"
 _DEFAULT_BRANCHES = ("main", "master")
 _SCP_LIKE = re.compile(r"^[^/]+:")  # host:path, git's short form of an ssh URL
 # The workflow kpatch's own repository runs installs kpatch from its checkout; a project's installs the release.
-_SELF_NOTE = ("# The source of truth is ci/nightly.yml; GitHub runs workflows only from .github/workflows/, so\n"
-              "# .github/workflows/nightly.yml is a byte-for-byte copy that ci/lint-workflows checks. "
+_SELF_NOTE = ("# The source of truth is ci/{name}; GitHub runs workflows only from .github/workflows/, so\n"
+              "# .github/workflows/{name} is a byte-for-byte copy that ci/lint-workflows checks. "
               "See ci/README.md.\n")
 _SELF_INSTALL = ("          python -m pip install --quiet --require-hashes --no-deps -r ci/nightly-requirements.txt\n"
                  "          python -m pip install --quiet --no-deps --no-build-isolation .\n")
@@ -181,7 +182,7 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
     root = root.resolve()
     stacks = [root / "patches" / s.name / SERIES for s in specs] + \
         [root / "patches" / line / s.upstream / SERIES for line, found in by_line.items() for s in found]
-    files = [root / CONFIG_NAME, *stacks] + ([root / WORKFLOW] if ci else [])
+    files = [root / CONFIG_NAME, *stacks] + ([root / WORKFLOW_DIR / name for name in WORKFLOWS] if ci else [])
     there = next((f for f in files if f.exists() or f.is_symlink()), None)
     if there is not None:
         raise UsageError(f"{there} exists: kpatch init writes only new files (nothing was written)")
@@ -192,7 +193,7 @@ def init(root: Path, specs: Sequence[UpstreamSpec], requires: Mapping[str, tuple
     texts = {root / CONFIG_NAME: render_config(pinned, requires, by_line).encode()}
     texts |= {path: SERIES_HEADER.encode() for path in stacks}
     if ci:
-        texts[root / WORKFLOW] = workflow().encode()
+        texts |= {root / WORKFLOW_DIR / name: workflow(name).encode() for name in WORKFLOWS}
     old = read_input(gitignore, GITIGNORE, UsageError).decode("utf-8", "replace") if gitignore.is_file() else None
     ignored = [*IGNORED, *(f"/{kind}-{line}/" for line in by_line for kind in ("work", "dist", "reports"))]
     extra = [line for line in ignored if old is None or line not in old.splitlines()]
@@ -350,14 +351,15 @@ def _noted(value: object, note: str) -> object:
     return item
 
 
-def workflow() -> str:
-    """The nightly workflow for a project: kpatch's own (ci/nightly.yml, shipped as package data), installing the
-    kpatch release this is instead of kpatch from a checkout."""
-    text = resources.files("kpatch.adopt").joinpath("data/nightly.yml").read_text(encoding="utf-8")
-    if _SELF_INSTALL not in text or _SELF_NOTE not in text:
-        raise AssertionError("kpatch/adopt/data/nightly.yml: its install step or note changed; update adopt/init.py")
+def workflow(name: str = "nightly.yml") -> str:
+    """A nightly workflow for a project (`name`: one of WORKFLOWS): kpatch's own (ci/<name>, shipped as package
+    data), installing the kpatch release this is instead of kpatch from a checkout."""
+    text = resources.files("kpatch.adopt").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    own = _SELF_NOTE.format(name=name)
+    if _SELF_INSTALL not in text or own not in text:
+        raise AssertionError(f"kpatch/adopt/data/{name}: its install step or note changed; update adopt/init.py")
     note = (f"# Written by 'kpatch init --ci' (kpatch {__version__}): kpatch's own nightly, installing that release.\n"
             "# Its jobs and the token they need (KPATCH_NIGHTLY_TOKEN, environment 'nightly'): "
             "kpatch's ci/README.md.\n")
-    return text.replace(_SELF_NOTE, note).replace(
+    return text.replace(own, note).replace(
         _SELF_INSTALL, f"          python -m pip install --quiet 'kpatch=={__version__}'\n")

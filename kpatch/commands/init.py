@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 @click.option("--requires", multiple=True, metavar="NAME:OTHER", help="NAME's stack goes onto OTHER's (repeatable).")
 @click.option("--line", "lines", multiple=True, metavar="LINE:NAME=BRANCH@BASE",
               help="Where upstream NAME stands on release line LINE (repeatable; a line places every upstream).")
-@click.option("--ci", is_flag=True, help="Also write .github/workflows/nightly.yml, the nightly workflow.")
+@click.option("--ci", is_flag=True, help="Also write the nightly workflows: .github/workflows/nightly.yml and the "
+              "nightly-line.yml it runs per release line.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), envvar="KPATCH_CACHE_DIR",
               help="Mirrors and logs (default: $XDG_CACHE_HOME/kpatch).")
 @output_options

@@ -17,7 +17,8 @@ from kpatch.errors import UsageError
                    "server), or github (a GitHub Release and the index's branch). Default: [release] to in "
                    "kpatch.toml.")
 @click.option("--channel", default="stable", show_default=True, type=click.Choice(["stable", "nightly"]),
-              help="The channel's index the set joins (nightly keeps the last [release] keep sets).")
+              help="The channel's index the set joins (nightly keeps the last [release] keep sets); with --line L "
+                   "the line's own channel, in DIR/L/<channel>/.")
 @click.option("--tag", metavar="TAG", help="The release's name (default: v<version of the top package>).")
 @click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path),
               help="The set to release (default: dist/pylock.toml next to kpatch.toml; dist-LINE/ with --line).")
@@ -61,14 +62,15 @@ def command(ctx: Context, to: str | None, channel: str, tag: str | None, lock_pa
 
 
 def _show(ctx: Context, result: object) -> None:
-    from kpatch.wheels.release import Published
+    from kpatch.wheels.release import Published, of_line
 
     assert isinstance(result, Published)
     ui = ctx.ui
+    channel = of_line(result.line, result.channel)
     if result.yanked is not None:
-        ui.plain(f"yanked {result.tag} ({result.package} {result.version}) on {result.channel}: {result.yanked}")
+        ui.plain(f"yanked {result.tag} ({result.package} {result.version}) on {channel}: {result.yanked}")
     else:
-        ui.plain(f"released {result.package} {result.version} as {result.tag} on {result.channel}: "
+        ui.plain(f"released {result.package} {result.version} as {result.tag} on {channel}: "
                  f"{result.github or result.folder}")
     if result.yanked is not None and result.pages is not None:  # --to github
         said = f"GitHub release: {result.github} (its notes say it is yanked; its assets stay); " if result.github \
@@ -79,7 +81,7 @@ def _show(ctx: Context, result: object) -> None:
                                                              else "")
         ui.plain(f"GitHub release: {result.github}; {sent}; index {result.pages}")
     for tag in result.left_index:
-        ui.plain(f"{tag} left the {result.channel} index ([release] keep); its files stay")
+        ui.plain(f"{tag} left the {channel} index ([release] keep); its files stay")
     ui.plain(f"index: {result.index_url} ({len(result.pages_written)} page(s) written)")
     if result.yanked is not None:
         return

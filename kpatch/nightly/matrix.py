@@ -169,7 +169,6 @@ def collect(ws: Workspace, ui: UI, folder: Path, report_dir: Path, *, final: boo
 def _ended(ws: Workspace, ui: UI, folder: Path, report_dir: Path, search: Search) -> Report:
     """The night's report with its search, the stacks settled; the plan removed (a second --collect finds none)."""
     from kpatch.nightly import render
-    from kpatch.wheels.lock import LOCK_NAME
 
     path = report_dir / render.JSON
     try:
@@ -182,7 +181,7 @@ def _ended(ws: Workspace, ui: UI, folder: Path, report_dir: Path, search: Search
     saved.restore()  # the project as it was before the night, read anew: the stacks move from its pins
     ws = replace(ws, stack=_loaded(ws, ws.stack.path))
     scrolled, lock = rounds.finish(search)
-    report = scroll.conclude(ws, ui, report, scrolled, lock, saved, ws.stack.root / LOCK_NAME)
+    report = scroll.conclude(ws, ui, report, scrolled, lock, saved, ws.kept_lock)
     if report.clock is not None:
         report = replace(report, clock=replace(report.clock, scroll=scrolled.seconds))
     render.write(report_dir, report)

@@ -39,7 +39,6 @@ from kpatch.nightly.stages import TAIL, Built, Done, Named, Rebased, Settings, S
 from kpatch.output.redact import add_secret
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
-from kpatch.wheels import lock as lockfile
 
 _RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
 RETRY_DELAY = "KPATCH_GITHUB_RETRY_DELAY"  # seconds before the first GitHub retry (doubling); tests set 0
@@ -105,7 +104,7 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
     began = time.monotonic()
     if tgt.dry_run and not options.dry_run and options.publish:
         ui.warn(f"{tgt.dry_run}: running as --dry-run (nothing is pushed, opened, commented on or closed)")
-    kept = ws.stack.root / lockfile.LOCK_NAME
+    kept = ws.kept_lock
     saved = scroll.Saved(ws) if options.scroll else None  # the files before the night, for the search's steps
     ran = _stages(ws, ui, options.settings, show, kept)
     if ran.outcome is Outcome.FAILED and ran.failure is not None and ran.failure.stage is Stage.TEST:
@@ -200,9 +199,8 @@ def publish_saved(ws: Workspace, ui: UI, options: Options, tgt: github.Target,
 def _published(ws: Workspace, ui: UI, options: Options, report: Report, tgt: github.Target,
                environ: Mapping[str, str]) -> Night:
     with ui.group("kpatch nightly: GitHub"):
-        kept = ws.stack.root / lockfile.LOCK_NAME
-        paths = [ws.stack.path, *(u.patches for u in ws.stack.upstreams), ws.stack.root / "patches" / ".rerere",
-                 kept]
+        kept = ws.kept_lock
+        paths = [ws.stack.path, *(u.patches for u in ws.stack.upstreams), ws.stack.resolutions, kept]
         board = dashboard_issue(ui, location(ws.stack, options.report_dir)) if ws.stack.dashboard_issue else None
         began = time.monotonic()
         done = publish(ws, ui, report, tgt, environ, _retry(environ), paths, board)

@@ -75,7 +75,7 @@ class Saved:
         self.folder.mkdir(parents=True)
         self.toml = ws.stack.path.read_bytes()
         self.state = ws.state_bytes()
-        self.trees = [u.patches for u in ws.stack.upstreams] + [ws.stack.root / "patches" / ".rerere"]
+        self.trees = [u.patches for u in ws.stack.upstreams] + [ws.stack.resolutions]
         for n, tree in enumerate(self.trees):
             if tree.is_dir():
                 shutil.copytree(tree, self.folder / str(n), symlinks=True)
@@ -121,7 +121,7 @@ class Saved:
         saved.ws, saved.folder = ws, folder
         saved.toml = (folder / KEPT_TOML).read_bytes()
         saved.state = (folder / KEPT_STATE).read_bytes() if (folder / KEPT_STATE).is_file() else None
-        saved.trees = [u.patches for u in ws.stack.upstreams] + [ws.stack.root / "patches" / ".rerere"]
+        saved.trees = [u.patches for u in ws.stack.upstreams] + [ws.stack.resolutions]
         return saved
 
     def drop(self) -> None:

@@ -79,6 +79,13 @@ class Workspace:
         return self.stack.root / ("dist" if self.stack.line == MAIN else f"dist-{self.stack.line}")
 
     @property
+    def kept_lock(self) -> Path:
+        """The lock of the line's last green night, kept for its nightly branch: pylock.toml next to kpatch.toml for
+        main, patches/<line>/pylock.toml for a release line (a line's night never rewrites main's)."""
+        root = self.stack.root
+        return root / "pylock.toml" if self.stack.line == MAIN else root / "patches" / self.stack.line / "pylock.toml"
+
+    @property
     def reports_dir(self) -> Path:
         """Where the line's test reports go by default: reports/ for main, reports-<line>/ for a release line."""
         return line_reports_dir(self.stack.root, self.stack.line)

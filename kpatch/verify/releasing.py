@@ -34,6 +34,7 @@ def publish_verified(ws: Workspace, ui: UI, to: str, channel: str, tag: str | No
     relative to the current directory, or "github")."""
     lock = (lock_path or ws.dist_dir / "pylock.toml").resolve()
     release.check_names(channel, tag)
+    release.check_line(ws.stack.line)  # before the set is read or verified
     if to == GITHUB:
         from kpatch.wheels import release_github
 

@@ -1,6 +1,7 @@
-"""`kpatch release --to DIR`: the verified set in dist/ published into a static index, one per channel.
+"""`kpatch release --to DIR`: the verified set in dist/ published into a static index, one per channel of a line.
 
-DIR/<channel>/ holds:
+Main's channels are DIR/<channel>/; a release line's are DIR/<line>/<channel>/ (`--line 0.33`: DIR/0.33/stable/),
+so a user of one line's index never gets another line's set. Each channel folder holds:
   files/<wheel> and files/<wheel>.metadata   every wheel ever released on the channel (PEP 658 metadata beside it)
   simple/                                    the index (kpatch.wheels.index) of the releases the channel lists
   releases/<tag>/pylock.toml, NOTES.md, SHA256SUMS   each release: its lock with URLs, its notes, its sums
@@ -16,19 +17,19 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.metadata import Metadata
 from packaging.pylock import Pylock, PylockValidationError
 from packaging.utils import canonicalize_name
 
-from kpatch.config.model import PYTORCH_XPU_INDEX, Stack
+from kpatch.config.model import MAIN, PYTORCH_XPU_INDEX, Stack
 from kpatch.errors import BuildError, LockError, UsageError
 from kpatch.files import LEDGER_FILE, read_input, sha256, write_atomic
 from kpatch.project.exclusive import exclusive
-from kpatch.wheels import index
+from kpatch.wheels import index, torch_index
 from kpatch.wheels import lock as lockfile
 from kpatch.wheels.metadata import core_metadata
 from kpatch.wheels.record import Wheel
@@ -71,11 +72,12 @@ class Published:
     """What `kpatch release` did: the release (or the yank), where it is, and how users install it."""
 
     channel: str
+    line: str  # the release line whose channel it is (main, or a line of kpatch.toml)
     tag: str
     package: str
     version: str
-    folder: Path  # DIR/<channel>/releases/<tag>
-    index_url: str  # <base>/<channel>/simple
+    folder: Path  # DIR/<channel>/releases/<tag> (DIR/<line>/<channel>/... for a release line)
+    index_url: str  # <base>/<channel>/simple (<base>/<line>/<channel>/simple)
     lock_url: str
     pip_command: str
     uv_command: str
@@ -91,7 +93,8 @@ class Published:
 
 @dataclass(frozen=True)
 class Target:
-    """Where and how a channel is published: DIR, the URL it is served at, its torch index, what it keeps."""
+    """Where and how a channel is published: DIR, the URL it is served at, its torch index, what it keeps, and the
+    line whose channel it is (main's in DIR/<channel>/, a release line's in DIR/<line>/<channel>/)."""
 
     out: Path
     channel: str
@@ -99,32 +102,71 @@ class Target:
     torch_index: str
     keep: int | None  # None: every release stays in the index (stable)
     downloads: str | None = None  # the wheels are assets at <downloads>/<tag>/<file>, not in files/ (--to github)
+    line: str = MAIN
+
+    @property
+    def path(self) -> str:
+        """The channel's folder in DIR (and in its URL): <channel> for main, <line>/<channel> for a release line."""
+        return channel_path(self.line, self.channel)
 
     @property
     def root(self) -> Path:
-        return self.out / self.channel
+        return self.out / self.path
 
     @property
     def index_url(self) -> str:
-        return f"{self.base_url.rstrip('/')}/{self.channel}/{index.SIMPLE}"
+        return f"{self.base_url.rstrip('/')}/{self.path}/{index.SIMPLE}"
 
     def url(self, *parts: str) -> str:
-        return "/".join([self.base_url.rstrip("/"), self.channel, *parts])
+        return "/".join([self.base_url.rstrip("/"), self.path, *parts])
 
     def file_url(self, file: ReleasedFile) -> str:
         return file.href or self.url(FILES, file.filename)
 
 
 def target(stack: Stack, out: Path, channel: str, base_url: str | None) -> Target:
-    """Where `channel` is published in `out`, with kpatch.toml's [release] table (and --base-url over its url)."""
+    """Where `channel` of the stack's line is published in `out`, with kpatch.toml's [release] table (and
+    --base-url over its url)."""
     check_names(channel, None)
+    check_line(stack.line)
     out = out.resolve()
     if out.exists() and not out.is_dir():
         raise UsageError(f"--to {out}: not a folder")
     settings = stack.release
     return Target(out=out, channel=channel, base_url=base_url or settings.url or out.as_uri(),
                   torch_index=settings.torch_index or PYTORCH_XPU_INDEX,
-                  keep=settings.keep if channel == "nightly" else None)
+                  keep=settings.keep if channel == "nightly" else None, line=stack.line)
+
+
+def channel_path(line: str, channel: str) -> str:
+    """A channel's folder in DIR: <channel> for main (as before lines), <line>/<channel> for a release line."""
+    return channel if line == MAIN else f"{line}/{channel}"
+
+
+def of_line(line: str, channel: str) -> str:
+    """How a channel is named to a person: "stable" for main's, "stable of line 0.33" for a release line's."""
+    return channel if line == MAIN else f"{channel} of line {line}"
+
+
+def check_line(line: str) -> None:
+    """A release line named like a channel would have its channels inside main's channel folder: refused."""
+    if line in CHANNELS:
+        raise UsageError(f"line {line!r} cannot be released: its channels would be DIR/{line}/<channel>/, inside "
+                         f"main's {line} channel; rename the line in kpatch.toml")
+
+
+def ledgers(out: Path) -> Iterator[tuple[str, str, Path]]:
+    """Every channel folder of DIR that holds a ledger, as (line, channel, folder): main's, then each line's."""
+    for channel in CHANNELS:
+        yield MAIN, channel, out / channel
+    try:
+        found = sorted(p for p in out.iterdir() if p.is_dir() and p.name not in CHANNELS)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for folder in found:
+        for channel in CHANNELS:
+            if (folder / channel / LEDGER).is_file():
+                yield folder.name, channel, folder / channel
 
 
 def check_names(channel: str, tag: str | None) -> None:
@@ -189,7 +231,8 @@ def yank(target: Target, tag: str, why: str) -> Published:
         found = next((r for r in ledger if r.tag == tag), None)
         if found is None:
             known = ", ".join(r.tag for r in ledger) or "none"
-            raise UsageError(f"no release {tag!r} on channel {target.channel} in {target.root} (released: {known})")
+            raise UsageError(f"no release {tag!r} on channel {of_line(target.line, target.channel)} in {target.root} "
+                             f"(released: {known})")
         if found.yanked is not None:
             raise UsageError(f"release {tag} is already yanked ({found.yanked})")
         marked = Release(tag=found.tag, package=found.package, version=found.version, files=found.files,
@@ -200,17 +243,19 @@ def yank(target: Target, tag: str, why: str) -> Published:
 
 
 def _refuse_released(target: Target, lock: lockfile.Lock, tag: str, top: Wheel) -> None:
-    """Releases are immutable: a tag (on any channel of DIR), the top package's version on this channel, and a
-    wheel file name with other bytes are each released once; the error names the release that has it."""
-    for channel in CHANNELS:
-        for old in read_ledger(target.out / channel):
+    """Releases are immutable: a tag (on any channel of any line in DIR), the top package's version on this
+    channel, and a wheel file name with other bytes are each released once; the error names the release that has
+    it."""
+    for line, channel, folder in ledgers(target.out):
+        for old in read_ledger(folder):
             if old.tag == tag:
-                raise UsageError(f"tag {tag} is already released on channel {channel} ({old.package} {old.version}, "
-                                 f"{target.out / channel / RELEASES / tag}): releases are immutable; pass another "
+                raise UsageError(f"tag {tag} is already released on channel {of_line(line, channel)} ({old.package} "
+                                 f"{old.version}, {folder / RELEASES / tag}): releases are immutable; pass another "
                                  "--tag")
     for old in read_ledger(target.root):
         if old.package == canonicalize_name(top.package) and old.version == top.version:
-            raise UsageError(f"{old.package} {old.version} is already released on channel {target.channel} as "
+            raise UsageError(f"{old.package} {old.version} is already released on channel "
+                             f"{of_line(target.line, target.channel)} as "
                              f"{old.tag}: releases are immutable; build a new set (kpatch build-wheels) first")
         for wheel in lock.wheels:
             same = next((f for f in old.files if f.filename == wheel.filename), None)
@@ -281,7 +326,8 @@ def _published(target: Target, release: Release, written: tuple[str, ...], liste
                gone: tuple[str, ...]) -> Published:
     lock_url = target.url(RELEASES, release.tag, lockfile.LOCK_NAME)
     extra = f" --extra-index-url {target.torch_index}" if release.torch else ""
-    return Published(channel=target.channel, tag=release.tag, package=release.package, version=release.version,
+    return Published(channel=target.channel, line=target.line, tag=release.tag, package=release.package,
+                     version=release.version,
                      folder=target.root / RELEASES / release.tag, index_url=target.index_url, lock_url=lock_url,
                      pip_command=f"pip install --index-url {target.index_url}{extra} "
                                  f"'{release.package}=={release.version}'",
@@ -300,7 +346,7 @@ def url_lock(target: Target, lock: lockfile.Lock, torch: str | None, files: tupl
                               "hashes": {"sha256": wheel.sha256}}]
     if torch:
         data["packages"].append({"name": "torch", "version": torch, "index": target.torch_index,
-                                 "wheels": torch_wheels(target.torch_index, torch)})
+                                 "wheels": torch_index.torch_wheels(target.torch_index, torch)})
     try:
         Pylock.from_dict(data)
     except PylockValidationError as err:
@@ -310,49 +356,10 @@ def url_lock(target: Target, lock: lockfile.Lock, torch: str | None, files: tupl
     return tomli_w.dumps(data).encode("utf-8")
 
 
-def torch_wheels(index_url: str, version: str) -> list[dict[str, Any]]:
-    """torch `version`'s wheels on a PEP 503 index, each with its URL and sha256 (from the link's fragment)."""
-    from html.parser import HTMLParser
-    from urllib.error import URLError
-    from urllib.parse import urldefrag, urljoin
-    from urllib.request import urlopen
-
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-    from packaging.version import Version
-
-    page = f"{index_url.rstrip('/')}/torch/"
-    links: list[str] = []
-
-    class Links(HTMLParser):
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            href = dict(attrs).get("href")
-            if tag == "a" and href:
-                links.append(href)
-
-    try:
-        with urlopen(page, timeout=60) as answer:  # noqa: S310  # an index URL from kpatch.toml or the default
-            Links().feed(answer.read().decode("utf-8", "replace"))
-    except (URLError, OSError, ValueError) as err:
-        raise BuildError(f"cannot read the torch index {page}: {getattr(err, 'reason', err)}") from None
-    wheels = []
-    for href in links:
-        url, fragment = urldefrag(urljoin(page, href))
-        name = url.rsplit("/", 1)[-1].replace("%2B", "+")
-        try:
-            _, found, _, _ = parse_wheel_filename(name)
-        except InvalidWheelFilename:
-            continue
-        if found == Version(version) and fragment.startswith("sha256="):
-            wheels.append({"name": name, "url": url, "hashes": {"sha256": fragment.removeprefix("sha256=")}})
-    if not wheels:
-        raise BuildError(f"the torch index {page} has no wheel of torch {version} with a sha256: the release lock "
-                         "could not name its torch ([release] torch-index in kpatch.toml names another index)")
-    return wheels
-
-
 def release_notes(published: Published, release: Release, body: str) -> str:
     """The notes: what the set is, the one install command (pip, uv), then what kpatch knows of it."""
-    lines = [f"# {release.package} {release.version} ({published.channel}, {release.tag})", "",
+    line = "" if published.line == MAIN else f"line {published.line}, "
+    lines = [f"# {release.package} {release.version} ({line}{published.channel}, {release.tag})", "",
              "Wheels: " + ", ".join(f.filename for f in release.files) + (f"; torch {release.torch}"
                                                                            if release.torch else ""), "",
              "## Install", "", "With pip (it pulls exactly the kernels this build requires):", "", "```",

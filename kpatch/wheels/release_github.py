@@ -1,9 +1,10 @@
 """`kpatch release --to github`: the set as a GitHub Release, and the channel's index on its own branch.
 
 The release carries the wheels, their PEP 658 METADATA, the lock (wheels by their download URLs), SHA256SUMS and
-the notes as assets; the index (kpatch.wheels.release's tree without files/: its links point at the assets) is
-committed on `[release] pages-branch` (gh-pages) and pushed to `[release] pages-remote` (the GitHub repository),
-where GitHub Pages serves it. The order makes a killed run safe to run again:
+the notes as assets; the index (kpatch.wheels.release's tree without files/: its links point at the assets; a
+release line's channels in <line>/<channel>/ beside main's) is committed on `[release] pages-branch` (gh-pages)
+and pushed to `[release] pages-remote` (the GitHub repository), where GitHub Pages serves it. The order makes a
+killed run safe to run again:
 
   1. the release is made as a DRAFT (never public) with a marker of the set in its body;
   2. every asset is uploaded; one that is there complete is kept, one cut off is deleted and sent again;
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kpatch import scratch
-from kpatch.config.model import PYTORCH_XPU_INDEX, Stack
+from kpatch.config.model import MAIN, PYTORCH_XPU_INDEX, Stack
 from kpatch.errors import UsageError
 from kpatch.output.redact import redact_url
 from kpatch.wheels import lock as lockfile
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from kpatch.forge.github.releases import GitHubReleases
 
 MARKER = "<!-- kpatch-set: {} -->"
-YANKED = "> **Yanked** ({channel} channel): {why}\n\n"
+YANKED = "> **Yanked** ({channel} channel{line}): {why}\n\n"  # {line}: "" for main, " of line 0.33" else
 
 
 def set_marker(lock: lockfile.Lock) -> str:
@@ -60,6 +61,8 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
     top = release.top_wheel(lock)
     tag = tag or release.default_tag(top.version)
     release.check_names(channel, tag)
+    release.check_line(stack.line)
+    named = release.of_line(stack.line, channel)
     tgt = github.target(stack.github, environ)
     marker = set_marker(lock)
     settings = stack.release
@@ -68,7 +71,7 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
         tree = folder / "pages"
         parent = pages.checkout(remote, settings.pages_branch, tree, env)
         found = gh.find(tag)
-        listed = any(r.tag == tag for ch in release.CHANNELS for r in release.read_ledger(tree / ch))
+        listed = any(r.tag == tag for _, _, ledger in release.ledgers(tree) for r in release.read_ledger(ledger))
         resumed = found is not None
         if found is not None and not found.draft and (marker not in found.body or listed):
             raise UsageError(f"tag {tag} is already released on GitHub ({found.url}): releases are immutable; pass "
@@ -79,16 +82,17 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
         if found is not None and found.draft and marker not in found.body:
             gh.delete(tag)  # a half-made draft of another set: never public, made again below
             found, resumed = None, False
-        published = release.publish(_index_target(stack, tree, channel, base_url, gh, tag), lock_path, tag, notes)
+        index_target = _index_target(stack, tree, channel, base_url, gh, tag)
+        published = release.publish(index_target, lock_path, tag, notes)
         folder = published.folder
         body = (folder / "NOTES.md").read_text(encoding="utf-8") + f"\n{marker}\n"
         uploaded: list[str] = []
         state = found
         if state is None or state.draft:
             if state is None:
-                state = gh.draft(tag, f"{published.package} {published.version}", body)
+                state = gh.draft(tag, f"{published.package} {published.version}{_of(stack)}", body)
             assets = [(lock_path.parent / w.filename, w.filename) for w in lock.wheels]
-            assets += [(tree / channel / release.FILES / f"{w.filename}.metadata", f"{w.filename}.metadata")
+            assets += [(index_target.root / release.FILES / f"{w.filename}.metadata", f"{w.filename}.metadata")
                        for w in lock.wheels]
             assets += [(folder / n, n) for n in (lockfile.LOCK_NAME, "SHA256SUMS", "NOTES.md")]
             for path, asset in assets:
@@ -98,10 +102,10 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
         (tree / ".nojekyll").touch()  # GitHub Pages serves the files as they are
         (tree / release.LOCK_FILE).unlink(missing_ok=True)  # the scratch checkout's writer lock: not published
         commit = pages.publish(tree, remote, settings.pages_branch, parent,
-                               f"kpatch release {tag} on {channel}\n\n{published.package} {published.version}\n", env)
+                               f"kpatch release {tag} on {named}\n\n{published.package} {published.version}\n", env)
     pushed = f"{commit[:12]} on {settings.pages_branch} of {redact_url(remote)}" if commit else \
         f"unchanged on {settings.pages_branch} of {redact_url(remote)}"
-    return replace(published, folder=Path(channel) / release.RELEASES / tag, github=state.url,
+    return replace(published, folder=Path(index_target.path) / release.RELEASES / tag, github=state.url,
                    uploaded=tuple(uploaded), resumed=resumed, pages=pushed)
 
 
@@ -115,27 +119,31 @@ def yank(stack: Stack, environ: Mapping[str, str], channel: str, base_url: str |
     from kpatch.gitx import pages
 
     release.check_names(channel, tag)
+    release.check_line(stack.line)
+    named = release.of_line(stack.line, channel)
     settings = stack.release
     with GitHubReleases(github.target(stack.github, environ)) as gh, scratch.folder("pages") as folder:
         remote, env = _pages_remote(stack, environ)
         where = f"branch {settings.pages_branch} of {redact_url(remote)}"
         tree = folder / "pages"
         parent = pages.checkout(remote, settings.pages_branch, tree, env)
-        ledger = release.read_ledger(tree / channel)
+        index_target = _index_target(stack, tree, channel, base_url, gh, tag)
+        ledger = release.read_ledger(index_target.root)
         if not any(r.tag == tag for r in ledger):
             known = ", ".join(r.tag for r in ledger) or "none"
-            raise UsageError(f"no release {tag!r} on channel {channel} in the index on {where} (released: {known})")
-        published = release.yank(_index_target(stack, tree, channel, base_url, gh, tag), tag, why)
+            raise UsageError(f"no release {tag!r} on channel {named} in the index on {where} (released: {known})")
+        published = release.yank(index_target, tag, why)
         found = gh.find(tag)
         if found is not None and not found.draft:
-            note = YANKED.format(channel=channel, why=published.yanked)
+            note = YANKED.format(channel=channel, line="" if stack.line == MAIN else f" of line {stack.line}",
+                                 why=published.yanked)
             if not found.body.startswith(note):  # a run stopped before its push said so already
                 found = gh.edit_notes(tag, note + found.body)
         (tree / release.LOCK_FILE).unlink(missing_ok=True)
         commit = pages.publish(tree, remote, settings.pages_branch, parent,
-                               f"kpatch release --yank {tag} on {channel}\n\n{published.yanked}\n", env)
+                               f"kpatch release --yank {tag} on {named}\n\n{published.yanked}\n", env)
     pushed = f"{commit[:12] if commit else 'unchanged'} on {where}"
-    return replace(published, folder=Path(channel) / release.RELEASES / tag,
+    return replace(published, folder=Path(index_target.path) / release.RELEASES / tag,
                    github=found.url if found is not None else None, pages=pushed)
 
 
@@ -160,4 +168,9 @@ def _index_target(stack: Stack, tree: Path, channel: str, base_url: str | None, 
                           base_url=base_url or settings.url or f"https://{owner}.github.io/{name}",
                           torch_index=settings.torch_index or PYTORCH_XPU_INDEX,
                           keep=settings.keep if channel == "nightly" else None,
-                          downloads=gh.download_url(tag, "").rsplit("/", 2)[0])
+                          downloads=gh.download_url(tag, "").rsplit("/", 2)[0], line=stack.line)
+
+
+def _of(stack: Stack) -> str:
+    """What a release's title says after the set: nothing for main, " (line 0.33)" for a release line."""
+    return "" if stack.line == MAIN else f" (line {stack.line})"

@@ -9,8 +9,7 @@ import pytest
 from click.testing import Result
 
 from kpatch import __version__
-from kpatch.adopt.init import SERIES_HEADER, workflow
-from kpatch.adopt.init import WORKFLOW as WORKFLOW_PATH
+from kpatch.adopt.init import SERIES_HEADER, WORKFLOW_DIR, WORKFLOWS, workflow
 from kpatch.config import load
 from kpatch.errors import ExitCode
 from tests.support.cli import run_kpatch
@@ -75,28 +74,33 @@ def test_init_adds_its_lines_to_an_existing_gitignore_and_keeps_the_rest(project
     assert lines[:2] == ["*.pyc", "/work/"] and lines.count("/work/") == 1 and "/dist/" in lines
 
 
-def test_init_ci_writes_the_nightly_workflow_installing_the_kpatch_release(project: Project, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "jobs"), [("nightly.yml", 1), ("nightly-line.yml", 10)])
+def test_init_ci_writes_the_nightly_workflows_installing_the_kpatch_release(project: Project, tmp_path: Path,
+                                                                           name: str, jobs: int) -> None:
+    """Both: the scheduled nightly (its job listing the lines installs kpatch) and the one line's chain it calls
+    (the night's, the publish job's and the search's rounds' jobs install kpatch)."""
     new = tmp_path / "new"
     result = _init(new, project, "--ci")
     assert result.exit_code == 0, result.output
-    written = (new / ".github" / "workflows" / "nightly.yml").read_text()
-    assert written == workflow()
-    ours = (ROOT / "ci" / "nightly.yml").read_text()
+    written = (new / ".github" / "workflows" / name).read_text()
+    assert written == workflow(name)
+    ours = (ROOT / "ci" / name).read_text()
     assert "pip install --quiet 'kpatch==" in written and "ci/nightly-requirements.txt" not in written
     added = [line for line in written.splitlines() if line not in ours.splitlines()]
-    jobs = ours.count("-r ci/nightly-requirements.txt\n")  # the night's, the publish job's, the search's rounds'
-    assert jobs == 10
+    assert ours.count("-r ci/nightly-requirements.txt\n") == jobs
     assert added[0].startswith("# Written by 'kpatch init --ci'") and len(added) == 2 + jobs  # the note, installs
     assert set(added[2:]) == {f"          python -m pip install --quiet 'kpatch=={__version__}'"}
     assert len(written.splitlines()) == len(ours.splitlines()) - jobs  # in each job two install lines became one
 
 
-def test_the_packaged_nightly_workflow_is_ci_nightly_yml_byte_for_byte() -> None:
-    assert (ROOT / "kpatch" / "adopt" / "data" / "nightly.yml").read_bytes() == \
-        (ROOT / "ci" / "nightly.yml").read_bytes(), "cp ci/nightly.yml kpatch/adopt/data/"
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_the_packaged_nightly_workflows_are_ci_s_byte_for_byte(name: str) -> None:
+    assert (ROOT / "kpatch" / "adopt" / "data" / name).read_bytes() == \
+        (ROOT / "ci" / name).read_bytes(), f"cp ci/{name} kpatch/adopt/data/"
 
 
-@pytest.mark.parametrize("existing", ["kpatch.toml", "patches/app/series", ".github/workflows/nightly.yml"])
+@pytest.mark.parametrize("existing", ["kpatch.toml", "patches/app/series", ".github/workflows/nightly.yml",
+                                      ".github/workflows/nightly-line.yml"])
 def test_init_refuses_to_overwrite_a_file_naming_it_and_writes_nothing(project: Project, tmp_path: Path,
                                                                        existing: str) -> None:
     new = tmp_path / "new"
@@ -185,14 +189,16 @@ def test_the_written_nightly_workflow_passes_actionlint_and_zizmor(tmp_path: Pat
     missing = [t.name for t in tools if not t.is_file()]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)} (the test dependency group: scripts/test installs it)")
-    path = tmp_path / WORKFLOW_PATH
-    path.parent.mkdir(parents=True)
-    path.write_text(workflow())
+    (tmp_path / WORKFLOW_DIR).mkdir(parents=True)
+    paths = [str(tmp_path / WORKFLOW_DIR / name) for name in WORKFLOWS]
+    for name in WORKFLOWS:
+        (tmp_path / WORKFLOW_DIR / name).write_text(workflow(name))
+    subprocess.run(["git", "init", "--quiet", str(tmp_path)], check=True)  # actionlint checks the call's inputs
     env = {"PATH": f"{scripts}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    lint = subprocess.run([str(tools[0]), "-config-file", str(ROOT / ".github" / "actionlint.yaml"), str(path)],
+    lint = subprocess.run([str(tools[0]), "-config-file", str(ROOT / ".github" / "actionlint.yaml"), *paths],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    audit = subprocess.run([str(tools[1]), "--offline", "--no-progress", "--persona", "pedantic", str(path)],
+    audit = subprocess.run([str(tools[1]), "--offline", "--no-progress", "--persona", "pedantic", *paths],
                            capture_output=True, text=True, env=env, cwd=tmp_path)
     assert audit.returncode == 0, audit.stdout + audit.stderr
 

@@ -11,6 +11,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from kpatch.examples.lines import LINE, LineProject, make_line_project, release_commit
+from kpatch.wheels import lock as lockfile
 from tests.support.cli import run_kpatch
 
 
@@ -32,8 +33,13 @@ def test_an_unknown_line_on_nightly_propose_release_report_is_one_line_naming_it
     assert not (lp.root / "out").exists() and not (lp.root / "reports").exists()
 
 
-def test_a_line_night_moves_only_the_lines_base_and_writes_its_own_report_dist_and_history(lp: LineProject) -> None:
+def test_a_line_night_moves_only_the_lines_base_writes_its_own_report_dist_history_and_nightly_channel(
+        lp: LineProject) -> None:
+    """Its lock is kept in patches/<line>/pylock.toml (main's pylock.toml untouched), and with `[release] nightly =
+    true` its green night publishes on the line's own nightly channel (site/<line>/nightly/), never on main's."""
     root = lp.root
+    with (root / "kpatch.toml").open("a", encoding="utf-8") as toml:
+        toml.write('\n[release]\nnightly = true\nto = "site"\n')
     before = tomllib.loads((root / "kpatch.toml").read_text())
     new = release_commit(lp.example.kernels, {"csrc/release-notes.txt": "0.9.1\n"}, "Release 0.9.1 notes", 600)
     night = run_kpatch(root, "nightly", "--line", LINE, "--no-publish", "--backend", "local", "--json")
@@ -44,6 +50,22 @@ def test_a_line_night_moves_only_the_lines_base_and_writes_its_own_report_dist_a
     assert (root / f"reports-{LINE}" / "nightly" / "report.json").is_file()
     assert (root / f"dist-{LINE}" / "pylock.toml").is_file()
     assert not (root / "reports").exists() and not (root / "dist").exists()  # main's folders untouched
+    # the green night's lock is kept for the line's branch in the line's folder, never as main's pylock.toml
+    assert json.loads(night.stdout)["result"]["kept_lock"] == str(root / "patches" / LINE / "pylock.toml")
+    kept = (root / "patches" / LINE / "pylock.toml").read_bytes()
+    assert kept == (root / f"dist-{LINE}" / "pylock.toml").read_bytes()
+    assert not (root / "pylock.toml").exists()
+    lock = lockfile.read(root / f"dist-{LINE}" / "pylock.toml")
+    app = next(w for w in lock.wheels if w.upstream == "app")
+    tag = "nightly-" + app.version.replace("+", "-")
+    (note,) = [n for n in json.loads(night.stdout)["result"]["notes"] if n.startswith("release: ")]
+    assert note.startswith(f"release: app {app.version} published as {tag} on the nightly channel of line {LINE} (")
+    assert f"--index-url {(root / 'site' / LINE / 'nightly' / 'simple').as_uri()} " in note
+    ledger = json.loads((root / "site" / LINE / "nightly" / "releases.json").read_text())
+    assert [r["tag"] for r in ledger["releases"]] == [tag]
+    page = (root / "site" / LINE / "nightly" / "simple" / "app" / "index.html").read_text()
+    assert f"{app.filename}#sha256={app.sha256}" in page
+    assert not (root / "site" / "nightly").exists() and not (root / "site" / "stable").exists()
     board = run_kpatch(root, "report", "--line", LINE, "--json")
     assert board.exit_code == 0, board.output
     assert json.loads(board.stdout)["result"]["board"]["history"] == \
@@ -117,3 +139,24 @@ def test_a_dashboard_history_in_kpatch_toml_is_mains_and_a_line_keeps_its_own(lp
     board = run_kpatch(root, "report", "--line", LINE, "--json")
     assert json.loads(board.stdout)["result"]["board"]["history"] == \
         str(root / f"reports-{LINE}" / "nightly" / "history.jsonl")
+
+
+@pytest.mark.parametrize("to", ["folder", "github"])
+def test_a_line_named_like_a_channel_is_not_released_one_line_naming_it_and_nothing_is_written(
+        lp: LineProject, to: str) -> None:
+    """Its channels would be DIR/nightly/<channel>/, inside main's nightly channel: refused before anything is
+    read or written, for a folder and for github (no GitHub is asked)."""
+    root = lp.root
+    toml = root / "kpatch.toml"
+    toml.write_text(toml.read_text().replace(f'[line."{LINE}".', '[line."nightly".'))
+    (root / "patches" / LINE).rename(root / "patches" / "nightly")
+    before = toml.read_bytes()
+    where = str(root / "out") if to == "folder" else "github"
+    env = {"GITHUB_TOKEN": None, "KPATCH_GITHUB_API": "http://127.0.0.1:9"}
+    for args in (("--yank", "v1", "--why", "x"), ("--lock", str(root / "no-such" / "pylock.toml"))):
+        result = run_kpatch(root, "release", "--line", "nightly", "--to", where, *args, env=env)
+        assert result.exit_code == ExitCode.BAD_INPUT, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert errors == ["error: line 'nightly' cannot be released: its channels would be DIR/nightly/<channel>/, "
+                          "inside main's nightly channel; rename the line in kpatch.toml"], result.output
+    assert toml.read_bytes() == before and not (root / "out").exists()

@@ -14,6 +14,7 @@ import sys
 import threading
 import tomllib
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -203,6 +204,67 @@ def test_a_release_is_an_index_pip_and_uv_install_the_set_from_over_http(
     assert "Upstream-PR vllm-project/vllm#56462" in notes and "kpatch verify: " in notes
     installs_as_printed(sets, result, tmp_path, monkeypatch)
 
+
+LINE = "0.9"
+
+
+@contextmanager
+def line_declared(sets: Sets) -> Iterator[None]:
+    """The built project with a release line LINE declared for the block (main's branches and bases, its own copy
+    of main's stacks), so `--line LINE` releases a built set (dist2/) as that line's."""
+    toml = sets.root / "kpatch.toml"
+    text = toml.read_text()
+    bases = {u["name"]: u["base"] for u in tomllib.loads(text)["upstream"]}
+    for name in bases:
+        shutil.copytree(sets.root / "patches" / name, sets.root / "patches" / LINE / name)
+    toml.write_text(text + "".join(f'\n[line."{LINE}".{name}]\nbranch = "main"\nbase = "{base}"\n'
+                                   for name, base in bases.items()))
+    try:
+        yield
+    finally:
+        toml.write_text(text)
+        shutil.rmtree(sets.root / "patches" / LINE)
+
+
+def test_a_release_line_is_its_own_channel_pip_on_one_lines_index_never_gets_the_others_set(
+        sets: Sets, served: tuple[Path, str], tmp_path: Path) -> None:
+    """`--line 0.9` publishes into DIR/0.9/<channel>/, beside main's DIR/<channel>/: each index lists its own
+    line's set only, the printed commands and the notes name the line, a tag stays one release across lines, and
+    a yank on the line leaves main's index as it was."""
+    site, url = served
+    main = release(sets, site, url, "--tag", "m-1")
+    with line_declared(sets):
+        line = release(sets, site, url, "--line", LINE, "--tag", "l-1", "--lock", str(sets.second / "pylock.toml"))
+        assert main["line"] == "main" and main["index_url"] == f"{url}/stable/simple"
+        assert line["line"] == LINE and line["index_url"] == f"{url}/{LINE}/stable/simple"
+        assert line["pip_command"] == f"pip install --index-url {url}/{LINE}/stable/simple 'app=={line['version']}'"
+        assert line["uv_command"] == f"uv pip install -r {url}/{LINE}/stable/releases/l-1/pylock.toml"
+        assert Path(str(line["folder"])) == site.resolve() / LINE / "stable" / "releases" / "l-1"
+        assert (Path(str(line["folder"])) / "NOTES.md").read_text().startswith(
+            f"# app {line['version']} (line {LINE}, stable, l-1)")
+        # real pip over HTTP: each line's index lists its own set only, and the printed command installs it
+        assert versions(f"{url}/stable/simple", "app") == f"Available versions: {main['version']}"
+        assert versions(f"{url}/{LINE}/stable/simple", "app") == f"Available versions: {line['version']}"
+        target = tmp_path / "line"
+        assert pip_into(target, str(line["pip_command"])).returncode == 0
+        assert installed(target)["app"] == line["version"]
+        # a tag is released once across every line and channel of DIR
+        taken = release(sets, site, url, "--line", LINE, "--tag", "m-1", "--lock",
+                        str(sets.second / "pylock.toml"), code=ExitCode.BAD_INPUT)
+        assert str(taken["message"]).startswith("tag m-1 is already released on channel stable (app ")
+        # the yank is the line's: main's index is untouched
+        main_pages = sorted((p, p.read_bytes()) for p in (site / "stable").rglob("*") if p.is_file())
+        yanked = release(sets, site, url, "--line", LINE, "--yank", "l-1", "--why", "breaks the 0.9 sampler")
+        unknown = sets.kpatch("release", "--line", LINE, "--to", str(site), "--base-url", url, "--yank", "l-9",
+                              "--why", "x")
+    assert yanked["line"] == LINE and yanked["yanked"] == "breaks the 0.9 sampler"
+    assert sorted((p, p.read_bytes()) for p in (site / "stable").rglob("*") if p.is_file()) == main_pages
+    assert 'data-yanked="l-1: breaks the 0.9 sampler"' in (site / LINE / "stable" / "simple" / "app" /
+                                                          "index.html").read_text()
+    assert versions(f"{url}/stable/simple", "app") == f"Available versions: {main['version']}"
+    assert unknown.exit_code == ExitCode.BAD_INPUT and \
+        f"no release 'l-9' on channel stable of line {LINE} in {site.resolve() / LINE / 'stable'} (released: l-1)" \
+        in unknown.output
 
 def test_a_set_that_does_not_verify_is_refused_and_nothing_is_published(sets: Sets, tmp_path: Path) -> None:
     dist = tmp_path / "dist"

@@ -19,7 +19,17 @@ import pytest
 
 from kpatch.errors import ExitCode
 from kpatch.wheels import lock as lockfile
-from tests.git.test_release import Quiet, Sets, build_sets, installs_as_printed, versions
+from tests.git.test_release import (
+    LINE,
+    Quiet,
+    Sets,
+    build_sets,
+    installed,
+    installs_as_printed,
+    line_declared,
+    pip_into,
+    versions,
+)
 from tests.support.fake_github import FakeGitHub, fake_github
 from tests.support.fake_github_releases import add_tag, cut_uploads_after, releases_of
 from tests.support.json_envelope import checked
@@ -268,3 +278,35 @@ def test_yank_on_github_of_a_tag_the_index_does_not_list_is_refused_naming_it(wo
     assert error["message"] == (f"no release 'z9' on channel stable in the index on branch gh-pages of "
                                 f"{world.pages} (released: z1)")
     assert world.branch() == pushed and len(world.fake.writes()) == writes
+
+
+def test_a_release_line_on_github_has_its_own_index_folder_title_and_yank_and_pip_gets_only_its_set(
+        world: World, pages_site: tuple[Path, str], tmp_path: Path) -> None:
+    """`--line 0.9 --to github`: the line's channel is 0.9/stable/ on gh-pages, beside main's stable/; the GitHub
+    release's title names the line, its yank note too, and pip on each index gets that line's set only."""
+    site, url = pages_site
+    assert world.release("--tag", "m1", "--base-url", url)[0] == 0
+    with line_declared(world.sets):
+        code, line, output = world.release("--line", LINE, "--tag", "l1", "--base-url", url, "--lock",
+                                           str(world.sets.second / "pylock.toml"))
+        assert code == 0, output
+        code, yanked, output = world.release("--line", LINE, "--yank", "l1", "--why", "breaks the 0.9 sampler",
+                                             "--base-url", url)
+        assert code == 0, output
+    assert line["line"] == LINE and line["index_url"] == f"{url}/{LINE}/stable/simple"
+    assert line["folder"] == f"{LINE}/stable/releases/l1"
+    assert [r["tag"] for r in json.loads(world.show("stable/releases.json"))["releases"]] == ["m1"]
+    assert [(r["tag"], r["yanked"]) for r in json.loads(world.show(f"{LINE}/stable/releases.json"))["releases"]] \
+        == [("l1", "breaks the 0.9 sampler")]
+    made = {r.tag: r for r in releases_of(world.fake, REPO)}
+    assert made["l1"].name == f"app {line['version']} (line {LINE})" and "(line" not in made["m1"].name
+    assert made["l1"].body.startswith(f"> **Yanked** (stable channel of line {LINE}): breaks the 0.9 sampler\n\n"
+                                      f"# app {line['version']} (line {LINE}, stable, l1)")
+    assert yanked["line"] == LINE and yanked["folder"] == f"{LINE}/stable/releases/l1"
+    world.serve(site)
+    # pip pinned to the yanked version still installs it from the line's index (its assets on GitHub), and main's
+    # index does not know it
+    target = tmp_path / "line"
+    assert pip_into(target, str(line["pip_command"])).returncode == 0
+    assert installed(target)["app"] == line["version"]
+    assert line["version"] not in versions(f"{url}/stable/simple", "app")
