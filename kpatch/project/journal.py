@@ -113,7 +113,10 @@ def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: I
     except BaseException:
         _drop(folder)
         raise
-    sync_files(folder / "new", [folder / "new" / s.new for s in steps if s.new is not None])
+    # the staged files and the kept ones, and the entries naming them, durable before the commit point below
+    sync_files([*(folder / "new" / s.new for s in steps if s.new is not None),
+                *(folder / "old" / s.old for s in steps if s.old is not None),
+                folder / "new", folder / "old", folder, folder.parent])
     _hook(0)
     write_atomic(folder / JOURNAL, json.dumps({"operation": operation, "steps": [asdict(s) for s in steps]},
                                               indent=1).encode())

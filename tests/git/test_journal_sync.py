@@ -1,4 +1,5 @@
-"""The journal stages with one syncfs instead of an fsync per file: a kill at any step still ends fully old or new."""
+"""The journal makes its staged files durable with fsyncs side by side (no syncfs): a kill at any step still ends
+fully old or new."""
 
 from __future__ import annotations
 
