@@ -80,14 +80,34 @@ def line_tables(path: Path, lines: list[str], table: Any, upstreams: list[Upstre
                 raise ConfigError(f"{path}:{where}: line {name!r} does not say where upstream {upstream.name!r} "
                                   f"stands: add [line.\"{name}\".{upstream.name}] with branch and base")
             found = _line_upstream(path, lines, name, upstream.name, body[upstream.name])
-            if found.patches in folders:
+            clash = _overlapping(found.patches, folders)
+            if clash is not None:
+                how = "is already" if clash == found.patches else \
+                    ("lies inside" if found.patches.is_relative_to(clash) else "holds")
                 raise ConfigError(f"{path}:{_where(lines, name, upstream.name, 'patches')}: "
-                                  f"{_key(name, upstream.name, 'patches')}: {found.patches} is already "
-                                  f"{folders[found.patches]}: each line keeps its own stacks")
+                                  f"{_key(name, upstream.name, 'patches')}: {found.patches} {how} "
+                                  f"{'' if how == 'is already' else clash.as_posix() + ', '}{folders[clash]}: "
+                                  "each line keeps its own stacks, apart")
             folders[found.patches] = f"line {name}'s patches of {upstream.name}"
             own.append((upstream.name, found))
         out.append(Line(name=name, upstreams=tuple(own), line=where))
+    root = path.parent.resolve()
+    for line in out:
+        # a line's own folder keeps its lock and recorded resolutions: inside another's stack folder they would be
+        # that stack's files (a line named like an upstream, "kernels", beside patches/kernels)
+        own_folder = root / "patches" / line.name
+        clash = next((f for f, whose in folders.items() if own_folder.is_relative_to(f)
+                      and not whose.startswith(f"line {line.name}'s ")), None)
+        if clash is not None:
+            raise ConfigError(f"{path}:{line.line}: {_key(line.name)}: the line keeps its lock and recorded "
+                              f"resolutions in patches/{line.name}/, which is {folders[clash]} "
+                              f"({clash.relative_to(root).as_posix()}): name the line otherwise")
     return tuple(out)
+
+
+def _overlapping(folder: Path, folders: dict[Path, str]) -> Path | None:
+    """The stack folder `folder` is, lies inside or holds, if any: two stacks' files never share a folder."""
+    return next((f for f in folders if f == folder or folder.is_relative_to(f) or f.is_relative_to(folder)), None)
 
 
 def _line_upstream(path: Path, lines: list[str], line: str, upstream: str, table: Any) -> LineUpstream:

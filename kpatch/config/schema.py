@@ -119,7 +119,8 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                   "examples": ["4ba787ec9f0c2b0f3e1d6a8b7c5e4d3c2b1a0f9e"]},
     (LINE_TABLE, "patches"): {**_NONEMPTY, "default": "patches/NAME/UPSTREAM",
                               "description": "The line's stack folder for this upstream, relative to kpatch.toml "
-                                            "(no other line's or main's).", "examples": ["patches/0.33/vllm"]},
+                                            "(no other line's or main's, and neither inside nor around one).",
+                              "examples": ["patches/0.33/vllm"]},
     ("upstream.build", "command"): {**_NONEMPTY, "description": "The upstream's documented build command, run in a "
                                                                 "copy of the source; the wheel must land in "
                                                                 "$KPATCH_OUT.",

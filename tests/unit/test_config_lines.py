@@ -96,3 +96,43 @@ def test_a_line_rebase_writes_the_lines_bases_and_keeps_the_rest_byte_for_byte(t
     assert edited == (UPSTREAMS + LINE).replace("base = 'v0.33.0'", f"base = '{sha}'")
     assert with_new_bases(path, {"vllm": sha}).decode() == (UPSTREAMS + LINE).replace('base = "v0.34.0"',
                                                                                      f'base = "{sha}"')
+
+
+@pytest.mark.parametrize(("text", "line", "says"), [
+    # a line named like an upstream: its default folders patches/kernels/<upstream>/ lie inside main's stack
+    (LINE.replace('"0.33"', '"kernels"'), 2, "lies inside"),
+    (LINE.replace("base = 'v0.33.0'", "base = 'v0.33.0'\npatches = \"patches/vllm/old\""), 9,
+     "lies inside"),
+    (LINE.replace("base = 'v0.33.0'", "base = 'v0.33.0'\npatches = \"patches\""), 9, "holds"),
+    (LINE.replace("base = \"v0.1.15.4\"", "base = \"v0.1.15.4\"\npatches = \"patches/l/k\"")
+     .replace("base = 'v0.33.0'", "base = 'v0.33.0'\npatches = \"patches/l/k/v\""), 10, "lies inside"),
+])
+def test_a_line_folder_inside_or_around_another_stacks_folder_is_refused(tmp_path: Path, text: str, line: int,
+                                                                         says: str) -> None:
+    path = _write(tmp_path, UPSTREAMS + text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert "\n" not in message and says in message and "each line keeps its own stacks" in message, message
+    assert message.startswith(f"{path}:{UPSTREAMS.count(chr(10)) + line}: "), message
+
+
+def test_a_line_whose_own_folder_is_another_stacks_folder_is_refused(tmp_path: Path) -> None:
+    # every stack of line "vllm" lives elsewhere, but its lock and resolutions would go to patches/vllm/: main's stack
+    text = LINE.replace('"0.33"', '"vllm"').replace(
+        "base = \"v0.1.15.4\"", "base = \"v0.1.15.4\"\npatches = \"lines/vllm/kernels\"").replace(
+        "base = 'v0.33.0'", "base = 'v0.33.0'\npatches = \"lines/vllm/vllm\"")
+    path = _write(tmp_path, UPSTREAMS + text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert message == (f"{path}:{UPSTREAMS.count(chr(10)) + 2}: line.\"vllm\": the line keeps its lock and recorded "
+                       "resolutions in patches/vllm/, which is upstream vllm's patches (main) (patches/vllm): "
+                       "name the line otherwise"), message
+
+
+def test_a_line_beside_mains_folders_loads(tmp_path: Path) -> None:
+    # patches/0.33/ beside patches/kernels and patches/vllm: nothing shared
+    stack = load(_write(tmp_path, UPSTREAMS + LINE))
+    folders = [u.patches for u in stack.upstreams] + [u.patches for _, u in stack.lines[0].upstreams]
+    assert len(set(folders)) == 4
