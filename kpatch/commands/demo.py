@@ -207,10 +207,11 @@ def show_release_line(ui: UI, result: ReleaseLine) -> None:
     from kpatch.commands.status import show_matrix
 
     for cut in result.cuts:
-        ui.plain(f"  {cut.upstream}: branch {result.branch} and tag v0.9 at {cut.commit[:12]}, an older commit of "
-                 "main")
-    ui.plain(f"  kpatch.toml: [line.\"{result.line}\".kernels] and [line.\"{result.line}\".app], branch "
-             f"{result.branch}, base v0.9")
+        ui.plain(f"  {cut.upstream}: branch {result.branch} and tag {cut.tag} at {cut.commit[:12]}, an older commit "
+                 "of main")
+    tables = ", ".join(f'[line."{result.line}".{name}]' for name, _ in result.bases)
+    ui.plain(f"  kpatch.toml: {tables}, branch {result.branch}, base "
+             f"{', '.join(sorted({base for _, base in result.bases}))}")
     ui.plain(f"  the line's stacks, what the release carries (the kimi op upstream merged on main after the cut): "
              f"{', '.join(result.carried)} in patches/{result.line}/")
     ui.plain(f"  $ kpatch apply --line {result.line}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kpatch import config
 from kpatch.engine.apply import ApplyResult, apply
-from kpatch.examples.lines import BRANCH, CUT, LINE, cut_release, line_tables
+from kpatch.examples.lines import BRANCH, CUT, LINE, TAG, cut_release, line_tables
 from kpatch.examples.upstreams import APP_CHANGES, KERNEL_CHANGES, ExampleProject, write_stack
 from kpatch.gitx import run
 from kpatch.lines.backport import BackportResult, backport
@@ -26,13 +26,12 @@ from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
 from kpatch.stack import load_series
 
-TAG = "v0.9"
-
 
 @dataclass(frozen=True)
 class Cut:
     upstream: str
-    commit: str  # where its release branch starts (and its tag v0.9)
+    commit: str  # where its release branch starts
+    tag: str  # the release tag made there
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,7 @@ class ReleaseLine:
     line: str
     branch: str
     cuts: tuple[Cut, ...]
+    bases: tuple[tuple[str, str], ...]  # each upstream's base in the line's tables, as kpatch.toml declares it
     carried: tuple[str, ...]  # the patches the line starts with, UPSTREAM/FILE.patch
     picked: str  # main's patch it backports, UPSTREAM/FILE.patch
     applied: ApplyResult  # the line on its release branches, before the backport
@@ -55,7 +55,7 @@ def release_line(example: ExampleProject, ui: UI, cache_dir: Path) -> tuple[Rele
     """Cut, declare, apply, backport, apply again, show the matrix; ok when every apply and the backport went in."""
     cuts = []
     for name, repo in (("kernels", example.kernels), ("app", example.app)):
-        cuts.append(Cut(name, cut_release(repo)))
+        cuts.append(Cut(name, cut_release(repo), TAG))
         run(["tag", TAG, BRANCH], repo)
     patches = example.root / "patches"
     (files, message), = KERNEL_CHANGES[:1]  # the op, for this line only: main has it upstream
@@ -67,12 +67,15 @@ def release_line(example: ExampleProject, ui: UI, cache_dir: Path) -> tuple[Rele
     with toml.open("a", encoding="utf-8") as handle:  # kpatch.toml's documented form (docs/config.md)
         handle.write(line_tables())
     picked = f"kernels/{load_series('kernels', patches / 'kernels').names()[0]}"  # main's test of the op
-    ws = Workspace.create(config.load(toml).on_line(LINE), cache_dir, None)
+    on_line = config.load(toml).on_line(LINE)
+    ws = Workspace.create(on_line, cache_dir, None)
     applied = apply(ws, ui, {}, discard=False)
     done = backport(ws, ui, config.load(toml), (picked,))
     reapplied = apply(Workspace.create(config.load(toml).on_line(LINE), cache_dir, None), ui, {}, discard=False)
     matrix = line_matrix(config.load(toml))
-    result = ReleaseLine(line=LINE, branch=BRANCH, cuts=tuple(cuts), carried=carried, picked=picked, applied=applied,
+    result = ReleaseLine(line=LINE, branch=BRANCH, cuts=tuple(cuts), bases=tuple((u.name, u.base)
+                                                                              for u in on_line.upstreams),
+                         carried=carried, picked=picked, applied=applied,
                          backport=done, reapplied=reapplied, matrix=matrix)
     ok = applied.conflict is None and done.conflict is None and done.committed and reapplied.conflict is None
     outcome = done.patches[0].outcome.value if done.patches else "not backported"

@@ -26,6 +26,7 @@ from kpatch.gitx import out, run
 
 LINE = "0.9"
 BRANCH = "release/0.9"
+TAG = "v0.9"  # the release tag on each release branch: the line's base
 CUT = 10  # the commit of each upstream's history the release branch is cut from (main's base is commit 15)
 
 
@@ -69,8 +70,8 @@ def cut_release(repo: Path) -> str:
 
 def line_tables(upstreams: tuple[str, ...] = ("kernels", "app")) -> str:
     """The release line's kpatch.toml tables (the documented form): each upstream's release branch, from v0.9."""
-    return (f'\n# The release line: both upstreams\' {BRANCH} branches, from their tag v0.9.\n'
-            + "\n".join(f'[line."{LINE}".{name}]\nbranch = "{BRANCH}"\nbase = "v0.9"\n' for name in upstreams))
+    return (f'\n# The release line: both upstreams\' {BRANCH} branches, from their tag {TAG}.\n'
+            + "\n".join(f'[line."{LINE}".{name}]\nbranch = "{BRANCH}"\nbase = "{TAG}"\n' for name in upstreams))
 
 
 def release_commit(repo: Path, files: dict[str, str], message: str, when: int) -> str:

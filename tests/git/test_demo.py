@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,11 @@ def test_demo_without_an_engine_runs_everything_on_this_host_and_keeps_dir(tmp_p
     assert git(project / "work-0.9" / "kernels", "rev-parse", "HEAD~2") == cut
     step = result.stdout[result.stdout.index("== release line"):result.stdout.index("\nsummary")]
     assert f"$ kpatch backport kernels/{test} --to 0.9" in step and "$ kpatch status --lines" in step
+    # what the step says it cut and declared is what the upstream and kpatch.toml hold
+    assert f"kernels: branch release/0.9 and tag v0.9 at {cut[:12]}" in step, step
+    toml = tomllib.loads((project / "kpatch.toml").read_text())
+    bases = {toml["line"]["0.9"][name]["base"] for name in ("kernels", "app")}
+    assert f'[line."0.9".kernels], [line."0.9".app], branch release/0.9, base {", ".join(sorted(bases))}\n' in step
     assert re.search(rf"\n  {test}\s+on the line\s+backported\n", step), step
     assert re.search(r"\n  0.9:0001-Add-the-kimi-op.patch\s+not applicable\s+on the line\n", step), step
     assert "demo passed" in result.stdout and f"everything is in {folder}" in result.stdout
