@@ -164,8 +164,8 @@ def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | 
     for culprit in done.culprits:
         ui.line(f"  culprit {culprit.sha[:12]} \"{escape(culprit.subject)}\": {culprit.nights} night(s), "
                 f"{escape(', '.join(culprit.patches))}")
-    ui.line(f"carry history: {escape(done.history)} ({done.records} record(s)); draw it: kpatch report --html DIR "
-            f"--history {escape(done.history)}")
+    ui.line(f"carry history: {escape(done.history)} ({done.records} record(s) written); draw it: kpatch report "
+            f"--html DIR --history {escape(done.history)}")
     return 0
 
 

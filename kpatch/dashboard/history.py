@@ -2,13 +2,15 @@
 
 A line is `{"v": 2, "kind": "patch" | "night" | "pull", ...}` (a "pull": one Upstream-PR's state that night); a
 patch's class is `class`, as in every command's JSON (version 1 lines, with `klass`, are still read).
-Appending a night whose day is already there rewrites the file with one record per patch (and PR) per day (the
-last) and one night per day: the file grows by a day, never by a run.
+Appending a night whose day is already at the end of the file rewrites that day with one record per patch (and
+PR) per day (the last) and one night per day: the file grows by a day, never by a run. An append reads only the
+last days, so it costs the night, not the years before it; `read` compacts a day found twice apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import types
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpatch.errors import UsageError
-from kpatch.files import NotAFile, TooLarge, read_regular, write_atomic
+from kpatch.files import NotAFile, TooLarge, open_regular, read_regular, write_atomic
 from kpatch.output.redact import redact_text
 
 VERSION = 2  # of a line: +1 when a field is renamed or removed (2: `klass` is `class`)
@@ -167,6 +169,12 @@ def from_line(text: str, where: str) -> Record:
     return value
 
 
+@functools.cache
+def _shape(kind: type) -> tuple[dict[str, typing.Any], tuple[dataclasses.Field[typing.Any], ...]]:
+    """A record class's field types and fields, worked out once (get_type_hints evaluates every annotation)."""
+    return typing.get_type_hints(kind), dataclasses.fields(kind)
+
+
 def _decode(kind: object, data: object) -> object:
     """`data` as `kind`: a record dataclass, tuple[X, ...], X | None, str, int, float or bool."""
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
@@ -181,8 +189,7 @@ def _decode(kind: object, data: object) -> object:
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         if not isinstance(data, dict):
             raise ValueError(f"expected an object for {kind.__name__}")
-        hints = typing.get_type_hints(kind)
-        fields = dataclasses.fields(kind)
+        hints, fields = _shape(kind)
         keys = {f.name: f.metadata.get("json", f.name) for f in fields}
         missing = [keys[f.name] for f in fields if keys[f.name] not in data and f.default is dataclasses.MISSING]
         if missing:
@@ -197,7 +204,7 @@ def _decode(kind: object, data: object) -> object:
 
 def read(path: Path) -> History:
     """Every record in the file, in order (a missing file is an empty history)."""
-    records = read_records(path)
+    records = compact(read_records(path))  # a day appended twice apart (a replay of older commits) counts once
     return History(nights=tuple(r for r in records if isinstance(r, NightRecord)),
                    patches=tuple(r for r in records if isinstance(r, PatchRecord)),
                    pulls=tuple(r for r in records if isinstance(r, PullRecord)))
@@ -233,17 +240,96 @@ def compact(records: Sequence[Record]) -> list[Record]:
 
 
 def append(path: Path, records: Iterable[Record]) -> int:
-    """Add the records; the file is rewritten compacted when a record's day is already there. Returns the
-    number of records the file holds."""
-    new = list(records)
-    old = read_records(path)  # a file this kpatch cannot read is never appended to
-    keys = {r.key for r in old}
+    """Add the records; when a record's day is already at the end of the file, that day is rewritten with one
+    record per key (the last). Returns the number of records written.
+
+    The cost grows with the records and their day, not with the file: only the file's last days are read (back to
+    the first line of another day), checked as records (a line that is no record is refused naming file:line, and
+    nothing is written) and, when one repeats a new key, rewritten; the lines before them are copied as they are.
+    A day found further back (a replay of older commits appended after a later day) is compacted by `read`."""
+    new = compact(list(records))
+    days = {r.date for r in new}
+    try:
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_BYTES:
+                raise UsageError(f"{path} is larger than {MAX_BYTES >> 20} MiB: not a carry history kpatch reads")
+            start, tail = _tail(handle, size, path, days)
+            prefix = b""
+            if any(r.key in {t.key for t in tail} for r in new):
+                handle.seek(0)
+                prefix = handle.read(start)
+    except FileNotFoundError:
+        start, tail, prefix = 0, [], b""
+    except NotAFile as err:
+        raise UsageError(f"{err}: not a carry history kpatch reads") from None
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
+    keys = {t.key for t in tail}
     if any(r.key in keys for r in new):
-        kept = compact([*old, *new])
-        write_atomic(path, "".join(to_line(r) + "\n" for r in kept).encode("utf-8"))
-        return len(kept)
+        kept = compact([*tail, *new])
+        write_atomic(path, prefix + "".join(to_line(r) + "\n" for r in kept).encode("utf-8"))
+        return len(new)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "a", encoding="utf-8") as handle:
-        handle.write("".join(to_line(r) + "\n" for r in compact(new)))
-    return len(old) + len(compact(new))
+    with os.fdopen(fd, "a", encoding="utf-8") as handle_out:
+        handle_out.write("".join(to_line(r) + "\n" for r in new))
+    return len(new)
+
+
+_BLOCK = 1 << 16
+
+
+def _tail(handle: typing.BinaryIO, size: int, path: Path, days: set[str]) -> tuple[int, list[Record]]:
+    """The records at the end of the open file whose day is one of `days`, in file order, and the offset of the
+    first of them (`size` when none). The first line of another day is read and checked too, and the file's first
+    line: a file whose ends are no history is never appended to."""
+    found: list[Record] = []
+    end = size
+    buffered = b""
+    position = size
+    while True:
+        if b"\n" not in buffered.rstrip(b"\n") and position > 0:  # fewer than two lines held: read further back
+            step = min(_BLOCK, position)
+            position -= step
+            handle.seek(position)
+            buffered = handle.read(step) + buffered
+            continue
+        body = buffered.rstrip(b"\n")
+        if not body.strip():
+            return end, found[::-1]
+        cut = body.rfind(b"\n") + 1  # the last line is whole: a newline before it, or the file's start
+        line, offset, buffered = body[cut:], position + cut, body[:cut]
+        if not line.strip():  # a blank line, as `read` skips it
+            continue
+        record = _record_at(handle, path, offset, line)
+        if record.date not in days:
+            if offset > 0:
+                _first_line(handle, path)
+            return end, found[::-1]
+        found.append(record)
+        end = offset
+
+
+def _record_at(handle: typing.BinaryIO, path: Path, offset: int, line: bytes) -> Record:
+    """The line starting at `offset` as a record; UsageError naming its line number (counted only then)."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path}:{_line_number(handle, offset)}: not UTF-8 text (byte {err.start})") from None
+    try:
+        return from_line(text, "")
+    except UsageError as err:
+        raise UsageError(f"{path}:{_line_number(handle, offset)}{err}") from None
+
+
+def _first_line(handle: typing.BinaryIO, path: Path) -> None:
+    handle.seek(0)
+    line = handle.readline(MAX_BYTES).rstrip(b"\n")
+    if line.strip():
+        _record_at(handle, path, 0, line)
+
+
+def _line_number(handle: typing.BinaryIO, offset: int) -> int:
+    handle.seek(0)
+    return handle.read(offset).count(b"\n") + 1

@@ -39,7 +39,7 @@ def record_night(ui: UI, stack: Stack, report: Report, path: Path) -> None:
     except (KpatchError, OSError, ValueError, RecursionError, MemoryError) as err:  # never the command's end
         ui.warn(f"carry history not updated: {err}")
         return
-    ui.note(f"carry history: {path} ({held} record(s))")
+    ui.note(f"carry history: {path} ({held} record(s) written)")
 
 
 def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
@@ -62,7 +62,7 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
     except (KpatchError, OSError, ValueError, RecursionError, MemoryError) as err:  # never the command's end
         ui.warn(f"carry history not updated: {err}")
         return
-    ui.note(f"carry history: {path} ({held} record(s))")
+    ui.note(f"carry history: {path} ({held} record(s) written)")
 
 
 def dashboard_issue(ui: UI, path: Path) -> str | None:

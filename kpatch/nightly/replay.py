@@ -104,7 +104,7 @@ class Replay:
     culprits: tuple[ReplayCulprit, ...]
     base: str  # where the stack's pin ended: the last step that applied (FROM when none did)
     history: str
-    records: int  # records the history holds after the replay
+    records: int  # records the replay's steps wrote to the history
 
 
 def choose_steps(log: list[tuple[str, int, str]], every: int | None) -> list[tuple[str, int, str, int]]:
@@ -189,7 +189,7 @@ def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: in
                         moves=found.moves if found else (), patches=found.patches if found else (),
                         notes=found.notes if found else (), failure=done.failure)
         after = _workspace(ws.stack, toml, cache, scratch / "work").stack
-        held_records = history.append(path, records(after, report))
+        held_records += history.append(path, records(after, report))
         steps.append(_step(number, sha, started, subject, covered, report, stopped))
         ui.note(f"step {number}/{len(chosen)} {started[:10]} {sha[:12]}: {steps[-1].summary}")
     return _summary(span.upstream, since, until, per, len(log), steps, base, path, held_records)

@@ -48,7 +48,7 @@ def test_a_new_day_is_appended_and_the_same_day_again_is_compacted_to_one_record
     assert path.read_text().startswith(before) and len(path.read_text().splitlines()) == 4  # appended
     held = history.append(path, [night("2026-11-29", {"kernels": 6}),
                                  patch("2026-11-29", "kernels", "a.patch", lines=99)])
-    assert held == 4 and len(path.read_text().splitlines()) == 4  # the same day twice: the later run kept
+    assert held == 2 and len(path.read_text().splitlines()) == 4  # the same day twice: the later run kept
     records = history.read(path)
     assert [(r.date, r.lines) for r in records.patches] == [("2026-11-28", 10), ("2026-11-29", 99)]
     assert [n.behind[0].commits for n in records.nights] == [3, 6]

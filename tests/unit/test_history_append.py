@@ -1,0 +1,110 @@
+"""Appending to the carry history reads only the file's last days: what `read` gives back is still one record per
+key, the last appended, whatever the order of days; the lines before the rewritten day are kept byte for byte; a
+file whose ends are no history is refused naming file:line and left as it was."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kpatch.dashboard import history
+from kpatch.errors import UsageError
+from tests.support.dashboard_data import night, patch
+
+DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
+
+
+def _record(day: str, which: int, lines: int) -> history.Record:
+    return night(day, {"kernels": lines}) if which == 0 else patch(day, "kernels", f"{which:04}.patch", lines=lines)
+
+
+@settings(max_examples=150, deadline=None)
+@given(runs=st.lists(st.lists(st.tuples(st.sampled_from(DAYS), st.integers(0, 3), st.integers(1, 99)),
+                              min_size=1, max_size=6), min_size=1, max_size=8),
+       block=st.sampled_from([16, 64, 1 << 16]))
+def test_read_gives_the_last_record_of_every_key_whatever_the_order_of_days_and_the_block_size(
+        tmp_path_factory: pytest.TempPathFactory, runs: list[list[tuple[str, int, int]]], block: int) -> None:
+    path = tmp_path_factory.mktemp("h") / "h.jsonl"
+    every: list[history.Record] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(history, "_BLOCK", block)  # the backwards read crosses block boundaries mid-line
+        for run in runs:
+            records = [_record(*r) for r in run]
+            written = history.append(path, records)
+            every += records
+            assert written == len(history.compact(records))
+    held = history.read(path)
+    expected = history.compact(every)
+    assert sorted(map(repr, [*held.nights, *held.patches])) == sorted(map(repr, expected))
+
+
+def test_a_day_already_at_the_end_is_rewritten_and_the_lines_before_it_are_kept_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    history.append(path, [night(DAYS[0], {"kernels": 3}), patch(DAYS[0], "kernels", "a.patch")])
+    # an older kpatch's line: version 1, `klass`, keys in another order: read, never rewritten by a later append
+    fields = json.loads(history.to_line(patch("2026-11-27", "kernels", "a.patch")))
+    fields.update(v=1, klass=fields.pop("class"))
+    older = json.dumps(dict(reversed(fields.items()))) + "\n"
+    path.write_text(older + path.read_text())
+    before = path.read_bytes()
+    history.append(path, [patch(DAYS[1], "kernels", "a.patch", lines=5)])
+    assert path.read_bytes().startswith(before)  # a new day: appended
+    history.append(path, [patch(DAYS[1], "kernels", "a.patch", lines=7)])
+    text = path.read_bytes()
+    assert text.startswith(before) and len(text.splitlines()) == 4  # the day rewritten, one record for the patch
+    assert [(r.date, r.lines) for r in history.read(path).patches] == [
+        ("2026-11-27", 10), (DAYS[0], 10), (DAYS[1], 7)]
+
+
+@pytest.mark.parametrize(("first", "last", "message"), [
+    ("{not json", None, "h.jsonl:1: not JSON"),
+    (None, '{"v": 1, "kind": "moon"}', "h.jsonl:3: 'kind' must be one of"),
+    (None, "\xff\xfe", "h.jsonl:3: not UTF-8 text"),
+])
+def test_a_file_whose_first_or_last_line_is_no_record_is_refused_naming_the_line_and_kept(
+        tmp_path: Path, first: str | None, last: str | None, message: str) -> None:
+    path = tmp_path / "h.jsonl"
+    history.append(path, [night(DAYS[0], {"kernels": 3}), patch(DAYS[0], "kernels", "a.patch")])
+    data = path.read_bytes()
+    if first is not None:
+        data = first.encode() + b"\n" + data
+    if last is not None:
+        data += last.encode("latin-1") + b"\n"
+    path.write_bytes(data)
+    with pytest.raises(UsageError) as err:
+        history.append(path, [night(DAYS[1], {"kernels": 3})])
+    assert str(err.value).startswith(f"{tmp_path}/{message}"), str(err.value)
+    assert path.read_bytes() == data
+
+
+def test_a_history_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "real.jsonl").write_text("")
+    (tmp_path / "h.jsonl").symlink_to(tmp_path / "real.jsonl")
+    with pytest.raises(UsageError, match="not a carry history kpatch reads"):
+        history.append(tmp_path / "h.jsonl", [night(DAYS[0], {"kernels": 3})])
+    assert (tmp_path / "real.jsonl").read_text() == ""
+
+
+@settings(max_examples=100, deadline=None)
+@given(runs=st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 99)), min_size=1, max_size=6),
+                     min_size=1, max_size=8),
+       steps=st.lists(st.booleans(), min_size=8, max_size=8), block=st.sampled_from([16, 64, 1 << 16]))
+def test_days_appended_in_order_leave_one_line_per_key_the_file_grows_by_a_day_never_by_a_run(
+        tmp_path_factory: pytest.TempPathFactory, runs: list[list[tuple[int, int]]], steps: list[bool],
+        block: int) -> None:
+    path = tmp_path_factory.mktemp("h") / "h.jsonl"
+    every: list[history.Record] = []
+    day = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(history, "_BLOCK", block)
+        for run, step in zip(runs, steps, strict=False):
+            day = min(day + step, len(DAYS) - 1)  # the same day again, or the next
+            records = [_record(DAYS[day], which, lines) for which, lines in run]
+            history.append(path, records)
+            every += records
+    assert len(path.read_text().splitlines()) == len(history.compact(every))
+    assert history.read_records(path) == history.compact(every)
