@@ -257,15 +257,31 @@ def compact(records: Sequence[Record]) -> list[Record]:
 def append(path: Path, records: Iterable[Record]) -> int:
     """Add the records; the file is rewritten compacted when a record's day is already there. Returns the
     number of records the file holds."""
-    new = list(records)
-    old = read_records(path)  # a file this kpatch cannot read is never appended to
-    keys = {r.key for r in old}
-    if any(r.key in keys for r in new):
-        kept = compact([*old, *new])
-        write_atomic(path, "".join(to_line(r) + "\n" for r in kept).encode("utf-8"))
-        return len(kept)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "a", encoding="utf-8") as handle:
-        handle.write("".join(to_line(r) + "\n" for r in compact(new)))
-    return len(old) + len(compact(new))
+    return Appender(path).add(records)
+
+
+class Appender:
+    """A history file that one process appends to again and again (a replay's steps): read once, then each `add`
+    leaves the file exactly as `append` would. Reading the whole file at every step made a step's cost grow with
+    the steps before it (a replay of N steps: N^2/2 records read)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._records = read_records(path)  # a file this kpatch cannot read is never appended to
+        self._keys = {r.key for r in self._records}
+
+    def add(self, records: Iterable[Record]) -> int:
+        """`append` of `records`; the number of records the file holds."""
+        new = list(records)
+        if any(r.key in self._keys for r in new):
+            self._records = compact([*self._records, *new])
+            write_atomic(self.path, "".join(to_line(r) + "\n" for r in self._records).encode("utf-8"))
+        else:
+            fresh = compact(new)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "a", encoding="utf-8") as handle:
+                handle.write("".join(to_line(r) + "\n" for r in fresh))
+            self._records.extend(fresh)
+        self._keys.update(r.key for r in new)
+        return len(self._records)

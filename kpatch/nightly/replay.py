@@ -169,6 +169,7 @@ def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: in
     steps: list[ReplayStep] = []
     held_records = 0
     base = since
+    kept = history.Appender(path)  # read once: each step adds its records without reading every earlier step's
     for number, (sha, stamp, subject, covered) in enumerate(chosen, 1):
         sws = _workspace(ws.stack, toml, cache, scratch / "work")
         onto = {**held, span.upstream: sha}
@@ -189,7 +190,7 @@ def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: in
                         moves=found.moves if found else (), patches=found.patches if found else (),
                         notes=found.notes if found else (), failure=done.failure)
         after = _workspace(ws.stack, toml, cache, scratch / "work").stack
-        held_records = history.append(path, records(after, report))
+        held_records = kept.add(records(after, report))
         steps.append(_step(number, sha, started, subject, covered, report, stopped))
         ui.note(f"step {number}/{len(chosen)} {started[:10]} {sha[:12]}: {steps[-1].summary}")
     return _summary(span.upstream, since, until, per, len(log), steps, base, path, held_records)
