@@ -10,9 +10,12 @@ interleaved rounds:
   nightly read    what a night does with the history, in process: `read_records` (the check before any step),
                   `append` of one more night (read, then an append or a compacting rewrite), and the dashboard
                   issue's `summarise(read(...))`
+  replay          what `nightly --replay` does with the history over as many steps as the size has nights (one
+                  night's records a step, from an empty file): the mean seconds of its last tenth of the steps
 
-It prints each median with quartiles, the time per 1,000 records, and how that moved from the smallest size to
-the largest (flat is 1.0x: the cost grows with the history, not faster). It asserts no time.
+It prints each median with quartiles, the time per 1,000 records (for the replay: the seconds of its last
+steps), and how that moved from the smallest size to the largest (flat is 1.0x: the cost grows with the history,
+not faster; a replay step's cost should not grow at all). It asserts no time.
 
     python3 scripts/bench_history.py [--nights 30,120,365] [--patches 300] [--reps 5] [--dir DIR]
                                      [--kpatch LABEL=SRC ...]
@@ -24,6 +27,7 @@ import argparse
 import datetime
 import functools
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,6 +81,8 @@ def nightly_read(path: Path, kp: Kpatch) -> float:
     script = """
 import shutil, sys, time
 from pathlib import Path
+import kpatch
+assert kpatch.__file__.startswith(sys.argv[2]), kpatch.__file__
 from kpatch.dashboard import history
 from kpatch.dashboard.summary import summarise
 copy = Path(sys.argv[1]).with_suffix(".night")
@@ -90,8 +96,39 @@ history.append(copy, new)
 summarise(history.read(copy), str(copy))
 print(time.perf_counter() - started)
 """
-    done = subprocess.run([sys.executable, "-c", script, str(path)], env=kp.env(), capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", script, str(path), str(kp.source)], cwd=path.parent,  # no checkout
+                          env=kp.env(), capture_output=True, text=True, check=True)
+    return float(done.stdout.strip())
+
+
+def replay_steps(path: Path, kp: Kpatch) -> float:
+    """What `nightly --replay` does with the history over as many steps as `path` has nights: one step's records
+    (a night and its patches) added per step, from an empty file; the mean seconds of the last tenth of the steps
+    (timed inside a process of its own). Flat from the smallest size to the largest: a step costs its own records,
+    not the steps before it. A kpatch without `history.Appender` appends each step with `history.append`, as it did."""
+    script = """
+import sys, time
+from pathlib import Path
+import kpatch
+assert kpatch.__file__.startswith(sys.argv[2]), kpatch.__file__
+from kpatch.dashboard import history
+records = history.read_records(Path(sys.argv[1]))
+steps = {}
+for record in records:
+    steps.setdefault(record.date, []).append(record)
+out = Path(sys.argv[1]).with_suffix(".replay")
+out.unlink(missing_ok=True)
+kept = history.Appender(out) if hasattr(history, "Appender") else None
+took = []
+for step in steps.values():
+    started = time.perf_counter()
+    kept.add(step) if kept is not None else history.append(out, step)
+    took.append(time.perf_counter() - started)
+last = took[-max(1, len(took) // 10):]
+print(sum(last) / len(last))
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(path), str(kp.source)], cwd=path.parent,
+                          env=kp.env(), capture_output=True, text=True, check=True)
     return float(done.stdout.strip())
 
 
@@ -129,6 +166,7 @@ def main() -> None:
                 cases[f"report --html, {nights} nights ({kp.label})"] = \
                     functools.partial(report_html, path, root / f"page-{nights}-{kp.label}", kp)
                 cases[f"nightly read, {nights} nights ({kp.label})"] = functools.partial(nightly_read, path, kp)
+                cases[f"replay's last steps, {nights} steps ({kp.label})"] = functools.partial(replay_steps, path, kp)
         times = paired(cases, args.reps)
         print(f"\n{args.reps} interleaved rounds; seconds: median [quartiles]; per 1,000 records: the median's")
         for kp in kps:
@@ -141,6 +179,12 @@ def main() -> None:
                           f"{per[-1]:.4f} s per 1,000 records")
                 print(f"  {what} ({kp.label}): per record, {sizes[-1]} nights against {sizes[0]}: "
                       f"{per[-1] / per[0]:.2f}x (flat: 1.0x)")
+            last = [statistics.median(times[f"replay's last steps, {n} steps ({kp.label})"]) for n in sizes]
+            for nights in sizes:
+                label = f"replay's last steps, {nights} steps ({kp.label})"
+                print(f"  {label:<44} {spread(times[label]):>24}")
+            print(f"  replay's last steps ({kp.label}): {sizes[-1]} steps against {sizes[0]}: "
+                  f"{last[-1] / last[0]:.2f}x (flat: 1.0x)")
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
