@@ -86,11 +86,18 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
                 skipped += _upstream(mirror, upstream, base, tip, commits, {s.commit for s in skipped})
             gone = {s.commit for s in skipped}
             kept = [c for c in commits if c not in gone]
-            with scratch(ws, mirror, name, base if gone else tip) as tree:
-                if gone:
-                    _pick(tree, kept)
-                reworded = _reword(tree, base, kept)
-                files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
+            if gone or upstream.requires:  # the picks, and the op contract's reading, need the files: a worktree
+                with scratch(ws, mirror, name, base if gone else tip) as tree:
+                    if gone:
+                        _pick(tree, kept)
+                    reworded, made = _reword(tree, base, tree.head(), kept)
+                    if reworded:
+                        tree.reset_hard(made)
+                    files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
+            else:  # the fetched commits are the stack: written from the mirror, with no worktree
+                reworded, made = _reword(mirror, base, tip, kept)
+                files, suggestions = write_stack(ws, upstream, series, mirror, where, requires_auto=requires_auto,
+                                                 tip=made)
         finally:
             mirror.run(["update-ref", "-d", ref], check=False)
     order = {c: i for i, c in enumerate(commits)}
@@ -191,13 +198,14 @@ def scratch(ws: Workspace, mirror: Mirror, name: str, commit: str) -> Iterator[R
 
 
 def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Repository, where: Base, *,
-                requires_auto: bool) -> tuple[tuple[Path, ...], tuple[Suggestion, ...]]:
-    """base..HEAD of `tree` as the stack's patch files and series (as export writes them), and kpatch.toml's base
-    when it moved, in one journaled step."""
+                requires_auto: bool, tip: str | None = None) -> tuple[tuple[Path, ...], tuple[Suggestion, ...]]:
+    """base..tip (default: HEAD, a worktree's) of `tree` as the stack's patch files and series (as export writes
+    them), and kpatch.toml's base when it moved, in one journaled step. Suggestions need a worktree at HEAD."""
     base = where.commit
-    if tree.head() == base:
+    head = tip or tree.head()
+    if head == base:
         raise UsageError(f"no commits to import for {upstream.name}: the stack would be empty (nothing was written)")
-    rendered = render(tree, base, series, series.dropped)
+    rendered = render(tree, base, series, series.dropped, tip=head)
     suggestions = suggest(ws, upstream, tree, rendered) if upstream.requires else ()
     if requires_auto and suggestions:
         made_from = {path.name: commit for path, commit in rendered.commits.items()}
@@ -277,23 +285,26 @@ def _upstream(mirror: Mirror, upstream: Upstream, base: str, tip: str, commits: 
     """The commits whose patch-id equals a commit's on the upstream branch after the base (as the rebase finds
     merged patches): already upstream."""
     head = mirror.resolve(f"{UPSTREAM_REFS}{upstream.branch}")
-    if head is None:
+    if head is None or head == base:  # nothing upstream after the base
         return []
     paths = sorted(set(mirror.out(["log", "--no-renames", "--format=", "--name-only", "--end-of-options",
                                    f"{base}..{tip}"]).splitlines()) - {""})
+    theirs = {pid: commit for commit, pid in commit_patch_ids(mirror, base, head, paths).items()}
+    if not theirs:  # no upstream commit touches the fork's files: none of its commits can be there
+        return []
     subjects: dict[str, str] = {}
     ours = commit_patch_ids(mirror, base, tip, paths, subjects=subjects)
-    theirs = {pid: commit for commit, pid in commit_patch_ids(mirror, base, head, paths).items()}
     return [Skipped(commit=c, subject=subjects.get(c, ""), why="upstream", upstream_commit=theirs[ours[c]])
             for c in commits if c not in skip and ours.get(c) in theirs]
 
 
-def _reword(tree: Repository, base: str, originals: list[str]) -> list[Reworded]:
-    """Give each commit of base..HEAD (made from `originals`, in order) whose one-line subject git am reads with its
+def _reword(tree: Repository, base: str, tip: str, originals: list[str]) -> tuple[list[Reworded], str]:
+    """Give each commit of base..tip (made from `originals`, in order) whose one-line subject git am reads with its
     spaces collapsed that subject, and the commits after it their new parents (trees, authors, committers and dates
-    kept): the stack's files then give back the commits. Real histories have them ("Fix  the cache")."""
+    kept): the stack's files then give back the commits. Real histories have them ("Fix  the cache"). Returns them
+    and the commit the stack ends at now (`tip` when none was reworded)."""
     form = "--format=%H%x00%T%x00%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd%x00%B%x00"
-    listing = tree.run(["log", "--reverse", "--date=raw", form, "--end-of-options", f"{base}..HEAD"]).stdout
+    listing = tree.run(["log", "--reverse", "--date=raw", form, "--end-of-options", f"{base}..{tip}"]).stdout
     fields = listing.decode("utf-8", "surrogateescape").split("\0")
     reworded: list[Reworded] = []
     parent = base
@@ -310,9 +321,7 @@ def _reword(tree: Repository, base: str, originals: list[str]) -> list[Reworded]
             continue
         made.append(NewCommit(tree=treeish, author=Ident(name, email, date), committer=Ident(cname, cemail, cdate),
                               message=message.encode("utf-8", "surrogateescape")))
-    if reworded:
-        tree.reset_hard(chain(tree, parent, made))
-    return reworded
+    return (reworded, chain(tree, parent, made)) if reworded else ([], tip)
 
 
 def _pick(tree: Repository, kept: list[str]) -> None:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kpatch.gitx.am import Am, AmRun, Hunk, Method
+    from kpatch.gitx.mails import MailReading, read_mail, read_mails
     from kpatch.gitx.mirror import FETCH_TRIES, Mirror, url_problem
     from kpatch.gitx.patches import (
         FORMAT_PATCH,
-        MailReading,
         Trial,
         TrialIndex,
         commit_patch_ids,
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
         format_patches,
         patch_ids,
         patch_ids_of,
-        read_mail,
-        read_mails,
         restore_preimages,
         trial,
     )
@@ -34,8 +32,9 @@ if TYPE_CHECKING:
 _LAZY = {
     "am": ("Am", "AmRun", "Hunk", "Method"),
     "mirror": ("FETCH_TRIES", "Mirror", "url_problem"),
-    "patches": ("FORMAT_PATCH", "MailReading", "Trial", "TrialIndex", "commit_patch_ids", "file_patch_ids",
-                "format_patches", "patch_ids", "patch_ids_of", "read_mail", "read_mails", "restore_preimages", "trial"),
+    "mails": ("MailReading", "read_mail", "read_mails"),
+    "patches": ("FORMAT_PATCH", "Trial", "TrialIndex", "commit_patch_ids", "file_patch_ids", "format_patches",
+                "patch_ids", "patch_ids_of", "restore_preimages", "trial"),
     "repo": ("SHA_RE", "CommitFacts", "CommitInfo", "Repository"),
     "runner": ("COMMITTER", "Completed", "out", "run"),
 }

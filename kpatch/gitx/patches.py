@@ -1,10 +1,10 @@
-"""Patches as git sees them: format-patch, patch-id, what `git am` reads back out of a mail, trial applies."""
+"""Patches as git sees them: format-patch, patch-id, trial applies, the preimages a stack made (what `git am`
+reads back out of a mail is in `mails`)."""
 
 from __future__ import annotations
 
 import re
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from kpatch import killseam, scratch
 from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.repo import Repository, literal
-from kpatch.gitx.runner import run
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -35,16 +34,6 @@ class Trial(Enum):
     THREE_WAY = "three-way"
     EMPTY = "empty"
     CONFLICT = "conflict"
-
-
-@dataclass(frozen=True)
-class MailReading:
-    """What `git am` would take out of one mbox text: how many mails, the message, and the author."""
-
-    mails: int
-    message: str  # subject + blank line + body, as the commit would get it
-    author: str
-    has_diff: bool
 
 
 # format-patch runs started ahead of need (prefetch_patches), by (repository, base, tip SHA); the latest few only.
@@ -218,58 +207,6 @@ def _unquote(quoted: bytes) -> str:
         out.append(byte)
         i += 1
     return out.decode("utf-8", "surrogateescape")
-
-
-def read_mail(repo: Repository, data: bytes) -> MailReading:
-    """Split and read `data` exactly as `git am -3 --keep-cr --keep-non-patch` will (mailsplit + mailinfo)."""
-    return read_mails(repo, [data])[0]
-
-
-def read_mails(_repo: Repository, texts: Sequence[bytes]) -> list[MailReading]:
-    """`read_mail` of many mbox texts: one mailsplit for all of them, the mailinfo calls run side by side."""
-    if not texts:
-        return []
-    with scratch.folder("mail") as where:
-        if not all(data.strip() for data in texts):  # an empty commit's text: mailsplit would fail on it alone
-            return [_read_split(where, data) for data in texts]
-        (where / "mbox").write_bytes(b"".join(texts))
-        (where / "split").mkdir()
-        count = int(run(["mailsplit", "--keep-cr", f"-o{where / 'split'}", "--", str(where / "mbox")],
-                        where).text.strip() or 0)
-        if count != len(texts):  # some text is not exactly one mail: read each alone to tell which
-            return [_read_split(where, data) for data in texts]
-        mails = [where / "split" / f"{n:04d}" for n in range(1, count + 1)]
-        from concurrent.futures import ThreadPoolExecutor  # only here: most commands never read mails
-
-        with ThreadPoolExecutor(max_workers=min(4, len(mails))) as pool:  # each waits on its own git process
-            return list(pool.map(lambda mail: _mailinfo(where, mail, 1), mails))
-
-
-def _read_split(parent: Path, data: bytes) -> MailReading:
-    """mailsplit + mailinfo of one text on its own."""
-    if not data.strip():  # what format-patch writes for an empty commit; mailsplit calls it an error
-        return MailReading(mails=0, message="", author="", has_diff=False)
-    with tempfile.TemporaryDirectory(prefix="one-", dir=parent) as folder:
-        where = Path(folder)
-        (where / "mbox").write_bytes(data)
-        (where / "split").mkdir()
-        count = int(run(["mailsplit", "--keep-cr", f"-o{where / 'split'}", "--", str(where / "mbox")],
-                        where).text.strip() or 0)
-        first = where / "split" / "0001"
-        if count < 1 or not first.exists():
-            return MailReading(mails=count, message="", author="", has_diff=False)
-        return _mailinfo(where, first, count)
-
-
-def _mailinfo(where: Path, mail: Path, mails: int) -> MailReading:
-    """What `git mailinfo -b -u` (am --keep-non-patch) takes out of one split mail."""
-    msg, patch = mail.with_suffix(".msg"), mail.with_suffix(".patch")
-    info = run(["mailinfo", "-b", "-u", str(msg), str(patch)], where, stdin=mail.read_bytes()).text
-    fields = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
-    body = msg.read_text(encoding="utf-8", errors="replace")
-    message = fields.get("Subject", "") + ("\n\n" + body if body.strip() else "")
-    author = f"{fields.get('Author', '')} <{fields.get('Email', '')}>"
-    return MailReading(mails=mails, message=message, author=author, has_diff=patch.stat().st_size > 0)
 
 
 def trial(repo: Repository, commit: str, kept: Sequence[Path], patch: Path) -> Trial:

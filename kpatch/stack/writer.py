@@ -38,14 +38,14 @@ class Rendered:
 
 
 def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str], *,
-           pinned: frozenset[str] | None = None) -> Rendered:
-    """The patch files and series that base..HEAD of `tree` give, reusing the series' file names. With `pinned`
+           pinned: frozenset[str] | None = None, tip: str = "HEAD") -> Rendered:
+    """The patch files and series that base..tip of `tree` give, reusing the series' file names. With `pinned`
     (export: the file names a `Requires:` names, which must not change), a stack whose numbers no longer run in
     apply order (a reorder, a commit put between two) is renumbered 1..n: a rename, the contents as they were."""
-    listed = tree.commit_subjects(base)
-    texts = format_patches(tree, base)
+    listed = tree.commit_subjects(base, tip)
+    texts = format_patches(tree, base, tip)
     if len(texts) != len(listed):
-        raise WorktreeError(f"{tree.path}: {len(listed) - len(texts)} merge commit(s) in {base[:12]}..HEAD: "
+        raise WorktreeError(f"{tree.path}: {len(listed) - len(texts)} merge commit(s) in {base[:12]}..{tip}: "
                             "a patch stack is a straight line of commits")
     old = list(series.patches)
     names: list[str] = []
@@ -57,7 +57,7 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
         elif same is not None:
             names.append(same.name)
         else:
-            slugs = slugs if slugs is not None else _slugs(tree, base)
+            slugs = slugs if slugs is not None else _slugs(tree, base, tip)
             names.append(_fresh_name(index, slugs[index], {p.name for p in old} | set(names)))
     if pinned is not None:
         names = _renumbered(names, pinned)
@@ -241,10 +241,10 @@ def _lines(message: str) -> list[str]:
     return out
 
 
-def _slugs(tree: Repository, base: str) -> list[str]:
-    """git's own file-name part of each commit of base..HEAD (`%f`, what format-patch names its files by: letters,
+def _slugs(tree: Repository, base: str, tip: str) -> list[str]:
+    """git's own file-name part of each commit of base..tip (`%f`, what format-patch names its files by: letters,
     digits, '.' and '_' kept, every other run of characters one '-'), oldest first."""
-    listing = tree.run(["log", "--reverse", "--format=%f", "--end-of-options", f"{base}..HEAD"]).stdout
+    listing = tree.run(["log", "--reverse", "--format=%f", "--end-of-options", f"{base}..{tip}"]).stdout
     return listing.decode("ascii", "replace").split("\n")[:-1]  # each line ends in a newline (an empty one too)
 
 

@@ -1,4 +1,4 @@
-"""The stack writer reads back (mailsplit + mailinfo) only the patch texts whose mail part is new.
+"""The stack writer reads back (as mailsplit + mailinfo read them) only the patch texts whose mail part is new.
 
 A rebase moves most patches' lines: their diff changes, their mail (headers, message, diffstat) does not. git am
 reads such a text exactly as it reads the file it replaces, so only texts whose part before the diff changed are
@@ -78,12 +78,26 @@ def test_a_patch_whose_diff_moved_is_not_read_back_again(tmp_path: Path, mailinf
     assert mailinfos(mailinfo_runs) == 0
 
 
-def test_a_patch_whose_message_changed_is_read_back(tmp_path: Path, mailinfo_runs: list[str]) -> None:
-    """A reworded message changes the mail part: the text is read back through git as before."""
-    repo, base = stack(tmp_path, "Fix a\n\nA body line.\n")
-    new_base = moved(repo, base, "Fix a\n\nA reworded body line.\n")
+def test_a_patch_whose_message_changed_is_read_back_through_git_when_its_mail_is_not_plain(
+        tmp_path: Path, mailinfo_runs: list[str]) -> None:
+    """A reworded message changes the mail part: the text is read back, by git itself when the mail is not plain
+    (a non-ASCII author name, which format-patch encodes)."""
+    zoe = ("Zo\u00eb Dev", "zoe@example.invalid")
+    repo, base = stack(tmp_path, "Fix a\n\nA body line.\n", zoe)
+    new_base = moved(repo, base, "Fix a\n\nA reworded body line.\n", zoe)
     render(Repository(repo), new_base, load_series("up", tmp_path / "patches"), {})
     assert mailinfos(mailinfo_runs) == 1
+
+
+def test_a_plain_reworded_message_is_read_back_in_process_and_refused_as_git_would(
+        tmp_path: Path, mailinfo_runs: list[str]) -> None:
+    """A plain mail is read back in process (gitx/mails.py): no mailinfo, and a line that ends the message for
+    git am is still found."""
+    repo, base = stack(tmp_path, "Fix a\n\nA body line.\n")
+    new_base = moved(repo, base, "Fix a\n\nThe part above.\n---\nThe part below.\n")
+    with pytest.raises(WorktreeError, match="ends the message for git am"):
+        render(Repository(repo), new_base, load_series("up", tmp_path / "patches"), {})
+    assert mailinfos(mailinfo_runs) == 0
 
 
 def test_a_bad_message_is_refused_even_when_the_old_file_had_it(tmp_path: Path) -> None:
