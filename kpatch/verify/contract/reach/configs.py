@@ -36,6 +36,7 @@ class Defaults:
     def __init__(self, index: Index) -> None:
         self._index = index
         self._fields: dict[str, tuple[str, str] | None] = {}  # field -> (default, where) or None: none/several
+        self._declared: dict[str, dict[str, set[tuple[str, str]]]] = {}  # module -> field -> (default, where)
         self._xpu: bytes | None = None
 
     def field(self, name: str) -> tuple[str, str] | None:
@@ -43,19 +44,25 @@ class Defaults:
         if name not in self._fields:
             found: set[tuple[str, str]] = set()
             for rel in self._index.mentions(name):
-                mod = self._index.module(rel)
-                if mod is None:
-                    continue
-                for cls in ast.walk(mod.tree):
-                    if not isinstance(cls, ast.ClassDef) or not cls.name.endswith("Config"):
-                        continue
-                    for stmt in cls.body:
-                        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
-                                and stmt.target.id == name and isinstance(stmt.value, ast.Constant) \
-                                and isinstance(stmt.value.value, str):
-                            found.add((stmt.value.value, mod.where(stmt)))
+                found |= self._declared_in(rel).get(name, set())
             self._fields[name] = found.pop() if len({d for d, _ in found}) == 1 else None
         return self._fields[name]
+
+    def _declared_in(self, rel: str) -> dict[str, set[tuple[str, str]]]:
+        """The string defaults the `*Config` classes of one module declare, by field: the module's tree walked once,
+        not once per field asked about (vLLM's config modules are mentioned by most fields' names)."""
+        if rel not in self._declared:
+            declared: dict[str, set[tuple[str, str]]] = {}
+            mod = self._index.module(rel) if b"Config" in self._index.data.get(rel, b"") else None
+            classes = [c for c in ast.walk(mod.tree) if isinstance(c, ast.ClassDef) and c.name.endswith("Config")] \
+                if mod is not None else []
+            for stmt in (s for c in classes for s in c.body):
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
+                        and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+                    assert mod is not None
+                    declared.setdefault(stmt.target.id, set()).add((stmt.value.value, mod.where(stmt)))
+            self._declared[rel] = declared
+        return self._declared[rel]
 
     def named_by_xpu(self, string: str) -> bool:
         """Whether a module with `xpu` in its path writes `string` as a literal."""

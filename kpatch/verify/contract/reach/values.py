@@ -367,14 +367,35 @@ class Values(Index):
     def _set_elsewhere(self, mod: Module, cls: ast.ClassDef, attr: str) -> bool:
         """Whether code outside cls may set `.attr` on its objects: `x.attr = ...` anywhere, or `self.attr = ...`
         in a file that names cls (a subclass may set it)."""
-        other = re.compile(rb"(\w+)\s*\.\s*" + re.escape(attr.encode()) + rb"\s*(?::[^=\n]*)?=(?!=)")
+        # `WORD . attr =` (or `: T =`), found from the `. attr` on: a pattern that starts at a word tries every
+        # letter of a file (0.2 s a call on vLLM's modules), one that starts at the dot only the dots
+        assign = re.compile(rb"\.\s*" + re.escape(attr.encode()) + rb"\s*(?::[^=\n]*)?=(?!=)")
         for rel in self.mentions(attr):
-            for m in other.finditer(self.data[rel]):
-                if m.group(1) not in (b"self", b"cls"):
+            data = self.data[rel]
+            for m in assign.finditer(data):
+                owner = _word_before(data, m.start())
+                if owner is None:
+                    continue
+                if owner not in (b"self", b"cls"):
                     return True
-                if rel != mod.rel and cls.name.encode() in self.data[rel]:
+                if rel != mod.rel and cls.name.encode() in data:
                     return True
         return False
+
+
+_SPACE = frozenset(b" \t\n\r\f\v")  # what \s matches in a bytes pattern
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")  # and \w
+
+
+def _word_before(data: bytes, end: int) -> bytes | None:
+    """The word (\\w+) that ends, after any white space, right before `end`; None when there is none."""
+    stop = end
+    while stop > 0 and data[stop - 1] in _SPACE:
+        stop -= 1
+    start = stop
+    while start > 0 and data[start - 1] in _WORD:
+        start -= 1
+    return data[start:stop] if start < stop else None
 
 
 def _is_torch_cuda(expr: ast.expr) -> bool:
