@@ -4,9 +4,10 @@
 A plain mail is one whose headers are ASCII, unencoded and unambiguous (no RFC 2047 word, an author name and
 address of the simple kind, nothing but format-patch's own headers), and whose message holds nothing mailinfo
 treats specially (an in-body header, a line that starts a mail, a scissors mark, a CR, a NUL). For such a mail
-mailinfo's whole work is: unfold the subject, strip what it strips off its front, collapse its spaces, take the
-body up to the first line that starts a patch. Every other mail goes to git, so the reading is git's either way
-(`tests/git/test_mails.py` holds the two side by side). A stack of 150 commits cost 150 mailinfo processes.
+mailinfo's whole work is: unfold the headers, take the author's name and address, strip off the subject's front
+what it strips and collapse its spaces, take the body up to the first line that starts a patch. Every other mail
+goes to git, so the reading is git's either way (`tests/git/test_mails.py` holds the two side by side). A stack
+of 150 commits cost 150 mailinfo processes.
 """
 
 from __future__ import annotations

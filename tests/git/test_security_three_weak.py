@@ -111,7 +111,10 @@ def test_an_import_killed_while_reading_its_mails_leaves_no_mail(project: Projec
     folder = tmp_path / "quilt"
     folder.mkdir()
     (folder / "0001-a.patch").write_text("Subject: A secret note\n\n" + NEW_FILE)
-    _killed_at(new, "mail", tmp, "import", "kernels", "--series", str(folder), "--author", "A U Thor <a@example.org>")
+    # a non-ASCII author (format-patch encodes it): a mail git itself reads, in a temp folder (a plain one is read
+    # in process and writes none)
+    _killed_at(new, "mail", tmp, "import", "kernels", "--series", str(folder), "--author",
+               "A \u00dc Thor <a@example.org>")
     _recovers(new, tmp, "apply")
 
 

@@ -21,6 +21,9 @@ FOREIGN = {
     "--tree": "scripts/hostile_vectors.py", "--kpatch": "scripts/bench_*.py", "-MD": "the C++ compiler",
     "--importtime": "scripts/bench_cli.py", "--force-with-lease": "git push (docs/propose.md)",
     "--version": "kpatch itself (no command)", "--filter": "git fetch (docs/mirrors.md)",
+    "--only": "scripts/bench_real.py", "--fetch-debsrc": "scripts/bench_real.py",
+    "--nights": "scripts/bench_history.py", "--stdout": "git format-patch", "-M": "git format-patch",
+    "-b": "git mailinfo",
 }
 
 
