@@ -144,7 +144,7 @@ def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | 
     path = (history_file or location(ws.stack, folder)).resolve()
     if path.is_dir():
         raise UsageError(f"--history {path}: a folder is there, not a file")
-    history.read_records(path)  # one it cannot read (a device, too big, not a history) is refused before any step
+    history.check(path)  # one it cannot append to (a device, too big, not a history) is refused before any step
     done = replay(ws, ctx.ui, span, every=every, max_steps=MAX_STEPS if max_steps is None else max_steps,
                   path=path)
     if ctx.ui.json_mode:

@@ -15,7 +15,7 @@ import json
 import os
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -264,23 +264,7 @@ def append(path: Path, records: Iterable[Record]) -> int:
     nothing is written) and, when one repeats a new key, rewritten; the lines before them are copied as they are.
     A day found further back (a replay of older commits appended after a later day) is compacted by `read`."""
     new = compact(list(records))
-    days = {r.date for r in new}
-    try:
-        with open_regular(path) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > MAX_BYTES:
-                raise UsageError(f"{path} is larger than {MAX_BYTES >> 20} MiB: not a carry history kpatch reads")
-            start, tail = _tail(handle, size, path, days)
-            prefix = b""
-            if any(r.key in {t.key for t in tail} for r in new):
-                handle.seek(0)
-                prefix = handle.read(start)
-    except FileNotFoundError:
-        start, tail, prefix = 0, [], b""
-    except NotAFile as err:
-        raise UsageError(f"{err}: not a carry history kpatch reads") from None
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
+    tail, prefix = _ends(path, {r.date for r in new}, {r.key for r in new})
     keys = {t.key for t in tail}
     if any(r.key in keys for r in new):
         kept = compact([*tail, *new])
@@ -293,6 +277,34 @@ def append(path: Path, records: Iterable[Record]) -> int:
     return len(new)
 
 
+def check(path: Path) -> None:
+    """Refuse, naming it, a file that is no history kpatch appends to: not a regular file, too large, or its first
+    or last line no record (a missing file is an empty history). Reads those two lines, not the file."""
+    _ends(path, set(), set())
+
+
+def _ends(path: Path, days: set[str], keys: set[tuple[str, ...]]) -> tuple[list[Record], bytes]:
+    """The file's last records of `days` (`_tail`) and, when one has a key in `keys`, the bytes before them (to be
+    written again as they are); a file that is not there has none."""
+    try:
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_BYTES:
+                raise UsageError(f"{path} is larger than {MAX_BYTES >> 20} MiB: not a carry history kpatch reads")
+            start, tail = _tail(handle, size, path, days)
+            prefix = b""
+            if any(t.key in keys for t in tail):
+                handle.seek(0)
+                prefix = handle.read(start)
+            return tail, prefix
+    except FileNotFoundError:
+        return [], b""
+    except NotAFile as err:
+        raise UsageError(f"{err}: not a carry history kpatch reads") from None
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
+
+
 _BLOCK = 1 << 16
 
 
@@ -302,6 +314,20 @@ def _tail(handle: typing.BinaryIO, size: int, path: Path, days: set[str]) -> tup
     line: a file whose ends are no history is never appended to."""
     found: list[Record] = []
     end = size
+    for offset, record in _backwards(handle, size, path):
+        if record.date not in days:
+            if offset > 0:
+                _first_line(handle, path)
+            break
+        found.append(record)
+        end = offset
+    return end, found[::-1]
+
+
+def _backwards(handle: typing.BinaryIO, size: int, path: Path) -> Iterator[tuple[int, Record]]:
+    """The open file's records from its last line to its first, each with the offset of its line, read a block at
+    a time from the end (blank lines skipped, as `read` skips them); a line that is no record is a UsageError
+    naming file:line."""
     buffered = b""
     position = size
     while True:
@@ -313,18 +339,38 @@ def _tail(handle: typing.BinaryIO, size: int, path: Path, days: set[str]) -> tup
             continue
         body = buffered.rstrip(b"\n")
         if not body.strip():
-            return end, found[::-1]
+            return
         cut = body.rfind(b"\n") + 1  # the last line is whole: a newline before it, or the file's start
         line, offset, buffered = body[cut:], position + cut, body[:cut]
-        if not line.strip():  # a blank line, as `read` skips it
-            continue
-        record = _record_at(handle, path, offset, line)
-        if record.date not in days:
-            if offset > 0:
-                _first_line(handle, path)
-            return end, found[::-1]
-        found.append(record)
-        end = offset
+        if line.strip():
+            yield offset, _record_at(handle, path, offset, line)
+
+
+def last_pull_states(path: Path, prs: Iterable[str]) -> dict[str, str]:
+    """The last state the history records for each of `prs` (those it records), read from the file's end back only
+    as far as the oldest of them needs: a night's question costs the nights since each PR was last asked about, not
+    the whole history. UsageError when the file is no history kpatch reads."""
+    wanted = set(prs)
+    found: dict[str, str] = {}
+    if not wanted:
+        return found
+    try:
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_BYTES:
+                raise UsageError(f"{path} is larger than {MAX_BYTES >> 20} MiB: not a carry history kpatch reads")
+            for _offset, record in _backwards(handle, size, path):
+                if isinstance(record, PullRecord) and record.pr in wanted and record.pr not in found:
+                    found[record.pr] = record.state
+                    if len(found) == len(wanted):
+                        break
+    except FileNotFoundError:
+        return found
+    except NotAFile as err:
+        raise UsageError(f"{err}: not a carry history kpatch reads") from None
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
+    return found
 
 
 def _record_at(handle: typing.BinaryIO, path: Path, offset: int, line: bytes) -> Record:

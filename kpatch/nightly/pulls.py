@@ -3,7 +3,7 @@ last state a night recorded in the carry history, and a flag on each one closed 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from kpatch.dashboard import history
@@ -11,14 +11,13 @@ from kpatch.dashboard.night import CLOSED_NOTE, PullLine
 from kpatch.errors import KpatchError
 
 
-def last_states(path: Path) -> dict[str, str]:
-    """Each PR's last recorded state in the history at `path` ({} when there is none, or it cannot be read: the
-    night records its warning when it appends)."""
+def last_states(path: Path, prs: Iterable[str]) -> dict[str, str]:
+    """The last recorded state of each of `prs` in the history at `path` ({} when there is none, or it cannot be
+    read: the night records its warning when it appends)."""
     try:
-        records = history.read_records(path)
+        return history.last_pull_states(path, prs)
     except KpatchError:
         return {}
-    return {r.pr: r.state for r in records if isinstance(r, history.PullRecord)}
 
 
 def pull_lines(named: Sequence[tuple[str, str, str]], states: dict[str, str] | None,

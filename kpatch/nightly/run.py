@@ -121,7 +121,8 @@ def night(ws: Workspace, ui: UI, options: Options, tgt: github.Target, environ: 
         why = "--dry-run" if options.dry_run else tgt.dry_run
         released_set = (release_night(ws, ui, ran.built.lock, why),)
     report = _report(ui, started, ran, tgt, pull_lines(ran.named, ran.rebased.pull_states if ran.rebased else None,
-                                                        last_states(location(ws.stack, options.report_dir))),
+                                                        last_states(location(ws.stack, options.report_dir),
+                                                                    {pr for _, _, pr in ran.named})),
                      kept_lock=str(kept) if ran.outcome is Outcome.PASSED else None, notes=released_set)
     if ran.outcome is not Outcome.PASSED and saved is not None and report.failure is not None \
             and report.failure.stage is not Stage.REBASE:

@@ -108,3 +108,41 @@ def test_days_appended_in_order_leave_one_line_per_key_the_file_grows_by_a_day_n
             every += records
     assert len(path.read_text().splitlines()) == len(history.compact(every))
     assert history.read_records(path) == history.compact(every)
+
+
+def _pull(day: str, pr: str, state: str) -> history.PullRecord:
+    return history.PullRecord(date=day, started=f"{day}T02:00:00Z", pr=pr, upstream="kernels", patch="a.patch",
+                              state=state)
+
+
+@pytest.mark.parametrize("block", [16, 1 << 16])
+def test_the_last_state_of_each_pr_asked_is_read_from_the_end_back_to_the_oldest_it_needs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    monkeypatch.setattr(history, "_BLOCK", block)
+    path = tmp_path / "h.jsonl"
+    history.append(path, [night(DAYS[0], {"kernels": 3}), _pull(DAYS[0], "o/k#1", "open"),
+                          _pull(DAYS[0], "o/k#2", "open, approved")])
+    history.append(path, [night(DAYS[1], {"kernels": 3}), _pull(DAYS[1], "o/k#1", "merged")])
+    history.append(path, [night(DAYS[2], {"kernels": 3})])
+    assert history.last_pull_states(path, ["o/k#1", "o/k#2", "o/k#9"]) == {"o/k#1": "merged",
+                                                                            "o/k#2": "open, approved"}
+    assert history.last_pull_states(path, []) == {}
+    assert history.last_pull_states(tmp_path / "none.jsonl", ["o/k#1"]) == {}
+    # a PR found in the last day is never looked for further back: a bad older line is not reached
+    text = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(["{not json\n", *text[1:]]))
+    assert history.last_pull_states(path, ["o/k#1"]) == {"o/k#1": "merged"}
+    with pytest.raises(UsageError, match=r"h.jsonl:1: not JSON"):
+        history.last_pull_states(path, ["o/k#9"])  # never recorded: read back to the first line
+
+
+def test_check_reads_the_first_and_last_lines_and_refuses_a_file_that_is_no_history(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    history.check(path)  # none yet: an empty history
+    history.append(path, [night(DAYS[0], {"kernels": 3}), patch(DAYS[0], "kernels", "a.patch")])
+    history.check(path)
+    path.write_text(path.read_text() + "not a record\n")
+    with pytest.raises(UsageError, match=r"h.jsonl:3: not JSON"):
+        history.check(path)
+    with pytest.raises(UsageError, match="not a carry history kpatch reads"):
+        history.check(tmp_path)
