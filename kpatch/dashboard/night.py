@@ -105,7 +105,9 @@ class PullLine:
 
 @dataclass(frozen=True)
 class Suite:
-    """One upstream's test suite against the locked pair."""
+    """One upstream's test suite against the locked pair, as report.json keeps it: `testing.run.SuiteResult`
+    flattened (counts as numbers, failing tests as lines, the comparison as two lists), without the paths of its
+    JUnit file and log on the machine that ran it."""
 
     upstream: str
     outcome: str  # kpatch test's outcome: passed, failed, timed-out, killed, no-report, no-device

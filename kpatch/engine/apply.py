@@ -23,9 +23,15 @@ from kpatch.stack import Series
 
 
 class Outcome(Enum):
+    """How a stack ended on its base, after an apply or a rebase (both results carry it: one enum, not two)."""
+
     APPLIED = "applied"
     CONFLICT = "conflict"  # git am stopped; the worktree waits for a person
     BLOCKED = "blocked"  # not applied because an upstream it requires is not applied
+
+    @classmethod
+    def of(cls, phase: StackPhase) -> Outcome:
+        return {StackPhase.DONE: cls.APPLIED, StackPhase.STOPPED: cls.CONFLICT}.get(phase, cls.BLOCKED)
 
 
 @dataclass(frozen=True)
@@ -254,13 +260,12 @@ def _require(ws: Workspace, verb: str) -> RunState:
 def _result(op: Operation) -> ApplyResult:
     stacks = []
     conflict = None
-    outcome = {StackPhase.DONE: Outcome.APPLIED, StackPhase.STOPPED: Outcome.CONFLICT}
     for name, stack in op.stacks.items():
         done = stack.phase is StackPhase.DONE
         head = Repository(Path(stack.tree)).head() if done else None
         applied = sum(p.phase in (Phase.APPLIED, Phase.UPSTREAM) for p in stack.patches)
         stacks.append(StackResult(upstream=name, worktree=Path(stack.tree), base=stack.base, head=head,
-                                  outcome=outcome.get(stack.phase, Outcome.BLOCKED), applied=applied,
+                                  outcome=Outcome.of(stack.phase), applied=applied,
                                   total=len(stack.patches)))
         if stack.phase is StackPhase.STOPPED and conflict is None:
             blocked = tuple(n for n, s in op.stacks.items() if s.phase is StackPhase.WAITING)

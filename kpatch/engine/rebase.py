@@ -14,11 +14,11 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
+from kpatch.engine.apply import Outcome
 from kpatch.engine.diff import StackDiff, forge_url, known_side, prefetch_side, rebase_diff
 from kpatch.engine.evidence import UpstreamCommit, for_stack
 from kpatch.engine.plan import (
@@ -58,12 +58,6 @@ from kpatch.stack import SERIES, Patch, Series, parse_patch
 from kpatch.stack.writer import render
 
 log = logging.getLogger("kpatch.rebase")
-
-
-class Outcome(Enum):
-    APPLIED = "applied"
-    CONFLICT = "conflict"
-    BLOCKED = "blocked"
 
 
 @dataclass(frozen=True)
@@ -506,7 +500,6 @@ def _require(ws: Workspace) -> RunState:
 
 def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | None = None,
             reviews: Mapping[str, StackDiff] | None = None) -> RebaseResult:
-    outcome = {StackPhase.DONE: Outcome.APPLIED, StackPhase.STOPPED: Outcome.CONFLICT}
     reports = []
     for name, stack in op.stacks.items():
         assert stack.old_base is not None
@@ -521,7 +514,7 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
                                        hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit,
                                        upstream_commits=behind.get(patch.name, ())))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
-                                   outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches),
+                                   outcome=Outcome.of(stack.phase), patches=tuple(patches),
                                    review=(reviews or {}).get(name)))
     return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed, changed=changed)
 

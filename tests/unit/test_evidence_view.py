@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from kpatch.commands._views import show_rebase
+from kpatch.engine.apply import Outcome
 from kpatch.engine.evidence import UpstreamCommit
-from kpatch.engine.rebase import Outcome, PatchReport, RebaseResult, StackReport
+from kpatch.engine.rebase import PatchReport, RebaseResult, StackReport
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 
