@@ -19,7 +19,8 @@ from pathlib import Path
 
 from kpatch import scratch
 from kpatch.config import CONFIG_NAME, Stack
-from kpatch.errors import ConfigError
+from kpatch.errors import BuildError, ConfigError
+from kpatch.forge import github
 from kpatch.gitx.health import capabilities, fsck
 
 GIB = 1024**3
@@ -168,7 +169,6 @@ def _build_env(cache_dir: Path, needed: bool) -> Finding:
     build would make it the same way), then a fresh venv from it with the build's environment, asked for the
     build tools."""
     from kpatch import procs
-    from kpatch.errors import BuildError
     from kpatch.wheels import hostenv
 
     try:
@@ -223,8 +223,6 @@ def _size(folder: Path) -> int:
 
 
 def _token() -> Finding:
-    from kpatch.forge import github
-
     check = github.check_token(os.environ)
     if not check.present:
         return Finding("github", Level.WARN, "no GITHUB_TOKEN: rebase asks GitHub anonymously about Upstream-PR "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kpatch.config import Upstream
 from kpatch.engine.plan import fetch, load_all_series
-from kpatch.errors import PatchConflict, SeriesError, UpstreamError, UsageError, WorktreeError
+from kpatch.errors import GitError, PatchConflict, SeriesError, StorageError, UpstreamError, UsageError, WorktreeError
 from kpatch.files import REPORT_FILE, read_input
 from kpatch.forge.github.names import OWNER_PATTERN, parse_repository
 from kpatch.output.redact import redact_url
@@ -305,7 +305,6 @@ def propose(ws: Workspace, ui: UI, names: Sequence[str], *, fork_owner: str | No
 
 def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: str, owner: str,
                  needs: Mapping[str, str], *, draft: bool, dry_run: bool, environ: Mapping[str, str]) -> Proposal:
-    from kpatch.errors import GitError, StorageError
     from kpatch.forge import hosts
     from kpatch.forge.model import Action, Outcome
     from kpatch.gitx.branch import push_lease, remote_branch
@@ -357,7 +356,7 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
 
 def _build(ws: Workspace, ui: UI, group: _Group) -> str:
     """The group's patches `git am`'d onto the upstream's base in a scratch worktree: the tip commit."""
-    from kpatch.gitx import Am, Repository
+    from kpatch.gitx import Am, Repository  # gitx's face loads the am engine on first use: only here, not at import
 
     upstream = group.upstream
     mirror = ws.mirror(upstream.name)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from kpatch.errors import UsageError
+from kpatch.errors import KpatchError, UsageError
 from kpatch.output.ui import UI, setup_logging
 
 if TYPE_CHECKING:
@@ -165,7 +165,6 @@ def _wait_seconds(value: str | None) -> float | None:
 def _project_stack(ctx: click.Context) -> Any:
     """The kpatch.toml shell completion reads (--config if already typed, else the nearest one), or None."""
     from kpatch import config
-    from kpatch.errors import KpatchError
 
     try:
         given = ctx.params.get("config_path")
@@ -195,7 +194,6 @@ def complete_assignment(ctx: click.Context, param: click.Parameter, incomplete: 
 
 def complete_patches(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion: UPSTREAM/FILE.patch for every patch of every stack (`kpatch propose`)."""
-    from kpatch.errors import KpatchError
     from kpatch.stack.series import load_series
 
     stack = _project_stack(ctx)

@@ -3,6 +3,7 @@ whose wheels have URLs, on a channel (stable, nightly); `--yank TAG --why TEXT` 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -40,8 +41,6 @@ def command(ctx: Context, to: str | None, channel: str, tag: str | None, lock_pa
 
     to = destination(ws.stack, to)
     if yank is not None and to == "github":
-        import os
-
         from kpatch.wheels import release_github
 
         assert why is not None

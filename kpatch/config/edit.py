@@ -7,6 +7,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kpatch.errors import ConfigError
+from kpatch.files import KPATCH_TOML, read_input
+
 
 def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") -> bytes:
     """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped): in their
@@ -17,9 +20,6 @@ def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") 
     left to tomlkit, whose releases differ in what an assignment keeps (0.15 keeps the old kind, 0.12-0.14 did not).
     """
     import tomlkit
-
-    from kpatch.errors import ConfigError
-    from kpatch.files import KPATCH_TOML, read_input
 
     # not read_text: its newline translation would drop CRs
     text = read_input(path, KPATCH_TOML, ConfigError).decode("utf-8")

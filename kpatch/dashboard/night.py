@@ -9,6 +9,9 @@ One model, two renderings (markdown for people, JSON for machines) with the same
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -344,10 +347,6 @@ def hunk_text(hunk: Hunk) -> str:
 
 def _decode(kind: object, data: object) -> object:
     """JSON data as `kind` (a dataclass, enum, tuple[X, ...], X | None or a plain type); ValueError if it is not."""
-    import dataclasses
-    import types
-    import typing
-
     if kind is type(None) or data is None:
         if data is not None or (kind is not type(None) and type(None) not in typing.get_args(kind)):
             raise ValueError(f"expected {kind}, got {data!r}")

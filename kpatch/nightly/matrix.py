@@ -28,6 +28,7 @@ from typing import TypeVar
 from kpatch import config
 from kpatch.config import Stack
 from kpatch.dashboard.night import Pin, Report, _decode
+from kpatch.engine.plan import fetch
 from kpatch.errors import UsageError
 from kpatch.files import REPORT_FILE, read_input, write_atomic
 from kpatch.nightly import rounds, scroll, workers
@@ -280,8 +281,6 @@ def _loaded(ws: Workspace, path: Path) -> Stack:
 
 def _fetch_missing(ws: Workspace, ui: UI, pins: Sequence[Pin]) -> None:
     """A job on a runner whose mirrors are older than the night's fetches the commits it needs."""
-    from kpatch.engine.plan import fetch
-
     for pin in pins:
         if not ws.mirror(pin.upstream).has_commit(pin.commit):
             fetch(ws, ui, ws.stack.get(pin.upstream))

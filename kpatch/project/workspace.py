@@ -8,6 +8,7 @@ write, and the writer lock. The cache is shared by every project of a user: a mi
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -24,7 +25,7 @@ from kpatch.config.model import MAIN
 from kpatch.errors import GitError, StorageError, UsageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
-from kpatch.gitx.mirror import KEY_CONFIG, mirror_folder, normalized_url
+from kpatch.gitx.mirror import KEY_CONFIG, mirror_folder, normalized_url, shared_with
 from kpatch.gitx.storage import place_problem
 from kpatch.output.ui import article
 from kpatch.project import journal, state
@@ -98,8 +99,6 @@ class Workspace:
 
     def _refuse_shared_workdir(self) -> None:
         """Each line works in its own folder: one inside another's would move (and clean) the other's worktrees."""
-        from kpatch.errors import UsageError
-
         mine = self.workdir
         for other in self.stack.line_names:
             if other == self.stack.line:
@@ -416,8 +415,6 @@ class Workspace:
     def refuse_shared_worktrees(self) -> None:
         """Refuse to go on in a copy (`cp -a`) of a project whose worktrees still use the original's git state: any
         git command there (`am --continue`, a checkout) would move the original's worktrees instead."""
-        from kpatch.gitx.mirror import shared_with
-
         if not self.workdir.is_dir():
             return
         for path in _worktree_folders(self.workdir):
@@ -529,8 +526,6 @@ def default_cache_dir() -> Path:
 def make_cache_dir(path: Path) -> None:
     """Make the cache folder (and its parents); one that cannot be made is one line naming it: exit 5 on a full
     or read-only disk, else exit 2 (a path no folder can be made at: `--cache-dir /proc/nope`, a file)."""
-    import errno
-
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
