@@ -49,6 +49,7 @@ class KpatchGroup(click.Group):
         """click's, and a misspelt command gets the nearest one (`kpatch stauts`: did you mean 'status'?)."""
         name = click.utils.make_str(args[0]) if args else ""
         if args and not name.startswith("-") and self.get_command(ctx, name) is None:
+            # imported where used: only on the path that needs it (an error, a crash, --version)
             from kpatch.config.tables import nearest
 
             close = nearest(name, frozenset(COMMANDS))

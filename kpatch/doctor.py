@@ -113,6 +113,7 @@ def _git() -> Iterator[Finding]:
 
 
 def _engine(options: DoctorOptions, *, needed: bool) -> Iterator[Finding]:
+    # imported where used: each check loads what it asks (the Docker SDK, the test runner) when it runs
     from kpatch.container.docker import probe_engine
     from kpatch.wheels.pipeline import planned_image
 

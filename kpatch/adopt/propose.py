@@ -255,6 +255,7 @@ def _contract(path: Path) -> str:
 
 
 def _tests(path: Path) -> str:
+    # imported where used: the forge, push and JUnit reading load when a group is proposed, not with the module
     from defusedxml import DefusedXmlException
     from defusedxml.ElementTree import parse
 

@@ -54,6 +54,7 @@ class Context:
 
     def stack(self, line: str | None = None) -> Stack:
         """kpatch.toml's stack as line `line` (default: --line's) sees it, with the URL overrides."""
+        # imported where used: the work loads when the command runs, not for its --help
         from kpatch import config
 
         found = self.options.config_path or config.find_config(Path.cwd())

@@ -42,6 +42,7 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners:
     rebase (a merged patch dropped, a conflict resolved by a recorded resolution), build-wheels, verify, test.
     With --adopt: a kernels fork branch and the app's quilt folder become a new project's stacks. With --scroll: a
     red night scrolls to the last green upstream commit."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.demo.pipeline import choose_backend, demo
     from kpatch.project.workspace import default_cache_dir
 

@@ -29,6 +29,7 @@ from kpatch.errors import ExitCode, UsageError
 def command(ctx: Context, lock_path: str | None, installed: bool, explain: bool, reason: str | None,
             wheels: tuple[str, ...], python: str | None) -> int:
     """Check the built pair against its lock and the op contract between the two patched worktrees."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.verify.model import Status
 
     if wheels or python:

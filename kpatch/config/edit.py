@@ -19,6 +19,7 @@ def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") 
     person wrote as a literal string ('v1.0') gets its SHA as one too. The new value's string kind is set here, not
     left to tomlkit, whose releases differ in what an assignment keeps (0.15 keeps the old kind, 0.12-0.14 did not).
     """
+    # imported where used: tomlkit (~20 ms) only for an edit: every command loads config, few edit it
     import tomlkit
 
     # not read_text: its newline translation would drop CRs

@@ -68,6 +68,7 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
 def dashboard_issue(ui: UI, path: Path) -> str | None:
     """The carry dashboard issue's body from the history; None (nothing to edit) when there is no history or it
     cannot be read (a warning: the night's report goes on)."""
+    # imported where used: the dashboard issue's body only when that issue is on: rebase imports this module
     from kpatch.dashboard.markdown import issue_body
     from kpatch.dashboard.summary import summarise
 

@@ -75,6 +75,7 @@ def simulate(folder: Path, ui: UI) -> Nights:
 
 
 def _night(example: ExampleProject, folder: Path, ui: UI, reports: Path) -> Outcome:
+    # imported where used: the nightly loads for the demo's simulated nights only
     from kpatch.nightly import run
     from kpatch.nightly.stages import Settings
 

@@ -268,6 +268,7 @@ def _moves(example: ExampleProject) -> tuple[tuple[UpstreamMove, ...], bool, str
 
 
 def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
+    # imported where used: the carry history loads for the demo's rebase step only
     from kpatch.dashboard.record import record_rebase
 
     result = rebase(ws, ui, {}, force=False, discard=False)

@@ -104,6 +104,7 @@ def _files(series: Series) -> tuple[tuple[Path, int, int], ...]:
 def prefetch_side(repo: Mirror, base: str, series: Series) -> None:
     """Start making what `side_from_files(repo, base, series, ...)` makes, in a thread of its own (its `git am`
     runs in a throwaway worktree of its own): a later call for the same files takes its result."""
+    # imported where used: threads, tar and range-diff only on the paths that use them (rebase imports diff)
     from concurrent.futures import ThreadPoolExecutor
 
     from kpatch.gitx.rangediff import commits_from_patches

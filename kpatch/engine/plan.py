@@ -175,6 +175,7 @@ def unexported(tree: Repository, series: Series, settled: Settled | None, base: 
 def _reworded(tree: Repository, held: Mapping[str, list[Path]]) -> dict[str, str]:
     """{commit: why} for the commits whose diff a patch file holds but not their words: an amended message or
     author (`git commit --amend`) is the person's work as much as a changed diff is."""
+    # imported where used: only for a reworded patch: every writing command imports plan
     from kpatch.stack.writer import changed_words
 
     if not held:

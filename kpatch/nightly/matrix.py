@@ -169,6 +169,7 @@ def collect(ws: Workspace, ui: UI, folder: Path, report_dir: Path, *, final: boo
 
 def _ended(ws: Workspace, ui: UI, folder: Path, report_dir: Path, search: Search) -> Report:
     """The night's report with its search, the stacks settled; the plan removed (a second --collect finds none)."""
+    # imported where used: the renderer only when the matrix's last round ends
     from kpatch.nightly import render
 
     path = report_dir / render.JSON

@@ -96,6 +96,7 @@ def _dashboard(gh: Forge, body: str | None) -> list[github.Result]:
     """The carry dashboard issue, edited in place ([dashboard] issue = true in kpatch.toml; else body is None), and
     pinned the night it is opened (once: a person who unpins it is not overruled). A pin that fails is one more
     warning line, never the night's exit code."""
+    # imported where used: the dashboard issue's text only when that issue is on
     from kpatch.dashboard.markdown import ABOUT, LABEL, TITLE
 
     if body is None:

@@ -139,6 +139,7 @@ def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = N
     flags: list[Flag] = []
     if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
         flags = _merged_but_applied(ws, patches, notes, check)
+        # imported where used: each stage's package loads when the stage runs: a no-op night loads none
         from kpatch.lines.lacking import merged_on_main_lacking
 
         flags += [Flag(upstream=f.upstream, patch=f.patch, pr=f.pr, merge_commit=f.merge_commit, note=f.note)

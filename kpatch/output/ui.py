@@ -68,6 +68,7 @@ class UI:
 
     @cached_property
     def _rich_out(self) -> Console:
+        # imported where used: rich (~40 ms) only on a terminal
         from rich.console import Console
 
         # Piped output (CI logs, grep) gets wide lines instead of tables cut at 80 columns.

@@ -112,6 +112,7 @@ class Workspace:
     def config_lock(self, doing: str) -> Iterator[None]:
         """Held while kpatch.toml is read and rewritten in a project with lines: each line has its own writer lock,
         and two lines' rebases (or backports) would otherwise each write kpatch.toml from the same old text."""
+        # imported where used: locks and the writer's clean-up for writers only: readers (status) start without them
         from kpatch.project.exclusive import exclusive
 
         if not self.stack.lines:  # one line: its writer lock is the project's

@@ -54,6 +54,7 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
             tag: str | None, notes: str) -> release.Published:
     """Publish the verified set of `lock_path` as a GitHub Release `tag` and its channel's index (see the module
     docstring for the order and what a second run finishes)."""
+    # imported where used: PyGithub and gh-pages only for a GitHub destination
     from kpatch.forge.github.releases import GitHubReleases
     from kpatch.gitx import pages
 
