@@ -16,9 +16,9 @@ from kpatch import __version__
 from kpatch.config import CONFIG_NAME, CONFIG_VERSION, MAIN, NAME_RE, SHA_RE, Stack, Upstream, load
 from kpatch.errors import UpstreamError, UsageError
 from kpatch.files import GITIGNORE, read_input, write_atomic
-from kpatch.gitx import Mirror, url_problem
-from kpatch.gitx.mirror import url_variable
+from kpatch.gitx import Mirror
 from kpatch.gitx.repo import UPSTREAM_REFS
+from kpatch.gitx.urls import url_problem, url_variable
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace, default_cache_dir, make_cache_dir

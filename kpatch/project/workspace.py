@@ -25,8 +25,10 @@ from kpatch.config.model import MAIN
 from kpatch.errors import GitError, StorageError, UsageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
-from kpatch.gitx.mirror import KEY_CONFIG, mirror_folder, normalized_url, shared_with
+from kpatch.gitx.checkout import shared_with
+from kpatch.gitx.mirror import KEY_CONFIG
 from kpatch.gitx.storage import place_problem
+from kpatch.gitx.urls import mirror_folder, normalized_url
 from kpatch.output.ui import article
 from kpatch.project import journal, state
 from kpatch.project.state import RunState
