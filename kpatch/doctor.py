@@ -22,6 +22,7 @@ from kpatch.config import CONFIG_NAME, Stack
 from kpatch.errors import BuildError, ConfigError
 from kpatch.forge import github
 from kpatch.gitx.health import capabilities, fsck
+from kpatch.testing.devices import DRI_ENV, find_devices
 
 GIB = 1024**3
 DISK_FAIL = GIB // 2  # below this a wheel build cannot finish (the real vLLM wheel alone is hundreds of MB)
@@ -113,7 +114,7 @@ def _git() -> Iterator[Finding]:
 
 
 def _engine(options: DoctorOptions, *, needed: bool) -> Iterator[Finding]:
-    # imported where used: each check loads what it asks (the Docker SDK, the test runner) when it runs
+    # imported where used: each check loads what it asks (the Docker SDK, the build's image plan) when it runs
     from kpatch.container.docker import probe_engine
     from kpatch.wheels.pipeline import planned_image
 
@@ -139,9 +140,7 @@ def _engine(options: DoctorOptions, *, needed: bool) -> Iterator[Finding]:
 
 
 def _gpu(stack: Stack | None) -> Finding:
-    from kpatch.testing.run import find_devices
-
-    found = find_devices((), Path(os.environ.get("KPATCH_DRI_DIR", "/dev/dri")))
+    found = find_devices((), Path(os.environ.get(DRI_ENV, "/dev/dri")))
     needing = [u.name for u in (stack.upstreams if stack else ()) if u.test is not None and "xpu" in u.test.devices]
     if found.paths:
         return Finding("gpu", Level.OK, f"Intel GPU render node(s) under {found.paths[0]}: passed to kpatch test")
