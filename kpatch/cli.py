@@ -16,7 +16,8 @@ import click
 
 from kpatch import __version__
 from kpatch.errors import STORAGE_ERRNOS, ExitCode, KpatchError, StorageError
-from kpatch.output.ui import UI, keep_log
+from kpatch.output.runlog import keep_log
+from kpatch.output.ui import UI
 
 # Every command, by name: its module in kpatch/commands/, imported only when it runs or all are listed (`--help`).
 COMMANDS = {"apply": "apply", "rebase": "rebase", "export": "export", "status": "status",

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from kpatch.errors import KpatchError, UsageError
-from kpatch.output.ui import UI, setup_logging
+from kpatch.output.runlog import setup_logging
+from kpatch.output.ui import UI
 
 if TYPE_CHECKING:
     from kpatch.config import Stack
