@@ -155,7 +155,7 @@ def show_step(ui: UI, step: Step, result: object) -> None:
     from kpatch.demo.adoption import FORK_BRANCH, Carried
     from kpatch.demo.lines import ReleaseLine
     from kpatch.engine.apply import ApplyResult
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.reports import RebaseResult
     from kpatch.examples.moves import UpstreamMove
     from kpatch.testing.run import TestRun
     from kpatch.verify.run import VerifyResult

@@ -172,7 +172,7 @@ def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | 
 
 def show_stage(ui: UI, scratch: Path, _stage: Stage, result: object) -> None:
     """A stage's own result, as its command prints it (inside the stage's log group)."""
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.reports import RebaseResult
     from kpatch.testing.run import TestRun
     from kpatch.verify.run import VerifyResult
     from kpatch.wheels.build import BuildResult

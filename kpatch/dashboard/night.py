@@ -18,14 +18,14 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from kpatch.engine.diff import StackDiff
-from kpatch.engine.rebase import PatchReport
+from kpatch.engine.reports import PatchReport
 from kpatch.forge.model import Result
 from kpatch.project.state import Hunk
 from kpatch.verify.model import Check
 from kpatch.wheels.record import BuiltWheel
 
 if TYPE_CHECKING:
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.reports import RebaseResult
     from kpatch.project.workspace import Workspace
 
 

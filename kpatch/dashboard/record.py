@@ -22,7 +22,7 @@ from kpatch.project.workspace import Workspace
 from kpatch.stack.mbox import parse_patch, read_text
 
 if TYPE_CHECKING:
-    from kpatch.engine.rebase import PatchReport, RebaseResult
+    from kpatch.engine.reports import PatchReport, RebaseResult
 
 log = logging.getLogger("kpatch")
 NOT_ASKED = "Upstream-PR states not checked"  # in a note: GitHub was not asked, so no PR's state is known

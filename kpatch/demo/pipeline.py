@@ -23,7 +23,8 @@ from kpatch.container.docker import probe_engine
 from kpatch.dashboard.night import StageStatus
 from kpatch.demo.lines import ReleaseLine, release_line
 from kpatch.engine.apply import ApplyResult, apply
-from kpatch.engine.rebase import RebaseResult, rebase
+from kpatch.engine.rebase import rebase
+from kpatch.engine.reports import RebaseResult
 from kpatch.errors import BuildError, ExitCode, KpatchError, UsageError
 from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, make_example_project

@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 from kpatch.engine.plan import Item, backup, check_symlinks, refuse_unexported, resolve_items
+from kpatch.engine.reports import Outcome
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Repository, restore_preimages
@@ -20,18 +20,6 @@ from kpatch.output.ui import UI
 from kpatch.project.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
 from kpatch.project.workspace import Workspace, writes
 from kpatch.stack import Series
-
-
-class Outcome(Enum):
-    """How a stack ended on its base, after an apply or a rebase (both results carry it: one enum, not two)."""
-
-    APPLIED = "applied"
-    CONFLICT = "conflict"  # git am stopped; the worktree waits for a person
-    BLOCKED = "blocked"  # not applied because an upstream it requires is not applied
-
-    @classmethod
-    def of(cls, phase: StackPhase) -> Outcome:
-        return {StackPhase.DONE: cls.APPLIED, StackPhase.STOPPED: cls.CONFLICT}.get(phase, cls.BLOCKED)
 
 
 @dataclass(frozen=True)

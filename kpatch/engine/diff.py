@@ -41,7 +41,7 @@ class Change(StrEnum):
 @dataclass(frozen=True)
 class PatchChange:
     """One patch in a range-diff of two versions of a stack (`kpatch diff`, a rebase's review): what changed
-    between them. Not `engine.rebase.PatchReport`: a pair of sides, dropped and new patches included, with no
+    between them. Not `engine.reports.PatchReport`: a pair of sides, dropped and new patches included, with no
     class (the patch may never have been rebased: two commits of kpatch.toml, two folders)."""
 
     name: str  # the patch's name now (its old name when dropped)

@@ -13,14 +13,12 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
-from kpatch.engine.apply import Outcome
 from kpatch.engine.diff import StackDiff, forge_url, known_side, prefetch_side, rebase_diff
-from kpatch.engine.evidence import UpstreamCommit, for_stack
+from kpatch.engine.evidence import for_stack
 from kpatch.engine.plan import (
     Item,
     backup,
@@ -31,6 +29,7 @@ from kpatch.engine.plan import (
     refuse_unexported,
     unexported,
 )
+from kpatch.engine.reports import Outcome, PatchReport, RebaseResult, StackReport
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
 from kpatch.forge import hosts
@@ -38,7 +37,6 @@ from kpatch.gitx import Am, AmRun, Method, Mirror, Repository, restore_preimages
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
 from kpatch.project.state import (
-    Culprit,
     Evidence,
     How,
     Hunk,
@@ -58,49 +56,6 @@ from kpatch.stack import SERIES, Patch, Series, parse_patch
 from kpatch.stack.writer import render
 
 log = logging.getLogger("kpatch.rebase")
-
-
-@dataclass(frozen=True)
-class PatchReport:
-    """One patch after a rebase: its class, why, and for a conflict the hunks and the upstream commit that broke it.
-
-    The one record of a rebased patch: `rebase --json`'s stacks, the nightly's report (report.json, `nightly
-    --json`) and the carry history read it. Not `project.state.PatchRun`, the mutable run state a rebase keeps on
-    disk while it works, nor `stack.Patch`, the patch file as parsed; `engine.status.PatchStatus` is a patch at
-    rest in a worktree (no class: nothing was tried)."""
-
-    upstream: str  # the stack it belongs to (also the stack's own name in `rebase --json`: a patch stands alone)
-    name: str  # the patch file's name
-    klass: PatchClass = field(metadata={"json": "class"})
-    applied: bool  # in the scratch worktree (False for a class found by a trial apply)
-    why: str
-    commit: str | None
-    hunks: tuple[Hunk, ...]
-    culprit: Culprit | None
-    # a conflict's (or a predicted one's): the upstream commits of old base..new base that touched its lines
-    upstream_commits: tuple[UpstreamCommit, ...] = ()
-
-
-@dataclass(frozen=True)
-class StackReport:
-    name: str = field(metadata={"json": "upstream"})
-    old_base: str
-    new_base: str
-    outcome: Outcome
-    patches: tuple[PatchReport, ...]
-    review: StackDiff | None = None  # what the rebase did to each patch (a committed rebase; None: not known)
-
-
-@dataclass(frozen=True)
-class RebaseResult:
-    stacks: tuple[StackReport, ...]
-    github: str | None
-    committed: bool  # kpatch.toml and patches/ were rewritten
-    changed: int | None = None  # how many of their files changed (None: a rebase finished from its journal)
-
-    @property
-    def conflict(self) -> PatchReport | None:
-        return next((p for s in self.stacks for p in s.patches if p.klass is PatchClass.CONFLICT), None)
 
 
 @writes("rebase")

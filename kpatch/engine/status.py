@@ -28,7 +28,7 @@ class PatchState(Enum):
 @dataclass(frozen=True)
 class PatchStatus:
     """One patch at rest in a worktree (`kpatch status`): whether it is applied, its Upstream-Status and PRs. No
-    class and no culprit: nothing was tried against a new base (that is `engine.rebase.PatchReport`)."""
+    class and no culprit: nothing was tried against a new base (that is `engine.reports.PatchReport`)."""
 
     name: str
     subject: str

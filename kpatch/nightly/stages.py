@@ -38,7 +38,7 @@ from kpatch.verify.model import Check, Status, tally
 
 if TYPE_CHECKING:
     from kpatch.engine.diff import StackDiff
-    from kpatch.engine.rebase import PatchReport
+    from kpatch.engine.reports import PatchReport
     from kpatch.forge.model import PullCheck
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
