@@ -21,7 +21,8 @@ from kpatch.gitx.repo import UPSTREAM_REFS
 from kpatch.gitx.urls import url_problem, url_variable
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace, default_cache_dir, make_cache_dir
+from kpatch.project.places import default_cache_dir, make_cache_dir
+from kpatch.project.workspace import Workspace
 from kpatch.stack import SERIES
 
 SERIES_HEADER = "# applied in this order\n"  # what `kpatch import` and `export` keep at the top of the series

@@ -44,7 +44,7 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners:
     red night scrolls to the last green upstream commit."""
     # imported where used: the work loads when the command runs, not for its --help
     from kpatch.demo.pipeline import choose_backend, demo
-    from kpatch.project.workspace import default_cache_dir
+    from kpatch.project.places import default_cache_dir
 
     ui = make_ui("demo", json_mode, quiet, verbose)
     if adopt and scroll:
@@ -84,7 +84,7 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners:
 def adopt_demo(ui: UI, folder: Path | None, keep: bool) -> int:
     """`kpatch demo --adopt`: init, import (a fork branch, a quilt folder) and apply in an empty project."""
     from kpatch.demo.adoption import demo_adopt
-    from kpatch.project.workspace import default_cache_dir
+    from kpatch.project.places import default_cache_dir
 
     context = click.get_current_context()
     given = [f"--{n.replace('_', '-')}" for n in ("backend", "base_image")
