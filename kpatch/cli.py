@@ -16,7 +16,8 @@ import click
 
 from kpatch import __version__
 from kpatch.errors import STORAGE_ERRNOS, ExitCode, KpatchError, StorageError
-from kpatch.output.ui import UI, keep_log
+from kpatch.output.runlog import keep_log
+from kpatch.output.ui import UI
 
 # Every command, by name: its module in kpatch/commands/, imported only when it runs or all are listed (`--help`).
 COMMANDS = {"apply": "apply", "rebase": "rebase", "export": "export", "status": "status",
@@ -49,6 +50,7 @@ class KpatchGroup(click.Group):
         """click's, and a misspelt command gets the nearest one (`kpatch stauts`: did you mean 'status'?)."""
         name = click.utils.make_str(args[0]) if args else ""
         if args and not name.startswith("-") and self.get_command(ctx, name) is None:
+            # imported where used: only on the path that needs it (an error, a crash, --version)
             from kpatch.config.tables import nearest
 
             close = nearest(name, frozenset(COMMANDS))

@@ -19,8 +19,10 @@ from pathlib import Path
 
 from kpatch import scratch
 from kpatch.config import CONFIG_NAME, Stack
-from kpatch.errors import ConfigError
+from kpatch.errors import BuildError, ConfigError
+from kpatch.forge import github
 from kpatch.gitx.health import capabilities, fsck
+from kpatch.testing.devices import DRI_ENV, find_devices
 
 GIB = 1024**3
 DISK_FAIL = GIB // 2  # below this a wheel build cannot finish (the real vLLM wheel alone is hundreds of MB)
@@ -112,6 +114,7 @@ def _git() -> Iterator[Finding]:
 
 
 def _engine(options: DoctorOptions, *, needed: bool) -> Iterator[Finding]:
+    # imported where used: each check loads what it asks (the Docker SDK, the build's image plan) when it runs
     from kpatch.container.docker import probe_engine
     from kpatch.wheels.pipeline import planned_image
 
@@ -137,9 +140,7 @@ def _engine(options: DoctorOptions, *, needed: bool) -> Iterator[Finding]:
 
 
 def _gpu(stack: Stack | None) -> Finding:
-    from kpatch.testing.run import find_devices
-
-    found = find_devices((), Path(os.environ.get("KPATCH_DRI_DIR", "/dev/dri")))
+    found = find_devices((), Path(os.environ.get(DRI_ENV, "/dev/dri")))
     needing = [u.name for u in (stack.upstreams if stack else ()) if u.test is not None and "xpu" in u.test.devices]
     if found.paths:
         return Finding("gpu", Level.OK, f"Intel GPU render node(s) under {found.paths[0]}: passed to kpatch test")
@@ -168,7 +169,6 @@ def _build_env(cache_dir: Path, needed: bool) -> Finding:
     build would make it the same way), then a fresh venv from it with the build's environment, asked for the
     build tools."""
     from kpatch import procs
-    from kpatch.errors import BuildError
     from kpatch.wheels import hostenv
 
     try:
@@ -223,8 +223,6 @@ def _size(folder: Path) -> int:
 
 
 def _token() -> Finding:
-    from kpatch.forge import github
-
     check = github.check_token(os.environ)
     if not check.present:
         return Finding("github", Level.WARN, "no GITHUB_TOKEN: rebase asks GitHub anonymously about Upstream-PR "

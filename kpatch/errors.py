@@ -74,6 +74,7 @@ class GitError(KpatchError):
     exit_code = ExitCode.GIT
 
     def __init__(self, command: list[str], status: int, stdout: str, stderr: str) -> None:
+        # imported where used: only when an error is made: every module imports errors
         from kpatch.output.redact import redact_text
 
         words = [w for i, w in enumerate(command[1:], 1) if w != "-c" and command[i - 1] != "-c"]

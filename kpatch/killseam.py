@@ -10,7 +10,7 @@ kills it exactly there (no timing). The points:
   but not checked anything out yet: what a kill in the middle of it leaves (kpatch/gitx/mirror.py);
 - `worktree:move`: a worktree's record names its new folder, before the folder is renamed (kpatch/gitx/mirror.py);
 - `rebase:beside:<upstream>`: a rebase with no worktree of that stack's to move has started checking one out at
-  the new base beside its `git am` (kpatch/engine/rebase.py);
+  the new base beside its `git am` (kpatch/engine/worktrees.py);
 - `rebase:scratch:<upstream>`: a rebase has made that stack's scratch worktree, before it copies the recorded
   resolutions into the mirror's rr-cache (kpatch/engine/rebase.py);
 - `rebase:finished`: a rebase has recorded its end (run state and files new), before its scratch worktrees

@@ -30,7 +30,7 @@ from kpatch.doctor import DoctorReport
 from kpatch.engine.apply import ApplyResult
 from kpatch.engine.diff import DiffResult
 from kpatch.engine.export import FileChange
-from kpatch.engine.rebase import RebaseResult
+from kpatch.engine.reports import RebaseResult
 from kpatch.engine.status import StatusResult
 from kpatch.lines.backport import BackportResult
 from kpatch.lines.matrix import LineMatrix

@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kpatch.errors import KpatchError, UsageError
-from kpatch.project.workspace import default_cache_dir
+from kpatch.project.places import default_cache_dir
 from kpatch.verify.pairs import Released, rows, table, versions
 from kpatch.verify.release import index_url
 

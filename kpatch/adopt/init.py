@@ -16,12 +16,13 @@ from kpatch import __version__
 from kpatch.config import CONFIG_NAME, CONFIG_VERSION, MAIN, NAME_RE, SHA_RE, Stack, Upstream, load
 from kpatch.errors import UpstreamError, UsageError
 from kpatch.files import GITIGNORE, read_input, write_atomic
-from kpatch.gitx import Mirror, url_problem
-from kpatch.gitx.mirror import url_variable
+from kpatch.gitx import Mirror
 from kpatch.gitx.repo import UPSTREAM_REFS
+from kpatch.gitx.urls import url_problem, url_variable
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI
-from kpatch.project.workspace import Workspace, default_cache_dir, make_cache_dir
+from kpatch.project.places import default_cache_dir, make_cache_dir
+from kpatch.project.workspace import Workspace
 from kpatch.stack import SERIES
 
 SERIES_HEADER = "# applied in this order\n"  # what `kpatch import` and `export` keep at the top of the series
@@ -304,6 +305,7 @@ def _default_branch(mirror: Mirror, spec: UpstreamSpec) -> str:
 def render_config(pinned: Sequence[Pinned], requires: Mapping[str, tuple[str, ...]],
                   lines: Mapping[str, Sequence[LineSpec]] | None = None) -> str:
     """kpatch.toml for these upstreams (and release lines), each key explained in a comment."""
+    # imported where used: tomlkit (~20 ms) only when a kpatch.toml is written
     import tomlkit
 
     doc = tomlkit.document()

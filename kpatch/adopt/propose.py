@@ -9,28 +9,24 @@ patch files then get `Upstream-PR: owner/repo#N` and `Upstream-Status: submitted
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kpatch.adopt.pull_text import pr_text
 from kpatch.config import Upstream
 from kpatch.engine.plan import fetch, load_all_series
-from kpatch.errors import PatchConflict, SeriesError, UpstreamError, UsageError, WorktreeError
-from kpatch.files import REPORT_FILE, read_input
+from kpatch.errors import GitError, PatchConflict, SeriesError, StorageError, UpstreamError, UsageError, WorktreeError
 from kpatch.forge.github.names import OWNER_PATTERN, parse_repository
 from kpatch.output.redact import redact_url
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
 from kpatch.project.workspace import Workspace
 from kpatch.stack import Patch, Series
-from kpatch.stack.mbox import parse_patch_text, read_text
+from kpatch.stack.mbox import parse_patch_text
 
-BODY_LIMIT = 65536  # GitHub's limit on a pull request's body, in characters
-_KPATCH_TRAILER = re.compile(r"^(Upstream-Status|Upstream-PR|Requires):", re.IGNORECASE)
 _GITHUB_PATH = re.compile(r"^(?:https?://[^/]+/|ssh://[^/]+/|[^/:@]+@[^/:]+:)(?P<owner>[^/]+)/(?P<name>[^/]+?)"
                           r"(?:\.git)?/?$")
 SCOPES = ("a classic token needs the 'public_repo' scope ('repo' for a private upstream); a fine-grained one "
@@ -189,87 +185,6 @@ def branch_name(group: _Group, line: str = "main") -> str:
     return f"kpatch/{where}{group.upstream.name}/{group.patches[0].path.stem}"
 
 
-# --- the pull request's text ----------------------------------------------------------------------------------------
-
-
-def message_body(patch: Patch) -> str:
-    """The patch's commit message after its subject, kpatch's own trailers left out."""
-    lines = read_text(patch.path).split("\n")
-    start = lines.index("") + 1 if "" in lines else len(lines)
-    out: list[str] = []
-    for line in lines[start:]:
-        if line == "---" or line.startswith("diff --git "):
-            break
-        if not _KPATCH_TRAILER.match(line):
-            out.append(line)
-    return "\n".join(out).strip()
-
-
-def pr_text(ws: Workspace, group: _Group, needs: Mapping[str, str], head: str) -> tuple[str, str]:
-    """The title and body: the patch messages, what it depends on, the evidence the project has."""
-    first = group.patches[0]
-    title = first.subject if len(group.patches) == 1 else \
-        f"{first.subject} (+{count(len(group.patches) - 1, 'patch', 'patches')})"
-    parts: list[str] = []
-    if len(group.patches) == 1:
-        parts += [message_body(first)] if message_body(first) else []  # the title says it all otherwise
-    else:
-        for patch in group.patches:
-            parts.append(f"### {patch.subject}\n\n{message_body(patch)}".rstrip())
-    if needs:
-        lines = ["## Depends on", ""]
-        for ref, pr in needs.items():
-            lines.append(f"- needs {pr}, which this PR calls into (`{ref}`): merge that one first")
-        parts.append("\n".join(lines))
-    parts.append("\n".join(["## Evidence", "", *evidence(ws, group.upstream.name)]))
-    parts.append(f"<sub>Proposed with kpatch propose from the `{group.upstream.name}` patch stack "
-                 f"({count(len(group.patches), 'patch', 'patches')} on {group.upstream.base}), branch `{head}`.</sub>")
-    body = "\n\n".join(parts) + "\n"
-    if len(body) > BODY_LIMIT:
-        cut = "\n\n… (cut to GitHub's 65,536-character limit: the whole messages are in the commits)\n"
-        body = body[:BODY_LIMIT - len(cut)] + cut
-    return title, body
-
-
-def evidence(ws: Workspace, name: str) -> list[str]:
-    """What the project has checked, from its reports: never more than what was run."""
-    reports = ws.reports_dir
-    return [_contract(reports / "nightly" / "report.json"), _tests(reports / f"{name}.xml"),
-            "- Benchmarks: not run by kpatch"]
-
-
-def _contract(path: Path) -> str:
-    try:
-        report = json.loads(read_input(path, REPORT_FILE, ValueError))
-        lines = [str(line) for line in report.get("contract") or []]
-        started = str(report.get("started", "?"))
-    except OSError:
-        return "- Op contract: not run (no nightly report)"
-    except (ValueError, AttributeError):
-        return f"- Op contract: not read ({path.name} is no nightly report kpatch reads)"
-    if not lines:
-        return f"- Op contract: not run (the nightly of {started} did not reach it)"
-    shown = "\n".join(f"  - {line[:300]}" for line in lines[:20])
-    more = f"\n  - … and {len(lines) - 20} more" if len(lines) > 20 else ""
-    return f"- Op contract (kpatch nightly of {started}):\n{shown}{more}"
-
-
-def _tests(path: Path) -> str:
-    from defusedxml import DefusedXmlException
-    from defusedxml.ElementTree import parse
-
-    try:  # the upstream's tests wrote it: no DTD, no entity expansion
-        root = parse(path, forbid_dtd=True).getroot()
-    except (OSError, ET.ParseError, DefusedXmlException):
-        return "- Tests: not run"
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    total = {key: sum(int(s.get(key, "0") or 0) for s in suites) for key in ("tests", "failures", "errors", "skipped")}
-    failed = total["failures"] + total["errors"]
-    passed = total["tests"] - failed - total["skipped"]
-    return (f"- Tests (kpatch test, `reports/{path.name}`): {passed} passed, {failed} failed, "
-            f"{total['skipped']} skipped")
-
-
 # --- the run ---------------------------------------------------------------------------------------------------------
 
 
@@ -305,7 +220,7 @@ def propose(ws: Workspace, ui: UI, names: Sequence[str], *, fork_owner: str | No
 
 def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: str, owner: str,
                  needs: Mapping[str, str], *, draft: bool, dry_run: bool, environ: Mapping[str, str]) -> Proposal:
-    from kpatch.errors import GitError, StorageError
+    # imported where used: the forge and the push load when a group is proposed, not with the module
     from kpatch.forge import hosts
     from kpatch.forge.model import Action, Outcome
     from kpatch.gitx.branch import push_lease, remote_branch
@@ -315,7 +230,7 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
     commit = _build(ws, ui, group)
     branch = branch_name(group, ws.stack.line)
     head = f"{owner}:{branch}"
-    title, body = pr_text(ws, group, needs, head)
+    title, body = pr_text(ws, group.upstream, group.patches, needs, head)
     env = hosts.push_env(fork, environ, dry_run=dry_run)
     shown = redact_url(fork)
     try:
@@ -357,7 +272,7 @@ def _propose_one(ws: Workspace, ui: UI, group: _Group, repository: str, fork: st
 
 def _build(ws: Workspace, ui: UI, group: _Group) -> str:
     """The group's patches `git am`'d onto the upstream's base in a scratch worktree: the tip commit."""
-    from kpatch.gitx import Am, Repository
+    from kpatch.gitx import Am, Repository  # gitx's face loads the am engine on first use: only here, not at import
 
     upstream = group.upstream
     mirror = ws.mirror(upstream.name)

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from kpatch.errors import UsageError
-from kpatch.output.ui import UI, setup_logging
+from kpatch.errors import KpatchError, UsageError
+from kpatch.output.runlog import setup_logging
+from kpatch.output.ui import UI
 
 if TYPE_CHECKING:
     from kpatch.config import Stack
@@ -54,6 +55,7 @@ class Context:
 
     def stack(self, line: str | None = None) -> Stack:
         """kpatch.toml's stack as line `line` (default: --line's) sees it, with the URL overrides."""
+        # imported where used: the work loads when the command runs, not for its --help
         from kpatch import config
 
         found = self.options.config_path or config.find_config(Path.cwd())
@@ -165,7 +167,6 @@ def _wait_seconds(value: str | None) -> float | None:
 def _project_stack(ctx: click.Context) -> Any:
     """The kpatch.toml shell completion reads (--config if already typed, else the nearest one), or None."""
     from kpatch import config
-    from kpatch.errors import KpatchError
 
     try:
         given = ctx.params.get("config_path")
@@ -195,7 +196,6 @@ def complete_assignment(ctx: click.Context, param: click.Parameter, incomplete: 
 
 def complete_patches(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion: UPSTREAM/FILE.patch for every patch of every stack (`kpatch propose`)."""
-    from kpatch.errors import KpatchError
     from kpatch.stack.series import load_series
 
     stack = _project_stack(ctx)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # the result types only: printing a status must not import ve
     from kpatch.engine.apply import ApplyResult
     from kpatch.engine.diff import StackDiff
     from kpatch.engine.evidence import UpstreamCommit
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.reports import RebaseResult
     from kpatch.nightly.run import Night
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport

@@ -17,6 +17,7 @@ from kpatch.errors import ExitCode, UsageError
 @click.option("--discard", is_flag=True, help="Move worktrees even if they hold commits not exported to patches/.")
 def command(ctx: Context, onto: tuple[str, ...], continue_: bool, abort: bool, discard: bool) -> int:
     """Apply every stack onto its upstream, in dependency order."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.engine import apply as engine
 
     if (continue_ and abort) or ((continue_ or abort) and (onto or discard)):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 def command(ctx: Context, patches: tuple[str, ...], to_line: str, from_line: str, continue_: bool,
             abort: bool) -> int:
     """Apply patches of one line (UPSTREAM/FILE.patch) onto another line's stacks, each with a 3-way merge."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.lines import backport as engine
 
     if (continue_ and abort) or ((continue_ or abort) and patches):

@@ -23,6 +23,7 @@ from kpatch.commands._views import show_build
 def command(ctx: Context, backend: str, image: str | None, base_image: str | None, out: Path | None,
             timeout: float | None) -> int:
     """Build the kernels wheel, then vLLM against exactly it; write the pair's pylock.toml."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.verify import gate
     from kpatch.wheels.build import build_wheels
 

@@ -42,8 +42,9 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners:
     rebase (a merged patch dropped, a conflict resolved by a recorded resolution), build-wheels, verify, test.
     With --adopt: a kernels fork branch and the app's quilt folder become a new project's stacks. With --scroll: a
     red night scrolls to the last green upstream commit."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.demo.pipeline import choose_backend, demo
-    from kpatch.project.workspace import default_cache_dir
+    from kpatch.project.places import default_cache_dir
 
     ui = make_ui("demo", json_mode, quiet, verbose)
     if adopt and scroll:
@@ -83,7 +84,7 @@ def command(folder: Path | None, keep: bool, adopt: bool, scroll: bool, runners:
 def adopt_demo(ui: UI, folder: Path | None, keep: bool) -> int:
     """`kpatch demo --adopt`: init, import (a fork branch, a quilt folder) and apply in an empty project."""
     from kpatch.demo.adoption import demo_adopt
-    from kpatch.project.workspace import default_cache_dir
+    from kpatch.project.places import default_cache_dir
 
     context = click.get_current_context()
     given = [f"--{n.replace('_', '-')}" for n in ("backend", "base_image")
@@ -154,7 +155,7 @@ def show_step(ui: UI, step: Step, result: object) -> None:
     from kpatch.demo.adoption import FORK_BRANCH, Carried
     from kpatch.demo.lines import ReleaseLine
     from kpatch.engine.apply import ApplyResult
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.reports import RebaseResult
     from kpatch.examples.moves import UpstreamMove
     from kpatch.testing.run import TestRun
     from kpatch.verify.run import VerifyResult

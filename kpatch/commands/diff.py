@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 def command(ctx: Context, revision: str | None, only: str | None, stat: bool) -> int:
     """Show what each patch became since REV of the project (default: the last commit that changed patches/):
     unchanged, changed (with its interdiff), dropped or new, from the patch files alone."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.engine.diff import diff
 
     result = diff(ctx.workspace(), ctx.ui, revision, only)

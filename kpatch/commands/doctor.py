@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 def command(ctx: Context, fsck: bool, backend: str, base_image: str | None) -> int:
     """Check this machine for the configured stacks: each line OK or what to do; exit 1 if something needed is
     missing."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.doctor import DoctorOptions, diagnose
-    from kpatch.project.workspace import default_cache_dir
+    from kpatch.project.places import default_cache_dir
     from kpatch.wheels.pipeline import DEFAULT_BASE_IMAGE
 
     stack, problem = None, None

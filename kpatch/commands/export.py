@@ -16,6 +16,7 @@ from kpatch.output.ui import columns, count
 @click.option("--abort", is_flag=True, help="Undo an export that was interrupted: every file as it was.")
 def command(ctx: Context, names: tuple[str, ...], check: bool, continue_: bool, abort: bool) -> int:
     """Regenerate patch files and series from the worktree commits."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.engine import export as engine
 
     if sum((check, continue_, abort)) > 1 or ((continue_ or abort) and names):

@@ -32,6 +32,7 @@ def command(ctx: Context, name: str | None, source: str | None, folder: Path | N
             author: str | None, include_upstream: bool, max_commits: int, requires_auto: bool, continue_: bool,
             abort: bool) -> int:
     """Make NAME's empty stack from a fork branch (--from) or a folder of patches (--series), as one step."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.adopt import branch as adopt
 
     if continue_ or abort:

@@ -33,6 +33,7 @@ def command(upstreams: tuple[str, ...], branches: tuple[str, ...], requires: tup
             ci: bool, cache_dir: Path | None, json_mode: bool, quiet: bool, verbose: bool) -> int:
     """Start a project here: kpatch.toml, an empty series per upstream, .gitignore entries; writes only new
     files."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.adopt import init as adopting
 
     ui = make_ui("init", json_mode, quiet, verbose)

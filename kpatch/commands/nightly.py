@@ -75,6 +75,7 @@ def command(ctx: Context, dry_run: bool, report_dir: Path | None, backend: str, 
             run_step: tuple[Path, int] | None, step_out: Path | None, collect_dir: Path | None, final: bool,
             history_file: Path | None) -> int:
     """Rebase onto the upstream heads, build, verify and test the pair; report (markdown, JSON, GitHub)."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.commands.nightly_matrix import matrix_command
     from kpatch.nightly import run
     from kpatch.nightly.scroll import Limits
@@ -171,7 +172,7 @@ def replay_command(ctx: Context, text: str, every: int | None, max_steps: int | 
 
 def show_stage(ui: UI, scratch: Path, _stage: Stage, result: object) -> None:
     """A stage's own result, as its command prints it (inside the stage's log group)."""
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.reports import RebaseResult
     from kpatch.testing.run import TestRun
     from kpatch.verify.run import VerifyResult
     from kpatch.wheels.build import BuildResult

@@ -15,6 +15,7 @@ def matrix_command(ctx: Context, run_step: tuple[Path, int] | None, step_out: Pa
                    final: bool, report_dir: Path | None, given: list[str]) -> int:
     """One job of the matrix (--run-step), or the round's results taken (--collect); exit 0 once done, whatever the
     step's verdict (the night's exit code is the night's job's)."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.nightly import matrix
 
     if run_step is not None and collect_dir is not None:

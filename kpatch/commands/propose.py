@@ -25,6 +25,7 @@ from kpatch.output.ui import escape
 def command(ctx: Context, names: tuple[str, ...], fork_owner: str | None, draft: bool, dry_run: bool, no_deps: bool,
             continue_: bool, abort: bool) -> int:
     """Send patches upstream as pull requests (one per upstream), required ones first; mark them submitted."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.adopt import propose as engine
 
     if continue_ or abort:

@@ -18,6 +18,7 @@ from kpatch.errors import ExitCode, UsageError
 @click.option("--discard", is_flag=True, help="Move worktrees even if they hold commits not exported to patches/.")
 def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, abort: bool, discard: bool) -> int:
     """Move every stack onto its upstream's new head, as one transaction: all stacks or none."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.dashboard.record import record_rebase
     from kpatch.engine import rebase as engine
 

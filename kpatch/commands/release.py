@@ -3,6 +3,7 @@ whose wheels have URLs, on a channel (stable, nightly); `--yank TAG --why TEXT` 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -29,6 +30,7 @@ from kpatch.errors import UsageError
 def command(ctx: Context, to: str | None, channel: str, tag: str | None, lock_path: Path | None, base_url: str | None,
             yank: str | None, why: str | None) -> int:
     """Publish the verified set into a static package index, with its lock, notes and the one install command."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.wheels import release
 
     if (yank is None) != (why is None):
@@ -40,8 +42,6 @@ def command(ctx: Context, to: str | None, channel: str, tag: str | None, lock_pa
 
     to = destination(ws.stack, to)
     if yank is not None and to == "github":
-        import os
-
         from kpatch.wheels import release_github
 
         assert why is not None

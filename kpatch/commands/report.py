@@ -25,6 +25,7 @@ def command(ctx: Context, html: Path | None, history_file: Path | None) -> int:
     """The carry dashboard: each patch's class, conflicts, size and age over the nights, how far behind each
     upstream the pins were, the last nightly's stages and tests, the Upstream-PRs. On a project with release
     lines: every line that has a carry history, one page with a selector between them (--line: that line alone)."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.dashboard import record
     from kpatch.dashboard.report import report, with_history
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
                    "(its Lines: trailer).")
 def command(ctx: Context, pulls: bool, matrix: bool) -> int:
     """Show each upstream, its pin and mirror, and the state of every patch."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.engine.status import status
 
     if matrix:

@@ -27,6 +27,7 @@ from kpatch.commands._views import show_test
 def command(ctx: Context, names: tuple[str, ...], devices: tuple[str, ...], timeout: float | None,
             lock_path: str | None, reports: str | None, backend: str) -> int:
     """Run each upstream's tests in the build image, with the locked pair installed from its lock."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.testing.suites import run_suites
 
     result = run_suites(ctx.workspace(), ctx.ui, names=names, devices=devices, timeout=timeout,

@@ -29,6 +29,7 @@ from kpatch.errors import ExitCode, UsageError
 def command(ctx: Context, lock_path: str | None, installed: bool, explain: bool, reason: str | None,
             wheels: tuple[str, ...], python: str | None) -> int:
     """Check the built pair against its lock and the op contract between the two patched worktrees."""
+    # imported where used: the work loads when the command runs, not for its --help
     from kpatch.verify.model import Status
 
     if wheels or python:
@@ -37,7 +38,7 @@ def command(ctx: Context, lock_path: str | None, installed: bool, explain: bool,
         if lock_path or installed or reason is not None:
             raise UsageError("--wheel checks two released halves: --lock, --installed and --update-baseline are "
                              "for the project's own pair")
-        from kpatch.project.workspace import default_cache_dir
+        from kpatch.project.places import default_cache_dir
         from kpatch.verify.released import verify_released
 
         cache = (ctx.options.cache_dir or default_cache_dir()) / "releases"

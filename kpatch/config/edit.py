@@ -7,6 +7,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kpatch.errors import ConfigError
+from kpatch.files import KPATCH_TOML, read_input
+
 
 def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") -> bytes:
     """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped): in their
@@ -16,10 +19,8 @@ def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") 
     person wrote as a literal string ('v1.0') gets its SHA as one too. The new value's string kind is set here, not
     left to tomlkit, whose releases differ in what an assignment keeps (0.15 keeps the old kind, 0.12-0.14 did not).
     """
+    # imported where used: tomlkit (~20 ms) only for an edit: every command loads config, few edit it
     import tomlkit
-
-    from kpatch.errors import ConfigError
-    from kpatch.files import KPATCH_TOML, read_input
 
     # not read_text: its newline translation would drop CRs
     text = read_input(path, KPATCH_TOML, ConfigError).decode("utf-8")

@@ -27,7 +27,7 @@ from kpatch.config.tables import (
 )
 from kpatch.errors import ConfigError, UsageError
 from kpatch.files import KPATCH_TOML, read_input
-from kpatch.gitx.mirror import url_problem
+from kpatch.gitx.urls import url_problem
 
 _HEADER = re.compile(r"^\s*\[\[\s*upstream\s*\]\]\s*(?:#.*)?$")
 TOP_KEYS = ("version", "upstream", "line", "github", "set", "verify", "dashboard", "nightly",

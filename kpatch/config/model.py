@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kpatch.errors import UsageError
 from kpatch.forge.github.names import Repository
-from kpatch.gitx.mirror import url_variable
+from kpatch.gitx.urls import url_variable
 from kpatch.output.redact import redact_url
 
 CONFIG_NAME = "kpatch.toml"

@@ -24,6 +24,7 @@ from kpatch.forge.github.names import Repository, parse_repository
 
 def nearest(word: str, known: tuple[str, ...] | frozenset[str] | set[str]) -> str | None:
     """The word of `known` a misspelt key or command most likely meant (`branc`: `branch`), if any is close."""
+    # imported where used: only for a 'did you mean' or a torch pin: every command loads config
     import difflib
 
     close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)

@@ -120,6 +120,7 @@ def _build_failure(message: str, base_image: str) -> str:
 
 class Engine:
     def __init__(self) -> None:
+        # imported where used: the Docker SDK (~140 ms) only when an engine is used
         import docker
         from docker.errors import DockerException
 

@@ -9,20 +9,23 @@ One model, two renderings (markdown for people, JSON for machines) with the same
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from kpatch.engine.diff import StackDiff
-from kpatch.engine.rebase import PatchReport
+from kpatch.engine.reports import PatchReport
 from kpatch.forge.model import Result
 from kpatch.project.state import Hunk
 from kpatch.verify.model import Check
 from kpatch.wheels.record import BuiltWheel
 
 if TYPE_CHECKING:
-    from kpatch.engine.rebase import RebaseResult
+    from kpatch.engine.reports import RebaseResult
     from kpatch.project.workspace import Workspace
 
 
@@ -105,7 +108,9 @@ class PullLine:
 
 @dataclass(frozen=True)
 class Suite:
-    """One upstream's test suite against the locked pair."""
+    """One upstream's test suite against the locked pair, as report.json keeps it: `testing.run.SuiteResult`
+    flattened (counts as numbers, failing tests as lines, the comparison as two lists), without the paths of its
+    JUnit file and log on the machine that ran it."""
 
     upstream: str
     outcome: str  # kpatch test's outcome: passed, failed, timed-out, killed, no-report, no-device
@@ -342,10 +347,6 @@ def hunk_text(hunk: Hunk) -> str:
 
 def _decode(kind: object, data: object) -> object:
     """JSON data as `kind` (a dataclass, enum, tuple[X, ...], X | None or a plain type); ValueError if it is not."""
-    import dataclasses
-    import types
-    import typing
-
     if kind is type(None) or data is None:
         if data is not None or (kind is not type(None) and type(None) not in typing.get_args(kind)):
             raise ValueError(f"expected {kind}, got {data!r}")

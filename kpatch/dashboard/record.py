@@ -10,6 +10,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kpatch import __version__
 from kpatch.config import Stack
 from kpatch.dashboard import history
 from kpatch.dashboard.history import Behind, NightRecord, PatchRecord, StageLine, SuiteLine
@@ -18,9 +19,10 @@ from kpatch.errors import KpatchError
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
+from kpatch.stack.mbox import parse_patch, read_text
 
 if TYPE_CHECKING:
-    from kpatch.engine.rebase import PatchReport, RebaseResult
+    from kpatch.engine.reports import PatchReport, RebaseResult
 
 log = logging.getLogger("kpatch")
 NOT_ASKED = "Upstream-PR states not checked"  # in a note: GitHub was not asked, so no PR's state is known
@@ -47,8 +49,6 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
     else the nightly's default (reports/nightly/history.jsonl next to kpatch.toml), so that `kpatch report` has
     the rebases of a project that runs no nightly. A history that cannot be written is a warning, never the
     rebase's end."""
-    from kpatch import __version__
-
     path = location(ws.stack, ws.nightly_dir)
     conflict = result.conflict is not None
     try:
@@ -68,6 +68,7 @@ def record_rebase(ui: UI, ws: Workspace, result: RebaseResult) -> None:
 def dashboard_issue(ui: UI, path: Path) -> str | None:
     """The carry dashboard issue's body from the history; None (nothing to edit) when there is no history or it
     cannot be read (a warning: the night's report goes on)."""
+    # imported where used: the dashboard issue's body only when that issue is on: rebase imports this module
     from kpatch.dashboard.markdown import issue_body
     from kpatch.dashboard.summary import summarise
 
@@ -138,8 +139,6 @@ class _Size:
 def _size(stack: Stack, line: PatchReport) -> _Size:
     """The patch file as it is after the night: subject, changed lines and files, date, PRs (all unknown when the
     file is gone: a patch dropped as upstream)."""
-    from kpatch.stack.mbox import parse_patch, read_text
-
     try:
         path = stack.get(line.upstream).patches / line.name
         patch = parse_patch(path)

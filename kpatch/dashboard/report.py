@@ -11,7 +11,7 @@ from kpatch.config.model import Stack
 from kpatch.dashboard import history, page, record
 from kpatch.dashboard.summary import Dashboard, summarise
 from kpatch.errors import UsageError
-from kpatch.project.workspace import line_reports_dir
+from kpatch.project.places import line_reports_dir
 
 
 @dataclass(frozen=True)

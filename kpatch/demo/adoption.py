@@ -17,7 +17,7 @@ from kpatch import config, forge
 from kpatch.adopt.branch import ImportResult, import_branch
 from kpatch.adopt.init import InitResult, UpstreamSpec, init
 from kpatch.adopt.quilt import import_series
-from kpatch.demo.pipeline import OnStep, Outcome, Step, Steps, StepsOutcome, _apply
+from kpatch.demo.pipeline import OnStep, Outcome, Step, Steps, StepsOutcome, _apply, in_folder
 from kpatch.engine.apply import ApplyResult
 from kpatch.examples.upstreams import PATCH_AUTHOR, ExampleProject, make_example_project
 from kpatch.gitx import out, run
@@ -171,8 +171,6 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def demo_adopt(folder: Path | None, ui: UI, *, keep: bool, on_step: OnStep) -> AdoptResult:
     """The adoption demo in `folder` (empty or new; kept) or a temp folder removed unless `keep`."""
-    from kpatch.demo.pipeline import in_folder
-
     def body(where: Path, kept: bool) -> AdoptResult:
         with forge.offline("the demo runs offline"):
             return run_adopt(where, ui, kept=kept, on_step=on_step)

@@ -22,6 +22,7 @@ from pathlib import Path
 from kpatch import config, forge
 from kpatch.dashboard import history
 from kpatch.dashboard.night import Outcome
+from kpatch.engine.rebase import abort_rebase
 from kpatch.examples.moves import move_upstreams, ship_resolution
 from kpatch.examples.upstreams import KERNEL_FILES, ExampleProject, commit, make_example_project
 from kpatch.files import write_atomic
@@ -63,8 +64,6 @@ def simulate(folder: Path, ui: UI) -> Nights:
                 commit(example.kernels, {BINDINGS: REWORKED}, REWORK_SUBJECT, (when := when + 1))
                 commit(example.kernels, {"NEWS.txt": "entry 4\n"}, "News 4", (when := when + 1))
             else:
-                from kpatch.engine.rebase import abort_rebase
-
                 with _workspace(example, folder) as ws:
                     abort_rebase(ws, ui)  # the person's answer to night 2 ...
                 revert = f'Revert "{REWORK_SUBJECT}"'
@@ -76,6 +75,7 @@ def simulate(folder: Path, ui: UI) -> Nights:
 
 
 def _night(example: ExampleProject, folder: Path, ui: UI, reports: Path) -> Outcome:
+    # imported where used: the nightly loads for the demo's simulated nights only
     from kpatch.nightly import run
     from kpatch.nightly.stages import Settings
 

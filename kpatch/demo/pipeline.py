@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from kpatch import config, forge
+from kpatch.container.docker import probe_engine
 from kpatch.dashboard.night import StageStatus
 from kpatch.demo.lines import ReleaseLine, release_line
 from kpatch.engine.apply import ApplyResult, apply
-from kpatch.engine.rebase import RebaseResult, rebase
-from kpatch.errors import ExitCode, KpatchError, UsageError
+from kpatch.engine.rebase import rebase
+from kpatch.engine.reports import RebaseResult
+from kpatch.errors import BuildError, ExitCode, KpatchError, UsageError
 from kpatch.examples.moves import UpstreamMove, move_upstreams, ship_resolution
 from kpatch.examples.upstreams import ExampleProject, make_example_project
 from kpatch.output.ui import UI
@@ -116,8 +118,6 @@ OnStep = Callable[[Step, Any], None]  # the step, and its result for printing
 
 def choose_backend(requested: str, base_image: str | None) -> BackendChoice:
     """docker when an engine answers and has a base image (the demo never pulls), else this host; say why."""
-    from kpatch.container.docker import probe_engine
-
     if requested == Backend.LOCAL.value and base_image:
         raise UsageError("--base-image goes with the docker backend, not --backend local")
     if requested == Backend.LOCAL.value:
@@ -131,8 +131,6 @@ def choose_backend(requested: str, base_image: str | None) -> BackendChoice:
     missing = (engine.problem or f"the Docker engine at {engine.where} has none of {', '.join(candidates)} and the "
                "demo never pulls one (give --base-image REF: any local image with python3, pip, setuptools, wheel)")
     if requested == Backend.DOCKER.value:
-        from kpatch.errors import BuildError
-
         raise BuildError(f"--backend docker: {missing}")
     return BackendChoice(Backend.LOCAL, None, f"local backend, because {missing}")
 
@@ -271,6 +269,7 @@ def _moves(example: ExampleProject) -> tuple[tuple[UpstreamMove, ...], bool, str
 
 
 def _rebase(ws: Workspace, ui: UI) -> tuple[RebaseResult, bool, str]:
+    # imported where used: the carry history loads for the demo's rebase step only
     from kpatch.dashboard.record import record_rebase
 
     result = rebase(ws, ui, {}, force=False, discard=False)

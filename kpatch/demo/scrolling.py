@@ -117,6 +117,7 @@ class _Scroll(Steps):
         return tuple(made), True, "new upstream commits: app +5, the third plants a test break"
 
     def nightly(self) -> Outcome:
+        # imported where used: the nightly loads for demo --scroll only
         from kpatch.nightly import run
         from kpatch.nightly.scroll import Limits
         from kpatch.nightly.stages import Settings

@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 from kpatch.engine.plan import Item, backup, check_symlinks, refuse_unexported, resolve_items
+from kpatch.engine.reports import Outcome
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.errors import WorktreeError
 from kpatch.gitx import Am, AmRun, Method, Repository, restore_preimages
@@ -20,12 +20,6 @@ from kpatch.output.ui import UI
 from kpatch.project.state import How, Hunk, Kind, Operation, PatchRun, Phase, RunState, Settled, StackPhase, StackRun
 from kpatch.project.workspace import Workspace, writes
 from kpatch.stack import Series
-
-
-class Outcome(Enum):
-    APPLIED = "applied"
-    CONFLICT = "conflict"  # git am stopped; the worktree waits for a person
-    BLOCKED = "blocked"  # not applied because an upstream it requires is not applied
 
 
 @dataclass(frozen=True)
@@ -254,13 +248,12 @@ def _require(ws: Workspace, verb: str) -> RunState:
 def _result(op: Operation) -> ApplyResult:
     stacks = []
     conflict = None
-    outcome = {StackPhase.DONE: Outcome.APPLIED, StackPhase.STOPPED: Outcome.CONFLICT}
     for name, stack in op.stacks.items():
         done = stack.phase is StackPhase.DONE
         head = Repository(Path(stack.tree)).head() if done else None
         applied = sum(p.phase in (Phase.APPLIED, Phase.UPSTREAM) for p in stack.patches)
         stacks.append(StackResult(upstream=name, worktree=Path(stack.tree), base=stack.base, head=head,
-                                  outcome=outcome.get(stack.phase, Outcome.BLOCKED), applied=applied,
+                                  outcome=Outcome.of(stack.phase), applied=applied,
                                   total=len(stack.patches)))
         if stack.phase is StackPhase.STOPPED and conflict is None:
             blocked = tuple(n for n, s in op.stacks.items() if s.phase is StackPhase.WAITING)

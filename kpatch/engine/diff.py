@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from kpatch import scratch
 from kpatch.engine.evidence import UpstreamCommit as UpstreamCommit  # named here before: kept for readers
+from kpatch.engine.evidence import behind
 from kpatch.engine.evidence import forge_url as forge_url
 from kpatch.errors import KpatchError, SeriesError, UpstreamError, UsageError
 
@@ -39,6 +40,10 @@ class Change(StrEnum):
 
 @dataclass(frozen=True)
 class PatchChange:
+    """One patch in a range-diff of two versions of a stack (`kpatch diff`, a rebase's review): what changed
+    between them. Not `engine.reports.PatchReport`: a pair of sides, dropped and new patches included, with no
+    class (the patch may never have been rebased: two commits of kpatch.toml, two folders)."""
+
     name: str  # the patch's name now (its old name when dropped)
     change: Change
     old_commit: str | None
@@ -99,6 +104,7 @@ def _files(series: Series) -> tuple[tuple[Path, int, int], ...]:
 def prefetch_side(repo: Mirror, base: str, series: Series) -> None:
     """Start making what `side_from_files(repo, base, series, ...)` makes, in a thread of its own (its `git am`
     runs in a throwaway worktree of its own): a later call for the same files takes its result."""
+    # imported where used: threads, tar and range-diff only on the paths that use them (rebase imports diff)
     from concurrent.futures import ThreadPoolExecutor
 
     from kpatch.gitx.rangediff import commits_from_patches
@@ -216,8 +222,6 @@ def rebase_diff(repo: Mirror, upstream: str, old_base: str, series: Series, new_
     new_base..tip, which hold the patches `kept` (the ones not dropped), in order. A changed patch, or one of
     `merged` (three-way), gets the upstream commits of old_base..new_base that touched its lines (PR links on
     `forge`, an https://github.com/O/R)."""
-    from kpatch.engine.evidence import behind
-
     old = side_from_files(repo, old_base, series, "before the rebase")
     new = Side(base=new_base, start=new_base, names=tuple(kept), commits=tuple(repo.commits(new_base, tip)))
     if len(new.commits) != len(new.names):  # not one commit per kept patch: no pairing by place can be trusted
@@ -296,7 +300,6 @@ def _stacks_at(repo: Repository, commit: str, toml: str, folder: Path, where: st
 
 def _stack_diff(ws: Workspace, ui: UI, name: str, before: tuple[Upstream, Series] | None, now: Upstream | None,
                 where: str) -> StackDiff:
-    from kpatch.engine.evidence import behind, forge_url
     from kpatch.stack.series import load_series
 
     mirror = ws.mirror(name)

@@ -47,6 +47,7 @@ def behind(repo: Repository, since: str, until: str, patches: Sequence[Patch], w
            forge: str | None) -> dict[str, tuple[UpstreamCommit, ...]]:
     """Each `wanted` patch of the stack `patches` (its files on `since`, in order) -> the upstream commits of
     since..`until` that touched its lines, newest first (pull request links on `forge`, an https://github.com/O/R)."""
+    # imported where used: loaded when a stack's evidence is gathered, not with rebase's import
     from kpatch.gitx.rangediff import upstream_hunks
 
     lines = patch_lines(patches, wanted)

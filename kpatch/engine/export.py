@@ -8,7 +8,7 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.engine.plan import Item, requires_problem, resolve_items
-from kpatch.errors import SeriesError, WorktreeError
+from kpatch.errors import KpatchError, SeriesError, WorktreeError
 from kpatch.files import PATCH_FILE, SERIES_FILE, read_input
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
@@ -16,7 +16,7 @@ from kpatch.project import journal
 from kpatch.project.state import Kind, RunState, Settled
 from kpatch.project.workspace import Workspace, writes
 from kpatch.stack import SERIES, Series
-from kpatch.stack.series import hash_files
+from kpatch.stack.series import hash_files, load_series
 from kpatch.stack.writer import Rendered, describe, render
 
 
@@ -159,9 +159,6 @@ def _refuse_overwriting_newer_files(item: Item, run: RunState, compared: list[Fi
 
 def _required(ws: Workspace) -> frozenset[str]:
     """Every patch file name a `Requires:` trailer names, in any stack: export renumbers none of them."""
-    from kpatch.errors import KpatchError
-    from kpatch.stack.series import load_series
-
     names: set[str] = set()
     for upstream in ws.stack.upstreams:
         try:

@@ -11,7 +11,7 @@ from kpatch.config import SHA_RE, Stack, Upstream
 from kpatch.config.model import MAIN
 from kpatch.errors import ConfigError, SeriesError, UpstreamError, UsageError, WorktreeError
 from kpatch.files import PATCH_FILE, read_input
-from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of
+from kpatch.gitx import Mirror, Repository, file_patch_ids, patch_ids_of, read_mails
 from kpatch.gitx.mirror import unreadable
 from kpatch.gitx.repo import UPSTREAM_HELD
 from kpatch.output.ui import UI
@@ -175,7 +175,7 @@ def unexported(tree: Repository, series: Series, settled: Settled | None, base: 
 def _reworded(tree: Repository, held: Mapping[str, list[Path]]) -> dict[str, str]:
     """{commit: why} for the commits whose diff a patch file holds but not their words: an amended message or
     author (`git commit --amend`) is the person's work as much as a changed diff is."""
-    from kpatch.gitx import read_mails
+    # imported where used: only for a reworded patch: every writing command imports plan
     from kpatch.stack.writer import changed_words
 
     if not held:

@@ -11,16 +11,13 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kpatch import config, killseam
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.diff import StackDiff, forge_url, known_side, prefetch_side, rebase_diff
-from kpatch.engine.evidence import UpstreamCommit, for_stack
+from kpatch.engine.evidence import for_stack
 from kpatch.engine.plan import (
     Item,
     backup,
@@ -31,14 +28,15 @@ from kpatch.engine.plan import (
     refuse_unexported,
     unexported,
 )
+from kpatch.engine.reports import Outcome, PatchReport, RebaseResult, StackReport
 from kpatch.engine.rollback import undone_on_storage_error
-from kpatch.errors import GitError, KpatchError, StorageError, UpstreamError, UsageError, WorktreeError
+from kpatch.engine.worktrees import move_back, place_worktree, worktree_beside
+from kpatch.errors import KpatchError, UpstreamError, UsageError, WorktreeError
 from kpatch.forge import hosts
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository, restore_preimages
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
 from kpatch.project.state import (
-    Culprit,
     Evidence,
     How,
     Hunk,
@@ -58,55 +56,6 @@ from kpatch.stack import SERIES, Patch, Series, parse_patch
 from kpatch.stack.writer import render
 
 log = logging.getLogger("kpatch.rebase")
-
-
-class Outcome(Enum):
-    APPLIED = "applied"
-    CONFLICT = "conflict"
-    BLOCKED = "blocked"
-
-
-@dataclass(frozen=True)
-class PatchReport:
-    """One patch after a rebase: its class, why, and for a conflict the hunks and the upstream commit that broke it.
-
-    The one record of a rebased patch: `rebase --json`'s stacks, the nightly's report (report.json, `nightly
-    --json`) and the carry history read it. Not `project.state.PatchRun`, the mutable run state a rebase keeps on
-    disk while it works, nor `stack.Patch`, the patch file as parsed; `engine.status.PatchStatus` is a patch at
-    rest in a worktree (no class: nothing was tried)."""
-
-    upstream: str  # the stack it belongs to (also the stack's own name in `rebase --json`: a patch stands alone)
-    name: str  # the patch file's name
-    klass: PatchClass = field(metadata={"json": "class"})
-    applied: bool  # in the scratch worktree (False for a class found by a trial apply)
-    why: str
-    commit: str | None
-    hunks: tuple[Hunk, ...]
-    culprit: Culprit | None
-    # a conflict's (or a predicted one's): the upstream commits of old base..new base that touched its lines
-    upstream_commits: tuple[UpstreamCommit, ...] = ()
-
-
-@dataclass(frozen=True)
-class StackReport:
-    name: str = field(metadata={"json": "upstream"})
-    old_base: str
-    new_base: str
-    outcome: Outcome
-    patches: tuple[PatchReport, ...]
-    review: StackDiff | None = None  # what the rebase did to each patch (a committed rebase; None: not known)
-
-
-@dataclass(frozen=True)
-class RebaseResult:
-    stacks: tuple[StackReport, ...]
-    github: str | None
-    committed: bool  # kpatch.toml and patches/ were rewritten
-    changed: int | None = None  # how many of their files changed (None: a rebase finished from its journal)
-
-    @property
-    def conflict(self) -> PatchReport | None:
-        return next((p for s in self.stacks for p in s.patches if p.klass is PatchClass.CONFLICT), None)
 
 
 @writes("rebase")
@@ -209,7 +158,7 @@ def abort_rebase(ws: Workspace, ui: UI) -> tuple[str, ...]:
         path = ws.worktree(stack.name)
         if not path.exists() and mirror.half_made(path):  # killed as the finish moved it in: a record, no folder
             mirror.remove_worktree(path)
-        _move_back(ws, ui, run, stack)
+        move_back(ws, ui, run, stack)
     shutil.rmtree(ws.scratch_dir, ignore_errors=True)
     shutil.rmtree(ws.rerere_dir, ignore_errors=True)
     run.operation = None
@@ -255,7 +204,7 @@ def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) ->
             known_side(mirror, stack.old_base, series[upstream.name], commits)
         elif stack.old_base is not None and patches:  # the review's old side is made while git picks the stack
             prefetch_side(mirror, stack.old_base, series[upstream.name])
-        with _worktree_beside(ws, mirror, upstream.name, stack.base):
+        with worktree_beside(ws, mirror, upstream.name, stack.base):
             if commits:  # one process picks the stack; git am takes over at the first patch the picks cannot class
                 with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
                     todo = fastpath.run(mirror, tree, stack, patches, commits, report)
@@ -430,7 +379,7 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None,
                 backup(tree, name, stamp)
                 tree.checkout(stack.final_head)
         elif not path.exists():
-            _place_worktree(ws, mirror, name, stack.final_head)
+            place_worktree(ws, mirror, name, stack.final_head)
         for scratch in (Path(stack.tree), ws.worktree_beside(name)):
             if scratch.exists():
                 mirror.remove_worktree(scratch)
@@ -447,56 +396,6 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None,
     return result
 
 
-@contextmanager
-def _worktree_beside(ws: Workspace, mirror: Mirror, name: str, base: str) -> Iterator[None]:
-    """With no worktree of the person's to move (a fresh checkout, as every night in CI), the whole checkout
-    `_finish` would write after the rebase (7.7k files for vLLM: a third of a cold rebase) is written at the new
-    base while the stack's `git am` runs; `_finish` then moves only the stack's files and renames it into place."""
-    beside = ws.worktree_beside(name)
-    if ws.worktree(name).exists() or mirror.owns(beside):
-        yield
-        return
-    if beside.exists() or mirror.half_made(beside):  # what a killed run left
-        mirror.remove_worktree(beside)
-    beside.parent.mkdir(parents=True, exist_ok=True)
-    child = mirror.begin_worktree(beside, base)
-    killseam.reached(f"rebase:beside:{name}")
-    try:
-        yield
-    except BaseException:
-        try:
-            mirror.end_worktree(beside, child, cancel=True)
-        except (GitError, StorageError) as failure:  # the failure being raised says what matters
-            log.info("could not remove %s: %s", beside, failure)
-        raise
-    mirror.end_worktree(beside, child)
-
-
-def _place_worktree(ws: Workspace, mirror: Mirror, name: str, head: str) -> None:
-    """Make the person's missing worktree at `head`: the one checked out beside the rebase moved into place, else
-    (it is not whole: killed, or a disk that filled) a new checkout."""
-    beside = ws.worktree_beside(name)
-    if mirror.owns(beside):
-        Repository(beside).checkout(head)
-        mirror.move_worktree(beside, ws.worktree(name))
-        return
-    if beside.exists() or mirror.half_made(beside):
-        mirror.remove_worktree(beside)
-    mirror.add_worktree(ws.worktree(name), head)
-
-
-def _move_back(ws: Workspace, ui: UI, run: RunState, stack: StackRun) -> None:
-    """After an abort that undid the files: a user worktree a killed finish already moved goes back too."""
-    settled = run.settled.get(stack.name)
-    path = ws.worktree(stack.name)
-    if settled is None or stack.final_head is None or not path.exists():
-        return
-    tree = Repository(path)
-    if tree.head() == stack.final_head and not tree.dirty():
-        tree.checkout(settled.head)
-        ui.note(f"{stack.name}: {path} back at {settled.head[:12]}")
-
-
 def _require(ws: Workspace) -> RunState:
     run = ws.read_state()
     if run.operation is None or run.operation.kind is not Kind.REBASE:
@@ -506,7 +405,6 @@ def _require(ws: Workspace) -> RunState:
 
 def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | None = None,
             reviews: Mapping[str, StackDiff] | None = None) -> RebaseResult:
-    outcome = {StackPhase.DONE: Outcome.APPLIED, StackPhase.STOPPED: Outcome.CONFLICT}
     reports = []
     for name, stack in op.stacks.items():
         assert stack.old_base is not None
@@ -521,7 +419,7 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
                                        hunks=tuple(Hunk(h.path, h.line) for h in patch.hunks), culprit=patch.culprit,
                                        upstream_commits=behind.get(patch.name, ())))
         reports.append(StackReport(name=name, old_base=stack.old_base, new_base=stack.base,
-                                   outcome=outcome.get(stack.phase, Outcome.BLOCKED), patches=tuple(patches),
+                                   outcome=Outcome.of(stack.phase), patches=tuple(patches),
                                    review=(reviews or {}).get(name)))
     return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed, changed=changed)
 

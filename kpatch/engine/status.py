@@ -28,7 +28,7 @@ class PatchState(Enum):
 @dataclass(frozen=True)
 class PatchStatus:
     """One patch at rest in a worktree (`kpatch status`): whether it is applied, its Upstream-Status and PRs. No
-    class and no culprit: nothing was tried against a new base (that is `engine.rebase.PatchReport`)."""
+    class and no culprit: nothing was tried against a new base (that is `engine.reports.PatchReport`)."""
 
     name: str
     subject: str
@@ -73,6 +73,7 @@ def status(ws: Workspace, ui: UI, *, pulls: bool = False) -> StatusResult:
     result = _status(ws, ui)
     if not pulls:
         return result
+    # imported where used: the forge only for status --prs: status --json starts without it
     from kpatch.forge.hosts import check_pulls
 
     wanted = {pr for report in result.upstreams for patch in report.patches for pr in patch.prs}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kpatch.gitx.am import Am, AmRun, Hunk, Method
     from kpatch.gitx.mails import MailReading, read_mail, read_mails
-    from kpatch.gitx.mirror import FETCH_TRIES, Mirror, url_problem
+    from kpatch.gitx.mirror import FETCH_TRIES, Mirror
     from kpatch.gitx.patches import (
         FORMAT_PATCH,
         Trial,
@@ -27,16 +27,18 @@ if TYPE_CHECKING:
     )
     from kpatch.gitx.repo import SHA_RE, CommitFacts, CommitInfo, Repository
     from kpatch.gitx.runner import COMMITTER, Completed, out, run
+    from kpatch.gitx.urls import url_problem
 
 # Each name is loaded with its submodule on first use: `kpatch status` never pays for the am engine or the picks.
 _LAZY = {
     "am": ("Am", "AmRun", "Hunk", "Method"),
-    "mirror": ("FETCH_TRIES", "Mirror", "url_problem"),
+    "mirror": ("FETCH_TRIES", "Mirror"),
     "mails": ("MailReading", "read_mail", "read_mails"),
     "patches": ("FORMAT_PATCH", "Trial", "TrialIndex", "commit_patch_ids", "file_patch_ids", "format_patches",
                 "patch_ids", "patch_ids_of", "restore_preimages", "trial"),
     "repo": ("SHA_RE", "CommitFacts", "CommitInfo", "Repository"),
     "runner": ("COMMITTER", "Completed", "out", "run"),
+    "urls": ("url_problem",),
 }
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 

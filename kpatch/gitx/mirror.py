@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -12,21 +11,19 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from subprocess import Popen
-from urllib.parse import unquote
 
 from kpatch import killseam
 from kpatch.errors import GitError, StorageError, UpstreamError
+from kpatch.gitx.checkout import initializing, names_worktree
 from kpatch.gitx.repo import UPSTREAM_REFS, Repository
 from kpatch.gitx.runner import popen, run
 from kpatch.gitx.storage import storage_problem
+from kpatch.gitx.urls import is_url, stored_url, url_problem
 from kpatch.output.redact import redact_text, redact_url
 
 log = logging.getLogger("kpatch.git")
 
 FETCH_TRIES = 3
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_ALLOWED_SCHEMES = {"https", "ssh", "git", "file"}
-_SCP_LIKE = re.compile(r"^[^/]+:")  # host:path, git's short form of an ssh URL (its path is the host's business)
 _RECEIVING = re.compile(r"Receiving objects:\s+(\d+)%")
 _BARE = re.compile(r"^\s*bare\s*=", re.MULTILINE | re.IGNORECASE)
 KEY_CONFIG = "kpatch.url"  # the normalised URL a mirror is the mirror of (what its folder name is keyed by)
@@ -37,7 +34,6 @@ _NO_FILTER = "filtering not recognized by server"  # git's warning when the serv
 # What a server advertises, as GIT_TRACE_PACKET shows it: protocol v2's `fetch=<features>` line, or v0's
 # capabilities after the first ref.
 _ADVERTISED = re.compile(r"packet:\s+ls-remote< (?:fetch=|[0-9a-f]{40} [^\\]*\\0)(.*)$")
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/]*@")
 _PREIMAGE = re.compile(r"^index ([0-9a-f]{40})\.\.", re.MULTILINE)  # a full-index patch's preimage blob
 _FETCHED: dict[Path, str] = {}  # mirror -> the URL this run fetched it from (userinfo kept), for blobs fetched later
 
@@ -53,91 +49,6 @@ def retry_delay() -> float:
 def blobless_wanted() -> bool:
     """Whether a new mirror is a blobless partial clone (KPATCH_BLOBLESS=1; off by default: docs/mirrors.md)."""
     return os.environ.get("KPATCH_BLOBLESS", "0").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def stored_url(url: str) -> str:
-    """`url` as a mirror's config may keep it: without userinfo (a token there would be written to disk)."""
-    return _USERINFO.sub(r"\1", url)
-
-
-def url_variable(name: str) -> str:
-    """The environment variable that overrides upstream `name`'s URL (`-` and `.` written as `_`)."""
-    return "KPATCH_URL_" + re.sub(r"[^A-Z0-9]", "_", name.upper())
-
-
-def url_problem(url: str) -> str | None:
-    """Why `url` may not be fetched (None when it may): https, ssh, git, file URLs and local paths only."""
-    if not url.strip() or url != url.strip():
-        return "an upstream URL may not be empty or start or end with spaces"
-    if any(ord(c) < 32 or ord(c) == 127 for c in url):
-        return "an upstream URL may not contain control characters"
-    if url.startswith("-"):
-        return f"{redact_url(url)!r} looks like a command-line option, not a URL"
-    option_like = _option_like(url)
-    if option_like:
-        return option_like
-    scheme = _SCHEME.match(url)
-    if scheme:
-        name = scheme.group(1).lower()
-        if name not in _ALLOWED_SCHEMES:
-            hint = " (use https://)" if name == "http" else ""
-            return f"URL scheme {name!r} is not allowed{hint}: use https, ssh, git, file or a local path"
-        return _dotdot(url, unquote(url[len(scheme.group(0)):])) if name == "file" else None
-    if "::" in url.split("/", 1)[0]:
-        return f"git remote helpers ({url.split('::', 1)[0]}::) are not allowed: use https, ssh, git, file or a path"
-    return None if _SCP_LIKE.match(url) else _dotdot(url, url)
-
-
-def _option_like(url: str) -> str | None:
-    """A host or path that starts with '-' (`host:-x`, `ssh://-oProxyCommand=...`) is refused: git hands it on to
-    ssh or to the server as an argument, where it reads as an option."""
-    scheme = _SCHEME.match(url)
-    if scheme:
-        host = url[len(scheme.group(0)):].split("/", 1)[0].rsplit("@", 1)[-1]
-        return f"{redact_url(url)!r}: its host {host!r} looks like a command-line option" if host.startswith("-") \
-            else None
-    if _SCP_LIKE.match(url):
-        host, _, path = url.partition(":")
-        for part, what in ((host.rsplit("@", 1)[-1], "host"), (path, "path")):
-            if part.startswith("-"):
-                return f"{redact_url(url)!r}: its {what} {part!r} looks like a command-line option, not a URL"
-    return None
-
-
-def normalized_url(url: str) -> str:
-    """What identifies an upstream's repository: the URL without userinfo, a trailing `/` or `.git`, its scheme and
-    host lower-cased; `host:path` written as `ssh://host/path`; a local path (or file:// URL) as the real path of
-    the folder it names. Two spellings of one repository give one string; two repositories never do."""
-    scheme = _SCHEME.match(url)
-    if scheme and scheme.group(1).lower() == "file":
-        url = unquote(url[len(scheme.group(0)):])
-        scheme = None
-    elif not scheme and _SCP_LIKE.match(url):
-        host, _, path = url.partition(":")
-        url = f"ssh://{host}/{path.lstrip('/')}"
-        scheme = _SCHEME.match(url)
-    if scheme is None:  # a folder here: `x` and `x.git` are two of them
-        return os.path.realpath(Path(url).expanduser())
-    host, slash, path = url[len(scheme.group(0)):].partition("/")
-    text = f"{scheme.group(1).lower()}://{host.rsplit('@', 1)[-1].lower()}{slash}{path}".rstrip("/")
-    return text.removesuffix(".git") if path.rstrip("/") not in ("", ".git") else text
-
-
-def mirror_folder(url: str) -> str:
-    """The folder name of the mirror of `url` in the cache's `mirrors/`: the repository's last path segment (for
-    people) and a hash of its normalised URL (what keys it)."""
-    key = normalized_url(url)
-    last = key.rsplit("/", 1)[-1].removesuffix(".git")
-    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", last).strip(".-")[:40] or "repository"
-    return f"{tail}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.git"
-
-
-def _dotdot(url: str, path: str) -> str | None:
-    """A file URL or local path with a `..` segment is refused: where it leads depends on the folder it is read
-    from (and a symlink on the way), so the mirror would fetch from somewhere the URL does not say."""
-    if ".." not in re.split(r"[/\\]", path):
-        return None
-    return f"{redact_url(url)!r} has a '..' segment: give the folder's absolute path without '..'"
 
 
 class Mirror(Repository):
@@ -203,7 +114,7 @@ class Mirror(Repository):
             self._create()
         _FETCHED[self.path] = url
         # A path on this disk (the way to work offline) is fetched whole: nothing to save, and its blobs are there.
-        new = blobless_wanted() and _SCHEME.match(url) is not None and not self.refs("refs/")
+        new = blobless_wanted() and is_url(url) and not self.refs("refs/")
         refused = new and not self._allows_filter(url)
         new = new and not refused
         blobless = new or self.partial
@@ -442,8 +353,8 @@ class Mirror(Repository):
         try:
             record = tree.git_dir
             return (record / "HEAD").is_file() and tree.common_dir == self.path.resolve() and \
-                record.parent == (self.path / "worktrees").resolve() and _names(record, path) and \
-                not _initializing(record)
+                record.parent == (self.path / "worktrees").resolve() and names_worktree(record, path) and \
+                not initializing(record)
         except (OSError, GitError):
             return False
 
@@ -452,12 +363,12 @@ class Mirror(Repository):
         but still locked "initializing", without its HEAD, or without its `.git` file."""
         records = self._records(path)
         return bool(records) and (not (path / ".git").is_file() or
-                                  any(_initializing(r) or not (r / "HEAD").is_file() for r in records))
+                                  any(initializing(r) or not (r / "HEAD").is_file() for r in records))
 
     def _records(self, path: Path) -> list[Path]:
         """The mirror's worktree records (`worktrees/<id>`) that name `path`."""
         folder = self.path / "worktrees"
-        return [r for r in folder.iterdir() if r.is_dir() and _names(r, path)] if folder.is_dir() else []
+        return [r for r in folder.iterdir() if r.is_dir() and names_worktree(r, path)] if folder.is_dir() else []
 
     def _forget(self, path: Path) -> None:
         """Drop the records of a worktree at `path` that is gone, even one a killed `git worktree add` left
@@ -563,44 +474,6 @@ class Mirror(Repository):
             if self.run(["config", "--get", key], check=False).text.strip() != "true":
                 self.set_config(key, "true")
         return self.path / "rr-cache"
-
-
-def shared_with(path: Path) -> Path | None:
-    """The other folder whose git state the worktree at `path` uses, or None: a copy of a worktree (`cp -a` of a
-    project) keeps its `.git` file, which names the original's record (`<mirror>/worktrees/<id>`: its HEAD, index and
-    any `git am` in progress), and that record names the original's folder. Read from git's files, no process."""
-    try:
-        line = (path / ".git").read_text(errors="replace").strip() if (path / ".git").is_file() else ""
-    except OSError:
-        return None
-    if not line.startswith("gitdir:"):
-        return None
-    record = Path(line.removeprefix("gitdir:").strip())
-    record = record if record.is_absolute() else path / record
-    try:
-        named = (record / "gitdir").read_text(errors="replace").strip()
-    except OSError:
-        return None  # no record (or not a worktree's): nothing is shared
-    named_path = Path(named) if Path(named).is_absolute() else record / named
-    owner = Path(os.path.realpath(named_path)).parent
-    return None if owner == Path(os.path.realpath(path)) else owner
-
-
-def _names(record: Path, path: Path) -> bool:
-    """True when the worktree record `record` (`<mirror>/worktrees/<id>`) is the one of the folder `path`."""
-    try:
-        return Path(os.path.realpath((record / "gitdir").read_text(errors="replace").strip())) == \
-            Path(os.path.realpath(path / ".git"))
-    except OSError:
-        return False
-
-
-def _initializing(record: Path) -> bool:
-    """`git worktree add` locks the worktree "initializing" until it is whole (kpatch itself never locks one)."""
-    try:
-        return (record / "locked").read_text(errors="replace").strip() == "initializing"
-    except OSError:
-        return False
 
 
 def _sparse_pattern(path: str) -> str | None:

@@ -28,6 +28,7 @@ from typing import TypeVar
 from kpatch import config
 from kpatch.config import Stack
 from kpatch.dashboard.night import Pin, Report, _decode
+from kpatch.engine.plan import fetch
 from kpatch.errors import UsageError
 from kpatch.files import REPORT_FILE, read_input, write_atomic
 from kpatch.nightly import rounds, scroll, workers
@@ -168,6 +169,7 @@ def collect(ws: Workspace, ui: UI, folder: Path, report_dir: Path, *, final: boo
 
 def _ended(ws: Workspace, ui: UI, folder: Path, report_dir: Path, search: Search) -> Report:
     """The night's report with its search, the stacks settled; the plan removed (a second --collect finds none)."""
+    # imported where used: the renderer only when the matrix's last round ends
     from kpatch.nightly import render
 
     path = report_dir / render.JSON
@@ -280,8 +282,6 @@ def _loaded(ws: Workspace, path: Path) -> Stack:
 
 def _fetch_missing(ws: Workspace, ui: UI, pins: Sequence[Pin]) -> None:
     """A job on a runner whose mirrors are older than the night's fetches the commits it needs."""
-    from kpatch.engine.plan import fetch
-
     for pin in pins:
         if not ws.mirror(pin.upstream).has_commit(pin.commit):
             fetch(ws, ui, ws.stack.get(pin.upstream))

@@ -17,6 +17,8 @@ from kpatch.config.model import MAIN
 from kpatch.dashboard.night import Outcome, Push, PushStatus, Report
 from kpatch.errors import KpatchError
 from kpatch.forge import Forge, github
+from kpatch.forge.model import Action
+from kpatch.forge.model import Outcome as Done
 from kpatch.gitx import branch
 from kpatch.nightly.render import for_github
 from kpatch.output.redact import redact_text, redact_url
@@ -94,9 +96,8 @@ def _dashboard(gh: Forge, body: str | None) -> list[github.Result]:
     """The carry dashboard issue, edited in place ([dashboard] issue = true in kpatch.toml; else body is None), and
     pinned the night it is opened (once: a person who unpins it is not overruled). A pin that fails is one more
     warning line, never the night's exit code."""
+    # imported where used: the dashboard issue's text only when that issue is on
     from kpatch.dashboard.markdown import ABOUT, LABEL, TITLE
-    from kpatch.forge.model import Action
-    from kpatch.forge.model import Outcome as Done
 
     if body is None:
         return []

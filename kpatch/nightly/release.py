@@ -24,6 +24,7 @@ def nightly_tag(lock: Path) -> str:
 
 def release_night(ws: Workspace, ui: UI, lock: Path, dry_run: str | None) -> str:
     """Publish the green night's set (the lock it built) on the nightly channel; the line the report keeps."""
+    # imported where used: the release machinery only on a green night with [release] nightly
     from kpatch.verify.releasing import GITHUB, destination, publish_verified
 
     settings = ws.stack.release

@@ -9,7 +9,7 @@ from pathlib import Path
 from kpatch.dashboard.cells import GITHUB_LIMIT, _code, _longest_run, _table, _text
 from kpatch.dashboard.night import REPORT_VERSION, Outcome, Report, StageStatus, hunk_text
 from kpatch.engine.diff import Change, PatchChange
-from kpatch.engine.rebase import PatchReport
+from kpatch.engine.reports import PatchReport
 from kpatch.files import write_atomic
 from kpatch.output.redact import redact_text
 from kpatch.output.ui import count, to_jsonable

@@ -24,6 +24,8 @@ from kpatch.config import Stack
 from kpatch.dashboard import history
 from kpatch.dashboard.night import Outcome, Report, Stage, StageRun, StageStatus
 from kpatch.dashboard.record import records
+from kpatch.engine.plan import fetch
+from kpatch.engine.rebase import abort_rebase
 from kpatch.errors import UpstreamError, UsageError
 from kpatch.nightly import stages
 from kpatch.nightly.stages import timed
@@ -133,8 +135,6 @@ def replay(ws: Workspace, ui: UI, span: Range, *, every: int | None, max_steps: 
 
 def _replay(ws: Workspace, ui: UI, span: Range, every: int | None, max_steps: int, path: Path,
             scratch: Path) -> Replay:
-    from kpatch.engine.plan import fetch
-
     toml = _copy_project(ws.stack, scratch / "project")
     cache = scratch / "cache"
     sws = _workspace(ws.stack, toml, cache, scratch / "work")
@@ -257,7 +257,5 @@ def _quiet(_stage: Stage, _result: object) -> None:
 
 def _abort(ws: Workspace) -> None:
     """Drop a rebase the step left in progress: the next night starts from the pins again."""
-    from kpatch.engine.rebase import abort_rebase
-
     if ws.read_state().operation is not None or ws.pending_journal():
         abort_rebase(ws, UI(quiet=True))

@@ -30,7 +30,7 @@ from kpatch.dashboard.night import (
 )
 from kpatch.dashboard.record import dashboard_issue, location, record_night
 from kpatch.errors import UsageError
-from kpatch.files import write_atomic
+from kpatch.files import REPORT_FILE, read_input, write_atomic
 from kpatch.forge import github
 from kpatch.nightly import noop, render, rounds, scroll, stages
 from kpatch.nightly.publish import publish
@@ -183,8 +183,6 @@ def publish_saved(ws: Workspace, ui: UI, options: Options, tgt: github.Target,
     its refreshed files (kpatch.toml, patches/, pylock.toml) in this checkout. Only this half needs the token."""
     path = options.report_dir / render.JSON
     try:
-        from kpatch.files import REPORT_FILE, read_input
-
         report = report_from_json(json.loads(read_input(path, REPORT_FILE, UsageError)))
     except OSError as err:
         raise UsageError(f"--publish-saved: cannot read {path}: {err.strerror}") from None

@@ -32,6 +32,7 @@ from kpatch.dashboard.night import (
     StepResult,
     Suite,
 )
+from kpatch.engine.rebase import abort_rebase
 from kpatch.files import write_atomic
 from kpatch.nightly import stages
 from kpatch.nightly.stages import TAIL, Settings, Show, timed
@@ -292,7 +293,5 @@ def _tail(path: Path | None) -> tuple[str, ...]:
 
 def _abort_in_progress(ws: Workspace) -> None:
     """A step's rebase that stopped at a conflict is dropped (the next step starts from the saved files)."""
-    from kpatch.engine.rebase import abort_rebase
-
     if ws.read_state().operation is not None:
         abort_rebase(ws, UI(quiet=True))

@@ -27,7 +27,10 @@ from kpatch.dashboard.night import (
     moves,
     patch_reports,
 )
+from kpatch.engine.plan import load_all_series
+from kpatch.engine.rebase import rebase as run_rebase
 from kpatch.errors import ExitCode, KpatchError
+from kpatch.forge import hosts
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
@@ -35,7 +38,7 @@ from kpatch.verify.model import Check, Status, tally
 
 if TYPE_CHECKING:
     from kpatch.engine.diff import StackDiff
-    from kpatch.engine.rebase import PatchReport
+    from kpatch.engine.reports import PatchReport
     from kpatch.forge.model import PullCheck
     from kpatch.testing.run import TestRun
     from kpatch.verify.contract import ContractReport
@@ -107,8 +110,6 @@ class Tested:
 
 def named_prs(ws: Workspace) -> Named:
     """The Upstream-PRs the patches name before the night's rebase drops any."""
-    from kpatch.engine.plan import load_all_series
-
     return tuple((name, patch.name, pr) for name, s in load_all_series(ws.stack).items()
                  for patch in s.patches for pr in patch.prs)
 
@@ -117,8 +118,6 @@ def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = N
            fetched: Sequence[Move] = (), named: Named = ()) -> Done[Rebased]:
     """A real `kpatch rebase` of every stack onto its branch head (or `onto`: upstream -> commit, the search's
     steps); a conflict stays in progress for a person. `named`: the night's PRs, asked about once here."""
-    from kpatch.engine.rebase import rebase as run_rebase
-
     result = run_rebase(ws, ui, onto or {}, force=False, discard=discard)
     show(Stage.REBASE, result)
     moved = tuple(moves(ws, result, fetched))
@@ -127,8 +126,6 @@ def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = N
     notes = [result.github] if result.github else []
     check, states = None, None
     if onto is None and named and not result.github:  # ONE query: tonight's states, and the flags below
-        from kpatch.forge import hosts
-
         check = hosts.check_pulls({pr for _, _, pr in named})
         if check.unavailable:
             notes.append(f"Upstream-PR states not reported: {check.unavailable}")
@@ -142,6 +139,7 @@ def rebase(ws: Workspace, ui: UI, show: Show, onto: Mapping[str, str] | None = N
     flags: list[Flag] = []
     if not result.github:  # GitHub answered the rebase a moment ago: ask it which applied patches' PRs merged
         flags = _merged_but_applied(ws, patches, notes, check)
+        # imported where used: each stage's package loads when the stage runs: a no-op night loads none
         from kpatch.lines.lacking import merged_on_main_lacking
 
         flags += [Flag(upstream=f.upstream, patch=f.patch, pr=f.pr, merge_commit=f.merge_commit, note=f.note)
@@ -173,9 +171,6 @@ def _merged_but_applied(ws: Workspace, patches: Sequence[PatchReport], notes: li
                         asked: PullCheck | None = None) -> list[Flag]:
     """Patches that applied although GitHub says their Upstream-PR is merged (the merge is not in the base);
     `asked`: the night's answer already in hand (else GitHub is asked here)."""
-    from kpatch.engine.plan import load_all_series
-    from kpatch.forge import hosts
-
     series = load_all_series(ws.stack)
     applied = {(p.upstream, p.name) for p in patches if p.klass.applies}
     prs = {(name, patch.name): patch.prs for name, s in series.items() for patch in s.patches

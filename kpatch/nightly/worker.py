@@ -29,6 +29,7 @@ def run(spec_path: Path) -> int:
     stack = config.load(Path(spec["project"]) / config.CONFIG_NAME)
     ws = Workspace.create(stack, Path(spec["cache"]), Path(spec["workdir"]))
     ui = UI(command="nightly")
+    # imported where used: a worker process loads the night's runner when it runs a step
     from kpatch.nightly.run import target
 
     target(ws, os.environ, dry_run=True)  # its token (the rebase asks GitHub about Upstream-PRs) never in a log

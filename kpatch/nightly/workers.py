@@ -29,7 +29,8 @@ from kpatch.files import write_atomic
 from kpatch.nightly.scroll import Attempt, Ran, Runner, Saved, Trial
 from kpatch.nightly.stages import Settings
 from kpatch.output.ui import UI, to_jsonable
-from kpatch.project.workspace import KPATCH_DIR, Workspace
+from kpatch.project.places import KPATCH_DIR
+from kpatch.project.workspace import Workspace
 
 SPEC_VERSION = 1  # spec.json: what a worker is asked to run
 RESULT_VERSION = 1  # result.json: what its step did

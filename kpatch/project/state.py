@@ -107,7 +107,7 @@ class Culprit:
 @dataclass
 class PatchRun:
     """One patch's place in an operation in progress, kept on disk (run state) so a killed or stopped rebase goes
-    on: mutable and phase-by-phase. What a finished rebase reports is `engine.rebase.PatchReport`, made from it."""
+    on: mutable and phase-by-phase. What a finished rebase reports is `engine.reports.PatchReport`, made from it."""
 
     name: str
     phase: Phase = Phase.PENDING

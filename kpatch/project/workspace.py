@@ -24,16 +24,25 @@ from kpatch.config.model import MAIN
 from kpatch.errors import GitError, StorageError, UsageError, WorktreeError
 from kpatch.files import write_atomic
 from kpatch.gitx import Mirror, Repository
-from kpatch.gitx.mirror import KEY_CONFIG, mirror_folder, normalized_url
+from kpatch.gitx.checkout import shared_with
+from kpatch.gitx.mirror import KEY_CONFIG
 from kpatch.gitx.storage import place_problem
+from kpatch.gitx.urls import mirror_folder, normalized_url
 from kpatch.output.ui import article
 from kpatch.project import journal, state
+from kpatch.project.places import (
+    KPATCH_DIR,
+    default_cache_dir,
+    line_reports_dir,
+    line_state_dir,
+    line_workdir,
+    make_cache_dir,
+)
 from kpatch.project.state import RunState
 
 if TYPE_CHECKING:
     from kpatch.output.ui import UI
 
-KPATCH_DIR = ".kpatch"
 WAIT_FOREVER = float("inf")
 log = logging.getLogger("kpatch")
 _HELD: set[Path] = set()  # the projects whose writer lock this process holds (an operation inside a night)
@@ -98,8 +107,6 @@ class Workspace:
 
     def _refuse_shared_workdir(self) -> None:
         """Each line works in its own folder: one inside another's would move (and clean) the other's worktrees."""
-        from kpatch.errors import UsageError
-
         mine = self.workdir
         for other in self.stack.line_names:
             if other == self.stack.line:
@@ -113,6 +120,7 @@ class Workspace:
     def config_lock(self, doing: str) -> Iterator[None]:
         """Held while kpatch.toml is read and rewritten in a project with lines: each line has its own writer lock,
         and two lines' rebases (or backports) would otherwise each write kpatch.toml from the same old text."""
+        # imported where used: locks and the writer's clean-up for writers only: readers (status) start without them
         from kpatch.project.exclusive import exclusive
 
         if not self.stack.lines:  # one line: its writer lock is the project's
@@ -416,8 +424,6 @@ class Workspace:
     def refuse_shared_worktrees(self) -> None:
         """Refuse to go on in a copy (`cp -a`) of a project whose worktrees still use the original's git state: any
         git command there (`am --continue`, a checkout) would move the original's worktrees instead."""
-        from kpatch.gitx.mirror import shared_with
-
         if not self.workdir.is_dir():
             return
         for path in _worktree_folders(self.workdir):
@@ -476,69 +482,6 @@ def _worktree_folders(workdir: Path) -> Iterator[Path]:
 
 def _relative_to(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-
-
-def _recorded_workdir(root: Path, recorded: str, where: Path) -> Path:
-    """The work folder the run state remembers (relative: to the project), checked: a folder (or none yet), and
-    not one inside another kpatch project (a copied project's file names the original's)."""
-    if not recorded.strip() or "\0" in recorded:
-        raise WorktreeError(f"{where}: the recorded work folder {recorded!r} is not a path; pass --workdir "
-                            "(e.g. --workdir work)")
-    workdir = (root / recorded).resolve()
-    if workdir.exists() and not workdir.is_dir():
-        raise WorktreeError(f"{where}: the recorded work folder {workdir} is not a folder; pass --workdir "
-                            "(e.g. --workdir work)")
-    project = root.resolve()
-    for folder in workdir.parents:
-        if folder == project:
-            break
-        if (folder / "kpatch.toml").is_file() and (folder / KPATCH_DIR).is_dir():
-            raise WorktreeError(f"{where}: the recorded work folder {workdir} belongs to the project in {folder}, "
-                                "not this one (was the project copied?); pass --workdir (e.g. --workdir work)")
-    return workdir
-
-
-def line_state_dir(root: Path, line: str) -> Path:
-    """Where a line's run state lives: `.kpatch/` for main (as before lines), `.kpatch/lines/<line>/` else."""
-    return root / KPATCH_DIR if line == MAIN else root / KPATCH_DIR / "lines" / line
-
-
-def line_reports_dir(root: Path, line: str) -> Path:
-    """A line's test reports (and, in nightly/, its night's report and carry history): reports/ for main,
-    reports-<line>/ for a release line."""
-    return root / ("reports" if line == MAIN else f"reports-{line}")
-
-
-def line_workdir(root: Path, line: str) -> Path:
-    """A line's work folder: the one its last apply used (recorded in its run state), else `work` for main and
-    `work-<line>` for a release line (beside main's, never inside it)."""
-    where = line_state_dir(root, line) / "state.json"
-    recorded = state.read(where)
-    if recorded:
-        return _recorded_workdir(root, recorded.workdir, where)
-    return root / ("work" if line == MAIN else f"work-{line}")
-
-
-def default_cache_dir() -> Path:
-    if os.environ.get("KPATCH_CACHE_DIR"):
-        return Path(os.environ["KPATCH_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "kpatch"
-
-
-def make_cache_dir(path: Path) -> None:
-    """Make the cache folder (and its parents); one that cannot be made is one line naming it: exit 5 on a full
-    or read-only disk, else exit 2 (a path no folder can be made at: `--cache-dir /proc/nope`, a file)."""
-    import errno
-
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        why = f"the cache folder {path} cannot be made ({err.strerror}): give another with --cache-dir or " \
-              "KPATCH_CACHE_DIR"
-        if err.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
-            raise StorageError(why) from None
-        raise UsageError(why) from None
 
 
 def _existing_parent(path: Path) -> Path | None:

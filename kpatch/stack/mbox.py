@@ -44,7 +44,7 @@ class PatchRef:
 @dataclass(frozen=True, kw_only=True)
 class Patch:
     """One mbox patch file as listed in a series: what the file says (headers, trailers, the diff's place). What
-    an operation did to it is elsewhere (`project.state.PatchRun`, `engine.rebase.PatchReport`)."""
+    an operation did to it is elsewhere (`project.state.PatchRun`, `engine.reports.PatchReport`)."""
 
     path: Path
     subject: str

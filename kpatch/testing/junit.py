@@ -66,6 +66,7 @@ class Changes:
 
 def parse(data: bytes) -> Report:
     """Every <testcase> of a <testsuites> or <testsuite> document."""
+    # imported where used: defusedxml only when a JUnit file is read
     from defusedxml import DefusedXmlException
     from defusedxml.ElementTree import fromstring
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -86,8 +87,6 @@ def mixed_sets(lock: Lock, found: dict[str, metadata.Distribution]) -> str | Non
 
 def _broken_pins(lock: Lock, found: dict[str, metadata.Distribution]) -> str | None:
     """The first installed package of the set whose `==` requirement on another installed one is not met."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     by_name = {canonicalize_name(w.package): w for w in lock.wheels if w.upstream in found}
     for wheel in lock.wheels:
         dist = found.get(wheel.upstream)

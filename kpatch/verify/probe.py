@@ -17,6 +17,7 @@ KEYS = ("XPU", "CUDA", "CPU", "Meta", "CompositeExplicitAutograd", "CompositeImp
 
 def probe(request: dict[str, Any]) -> dict[str, Any]:
     """{"modules": [...], "ops": ["ns::op", ...], "key": "XPU"} -> imports, torch version, and per op its kernels."""
+    # imported where used: torch exists only in the child Python this runs in
     import torch
 
     before = set(torch._C._dispatch_get_all_op_names())

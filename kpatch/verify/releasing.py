@@ -36,6 +36,7 @@ def publish_verified(ws: Workspace, ui: UI, to: str, channel: str, tag: str | No
     release.check_names(channel, tag)
     release.check_line(ws.stack.line)  # before the set is read or verified
     if to == GITHUB:
+        # imported where used: the GitHub destination's machinery only for a GitHub destination
         from kpatch.wheels import release_github
 
         return release_verified(ws, ui, lock, lambda notes: release_github.publish(

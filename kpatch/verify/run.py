@@ -205,6 +205,7 @@ def release_verified(ws: Workspace, ui: UI, lock: Path, publish: Callable[[str],
 
 def _test_summary(reports: Path, upstream: str) -> str:
     """One line of the last `kpatch test` report of `upstream` in reports/, for the release notes."""
+    # imported where used: JUnit reading only when there are test results to sum up
     from kpatch.testing import junit
 
     report = reports / f"{upstream}.xml"

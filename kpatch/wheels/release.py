@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomli_w
 from packaging.metadata import Metadata
 from packaging.pylock import Pylock, PylockValidationError
 from packaging.utils import canonicalize_name
@@ -351,8 +352,6 @@ def url_lock(target: Target, lock: lockfile.Lock, torch: str | None, files: tupl
         Pylock.from_dict(data)
     except PylockValidationError as err:
         raise BuildError(f"the release lock is not a valid PEP 751 lock ({err}): a kpatch bug") from None
-    import tomli_w
-
     return tomli_w.dumps(data).encode("utf-8")
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from kpatch import scratch
 from kpatch.config.model import MAIN, PYTORCH_XPU_INDEX, Stack
 from kpatch.errors import UsageError
+from kpatch.forge import github
 from kpatch.output.redact import redact_url
 from kpatch.wheels import lock as lockfile
 from kpatch.wheels import release
@@ -53,7 +54,7 @@ def publish(stack: Stack, environ: Mapping[str, str], channel: str, base_url: st
             tag: str | None, notes: str) -> release.Published:
     """Publish the verified set of `lock_path` as a GitHub Release `tag` and its channel's index (see the module
     docstring for the order and what a second run finishes)."""
-    from kpatch.forge import github
+    # imported where used: PyGithub and gh-pages only for a GitHub destination
     from kpatch.forge.github.releases import GitHubReleases
     from kpatch.gitx import pages
 
@@ -114,7 +115,6 @@ def yank(stack: Stack, environ: Mapping[str, str], channel: str, base_url: str |
     """Mark release `tag` of `channel` yanked (PEP 592) in the index on the pages branch: the ledger and the pages
     it changes (kpatch.wheels.release.yank), pushed with a lease; the GitHub release's notes get a line saying it
     is yanked first (the release and its assets stay). A tag the index does not list is refused naming it."""
-    from kpatch.forge import github
     from kpatch.forge.github.releases import GitHubReleases
     from kpatch.gitx import pages
 
@@ -150,7 +150,6 @@ def yank(stack: Stack, environ: Mapping[str, str], channel: str, base_url: str |
 def _pages_remote(stack: Stack, environ: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     """Where the index's branch is pushed (`[release] pages-remote`, else the repository on GitHub) and the git
     environment that carries the token there (and only there)."""
-    from kpatch.forge import github
     from kpatch.forge import hosts as forge
 
     push = github.push_target(github.target(stack.github, environ))

@@ -10,6 +10,7 @@ from kpatch.errors import BuildError
 
 def torch_wheels(index_url: str, version: str) -> list[dict[str, Any]]:
     """torch `version`'s wheels on a PEP 503 index, each with its URL and sha256 (from the link's fragment)."""
+    # imported where used: urllib and the HTML parser only when the torch index is read
     from html.parser import HTMLParser
     from urllib.error import URLError
     from urllib.parse import urldefrag, urljoin

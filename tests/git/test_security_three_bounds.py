@@ -141,7 +141,7 @@ def test_a_release_ledger_that_is_a_fifo_a_device_or_too_big_is_refused_naming_i
 
 def test_a_nightly_report_that_is_a_fifo_is_said_unread_in_a_proposals_evidence(tmp_path: Path) -> None:
     """propose quotes the last nightly's contract from reports/nightly/report.json: a FIFO there hung it."""
-    from kpatch.adopt.propose import _contract
+    from kpatch.adopt.pull_text import _contract
 
     report = tmp_path / "report.json"
     os.mkfifo(report)

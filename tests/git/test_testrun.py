@@ -17,7 +17,8 @@ import pytest
 from kpatch.errors import ExitCode, UsageError
 from kpatch.examples.upstreams import make_example_project
 from kpatch.testing import junit
-from kpatch.testing.run import LiveLog, find_devices
+from kpatch.testing.devices import find_devices
+from kpatch.testing.run import LiveLog
 from tests.support.cli import run_kpatch
 from tests.support.gitrepos import Project
 from tests.support.upstream_env import SECRETS, SEEN

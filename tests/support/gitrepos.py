@@ -68,7 +68,7 @@ def mirror_dir(cache: Path, name: str) -> Path:
 
 def mirror_of(cache: Path, url: Path | str) -> Path:
     """The folder of the mirror of `url` in `cache` (there or not)."""
-    from kpatch.gitx.mirror import mirror_folder
+    from kpatch.gitx.urls import mirror_folder
 
     return cache / "mirrors" / mirror_folder(str(url))
 

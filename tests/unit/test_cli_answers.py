@@ -15,7 +15,7 @@ from kpatch.commands import doctor as doctor_command
 from kpatch.commands import status as status_command
 from kpatch.commands._views import show_rebase
 from kpatch.doctor import DoctorReport, Finding, Level
-from kpatch.engine.rebase import Outcome, PatchReport, RebaseResult, StackReport
+from kpatch.engine.reports import Outcome, PatchReport, RebaseResult, StackReport
 from kpatch.engine.status import StatusResult, UpstreamReport
 from kpatch.gitx.checkout import git_dir, head_commit
 from kpatch.output.ui import UI, article, count, styled_columns

@@ -9,7 +9,7 @@ import pytest
 
 from kpatch.commands._views import show_rebase
 from kpatch.engine.evidence import UpstreamCommit
-from kpatch.engine.rebase import Outcome, PatchReport, RebaseResult, StackReport
+from kpatch.engine.reports import Outcome, PatchReport, RebaseResult, StackReport
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 

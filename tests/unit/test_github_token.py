@@ -13,7 +13,7 @@ import pytest
 
 from kpatch.forge import github
 from kpatch.forge.github import Outcome, Reporter, RetryPolicy
-from kpatch.output.ui import setup_logging
+from kpatch.output.runlog import setup_logging
 from tests.support.fake_github import fake_github
 
 TOKEN = "ghp_SECRETsecret0123456789SECRETsecret"  # a made-up value the fake server grants

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kpatch.gitx.mirror import mirror_folder, normalized_url, url_problem
+from kpatch.gitx.urls import mirror_folder, normalized_url, url_problem
 
 
 @pytest.mark.parametrize(("one", "other"), [

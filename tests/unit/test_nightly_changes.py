@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kpatch.dashboard.night import Outcome, Report, Stage, StageRun, StageStatus, report_from_json
 from kpatch.engine.diff import Change, PatchChange, StackDiff
-from kpatch.engine.rebase import PatchReport
+from kpatch.engine.reports import PatchReport
 from kpatch.nightly import render
 from kpatch.nightly.publish import run_url
 from kpatch.project.state import PatchClass

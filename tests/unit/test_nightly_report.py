@@ -24,7 +24,7 @@ from kpatch.dashboard.night import (
     report_from_json,
 )
 from kpatch.dashboard.night import Outcome as Night
-from kpatch.engine.rebase import PatchReport
+from kpatch.engine.reports import PatchReport
 from kpatch.forge.github import Action, Kind, Outcome, Result
 from kpatch.nightly import render
 from kpatch.nightly.publish import _repository_in, carries_credential

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kpatch.output.printable import printable
-from kpatch.output.ui import shown
+from kpatch.output.printable import printable, shown
 
 
 @pytest.mark.parametrize(("raw", "printed"), [

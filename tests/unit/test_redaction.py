@@ -10,7 +10,8 @@ import pytest
 
 from kpatch.errors import GitError
 from kpatch.output.redact import add_secret, redact_text, redact_url
-from kpatch.output.ui import UI, setup_logging
+from kpatch.output.runlog import setup_logging
+from kpatch.output.ui import UI
 
 
 @pytest.mark.parametrize(("url", "shown"), [

@@ -10,7 +10,7 @@ import pytest
 from kpatch.config import load, with_url_overrides
 from kpatch.errors import ConfigError, UsageError
 from kpatch.gitx import url_problem
-from kpatch.gitx.mirror import url_variable
+from kpatch.gitx.urls import url_variable
 
 ALLOWED = ["https://github.com/vllm-project/vllm.git", "HTTPS://example.com/x.git", "ssh://git@host/x.git",
            "git://host/x.git", "file:///srv/x.git", "/srv/x.git", "relative/path", "git@github.com:o/r.git",

@@ -126,6 +126,7 @@ def web_url(api: str) -> str:
 
 def client(tgt: Target) -> Any:
     """A PyGithub client with its own retry and throttling off: kpatch retries, and counts, once."""
+    # imported where used: PyGithub (~160 ms) only when GitHub is asked
     from github import Auth, Github
 
     auth = Auth.Token(tgt.token.reveal()) if tgt.token else None

@@ -61,6 +61,7 @@ def check_pulls(prs: set[str]) -> PullCheck:
     reason = offline_reason()
     if reason:
         return PullCheck({}, f"offline ({reason}): {NOT_CHECKED}")
+    # imported where used: PyGithub (~160 ms) only when GitHub is asked
     from github import GithubException
 
     # Only the token and API base matter here: the PRs name their own repositories.

@@ -130,6 +130,7 @@ class GitHubReleases:
         return next((r for r in releases if r.tag_name == tag), None)
 
     def _call(self, what: str, work: Callable[[], Any]) -> Any:
+        # imported where used: PyGithub (~160 ms) only when GitHub is asked
         from github import GithubException
 
         if self._client is None:

@@ -219,6 +219,7 @@ class Reporter:
 
     def _failure(self, err: Exception, attempt: int) -> _Failure:
         """What went wrong, and how long to wait before the next round (None: do not retry)."""
+        # imported where used: PyGithub (~160 ms) and requests only when GitHub is asked
         import requests
         from github import GithubException, RateLimitExceededException
 
