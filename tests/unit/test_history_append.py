@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from kpatch.dashboard import history
 from kpatch.errors import UsageError
+from kpatch.files import write_atomic
 from tests.support.dashboard_data import night, patch
 
 DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
@@ -250,7 +251,7 @@ def test_an_append_made_between_anothers_read_and_its_rewrite_is_kept(tmp_path: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "h.jsonl"
     history.append(path, [night(DAYS[0], {"kernels": 3})])
-    real = history.write_atomic
+    real = write_atomic
 
     def another_process_appends_first(target: Path, data: bytes) -> None:
         monkeypatch.setattr(history, "write_atomic", real)
