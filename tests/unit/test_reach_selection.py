@@ -206,3 +206,11 @@ def test_a_method_got_by_getattr_on_self_may_get_the_keyword_unseen_so_its_call_
     xpu = 'getattr(self, "activation")(x, **kwargs)'
     got = reach_of(tmp_path, {"app/activation.py": ACTIVATION, "app/experts.py": EXPERTS.replace("{xpu}", xpu)})
     assert got["masked_act"].reached
+
+
+def test_a_method_torch_calls_by_name_is_reported_though_its_one_call_in_the_application_is_off_xpu(
+        tmp_path: Path) -> None:
+    group = GROUP.replace("gather_fp8(self", "backward(self")
+    use = USE.replace("group.gather_fp8(x)", "group.backward(x)").replace("{more}", "")
+    got = reach_of(tmp_path, {"app/group.py": group, "app/use.py": use})
+    assert got["gather_fp8"].reached

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kpatch.verify.contract.reach import arguments, backends, nones
 from kpatch.verify.contract.reach.dispatch import FORWARDS, PLATFORMS_ON_XPU, platform_entry
-from kpatch.verify.contract.reach.selection import Selection
+from kpatch.verify.contract.reach.selection import CALLED_BY_TORCH, Selection
 from kpatch.verify.contract.reach.source import Module, Scope, inside, is_torch_ops_vllm, text
 from kpatch.verify.contract.reach.verdict import CYCLE, MAX_DEPTH, REACHED_UNKNOWN, Verdict
 
@@ -173,7 +173,7 @@ class Reach(Selection):
                             and n.value.id in ("self", "cls") for m, n in refs):
                 return self._all_refs(f"{cls.name}.{func.name}", refs, depth) or REACHED_UNKNOWN  # only self calls it
         uses = self._uses_by_name(func) if func is not None and not func.name.startswith("__") \
-            and func.name != "forward" else None
+            and func.name not in CALLED_BY_TORCH else None
         if uses and func is not None:
             return self._all_refs(f"{cls.name}.{func.name}", uses, depth) or REACHED_UNKNOWN
         return REACHED_UNKNOWN

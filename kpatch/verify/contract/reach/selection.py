@@ -13,6 +13,8 @@ from kpatch.verify.contract.reach.dispatch import Dispatch
 from kpatch.verify.contract.reach.source import Module, Scope, inside
 
 MAX_NAME_USES = 16  # a method called by name in more places is left reached: its callers are too many to follow
+# methods torch calls by name, unseen in the application's text (a module's forward, an autograd Function's backward)
+CALLED_BY_TORCH = frozenset({"forward", "backward", "setup_context", "jvp", "vjp", "extra_repr"})
 
 
 class Selection(Dispatch):
