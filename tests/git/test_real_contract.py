@@ -74,5 +74,6 @@ def test_real_findings_keep_every_call_reached_on_xpu_and_say_the_precision_on_t
           f"{kept}/{len(reached)} reached, {len(false)}/{len(others)} not reached; precision "
           f"{kept}/{kept + len(false)} = {100 * kept / max(1, kept + len(false)):.0f}%")
     assert not lost, "calls reached on XPU no longer reported:\n" + "\n".join(lost)
-    # the figure measured when the 78 labels were complete (docs/verify.md): a model that reports more is worse
-    assert len(false) <= 9, f"{len(false)} of {len(others)} unreached calls still reported:\n" + "\n".join(false)
+    # the figure measured with what the XPU platform selects modelled (docs/verify.md): a model that reports more
+    # is worse
+    assert len(false) <= 4, f"{len(false)} of {len(others)} unreached calls still reported:\n" + "\n".join(false)

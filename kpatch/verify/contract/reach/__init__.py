@@ -16,6 +16,9 @@ vLLM picks code per platform in a handful of ways; each is modelled here, and ea
 - a backend or kernel chosen by name: `backend == "cooperative"` where the function that chose it never returns
   that string on XPU, or always returns another (see flow.py), directly, through a local or a `self.` flag;
 - a class listed only under another platform's key of a table keyed by `PlatformEnum`;
+- an attention backend that an enum of class paths names, which the XPU platform's `get_attn_backend_cls` never
+  returns and no code XPU runs names by its member (see backends.py); a method of another platform's class;
+- a method whose every call by name (`x.method(...)`, through any object) is not reached;
 - a branch a function takes on its own arguments (`if rope_dim_offset == 0 and not inverse:`), reached only
   through the calls whose arguments (or the defaults) can take it.
 

@@ -10,14 +10,12 @@ set unknown, and no cache-dtype branch is decided."""
 from __future__ import annotations
 
 import ast
-import re
 
+from kpatch.verify.contract.reach.backends import selected_paths, xpu_selector
 from kpatch.verify.contract.reach.index import Index
-from kpatch.verify.contract.reach.source import Module, text
+from kpatch.verify.contract.reach.source import Module
 
-PLATFORM_METHOD = "get_attn_backend_cls"
 DTYPES_ATTR = "supported_kv_cache_dtypes"
-_CLASS_PATH = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)+\.[A-Z]\w*$")
 
 
 class CacheDtypes:
@@ -54,41 +52,9 @@ def _is_cache_dtype(expr: ast.expr) -> bool:
 
 def xpu_cache_dtypes(index: Index) -> CacheDtypes | None:
     """The cache dtypes XPU's attention backends take (None when a backend's list cannot be read)."""
-    for rel in index.mentions(PLATFORM_METHOD):
-        if b"PlatformEnum.XPU" not in index.data[rel]:
-            continue
-        mod = index.module(rel)
-        if mod is None:
-            continue
-        for cls in mod.defs.values():
-            if isinstance(cls, ast.ClassDef) and _is_xpu_platform(cls):
-                method = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == PLATFORM_METHOD),
-                              None)
-                if method is not None:
-                    return _from_method(index, mod, method)
-    return None
-
-
-def _is_xpu_platform(cls: ast.ClassDef) -> bool:
-    return any(isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None
-               and text(n.value) == "PlatformEnum.XPU" for n in cls.body)
-
-
-def _from_method(index: Index, mod: Module, method: ast.FunctionDef) -> CacheDtypes | None:
-    paths: set[str] = set()
-    for node in ast.walk(method):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _CLASS_PATH.match(node.value):
-            paths.add(node.value)
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.isupper():
-            enum = index.resolve(mod, node.value.id)
-            if enum is None or not isinstance(enum[1], ast.ClassDef):
-                continue
-            path = _member(enum[1], node.attr)
-            if path is None:
-                return None  # a member of an enum of backends whose class path is not a literal
-            if path:
-                paths.add(path)
-    if not paths:
+    selector = xpu_selector(index)
+    paths = selected_paths(index, *selector) if selector is not None else None
+    if selector is None or not paths:
         return None
     dtypes: set[str] = set()
     for path in paths:
@@ -96,21 +62,8 @@ def _from_method(index: Index, mod: Module, method: ast.FunctionDef) -> CacheDty
         if found is None:
             return None
         dtypes |= found
+    mod, method = selector
     return CacheDtypes(frozenset(dtypes), f"{mod.where(method)} {method.name}")
-
-
-def _member(enum: ast.ClassDef, name: str) -> str | None:
-    """The class path an enum member names ("" when the class is no enum of class paths, or lacks the member)."""
-    values = {t.id: n.value for n in enum.body if isinstance(n, ast.Assign) for t in n.targets
-              if isinstance(t, ast.Name)}
-    if not any(isinstance(v, ast.Constant) and isinstance(v.value, str) and _CLASS_PATH.match(v.value)
-               for v in values.values()):
-        return ""
-    value = values.get(name)
-    if value is None:
-        return ""
-    return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) \
-        and _CLASS_PATH.match(value.value) else None
 
 
 def _backend_dtypes(index: Index, path: str) -> set[str] | None:

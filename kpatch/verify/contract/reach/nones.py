@@ -10,10 +10,13 @@ Each answer is a line of evidence ("" when the object may be something else on X
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Callable
 from typing import Protocol
 
 from kpatch.verify.contract.reach import arguments
-from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
+from kpatch.verify.contract.reach.index import Index
+from kpatch.verify.contract.reach.source import Module, Scope, inside, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH
 
 
@@ -107,6 +110,60 @@ def parameter_none(v: Values, func: Scope, name: str,
         reasons.append(f"{other.where(call)} passes `{text(bound[name])}`" + ("" if why == "None" else f": {why}"))
     more = f"; +{len(reasons) - 1} more call(s)" if len(reasons) > 1 else ""
     return f"every call of {func.name} passes None for {name} on XPU: {reasons[0]}{more}"
+
+
+def keyword_none(v: Values, index: Index, mod: Module, func: Scope, name: str,
+                 reached: Callable[[Module, ast.AST, int], bool], depth: int) -> str:
+    """Why keyword-only parameter `name` of method func (None by default) is None on XPU: every call by the method's
+    name that passes it (`x.method(..., name=...)`, or spreads `**kwargs`) is off XPU or passes an object None there.
+    The calls are found by name through any object, the model not knowing types; "" when a class built on func's
+    uses the method as a value (`self.method` passed on, `getattr(self, "method")`), where a call may pass the
+    keyword unseen. Another object's attribute of that name, not called, is taken for data of another class."""
+    owner = mod.enclosing(func)
+    default = dict(zip((p.arg for p in func.args.kwonlyargs), func.args.kw_defaults, strict=True)).get(name)
+    if not isinstance(owner, ast.ClassDef) or not (isinstance(default, ast.Constant) and default.value is None):
+        return ""
+
+    def own(other: Module, node: ast.AST) -> bool:  # node sits in a class built on func's
+        cls, _ = other.unit(node)
+        return cls is not None and any(c is owner for _, c in index.mro(other, cls))
+
+    getattr_self = re.compile(rb"getattr\(\s*self\s*,\s*[\"']" + re.escape(func.name.encode()) + rb"[\"']")
+    rels = set(index.mentions(name)) | {r for r in index.mentions(func.name) if b"**" in index.data[r]}
+    reasons = []
+    for rel in sorted(rels):
+        other = index.module(rel)
+        if other is None:
+            continue
+        for use in other.attributes.get(func.name, []):
+            call = other.parents.get(use)
+            if inside(other, use, func) or isinstance(use.ctx, ast.Store):
+                continue
+            if not isinstance(call, ast.Call) or call.func is not use:
+                if isinstance(use.value, ast.Name) and use.value.id in ("self", "cls") and own(other, use):
+                    return ""  # a bound method passed on
+                continue
+            passed = [k for k in call.keywords if k.arg in (name, None)]
+            if not passed:
+                continue
+            if not reached(other, call, depth + 1):
+                reasons.append(f"{other.where(call)} (not reached on XPU)")
+                continue
+            why = none_on_xpu(v, other, passed[0].value, depth + 1) if passed[0].arg == name else ""
+            if not why:
+                return ""
+            said = "" if why == "None" else f": {why}"
+            reasons.append(f"{other.where(call)} passes `{text(passed[0].value)}`{said}")
+        if getattr_self.search(index.data[rel]) and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" and n.args
+               and isinstance(n.args[0], ast.Name) and n.args[0].id == "self" and own(other, n)
+               and any(isinstance(a, ast.Constant) and a.value == func.name for a in n.args[1:])
+               for n in ast.walk(other.tree)):
+            return ""
+    if not reasons:
+        return f"no call of {func.name} passes {name}, None by default"
+    more = f"; +{len(reasons) - 1} more call(s)" if len(reasons) > 1 else ""
+    return f"every call of {func.name} that passes {name} is off XPU or passes None: {reasons[0]}{more}"
 
 
 def register_buffer_values(cls: ast.ClassDef, attr: str) -> list[ast.expr]:

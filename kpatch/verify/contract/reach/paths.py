@@ -7,13 +7,14 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from kpatch.verify.contract.reach import arguments, nones
-from kpatch.verify.contract.reach.dispatch import FORWARDS, Dispatch, platform_entry
-from kpatch.verify.contract.reach.source import Module, Scope, is_torch_ops_vllm, text
+from kpatch.verify.contract.reach import arguments, backends, nones
+from kpatch.verify.contract.reach.dispatch import FORWARDS, PLATFORMS_ON_XPU, platform_entry
+from kpatch.verify.contract.reach.selection import CALLED_BY_TORCH, Selection
+from kpatch.verify.contract.reach.source import Module, Scope, inside, is_torch_ops_vllm, text
 from kpatch.verify.contract.reach.verdict import CYCLE, MAX_DEPTH, REACHED_UNKNOWN, Verdict
 
 
-class Reach(Dispatch):
+class Reach(Selection):
     """The XPU reachability of call sites in one application tree (parsed lazily, memoized)."""
 
     def __init__(self, root: Path, files: list[Path], defined: Callable[[str, str], bool]) -> None:
@@ -104,7 +105,9 @@ class Reach(Dispatch):
         `name` on XPU (see nones.parameter_none); "" when a use of func is not a call the model can bind."""
         owner = mod.enclosing(func)
         cls = owner if isinstance(owner, ast.ClassDef) and mod.enclosing(owner) is None else None
-        if (owner is not None and cls is None) or (cls is not None and func.name != "__init__"):
+        if cls is not None and func.name != "__init__":
+            return nones.keyword_none(self, self, mod, func, name, lambda m, n, d: self.node(m, n, d).reached, depth)
+        if owner is not None and cls is None:
             return ""
         top: ast.AST = cls if cls is not None else func
         named = cls.name if cls is not None else func.name
@@ -145,6 +148,10 @@ class Reach(Dispatch):
         if supported and self.returns(supported[0], supported[1], depth) is False:
             return Verdict(False, f"{supported[0].where(supported[1])}: {cls.name}._supports_current_device() "
                                   "is false on XPU")
+        platform = backends.other_platform(self, mod, cls, PLATFORMS_ON_XPU)
+        if platform and func is not None and not self._named_through_class(mod, cls, func.name):
+            return Verdict(False, f"{platform}: {cls.name}.{func.name} is another platform's; on XPU current_platform "
+                                  "is XPU's class, and no code calls it through this one")
         if func is not None and func.name in FORWARDS and any(c.name == "CustomOp" for _, c in self.mro(mod, cls)):
             verdict = self._custom_op(mod, cls, func.name)
             if verdict is not None:
@@ -157,25 +164,35 @@ class Reach(Dispatch):
         if not used.reached:
             return used
         if func is not None and not func.name.startswith("__") and func.name != "forward" \
-                and not any(self.uses_attribute(rel, func.name) for rel in self.mentions(func.name) if rel != mod.rel):
+                and not any(self.uses_attribute(rel, func.name) for rel in self.mentions(func.name) if rel != mod.rel) \
+                and not self.in_quotes(func.name):
             refs: list[tuple[Module, ast.AST]] = [
                 (m, n) for rel in self.mentions(func.name) if (m := self.module(rel)) is not None
-                for n in m.attributes.get(func.name, []) if not self._inside(m, n, func)]
+                for n in m.attributes.get(func.name, []) if not inside(m, n, func)]
             if refs and all(m is mod and isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
                             and n.value.id in ("self", "cls") for m, n in refs):
                 return self._all_refs(f"{cls.name}.{func.name}", refs, depth) or REACHED_UNKNOWN  # only self calls it
+        uses = self._uses_by_name(func) if func is not None and not func.name.startswith("__") \
+            and func.name not in CALLED_BY_TORCH else None
+        if uses and func is not None:
+            return self._all_refs(f"{cls.name}.{func.name}", uses, depth) or REACHED_UNKNOWN
         return REACHED_UNKNOWN
 
     def class_reached(self, mod: Module, cls: ast.ClassDef, depth: int) -> Verdict:
         return self._memoized(("class", mod.rel, cls.name), lambda: self._class(mod, cls, depth))
 
     def _class(self, mod: Module, cls: ast.ClassDef, depth: int) -> Verdict:
+        refs: list[tuple[Module, ast.AST]] = []
+        unselected = ""
         if f"{mod.name}.{cls.name}" in self.quoted():
-            return REACHED_UNKNOWN  # named in a string (a registry): chosen by rules the model does not read
-        verdict = self._all_refs(f"class {cls.name}", self.references(mod, cls.name, skip=cls), depth)
+            unselected, refs = self._unselected_backend(f"{mod.name}.{cls.name}")
+            if not unselected:
+                return REACHED_UNKNOWN  # named in a string (a registry): chosen by rules the model does not read
+        verdict = self._all_refs(f"class {cls.name}", [*refs, *self.references(mod, cls.name, skip=cls)], depth)
         if verdict is None:
-            return REACHED_UNKNOWN  # named only by a string (a registry), or not at all: not derived
-        return verdict
+            # named only by a string (a registry), or not at all: not derived
+            return Verdict(False, unselected) if unselected else REACHED_UNKNOWN
+        return Verdict(False, f"{unselected}; {verdict.why}") if unselected and not verdict.reached else verdict
 
     def _function(self, mod: Module, func: Scope, depth: int) -> Verdict:
         verdict = self._all_refs(func.name, self.references(mod, func.name, skip=func), depth)
@@ -260,7 +277,7 @@ class Reach(Dispatch):
                     binding = aliases[node.value.id]
                 else:
                     continue
-                if self._inside(other, node, skip) or self._passive(other, node):
+                if inside(other, node, skip) or self._passive(other, node):
                     continue
                 guards = [self.guard(other, b) for b in binding]
                 if binding and all(guards):
@@ -279,15 +296,6 @@ class Reach(Dispatch):
     @staticmethod
     def _is_module(source: str, attr: str | None, mod: Module) -> bool:
         return (source if attr is None else f"{source}.{attr}") == mod.name
-
-    @staticmethod
-    def _inside(mod: Module, node: ast.AST, scope: ast.AST) -> bool:
-        parent = mod.parents.get(node)
-        while parent is not None:
-            if parent is scope:
-                return True
-            parent = mod.parents.get(parent)
-        return False
 
     @staticmethod
     def _passive(mod: Module, node: ast.AST) -> bool:

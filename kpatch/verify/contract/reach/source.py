@@ -118,3 +118,12 @@ def is_torch_ops_vllm(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "vllm" and isinstance(node.value, ast.Attribute) \
         and node.value.attr == "ops"
 
+
+def inside(mod: Module, node: ast.AST, scope: ast.AST) -> bool:
+    """Whether node is within scope."""
+    parent = mod.parents.get(node)
+    while parent is not None:
+        if parent is scope:
+            return True
+        parent = mod.parents.get(parent)
+    return False
