@@ -11,12 +11,13 @@ has its own patch folders. `main` is the line the [[upstream]] tables describe: 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from kpatch.config.model import MAIN, NAME_RE, SHA_RE, Line, LineUpstream, Upstream
-from kpatch.config.tables import near
+from kpatch.config.tables import near, overlapping
 from kpatch.errors import ConfigError
 
 LINE_KEYS = ("branch", "base", "base-commit", "patches")  # of a [line."NAME".UPSTREAM] table
@@ -24,8 +25,18 @@ LINE_REQUIRED = ("branch", "base")
 
 
 def _key(line: str, upstream: str | None = None, key: str | None = None) -> str:
-    """The key as a person writes it: line."0.33".vllm.base."""
-    return ".".join([f'line."{line}"', *([upstream] if upstream else []), *([key] if key else [])])
+    """The key as a person writes it: line."0.33".vllm.base (a part that is no bare TOML key quoted and escaped,
+    so that a name holding a newline keeps the error on one line)."""
+    return ".".join([f"line.{_quoted(line)}", *(part if _BARE.match(part) else _quoted(part)
+                                                 for part in (upstream, key) if part)])
+
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+def _quoted(name: str) -> str:
+    """`name` as a TOML basic string ("0.33"; a newline as \\n)."""
+    return json.dumps(name, ensure_ascii=False)
 
 
 def _header(lines: list[str], *names: str) -> int | None:
@@ -80,13 +91,10 @@ def line_tables(path: Path, lines: list[str], table: Any, upstreams: list[Upstre
                 raise ConfigError(f"{path}:{where}: line {name!r} does not say where upstream {upstream.name!r} "
                                   f"stands: add [line.\"{name}\".{upstream.name}] with branch and base")
             found = _line_upstream(path, lines, name, upstream.name, body[upstream.name])
-            clash = _overlapping(found.patches, folders)
-            if clash is not None:
-                how = "is already" if clash == found.patches else \
-                    ("lies inside" if found.patches.is_relative_to(clash) else "holds")
+            meets = overlapping(found.patches, folders)
+            if meets is not None:
                 raise ConfigError(f"{path}:{_where(lines, name, upstream.name, 'patches')}: "
-                                  f"{_key(name, upstream.name, 'patches')}: {found.patches} {how} "
-                                  f"{'' if how == 'is already' else clash.as_posix() + ', '}{folders[clash]}: "
+                                  f"{_key(name, upstream.name, 'patches')}: {found.patches} {meets}: "
                                   "each line keeps its own stacks, apart")
             folders[found.patches] = f"line {name}'s patches of {upstream.name}"
             own.append((upstream.name, found))
@@ -94,20 +102,20 @@ def line_tables(path: Path, lines: list[str], table: Any, upstreams: list[Upstre
     root = path.parent.resolve()
     for line in out:
         # a line's own folder keeps its lock and recorded resolutions: inside another's stack folder they would be
-        # that stack's files (a line named like an upstream, "kernels", beside patches/kernels)
-        own_folder = root / "patches" / line.name
+        # that stack's files (a line named like an upstream, "kernels", beside patches/kernels); resolved as the
+        # stacks' folders are, so that a symlinked patches/ is seen through
+        own_folder = (root / "patches" / line.name).resolve()
         clash = next((f for f, whose in folders.items() if own_folder.is_relative_to(f)
                       and not whose.startswith(f"line {line.name}'s ")), None)
         if clash is not None:
+            # a stack in patches/ itself (or around it) holds every line's folder: no other name frees it
+            fix = f"move {folders[clash]} out of patches/" if (root / "patches").resolve().is_relative_to(clash) \
+                else "name the line otherwise"
             raise ConfigError(f"{path}:{line.line}: {_key(line.name)}: the line keeps its lock and recorded "
-                              f"resolutions in patches/{line.name}/, which is {folders[clash]} "
-                              f"({clash.relative_to(root).as_posix()}): name the line otherwise")
+                              f"resolutions in patches/{line.name}/, which "
+                              f"{'is' if clash == own_folder else 'lies inside'} {folders[clash]} "
+                              f"({clash.relative_to(root).as_posix()}): {fix}")
     return tuple(out)
-
-
-def _overlapping(folder: Path, folders: dict[Path, str]) -> Path | None:
-    """The stack folder `folder` is, lies inside or holds, if any: two stacks' files never share a folder."""
-    return next((f for f in folders if f == folder or folder.is_relative_to(f) or f.is_relative_to(folder)), None)
 
 
 def _line_upstream(path: Path, lines: list[str], line: str, upstream: str, table: Any) -> LineUpstream:

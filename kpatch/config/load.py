@@ -20,6 +20,7 @@ from kpatch.config.tables import (
     key_line,
     near,
     nightly_table,
+    overlapping,
     propose_table,
     release_table,
     set_torch,
@@ -87,6 +88,14 @@ def load(path: Path) -> Stack:
             if dep not in names:
                 line = key_line(lines, upstream.line, len(lines) + 1, "requires")
                 raise ConfigError(f"{path}:{line}: upstream {upstream.name!r} requires unknown upstream {dep!r}")
+    folders: dict[Path, str] = {}
+    for upstream in upstreams:  # two stacks in one folder would share a series file
+        meets = overlapping(upstream.patches, folders)
+        if meets is not None:
+            raise ConfigError(f"{path}:{key_line(lines, upstream.line, len(lines) + 1, 'patches')}: upstream "
+                              f"{upstream.name}: 'patches' {upstream.patches} {meets}: each upstream keeps its own "
+                              "stack, apart")
+        folders[upstream.patches] = f"upstream {upstream.name}'s patches"
     lines_declared = _lines(path, lines, data.get("line"), upstreams)
     history, dashboard_issue = dashboard_table(path, lines, data.get("dashboard"))
     max_steps, budget, runners = nightly_table(path, lines, data.get("nightly"))

@@ -94,7 +94,8 @@ _KEYS: dict[tuple[str, str], dict[str, Any]] = {
                                                  "error; a warning with --url).",
                                   "examples": ["4543b580fecca68a7dd54ddaf6e444dc5f11a6a4"]},
     ("upstream", "patches"): {**_NONEMPTY, "description": "The stack's folder (its `series` and patch files), "
-                                                          "relative to kpatch.toml and inside its folder.",
+                                                          "relative to kpatch.toml and inside its folder "
+                                                          "(no other upstream's, and neither inside nor around one).",
                               "examples": ["patches/vllm"]},
     ("upstream", "requires"): {**_STRINGS, "default": [],
                                "description": "Names of the upstreams whose stacks and wheels this one needs first.",

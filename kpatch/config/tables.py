@@ -372,6 +372,17 @@ def relative(value: str) -> bool:
     return bool(parts) and not Path(value).is_absolute() and ".." not in parts
 
 
+def overlapping(folder: Path, folders: dict[Path, str]) -> str | None:
+    """How the stack folder `folder` meets one of `folders` (each with whose it is), if it does: "is already X",
+    "lies inside F, X" or "holds F, X". Two stacks' files never share a folder, nor one inside the other."""
+    clash = next((f for f in folders if f == folder or folder.is_relative_to(f) or f.is_relative_to(folder)), None)
+    if clash is None:
+        return None
+    if clash == folder:
+        return f"is already {folders[clash]}"
+    return f"{'lies inside' if folder.is_relative_to(clash) else 'holds'} {clash.as_posix()}, {folders[clash]}"
+
+
 def key_line(lines: list[str], start: int, end: int, key: str) -> int:
     """Line number of `key = ...` between two lines, or `start` when not found."""
     pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpatch.errors import UsageError
-from kpatch.files import NotAFile, TooLarge, open_regular, read_regular, write_atomic
+from kpatch.files import NotAFile, TooLarge, named, open_regular, read_regular, write_atomic
 from kpatch.output.redact import redact_text
 
 VERSION = 2  # of a line: +1 when a field is renamed or removed (2: `klass` is `class`)
@@ -240,7 +240,9 @@ def read_records(path: Path) -> list[Record]:
         raise UsageError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:
         raise UsageError(f"{path}: cannot read: {err.strerror}") from None
-    return [from_line(line, f"{path}:{number}") for number, line in enumerate(text.splitlines(), 1)
+    # lines end at "\n" only, as the writer ends them: `splitlines` would also break at a U+2028, U+2029 or U+0085
+    # that JSON leaves inside a string (a patch's subject, a suite's message)
+    return [from_line(line, f"{path}:{number}") for number, line in enumerate(text.split("\n"), 1)
             if line.strip()]
 
 
@@ -271,10 +273,28 @@ def append(path: Path, records: Iterable[Record]) -> int:
         write_atomic(path, prefix + "".join(to_line(r) + "\n" for r in kept).encode("utf-8"))
         return len(new)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "a", encoding="utf-8") as handle_out:
-        handle_out.write("".join(to_line(r) + "\n" for r in new))
+    _add(path, "".join(to_line(r) + "\n" for r in new).encode("utf-8"))
     return len(new)
+
+
+def _add(path: Path, data: bytes) -> None:
+    """Append `data` to the file's end. A last line without its newline (a file an editor saved) gets one first,
+    so that no record is glued to it; a write that fails part-way (a full disk) is cut off again, so that the file
+    is as it was, never ending in half a record (which every later append would refuse)."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as err:
+            os.ftruncate(fd, size)
+            raise named(err, path) from None
+    finally:
+        os.close(fd)
 
 
 def check(path: Path) -> None:
@@ -327,23 +347,30 @@ def _tail(handle: typing.BinaryIO, size: int, path: Path, days: set[str]) -> tup
 def _backwards(handle: typing.BinaryIO, size: int, path: Path) -> Iterator[tuple[int, Record]]:
     """The open file's records from its last line to its first, each with the offset of its line, read a block at
     a time from the end (blank lines skipped, as `read` skips them); a line that is no record is a UsageError
-    naming file:line."""
-    buffered = b""
-    position = size
-    while True:
-        if b"\n" not in buffered.rstrip(b"\n") and position > 0:  # fewer than two lines held: read further back
-            step = min(_BLOCK, position)
-            position -= step
-            handle.seek(position)
-            buffered = handle.read(step) + buffered
-            continue
-        body = buffered.rstrip(b"\n")
-        if not body.strip():
-            return
-        cut = body.rfind(b"\n") + 1  # the last line is whole: a newline before it, or the file's start
-        line, offset, buffered = body[cut:], position + cut, body[:cut]
-        if line.strip():
-            yield offset, _record_at(handle, path, offset, line)
+    naming file:line. Each byte is read and copied once, however long its line."""
+    pieces: list[bytes] = []  # the line being gathered, back to front: it started in a block not read yet
+    end = size
+    while end > 0:
+        start = max(0, end - _BLOCK)
+        handle.seek(start)
+        parts = handle.read(end - start).split(b"\n")
+        if len(parts) > 1:  # the gathered line starts in this block, after its last newline
+            pieces.append(parts[-1])
+            at = end - len(parts[-1])
+            line = b"".join(reversed(pieces))
+            if line.strip():
+                yield at, _record_at(handle, path, at, line)
+            for line in reversed(parts[1:-1]):
+                at -= len(line) + 1
+                if line.strip():
+                    yield at, _record_at(handle, path, at, line)
+            pieces = [parts[0]]
+        else:
+            pieces.append(parts[0])
+        end = start
+    line = b"".join(reversed(pieces))
+    if line.strip():
+        yield 0, _record_at(handle, path, 0, line)
 
 
 def last_pull_states(path: Path, prs: Iterable[str]) -> dict[str, str]:
@@ -386,10 +413,14 @@ def _record_at(handle: typing.BinaryIO, path: Path, offset: int, line: bytes) ->
 
 
 def _first_line(handle: typing.BinaryIO, path: Path) -> None:
+    """Check the file's first line that is not blank (as `read` skips blank lines, so does the check)."""
     handle.seek(0)
-    line = handle.readline(MAX_BYTES).rstrip(b"\n")
-    if line.strip():
-        _record_at(handle, path, 0, line)
+    offset = 0
+    while line := handle.readline():
+        if line.strip():
+            _record_at(handle, path, offset, line.rstrip(b"\n"))
+            return
+        offset += len(line)
 
 
 def _line_number(handle: typing.BinaryIO, offset: int) -> int:

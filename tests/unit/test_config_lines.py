@@ -124,3 +124,64 @@ def test_a_line_beside_mains_folders_loads(tmp_path: Path) -> None:
     stack = load(_write(tmp_path, UPSTREAMS + LINE))
     folders = [u.patches for u in stack.upstreams] + [u.patches for _, u in stack.lines[0].upstreams]
     assert len(set(folders)) == 4
+
+
+def test_a_line_whose_own_folder_is_another_stacks_through_a_symlink_is_refused(tmp_path: Path) -> None:
+    # patches/ is a link to store/: the line's lock and resolutions in patches/vllm/ would land in store/vllm/,
+    # main's vllm stack, as they would without the link
+    (tmp_path / "store").mkdir()
+    (tmp_path / "patches").symlink_to(tmp_path / "store")
+    text = LINE.replace('"0.33"', '"vllm"').replace(
+        "base = \"v0.1.15.4\"", "base = \"v0.1.15.4\"\npatches = \"lines/vllm/kernels\"").replace(
+        "base = 'v0.33.0'", "base = 'v0.33.0'\npatches = \"lines/vllm/vllm\"")
+    path = _write(tmp_path, UPSTREAMS + text)
+    with pytest.raises(ConfigError, match=r"kpatch.toml:18: line\.\"vllm\": the line keeps its lock .* \(store/vllm\)"):
+        load(path)
+
+
+def test_a_line_whose_own_folder_no_name_can_free_is_not_told_to_rename(tmp_path: Path) -> None:
+    # main keeps a stack in patches/ itself: every line's patches/<line>/ lies inside it, whatever its name
+    text = UPSTREAMS.replace('patches = "patches/kernels"', 'patches = "patches"').replace(
+        'patches = "patches/vllm"', 'patches = "stacks/vllm"') + LINE.replace(
+        "base = \"v0.1.15.4\"", "base = \"v0.1.15.4\"\npatches = \"lines/0.33/kernels\"").replace(
+        "base = 'v0.33.0'", "base = 'v0.33.0'\npatches = \"lines/0.33/vllm\"")
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:{UPSTREAMS.count(chr(10)) + 2}: line.\"0.33\": "), message
+    assert "lies inside upstream kernels's patches (main) (patches)" in message, message
+    assert "name the line otherwise" not in message and "move" in message, message
+
+
+@pytest.mark.parametrize(("kernels", "vllm", "says"), [
+    ("patches/kernels", "patches/kernels", "is already"),
+    ("patches/kernels", "patches/kernels/vllm", "lies inside"),
+    ("patches/kernels/x/..", "patches/kernels", "is already"),
+    ("patches/kernels", ".", "holds"),
+])
+def test_two_main_stacks_in_one_folder_or_one_inside_the_other_are_refused(tmp_path: Path, kernels: str,
+                                                                           vllm: str, says: str) -> None:
+    text = UPSTREAMS.replace('patches = "patches/kernels"', f'patches = "{kernels}"').replace(
+        'patches = "patches/vllm"', f'patches = "{vllm}"')
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    message = str(caught.value)
+    number = text.splitlines().index(f'patches = "{vllm}"', 10) + 1
+    assert "\n" not in message and message.startswith(f"{path}:{number}: upstream vllm: 'patches' "), message
+    assert says in message and "upstream kernels's patches" in message, message
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ('[line."0.33".kernels]', '[line."0.33\\nx".kernels]'),
+    ('[line."0.33".vllm]', '[line."0.33"."vl\\nlm"]'),
+    ("base = 'v0.33.0'", "base = 'v0.33.0'\n\"ba\\nse\" = 1"),
+])
+def test_a_name_holding_a_newline_is_quoted_in_its_one_line_error(tmp_path: Path, old: str, new: str) -> None:
+    path = _write(tmp_path, UPSTREAMS + LINE.replace(old, new))
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{path}:"), message
+    assert "\\n" in message.split(": ")[1], message  # the key, as TOML writes it

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kpatch.verify.contract.reach import configs, dtypes, flow, nones
@@ -372,15 +372,26 @@ class Values(Index):
         assign = re.compile(rb"\.\s*" + re.escape(attr.encode()) + rb"\s*(?::[^=\n]*)?=(?!=)")
         for rel in self.mentions(attr):
             data = self.data[rel]
-            for m in assign.finditer(data):
-                owner = _word_before(data, m.start())
-                if owner is None:
-                    continue
+            for owner in _owners(data, assign):
                 if owner not in (b"self", b"cls"):
                     return True
                 if rel != mod.rel and cls.name.encode() in data:
                     return True
         return False
+
+
+def _owners(data: bytes, assign: re.Pattern[bytes]) -> Iterator[bytes]:
+    """The word owning each `WORD . attr =` that `assign` (from the `. attr` on) finds in `data`, as a pattern
+    that starts at the word finds them. A match with no word before its dot (`f().attr`) is passed over without
+    taking up the text up to its `=`, where the next one may start (`if f().attr: obj.attr = 1`)."""
+    position = 0
+    while (m := assign.search(data, position)) is not None:
+        owner = _word_before(data, m.start())
+        if owner is None:
+            position = m.start() + 1
+            continue
+        yield owner
+        position = m.end()
 
 
 _SPACE = frozenset(b" \t\n\r\f\v")  # what \s matches in a bytes pattern
