@@ -381,17 +381,16 @@ class Values(Index):
 
 
 def _owners(data: bytes, assign: re.Pattern[bytes]) -> Iterator[bytes]:
-    """The word owning each `WORD . attr =` that `assign` (from the `. attr` on) finds in `data`, as a pattern
-    that starts at the word finds them. A match with no word before its dot (`f().attr`) is passed over without
-    taking up the text up to its `=`, where the next one may start (`if f().attr: obj.attr = 1`)."""
+    """The word owning each `WORD . attr =` that `assign` (from the `. attr` on) finds in `data`. Each `. attr` is
+    tried on its own: a match never takes up the text up to its `=`, where another may start (`if f().attr: obj.attr
+    = 1` has no owner word before its first dot; `if self.attr: other.attr = 1` reads as `self.attr` annotated
+    `other.attr`, and `other` owns the second). A match with no word before its dot (`f().attr`) owns nothing."""
     position = 0
     while (m := assign.search(data, position)) is not None:
         owner = _word_before(data, m.start())
-        if owner is None:
-            position = m.start() + 1
-            continue
-        yield owner
-        position = m.end()
+        if owner is not None:
+            yield owner
+        position = m.start() + 1
 
 
 _SPACE = frozenset(b" \t\n\r\f\v")  # what \s matches in a bytes pattern
