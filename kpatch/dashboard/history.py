@@ -9,6 +9,7 @@ last days, so it costs the night, not the years before it; `read` compacts a day
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -306,24 +307,34 @@ def check(path: Path) -> None:
 def _ends(path: Path, days: set[str], keys: set[tuple[str, ...]]) -> tuple[list[Record], bytes]:
     """The file's last records of `days` (`_tail`) and, when one has a key in `keys`, the bytes before them (to be
     written again as they are); a file that is not there has none."""
+    with _opened(path) as opened:
+        if opened is None:
+            return [], b""
+        handle, size = opened
+        start, tail = _tail(handle, size, path, days)
+        prefix = b""
+        if any(t.key in keys for t in tail):
+            handle.seek(0)
+            prefix = handle.read(start)
+        return tail, prefix
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[tuple[typing.BinaryIO, int] | None]:
+    """The history file open for reading, with its size (None when it is not there); UsageError naming it when it
+    is no regular file, larger than MAX_BYTES, or cannot be read."""
     try:
         with open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > MAX_BYTES:
                 raise UsageError(f"{path} is larger than {MAX_BYTES >> 20} MiB: not a carry history kpatch reads")
-            start, tail = _tail(handle, size, path, days)
-            prefix = b""
-            if any(t.key in keys for t in tail):
-                handle.seek(0)
-                prefix = handle.read(start)
-            return tail, prefix
+            yield handle, size
     except FileNotFoundError:
-        return [], b""
+        yield None
     except NotAFile as err:
         raise UsageError(f"{err}: not a carry history kpatch reads") from None
     except OSError as err:
         raise UsageError(f"{path}: cannot read: {err.strerror}") from None
-
 
 _BLOCK = 1 << 16
 
@@ -381,22 +392,12 @@ def last_pull_states(path: Path, prs: Iterable[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     if not wanted:
         return found
-    try:
-        with open_regular(path) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > MAX_BYTES:
-                raise UsageError(f"{path} is larger than {MAX_BYTES >> 20} MiB: not a carry history kpatch reads")
-            for _offset, record in _backwards(handle, size, path):
-                if isinstance(record, PullRecord) and record.pr in wanted and record.pr not in found:
-                    found[record.pr] = record.state
-                    if len(found) == len(wanted):
-                        break
-    except FileNotFoundError:
-        return found
-    except NotAFile as err:
-        raise UsageError(f"{err}: not a carry history kpatch reads") from None
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
+    with _opened(path) as opened:
+        for _offset, record in _backwards(*opened, path) if opened is not None else ():
+            if isinstance(record, PullRecord) and record.pr in wanted and record.pr not in found:
+                found[record.pr] = record.state
+                if len(found) == len(wanted):
+                    break
     return found
 
 
