@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import json
 import os
@@ -267,15 +268,34 @@ def append(path: Path, records: Iterable[Record]) -> int:
     nothing is written) and, when one repeats a new key, rewritten; the lines before them are copied as they are.
     A day found further back (a replay of older commits appended after a later day) is compacted by `read`."""
     new = compact(list(records))
-    tail, prefix = _ends(path, {r.date for r in new}, {r.key for r in new})
-    keys = {t.key for t in tail}
-    if any(r.key in keys for r in new):
-        kept = compact([*tail, *new])
-        write_atomic(path, prefix + "".join(to_line(r) + "\n" for r in kept).encode("utf-8"))
-        return len(new)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _add(path, "".join(to_line(r) + "\n" for r in new).encode("utf-8"))
+    with _appending(path):
+        tail, prefix = _ends(path, {r.date for r in new}, {r.key for r in new})
+        keys = {t.key for t in tail}
+        if any(r.key in keys for r in new):
+            kept = compact([*tail, *new])
+            write_atomic(path, prefix + "".join(to_line(r) + "\n" for r in kept).encode("utf-8"))
+        else:
+            _add(path, "".join(to_line(r) + "\n" for r in new).encode("utf-8"))
     return len(new)
+
+
+@contextlib.contextmanager
+def _appending(path: Path) -> Iterator[None]:
+    """Hold the history's folder's `flock` while an append reads the file's end and writes: a rewrite (a new temp
+    file renamed over the history) writes what it read, so another process's append made in between (a replay
+    beside a nightly) would be lost. The folder, not the file, is locked: the rename replaces the file's inode,
+    and a lock file of its own would be one more file beside a history that may be published. Readers take no
+    lock (they see the file before or after a rename); the lock goes with the process if it is killed."""
+    try:
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        raise UsageError(f"{path.parent}: cannot open the history's folder: {err.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _add(path: Path, data: bytes) -> None:

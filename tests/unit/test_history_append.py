@@ -5,9 +5,11 @@ file whose ends are no history is refused naming file:line and left as it was.""
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import subprocess
 import sys
+import threading
 import types
 import typing
 from pathlib import Path
@@ -245,19 +247,34 @@ def test_a_full_disk_leaves_the_history_as_it_was(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".h.jsonl")] == []  # no temp file left
 
 
-@pytest.mark.xfail(strict=True, reason="no lock: a rewrite writes what it read, so another process's append made "
-                   "in between is lost (as before the tail-only append: that read the whole file, then rewrote it)")
-def test_an_append_made_between_anothers_read_and_its_rewrite_is_kept(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_append_made_between_anothers_read_and_its_rewrite_waits_for_it_and_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A same-day rewrite writes what it read; another append (a replay beside a nightly) that came in between
+    would be lost. The other append runs in a thread here: `flock` locks between two opens of the folder even in
+    one process. The rewrite goes on once the other is either done (no lock: its day is then lost) or waiting at
+    the lock (it then appends after the rewrite), so nothing here waits on time."""
     path = tmp_path / "h.jsonl"
     history.append(path, [night(DAYS[0], {"kernels": 3})])
-    real = write_atomic
+    real_write, real_flock = write_atomic, fcntl.flock
+    other_waits = threading.Event()
+    other: list[threading.Thread] = []
 
-    def another_process_appends_first(target: Path, data: bytes) -> None:
-        monkeypatch.setattr(history, "write_atomic", real)
-        history.append(path, [night(DAYS[1], {"kernels": 5})])  # a replay beside a nightly, say
-        real(target, data)
+    def flock(fd: int, operation: int) -> None:
+        if threading.current_thread() in other:
+            other_waits.set()
+        real_flock(fd, operation)
 
-    monkeypatch.setattr(history, "write_atomic", another_process_appends_first)
+    def another_append_comes_first(target: Path, data: bytes) -> None:
+        thread = threading.Thread(target=history.append, args=(path, [night(DAYS[1], {"kernels": 5})]))
+        other.append(thread)
+        thread.start()
+        while thread.is_alive() and not other_waits.wait(0.01):
+            pass
+        real_write(target, data)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    monkeypatch.setattr(history, "write_atomic", another_append_comes_first)
     history.append(path, [night(DAYS[0], {"kernels": 4})])  # the same day again: a rewrite
-    assert [n.date for n in history.read(path).nights] == [DAYS[0], DAYS[1]]
+    other[0].join()
+    assert other_waits.is_set()
+    assert [(n.date, n.behind[0].commits) for n in history.read(path).nights] == [(DAYS[0], 4), (DAYS[1], 5)]
