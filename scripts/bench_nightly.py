@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]  # the nights run this checkout's kpa
 
 def night(project: Path, cache: Path, base_image: str, backend: str = "docker") -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "kpatch", "nightly", "--json", "--base-image", base_image,
+    image = ["--base-image", base_image] if backend == "docker" else []  # the local backend takes no image
+    proc = subprocess.run([sys.executable, "-m", "kpatch", "nightly", "--json", *image,
                            "--backend", backend, "--cache-dir", str(cache)], cwd=project, capture_output=True,
                           text=True, env={**os.environ, "KPATCH_OFFLINE": "1", "PYTHONPATH": str(ROOT)})
     seconds = time.perf_counter() - started
