@@ -73,3 +73,18 @@ def test_a_table_one_use_of_which_hands_out_its_class_keeps_the_kernel_reported(
     got = reach_of(tmp_path, {"app/kernels.py": KERNELS, "app/select.py": SELECT.replace("{more}", more),
                               "app/layer.py": layer})
     assert got["scaled_fp4_quant"].reached
+
+
+def test_a_table_imported_under_another_name_may_be_used_unseen_so_the_kernel_is_reported(tmp_path: Path) -> None:
+    more = """
+    from app.select import BACKEND_KERNELS as KERNELS_BY_NAME
+
+    def forced(backend):
+        return next(iter(KERNELS_BY_NAME[backend]))()
+    """
+    layer = LAYER + "\n    def forced_run(x):\n        return forced('cutlass').apply(x)\n"
+    got = reach_of(tmp_path, {"app/kernels.py": KERNELS, "app/select.py": SELECT.replace("{more}", ""),
+                              "app/forced.py": more, "app/layer.py": layer.replace(
+                                  "from app.select import backend_name, choose",
+                                  "from app.forced import forced\n    from app.select import backend_name, choose")})
+    assert got["scaled_fp4_quant"].reached

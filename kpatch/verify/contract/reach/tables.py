@@ -50,8 +50,9 @@ class Tables:
             if quoted.search(self._index.data[rel]):
                 return ""  # getattr(module, "TABLE"): used unseen
             other = self._index.module(rel)
-            if other is None:
-                return ""
+            if other is None or any(attr == name and alias != name for alias, bound in other.imports.items()
+                                    for _, attr, _ in bound):
+                return ""  # unreadable, or imported under another name (`from mod import TABLE as T`)
             nodes: list[ast.Name | ast.Attribute] = [*other.names.get(name, []), *other.attributes.get(name, [])]
             for node in nodes:
                 if isinstance(node.ctx, ast.Store):
