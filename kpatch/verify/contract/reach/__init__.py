@@ -12,13 +12,16 @@ vLLM picks code per platform in a handful of ways; each is modelled here, and ea
 - a CustomOp's `forward_cuda` (or `_hip`, ...), when what XPU runs (`forward_xpu`, by default `forward_native`)
   does not call it;
 - a method an XPU subclass (an `xpu` module, or `XPU` in its name) overrides without calling it;
-- torch.cuda's state (`torch.cuda.is_current_stream_capturing()`, `is_available()`), false on XPU;
+- torch.cuda's state (`torch.cuda.is_available()`), false on XPU, and its CUDA device queries
+  (`torch.cuda.get_device_capability()`), which raise there: code after one never runs (see torch_cuda.py; a
+  torch.cuda function the application replaces with XPU's is neither);
 - a backend or kernel chosen by name: `backend == "cooperative"` where the function that chose it never returns
   that string on XPU, or always returns another (see flow.py), directly, through a local or a `self.` flag;
 - a class listed only under another platform's key of a table keyed by `PlatformEnum`;
 - an attention backend that an enum of class paths names, which the XPU platform's `get_attn_backend_cls` never
   returns and no code XPU runs names by its member (see backends.py); a method of another platform's class;
 - a method whose every call by name (`x.method(...)`, through any object) is not reached;
+- a class listed in a table asked only whether it holds a class (`kernel in BACKEND_KERNELS[name]`, see tables.py);
 - a branch a function takes on its own arguments (`if rope_dim_offset == 0 and not inverse:`), reached only
   through the calls whose arguments (or the defaults) can take it.
 

@@ -7,7 +7,7 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from kpatch.verify.contract.reach import arguments, backends, nones
+from kpatch.verify.contract.reach import arguments, backends, nones, tables
 from kpatch.verify.contract.reach.dispatch import FORWARDS, PLATFORMS_ON_XPU, platform_entry
 from kpatch.verify.contract.reach.selection import CALLED_BY_TORCH, Selection
 from kpatch.verify.contract.reach.source import Module, Scope, inside, is_torch_ops_vllm, text
@@ -24,6 +24,7 @@ class Reach(Selection):
         self._stack: list[object] = []
         self._tainted: set[object] = set()
         self.unbound_on_xpu: dict[int, str] = {}  # id(a use) -> why the name it uses is not bound on XPU
+        self._tables = tables.Tables(self)
 
     def _memoized(self, key: object, compute: Callable[[], Verdict]) -> Verdict:
         """compute() once per key. A key asked for again while it is being computed (a cycle of callers or
@@ -231,6 +232,9 @@ class Reach(Selection):
         if other_platform:
             return Verdict(False, f"{mod.where(ref)}: listed only under {other_platform} in a table keyed by "
                                   "platform, which XPU looks up under PlatformEnum.XPU")
+        tested = self._tables.membership_only(mod, ref)
+        if tested:
+            return Verdict(False, tested)
         parent = mod.parents.get(ref)
         if isinstance(parent, ast.keyword) and parent.arg == "op_func":
             call = mod.parents.get(parent)

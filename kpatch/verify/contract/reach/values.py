@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kpatch.verify.contract.reach import configs, dtypes, flow, nones
+from kpatch.verify.contract.reach import configs, dtypes, flow, nones, torch_cuda
 from kpatch.verify.contract.reach.index import Index
 from kpatch.verify.contract.reach.source import Module, Scope, own_nodes, terminates, text
 from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
@@ -19,8 +19,6 @@ from kpatch.verify.contract.reach.verdict import MAX_DEPTH, Value
 NON_XPU = frozenset({"is_cuda", "is_rocm", "is_cpu", "is_tpu", "is_cuda_alike", "is_out_of_tree",
                      "has_device_capability", "is_device_capability", "is_device_capability_family"})
 _NON_XPU_PREFIXES = ("on_gfx",)  # ROCm architecture checks
-# torch.cuda's state, false on a machine whose torch drives an XPU (no CUDA device, no CUDA stream to capture)
-TORCH_CUDA_FALSE = frozenset({"is_available", "is_initialized", "is_current_stream_capturing"})
 _ORDER = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
           ast.Eq: operator.eq, ast.NotEq: operator.ne}
 _DEVICE_NAMES = {"xpu": True, "cuda": False, "rocm": False, "hip": False, "tpu": False, "cpu": False}
@@ -37,9 +35,17 @@ class Values(Index):
         # MAX_DEPTH cut the search short) is worked out again when asked from nearer the call site
         self._known: dict[int, tuple[Value, int]] = {}
         self._because: dict[int, str] = {}  # id(expression) -> why it has its value, when that takes a line
+        self._unassigned: dict[int, str] = {}  # id(`self.attr`) -> an assignment of it XPU never runs, and why
         self._cache_dtypes: dtypes.CacheDtypes | None = None
         self._cache_dtypes_read = False
         self._config_defaults = configs.Defaults(self)
+        self._torch_cuda_patched: frozenset[str] | None = None  # torch.cuda names the application replaces
+
+    def torch_cuda_unpatched(self, names: frozenset[str]) -> frozenset[str]:
+        """Those of `names` (torch.cuda functions) the application never replaces (see torch_cuda.patched)."""
+        if self._torch_cuda_patched is None:
+            self._torch_cuda_patched = torch_cuda.patched(self)
+        return names - self._torch_cuda_patched
 
     # ---- guards ---------------------------------------------------------------------------------------------
 
@@ -53,6 +59,8 @@ class Values(Index):
         return self._guards[key][0]
 
     def _guard(self, mod: Module, node: ast.AST, stop: ast.AST | None, depth: int) -> str:
+        raises = self.torch_cuda_unpatched(torch_cuda.RAISES_ON_XPU) \
+            if any(name in mod.attributes for name in torch_cuda.RAISES_ON_XPU) else frozenset()
         child = node
         parent = mod.parents.get(child)
         while parent is not None:
@@ -79,6 +87,10 @@ class Values(Index):
                 stmts = getattr(parent, field, None)
                 if isinstance(stmts, list) and child in stmts:
                     for sibling in stmts[:stmts.index(child)]:
+                        raising = torch_cuda.raising_call(sibling, raises) if raises else None
+                        if raising is not None:
+                            return f"{mod.where(sibling)}: after `{text(raising)}`, which raises on XPU (torch is " \
+                                   "built without CUDA there)"
                         if isinstance(sibling, ast.Assert) and self.value(mod, sibling.test, depth) is False:
                             return f"{mod.where(sibling)}: after `assert {text(sibling.test)}`, false on XPU" \
                                    + self._because_of(sibling.test)
@@ -227,7 +239,8 @@ class Values(Index):
             return self.value(mod, expr.args[0], depth)
         if name in NON_XPU or name.startswith(_NON_XPU_PREFIXES):
             return False
-        if name in TORCH_CUDA_FALSE and isinstance(func, ast.Attribute) and _is_torch_cuda(func.value):
+        if isinstance(func, ast.Attribute) and torch_cuda.is_torch_cuda(func.value) \
+                and name in self.torch_cuda_unpatched(torch_cuda.FALSE_ON_XPU):
             return False
         if name in ("hasattr", "getattr") and len(expr.args) >= 2:
             ns = expr.args[0]
@@ -331,6 +344,9 @@ class Values(Index):
             return None
         results = {self.value(m, v, depth + 1) for m, v in values}
         self._carry_because(expr, values)
+        if len(results) == 1 and id(expr) in self._unassigned:
+            self._because.setdefault(id(expr), f"the other assignment of self.{expr.attr}, at "
+                                               f"{self._unassigned[id(expr)]}")
         return results.pop() if len(results) == 1 else None
 
     def _carry_because(self, expr: ast.expr, values: list[tuple[Module, ast.expr]]) -> None:
@@ -355,7 +371,11 @@ class Values(Index):
                             and t.value.id in ("self", "cls"):
                         if len(targets) != 1:
                             return None
-                        values.append((mod, node.value))
+                        skipped = self.guard(mod, node)  # an assignment XPU never runs gives nothing there
+                        if skipped:
+                            self._unassigned.setdefault(id(expr), f"{mod.where(node)} never runs on XPU ({skipped})")
+                        else:
+                            values.append((mod, node.value))
                     elif isinstance(t, ast.Name) and t.id == expr.attr and mod.parents.get(node) is cls:
                         values.append((mod, node.value))
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute) \
@@ -406,9 +426,3 @@ def _word_before(data: bytes, end: int) -> bytes | None:
     while start > 0 and data[start - 1] in _WORD:
         start -= 1
     return data[start:stop] if start < stop else None
-
-
-def _is_torch_cuda(expr: ast.expr) -> bool:
-    """`torch.cuda` (or `cuda` imported from torch, as vLLM does not)."""
-    return isinstance(expr, ast.Attribute) and expr.attr == "cuda" and isinstance(expr.value, ast.Name) \
-        and expr.value.id == "torch"
