@@ -14,11 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch.adopt.branch import ImportResult, Reworded, Skipped, empty_stack, resolve_base, scratch, write_stack
+from kpatch.engine import reuse
 from kpatch.errors import PatchConflict, SeriesError, UsageError
 from kpatch.files import PATCH_FILE, SERIES_FILE, read_input
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
+from kpatch.stack.series import hash_files
 from kpatch.stack.writer import am_subject, as_am_reads
 
 SUFFIXES = (".patch", ".diff")
@@ -77,6 +79,8 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
                     continue
                 _commit(tree, plain, author, date)
             files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
+            # git am of these files onto the base gives these commits back: kept for `kpatch apply` to take
+            reuse.keep(mirror, hash_files((path.name, path.read_bytes()) for path in files), tree.head())
     return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions,
                         base_pinned=where.moved, reworded=tuple(reworded))
 
