@@ -31,8 +31,9 @@ def ref(stack_hash: str) -> str:
 
 
 def keep(mirror: Repository, stack_hash: str, head: str) -> None:
-    """Keep an import's commits (base..head) for the apply that follows: they hold the files of `stack_hash`."""
-    mirror.update_ref(ref(stack_hash), head)
+    """Keep an import's commits (base..head) for the apply that follows: they hold the files of `stack_hash`.
+    Best effort: the import has written its files by then, and without the ref apply runs git am."""
+    mirror.run(["update-ref", "--no-deref", ref(stack_hash), head], check=False)
 
 
 def drop(mirror: Repository, stack_hash: str) -> None:
