@@ -115,8 +115,6 @@ class Mirror(Repository):
         _FETCHED[self.path] = url
         # A path on this disk (the way to work offline) is fetched whole: nothing to save, and its blobs are there.
         new = blobless_wanted() and is_url(url) and not self.refs("refs/")
-        if not is_url(url) and not self.partial and not self.refs("refs/"):
-            link_objects(Path(url), self.path / "objects")  # the fetch then finds them all here and copies none
         refused = new and not self._allows_filter(url)
         new = new and not refused
         blobless = new or self.partial
@@ -509,48 +507,6 @@ def unreadable(url: str) -> str | None:
     it is one. For a URL a person gave on the command line, checked where it is used."""
     done = run(["ls-remote", "--heads", "--", url], None, user_config=True, check=False)
     return None if done.status == 0 else redact_text(fetch_failure(done.stderr))
-
-
-_LOOSE = re.compile(r"[0-9a-f]{2}")
-
-
-def link_objects(source: Path, objects: Path) -> None:
-    """Hard-link a local repository's object files (its packs, each with its index, and its loose objects) into a
-    new mirror's `objects` folder, as `git clone --local` does: the fetch that follows finds every object it wants
-    already here and only writes the refs (it still checks that they are connected), instead of packing and
-    copying the whole history. Best effort: regular files only, nothing that is already here; on another file
-    system, or anything git would not read as its own, the fetch copies what is missing as before."""
-    folder = source / "objects" if (source / "HEAD").is_file() else source / ".git" / "objects"
-    try:
-        if not folder.is_dir() or folder.is_symlink():
-            return
-        for entry in os.scandir(folder):
-            if _LOOSE.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
-                for loose in os.scandir(entry.path):
-                    if re.fullmatch(r"[0-9a-f]{38}", loose.name) and loose.is_file(follow_symlinks=False):
-                        (objects / entry.name).mkdir(exist_ok=True)
-                        _link(Path(loose.path), objects / entry.name / loose.name)
-        packs = folder / "pack"
-        if packs.is_dir() and not packs.is_symlink():
-            for pack in sorted(packs.glob("pack-*.pack")):
-                index = pack.with_suffix(".idx")
-                promised = pack.with_suffix(".promisor").exists()  # a partial clone's: its objects are not all there
-                if pack.is_symlink() or index.is_symlink() or not index.is_file() or promised:
-                    continue
-                (objects / "pack").mkdir(exist_ok=True)
-                if _link(pack, objects / "pack" / pack.name) and not _link(index, objects / "pack" / index.name):
-                    (objects / "pack" / pack.name).unlink(missing_ok=True)  # a pack without its index: not left
-    except OSError as err:  # another file system, no permission: the fetch copies them
-        log.debug("objects of %s not linked: %s", source, err)
-
-
-def _link(source: Path, target: Path) -> bool:
-    """True when `target` is a new hard link to `source`."""
-    try:
-        os.link(source, target, follow_symlinks=False)
-        return True
-    except FileExistsError:
-        return False
 
 
 def fetch_failure(stderr: str) -> str:
