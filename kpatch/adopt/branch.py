@@ -3,7 +3,7 @@ the step every import ends with (the stack writer's files, written in one journa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,10 +187,15 @@ def resolve_base(ws: Workspace, ui: UI, upstream: Upstream, base_ref: str | None
 
 
 @contextmanager
-def scratch(ws: Workspace, mirror: Mirror, name: str, commit: str) -> Iterator[Repository]:
-    """A worktree of the mirror at `commit`, removed afterwards whatever happens."""
+def scratch(ws: Workspace, mirror: Mirror, name: str, commit: str,
+            paths: Sequence[str] | None = None) -> Iterator[Repository]:
+    """A worktree of the mirror at `commit` (with `paths`: only those files on disk, a sparse checkout), removed
+    afterwards whatever happens."""
     path = ws.workdir / ".import" / name
-    mirror.add_worktree(path, commit)
+    if paths is None:
+        mirror.add_worktree(path, commit)
+    else:
+        mirror.add_scratch(path, commit, paths)
     try:
         yield Repository(path)
     finally:

@@ -14,11 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kpatch.adopt.branch import ImportResult, Reworded, Skipped, empty_stack, resolve_base, scratch, write_stack
+from kpatch.engine import reuse
 from kpatch.errors import PatchConflict, SeriesError, UsageError
 from kpatch.files import PATCH_FILE, SERIES_FILE, read_input
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
 from kpatch.project.workspace import Workspace
+from kpatch.stack.series import hash_files
 from kpatch.stack.writer import am_subject, as_am_reads
 
 SUFFIXES = (".patch", ".diff")
@@ -62,8 +64,10 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
         mirror, base = where.mirror, where.commit
         date = undated(mirror, base)
         skipped: list[Skipped] = []
-        with scratch(ws, mirror, name, base) as tree:
-            checked = _paths_fine(tree, plains)  # every patch's paths at once; else each, as it comes
+        touched = _touched(mirror, plains)  # every patch's paths at once (None: each is checked as it comes)
+        checked = touched is not None
+        # only the files the patches touch are written (a sparse checkout), unless the op contract is read
+        with scratch(ws, mirror, name, base, paths=None if upstream.requires else touched) as tree:
             for run in _runs(plains, checked):
                 if not checked:
                     _check_paths(tree, run[0])
@@ -77,6 +81,8 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
                     continue
                 _commit(tree, plain, author, date)
             files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
+            # git am of these files onto the base gives these commits back: kept for `kpatch apply` to take
+            reuse.keep(mirror, hash_files((path.name, path.read_bytes()) for path in files), tree.head())
     return ImportResult(name=name, base=base, files=files, skipped=tuple(skipped), suggestions=suggestions,
                         base_pinned=where.moved, reworded=tuple(reworded))
 
@@ -178,27 +184,38 @@ def _check_paths(tree: Repository, plain: Plain) -> None:
 def _outside(tree: Repository, plains: Sequence[Plain]) -> list[str] | None:
     """The paths the diffs (all with one -p level) write outside the tree or into .git, by one `git apply
     --numstat`; None when git cannot read them (git apply then names what is wrong)."""
-    listing = tree.run(["apply", f"-p{plains[0].strip}", "--numstat", "-z", "-"],
+    listed = _listed(tree, plains)
+    return None if listed is None else [path for path in listed if _leaves(path)]
+
+
+def _listed(repo: Repository, plains: Sequence[Plain]) -> list[str] | None:
+    """The paths the diffs (all with one -p level) touch, by one `git apply --numstat` (it reads the diffs only:
+    the mirror does); None when git cannot read them."""
+    listing = repo.run(["apply", f"-p{plains[0].strip}", "--numstat", "-z", "-"],
                        stdin=b"\n".join(p.diff for p in plains), check=False)
     if listing.status != 0:
         return None
-    bad = []
-    for entry in listing.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        path = entry.split("\t")[-1] if "\t" in entry else entry
-        parts = path.split("/")
-        if path and (path.startswith("/") or ".." in parts or ".git" in parts):
-            bad.append(path)
-    return bad
+    entries = listing.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return [path for path in (e.split("\t")[-1] if "\t" in e else e for e in entries) if path]
 
 
-def _paths_fine(tree: Repository, plains: Sequence[Plain]) -> bool:
-    """Whether git reads every diff and none writes outside the tree, asked once per -p level: then no patch
-    needs its own check. Otherwise (a path outside, a diff git cannot read) each patch is checked as it comes, so
-    that the refusal is the one the first such patch gets, in series order."""
+def _leaves(path: str) -> bool:
+    """Whether a path a diff writes is outside the tree or in .git."""
+    parts = path.split("/")
+    return path.startswith("/") or ".." in parts or ".git" in parts
+
+
+def _touched(repo: Repository, plains: Sequence[Plain]) -> list[str] | None:
+    """Every path the diffs touch, when git reads every diff and none writes outside the tree, asked once per -p
+    level: then no patch needs its own check. Otherwise (a path outside, a diff git cannot read) None: each patch
+    is checked as it comes, so that the refusal is the one the first such patch gets, in series order."""
+    paths: set[str] = set()
     for strip in sorted({p.strip for p in plains}):
-        if _outside(tree, [p for p in plains if p.strip == strip]) != []:
-            return False
-    return True
+        listed = _listed(repo, [p for p in plains if p.strip == strip])
+        if listed is None or any(_leaves(path) for path in listed):
+            return None
+        paths.update(listed)
+    return sorted(paths)
 
 
 def _runs(plains: Sequence[Plain], together: bool) -> list[list[Plain]]:

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kpatch.engine import reuse
 from kpatch.engine.plan import Item, backup, check_symlinks, refuse_unexported, resolve_items
 from kpatch.engine.reports import Outcome
 from kpatch.engine.rollback import undone_on_storage_error
@@ -166,17 +167,27 @@ def _advance(ws: Workspace, ui: UI, run: RunState, items: list[Item],
             patch.phase = Phase.IN_FLIGHT
         ws.write_state(run)  # what --continue and --abort see if this run is killed from here on
         tree = Repository(path)
+        # commits that hold exactly these files on this base (an import's, the last apply's): am would make them
+        made = reuse.commits_for(item.mirror, stack.base, hashes[name], len(stack.patches),
+                                 run.settled.get(name)) if hashes and name in hashes else None
         if path.exists():
             if backup(tree, name, stamp):
                 ui.note(f"{name}: kept the worktree's commits under refs/kpatch/backup/{name}/{stamp}")
-            tree.checkout(stack.base)
+            tree.checkout(made or stack.base)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            item.mirror.add_worktree(path, stack.base)
+            item.mirror.add_worktree(path, made or stack.base)
         paths = [item.series.folder / p.name for p in stack.patches]
-        restore_preimages(item.mirror, paths)  # for a 3-way fallback (--onto) in a fresh mirror
         with ui.progress(f"applying {name}", len(stack.patches)) as report:
-            _record(stack, Am(tree).start(paths, report), 0)
+            if made is None:
+                restore_preimages(item.mirror, paths)  # for a 3-way fallback (--onto) in a fresh mirror
+                _record(stack, Am(tree).start(paths, report), 0)
+            else:
+                report(len(paths))
+                _record(stack, AmRun(methods=(Method.CLEAN,) * len(paths), stopped=False), 0)
+        if made is not None:
+            assert hashes is not None
+            reuse.drop(item.mirror, hashes[name])  # the worktree holds them now
         ws.write_state(run)
         checked = ()
     if all(s.phase is StackPhase.DONE for s in op.stacks.values()):

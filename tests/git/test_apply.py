@@ -9,7 +9,7 @@ from pathlib import Path
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit
 from tests.support.cli import KPATCH
-from tests.support.gitrepos import Project, git, kill_inside_git_am, mirror_dir
+from tests.support.gitrepos import Project, forget_held_files, git, kill_inside_git_am, mirror_dir
 
 
 def test_applies_kernels_first_and_reproducibly(project: Project) -> None:
@@ -222,6 +222,7 @@ def test_kill_inside_git_am_then_continue(project: Project, tmp_path: Path) -> N
     at the same commits a clean apply gives."""
     assert project.run("apply").exit_code == 0
     clean_heads = {name: git(project.workdir / name, "rev-parse", "HEAD") for name in ("kernels", "app")}
+    forget_held_files(project.root)  # else apply takes the commits it made: no git am to kill
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
     kill_inside_git_am([*KPATCH, "apply"], project.root, mirror_dir(cache, "kernels"),
                        tmp_path / "in-am")
@@ -253,6 +254,7 @@ def test_a_worktree_edited_while_an_earlier_stack_applies_is_refused_before_it_m
     """A new apply checks every worktree first, and each later stack's again just before moving it: a person may
     edit the app's worktree while the kernels' git am runs (here: the am's own hook does, at that moment)."""
     assert project.run("apply").exit_code == 0
+    forget_held_files(project.root)  # else apply takes the commits it made: no git am to edit the worktree in
     readme = project.workdir / "app" / "README.md"
     mirror = mirror_dir(Path(project.root).parent / "home" / ".cache" / "kpatch", "kernels")
     hook = mirror / "hooks" / "applypatch-msg"

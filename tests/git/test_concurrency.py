@@ -21,7 +21,7 @@ import pytest
 from kpatch.errors import ExitCode
 from tests.support.cli import kpatch
 from tests.support.cli import start as start_kpatch
-from tests.support.gitrepos import Project, git, make_project, mirror_dir, mirror_of
+from tests.support.gitrepos import Project, forget_held_files, git, make_project, mirror_dir, mirror_of
 
 WAIT = "i=0; while [ ! -e '{release}' ] && [ $i -lt 900 ]; do sleep 0.05; i=$((i+1)); done\n"
 
@@ -112,6 +112,7 @@ def test_two_applies_started_together_one_works_one_fails_at_once(project: Proje
     heads = {n: git(project.workdir / n, "rev-parse", "HEAD") for n in ("kernels", "app")}
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
     gate = Gate(tmp_path / "gate")
+    forget_held_files(project.root)  # else an apply takes its commits: no git am to hold
     hook_gate(mirror_dir(cache, "kernels"), gate)
     holder, refused, _ = race(project, ["apply"], ["apply"], gate)
     assert_refused_naming(refused, holder, "apply")
@@ -130,6 +131,7 @@ def test_apply_and_rebase_started_together_never_both(project: Project, tmp_path
     assert project.run("apply").exit_code == 0
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
     gate = Gate(tmp_path / "gate")
+    forget_held_files(project.root)  # else an apply takes its commits: no git am to hold
     hook_gate(mirror_dir(cache, "kernels"), gate)
     holder, refused, _ = race(project, ["apply"], ["rebase"], gate)
     what = "rebase" if holder.args[3] == "rebase" else "apply"  # type: ignore[index]
@@ -194,6 +196,7 @@ def test_two_projects_and_a_third_made_by_init_share_one_cache_and_work_at_once(
 def test_wait_waits_for_the_projects_lock_then_does_its_work(project: Project, tmp_path: Path) -> None:
     assert project.run("apply").exit_code == 0
     gate = Gate(tmp_path / "gate")
+    forget_held_files(project.root)  # else an apply takes its commits: no git am to hold
     hook_gate(mirror_dir(Path(project.root).parent / "home" / ".cache" / "kpatch", "kernels"), gate)
     holder = start(project, "apply")
     gate.wait_reached([holder])
@@ -216,6 +219,7 @@ def test_wait_with_seconds_gives_up_after_them_with_exit_3_naming_the_holder(pro
                                                                              tmp_path: Path) -> None:
     assert project.run("apply").exit_code == 0
     gate = Gate(tmp_path / "gate")
+    forget_held_files(project.root)  # else an apply takes its commits: no git am to hold
     hook_gate(mirror_dir(Path(project.root).parent / "home" / ".cache" / "kpatch", "kernels"), gate)
     holder = start(project, "apply")
     gate.wait_reached([holder])
@@ -235,6 +239,7 @@ def test_a_lock_left_by_a_killed_holder_is_taken_over_with_a_note(project: Proje
     assert project.run("apply").exit_code == 0
     cache = Path(project.root).parent / "home" / ".cache" / "kpatch"
     gate = Gate(tmp_path / "gate")
+    forget_held_files(project.root)  # else an apply takes its commits: no git am to hold
     hook_gate(mirror_dir(cache, "kernels"), gate)
     holder = start(project, "apply")
     gate.wait_reached([holder])

@@ -485,3 +485,28 @@ def test_import_refuses_bad_arguments_in_one_line(project: Project, args: tuple[
     code = ExitCode.WORKTREE if "nothing to continue" in says else ExitCode.BAD_INPUT
     _one_error(result, code, says)
     assert project.snapshot() == before
+
+
+def test_a_series_that_renames_and_adds_files_in_new_folders_imports_and_applies_as_written(adopting: Adopting,
+                                                                                             tmp_path: Path) -> None:
+    """The import's scratch worktree holds only the paths the patches touch (a sparse checkout): a rename's old
+    and new paths and a file in a folder the base does not have are among them; apply gives the fork's tree."""
+    tree = _fork_with(adopting, "kernels", "moves", [])
+    tracked = git(tree, "ls-files").splitlines()
+    moved = next(p for p in tracked if p.endswith(".cpp"))
+    (tree / "moved").mkdir()
+    git(tree, "mv", moved, f"moved/{Path(moved).name}")
+    git(tree, "commit", "--quiet", "-m", "Move a kernel source")
+    (tree / "new" / "deep").mkdir(parents=True)
+    (tree / "new" / "deep" / "file.txt").write_text("a new file in a new folder\n")
+    git(tree, "add", "new")
+    git(tree, "commit", "--quiet", "-m", "Add a file in a new folder")
+    folder = tmp_path / "mails"
+    folder.mkdir()
+    names = git(tree, "format-patch", "-M", "-o", str(folder), "HEAD~2..HEAD").splitlines()
+    (folder / "series").write_text("".join(f"{Path(n).name}\n" for n in names))
+    result = adopting.run("import", "kernels", "--series", str(folder))
+    assert result.exit_code == 0, result.output
+    assert "rename from " in (adopting.new / "patches" / "kernels" / Path(names[0]).name).read_text()
+    assert adopting.run("apply").exit_code == 0
+    assert git(adopting.new / "work" / "kernels", "rev-parse", "HEAD^{tree}") == git(tree, "rev-parse", "HEAD^{tree}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -93,6 +94,17 @@ def build_template(folder: Path) -> Path:
     example = make_example_project(folder)
     (folder / "bases").write_text(f"{example.kernels_base} {example.app_base}\n")
     return folder
+
+
+def forget_held_files(root: Path) -> None:
+    """Drop the run state's record that the worktrees' commits hold exactly the patch files, so that the next
+    `kpatch apply` runs git am again instead of taking those commits (engine/reuse.py): for tests of what
+    happens inside that am."""
+    path = root / ".kpatch" / "state.json"
+    state = json.loads(path.read_text())
+    for settled in state["settled"].values():
+        settled["stack_hash"] = None
+    path.write_text(json.dumps(state))
 
 
 def kill_inside_git_am(command: list[str], cwd: Path, mirror: Path, marker: Path) -> None:
