@@ -12,8 +12,9 @@ landing, most of it churn on other files, some on the stack's files:
   every 200th commit  a patch's change lands upstream as it is (merged: the step drops it as upstream).
 Then it runs `kpatch nightly --replay up=v1..main --step 1` (one step per upstream commit, the rebase stage only:
 no build, no Docker; offline) on a project whose mirror is warm, timestamps each step's line on stderr as it comes,
-and prints the seconds per step of the first and the last tenth of the steps (median [quartiles]), the steps that
-stopped at a conflict apart, and last tenth / first tenth (flat: ~1.0x). No time is asserted.
+and prints the seconds per step of the first and the last tenth of the steps (median [quartiles]), wall clock and CPU
+(kpatch's and its git processes', from /proc: Linux), the steps that stopped at a conflict apart, and last tenth /
+first tenth (flat: ~1.0x). No time is asserted.
 
     python3 scripts/bench_replay.py [--lengths 100,1000] [--reps 1] [--kpatch LABEL=SRC ...] [--dir DIR]
 """
@@ -124,11 +125,20 @@ def build(repo: Path, length: int) -> Upstream:
 
 @dataclass(frozen=True)
 class Run:
-    """One replay: each step's seconds (from the previous step's line to its own), whether it stopped."""
+    """One replay: each step's seconds (from the previous step's line to its own), the CPU seconds kpatch and the
+    git processes it waited for spent in them, whether it stopped."""
 
     seconds: list[float]
+    cpu: list[float]
     person: list[bool]
     total: float
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system time of the process and of the children it waited for (Linux: /proc/PID/stat): the work a step
+    did, which a shared machine's load does not stretch as it stretches the wall clock."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def replay(kp: Kpatch, root: Path, up: Upstream, length: int) -> Run:
@@ -141,6 +151,7 @@ def replay(kp: Kpatch, root: Path, up: Upstream, length: int) -> Run:
                          str(length), "--history", str(history), "--cache-dir", str(cache))
     started = time.perf_counter()
     stamps: list[float] = []
+    cpu: list[float] = []
     proc = subprocess.Popen(command, cwd=project, env=kp.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     assert proc.stderr is not None and proc.stdout is not None
@@ -150,7 +161,8 @@ def replay(kp: Kpatch, root: Path, up: Upstream, length: int) -> Run:
             tail = [*tail[-40:], line]
             if STEP.match(line.strip()):
                 stamps.append(time.perf_counter())
-                log.write(f"{stamps[-1] - started:.3f} {line}")
+                cpu.append(cpu_seconds(proc.pid))
+                log.write(f"{stamps[-1] - started:.3f} {cpu[-1]:.2f} {line}")
                 log.flush()
     stdout = proc.stdout.read()
     if proc.wait() != 0:
@@ -162,13 +174,14 @@ def replay(kp: Kpatch, root: Path, up: Upstream, length: int) -> Run:
         sys.exit(f"{kp.label}: {len(steps)} steps in the result, {len(stamps)} step lines; {length} expected")
     # The first step's time also holds the start (the process, the scratch copy, its mirror seeded, the fetch).
     seconds = [b - a for a, b in zip([started, *stamps], stamps, strict=False)]
-    return Run(seconds=seconds, person=[s["person"] for s in steps], total=total)
+    spent = [b - a for a, b in zip([0.0, *cpu], cpu, strict=False)]
+    return Run(seconds=seconds, cpu=spent, person=[s["person"] for s in steps], total=total)
 
 
-def tenth(run: Run, last: bool, person: bool) -> list[float]:
-    n = max(1, len(run.seconds) // 10)
-    picked = range(len(run.seconds) - n, len(run.seconds)) if last else range(1, n + 1)  # step 1 holds the start
-    return [run.seconds[i] for i in picked if run.person[i] is person]
+def tenth(run: Run, values: list[float], last: bool, person: bool) -> list[float]:
+    n = max(1, len(values) // 10)
+    picked = range(len(values) - n, len(values)) if last else range(1, n + 1)  # step 1 holds the start
+    return [values[i] for i in picked if run.person[i] is person]
 
 
 def describe(values: Sequence[float]) -> str:
@@ -203,18 +216,22 @@ def main() -> None:
             for length, kp in order[rep % len(order):] + order[:rep % len(order)]:
                 print(f"round {rep + 1}: {kp.label}, {length} steps", flush=True)
                 runs.setdefault((length, kp.label), []).append(replay(kp, root, ups[length], length))
-        print(f"\n{args.reps} round(s); seconds per step: median [quartiles] of the first and the last tenth of the "
-              f"steps (step 1, which holds the start, left out); load average {os.getloadavg()[0]:.1f} at the end")
+        print(f"\n{args.reps} round(s); seconds per step (wall clock; CPU of kpatch and its git): median "
+              "[quartiles] of the first and the last tenth of the steps (step 1, which holds the start, left out); "
+              f"load average {os.getloadavg()[0]:.1f} at the end")
         for (length, label), done in runs.items():
             person = sum(done[0].person)
             print(f"\n{label}, {length} upstream commits, {length} steps ({person} stopped at a conflict); whole "
                   f"replay {statistics.median(r.total for r in done):.1f} s")
             for stopped, what in ((False, "steps that rebased"), (True, "steps that stopped")):
-                first = [s for r in done for s in tenth(r, False, stopped)]
-                last = [s for r in done for s in tenth(r, True, stopped)]
-                growth = f"{statistics.median(last) / statistics.median(first):.2f}x" if first and last else "-"
-                print(f"  {what:<20} first tenth {describe(first):>22}  last tenth {describe(last):>22}  "
-                      f"last / first {growth}")
+                for kind in ("wall", "cpu"):
+                    first = [s for r in done for s in tenth(r, getattr(r, "seconds" if kind == "wall" else kind),
+                                                             False, stopped)]
+                    last = [s for r in done for s in tenth(r, getattr(r, "seconds" if kind == "wall" else kind),
+                                                            True, stopped)]
+                    growth = f"{statistics.median(last) / statistics.median(first):.2f}x" if first and last else "-"
+                    print(f"  {what + ', ' + kind:<25} first tenth {describe(first):>22}  last tenth "
+                          f"{describe(last):>22}  last / first {growth}")
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
