@@ -152,9 +152,10 @@ def replay(kp: Kpatch, root: Path, up: Upstream, length: int) -> Run:
     started = time.perf_counter()
     stamps: list[float] = []
     cpu: list[float] = []
-    proc = subprocess.Popen(command, cwd=project, env=kp.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    assert proc.stderr is not None and proc.stdout is not None
+    result = root / f"result-{length}-{kp.label}.json"  # a file, not a pipe: the result of 1,000 steps outgrows
+    with result.open("w") as stdout:                     # a pipe's buffer while stderr is still being read
+        proc = subprocess.Popen(command, cwd=project, env=kp.env(), stdout=stdout, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
     tail: list[str] = []
     with (root / f"steps-{length}-{kp.label}.log").open("a") as log:  # read while a long replay runs
         for line in proc.stderr:
@@ -164,11 +165,10 @@ def replay(kp: Kpatch, root: Path, up: Upstream, length: int) -> Run:
                 cpu.append(cpu_seconds(proc.pid))
                 log.write(f"{stamps[-1] - started:.3f} {cpu[-1]:.2f} {line}")
                 log.flush()
-    stdout = proc.stdout.read()
     if proc.wait() != 0:
         sys.exit(f"{kp.label}: kpatch nightly --replay failed ({proc.returncode}):\n{''.join(tail)}")
     total = time.perf_counter() - started
-    payload = json.loads(stdout)["result"]
+    payload = json.loads(result.read_text())["result"]
     steps = payload["steps"]
     if len(steps) != length or len(stamps) != length:
         sys.exit(f"{kp.label}: {len(steps)} steps in the result, {len(stamps)} step lines; {length} expected")
