@@ -8,7 +8,7 @@ from enum import Enum
 from pathlib import Path
 
 from kpatch.engine.plan import Item, requires_problem, resolve_items
-from kpatch.errors import KpatchError, SeriesError, WorktreeError
+from kpatch.errors import SeriesError, WorktreeError
 from kpatch.files import PATCH_FILE, SERIES_FILE, read_input
 from kpatch.gitx import Repository
 from kpatch.output.ui import UI
@@ -16,7 +16,7 @@ from kpatch.project import journal
 from kpatch.project.state import Kind, RunState, Settled
 from kpatch.project.workspace import Workspace, writes
 from kpatch.stack import SERIES, Series
-from kpatch.stack.series import hash_files, load_series
+from kpatch.stack.series import hash_files
 from kpatch.stack.writer import Rendered, describe, render
 
 
@@ -63,12 +63,14 @@ def _export(ws: Workspace, ui: UI, names: Sequence[str], *, check: bool) -> Expo
     planned: list[tuple[Item, Repository, Rendered]] = []
     changes: list[FileChange] = []
     after: dict[str, Series] = {}  # every stack as it reads once the files are written
-    for item in resolve_items(ws, ui, {}, fetch_missing=False):
+    items = resolve_items(ws, ui, {}, fetch_missing=False)
+    pinned = _required([item.series for item in items])
+    for item in items:
         after[item.upstream.name] = item.series
         if names and item.upstream.name not in names:
             continue
         tree, base = _tree_on_stack(ws, item, run)
-        rendered = render(tree, base, item.series, item.series.dropped, pinned=_required(ws))
+        rendered = render(tree, base, item.series, item.series.dropped, pinned=pinned)
         planned.append((item, tree, rendered))
         compared = _compare(item, rendered)
         if not check:
@@ -157,16 +159,11 @@ def _refuse_overwriting_newer_files(item: Item, run: RunState, compared: list[Fi
                             "to take them into the worktree first (nothing was written)")
 
 
-def _required(ws: Workspace) -> frozenset[str]:
-    """Every patch file name a `Requires:` trailer names, in any stack: export renumbers none of them."""
-    names: set[str] = set()
-    for upstream in ws.stack.upstreams:
-        try:
-            series = load_series(upstream.name, upstream.patches)
-        except KpatchError:
-            continue  # the export's own reading of it says what is wrong
-        names |= {ref.patch for patch in series.patches for ref in patch.requires}
-    return frozenset(names)
+def _required(all_series: Sequence[Series]) -> frozenset[str]:
+    """Every patch file name a `Requires:` trailer names, in any stack: export renumbers none of them. From the
+    stacks as resolve_items read them: reading every stack again for each stack exported parsed every patch file
+    1 + (number of stacks) times."""
+    return frozenset(ref.patch for series in all_series for patch in series.patches for ref in patch.requires)
 
 
 def _check_requires(ws: Workspace, planned: list[tuple[Item, Repository, Rendered]],
