@@ -183,31 +183,45 @@ def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) ->
         if stack.phase is not StackPhase.WAITING or blocked:
             continue
         scratch = Path(stack.tree)
-        if not mirror.owns(scratch):  # new, or half-made by an interrupted run
+        fresh = not mirror.owns(scratch)  # new, or half-made by an interrupted run: made when git am needs it
+        if fresh:
             if scratch.exists():
                 mirror.remove_worktree(scratch)
-            scratch.parent.mkdir(parents=True, exist_ok=True)
-            mirror.add_scratch(scratch, stack.base, sorted({path for p in patches for path in p.paths}))
-            killseam.reached(f"rebase:scratch:{upstream.name}")
-            for patch in stack.patches:  # a fresh scratch holds none of them
+            for patch in stack.patches:  # a fresh start holds none of them
                 if patch.phase is Phase.APPLIED:
                     patch.reset()
-        tree = Repository(scratch)
         todo = [p for p in stack.patches if not p.settled]
-        stack.phase, stack.head_before = StackPhase.RUNNING, tree.head()
+        stack.phase, stack.head_before = StackPhase.RUNNING, stack.base if fresh else Repository(scratch).head()
         for patch in todo:
             patch.reset()
             patch.phase = Phase.IN_FLIGHT
         ws.write_state(run)  # what --continue sees if this run is killed from here on
-        commits = fastpath.originals(tree, stack, series[upstream.name], run.settled.get(upstream.name))
+        commits = fastpath.originals(mirror if fresh else Repository(scratch), stack.head_before, stack,
+                                     series[upstream.name], run.settled.get(upstream.name))
         if stack.old_base is not None and patches and commits:  # the picked commits hold the files: the old side
             known_side(mirror, stack.old_base, series[upstream.name], commits)
         elif stack.old_base is not None and patches:  # the review's old side is made while git picks the stack
             prefetch_side(mirror, stack.old_base, series[upstream.name])
         with worktree_beside(ws, mirror, upstream.name, stack.base):
-            if commits:  # one process picks the stack; git am takes over at the first patch the picks cannot class
+            picked = None
+            if commits and fresh:  # picks without a worktree: git am (in the scratch) only from where they stop
                 with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
-                    todo = fastpath.run(mirror, tree, stack, patches, commits, report)
+                    picked = fastpath.run(mirror, None, stack, patches, commits, report)
+                if picked is not None:
+                    todo, stack.head_before = picked
+                    ws.write_state(run)  # a kill from here on undoes am's part only
+                    if not todo:
+                        stack.phase, stack.final_head = StackPhase.DONE, stack.head_before
+                        ws.write_state(run)
+                        continue
+            if fresh:
+                scratch.parent.mkdir(parents=True, exist_ok=True)
+                mirror.add_scratch(scratch, stack.head_before, sorted({path for p in patches for path in p.paths}))
+                killseam.reached(f"rebase:scratch:{upstream.name}")
+            tree = Repository(scratch)
+            if commits and picked is None:  # one process picks the stack; git am takes over at the first patch
+                with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:  # the picks cannot class
+                    todo, _ = fastpath.run(mirror, tree, stack, patches, commits, report) or (todo, "")
                 stack.head_before = tree.head()  # a kill from here on undoes am's part only
                 ws.write_state(run)
             am = AmRun(methods=(), stopped=False)
@@ -311,7 +325,8 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
         for patch in stack.patches:
             if patch.phase is Phase.UPSTREAM:
                 dropped[patch.name] = f"upstream ({classify.why(patch, [])}; commit {patch.commit or 'unknown'})"
-        rendered = render(Repository(Path(stack.tree)), stack.base, stack_series, dropped)
+        assert stack.final_head is not None  # the scratch worktree may never have been made: read the mirror
+        rendered = render(ws.mirror(upstream.name), stack.base, stack_series, dropped, tip=stack.final_head)
         after[upstream.name] = rendered.as_series(stack_series, dropped)
         writes.update(rendered.files)
         writes[upstream.patches / SERIES] = rendered.series
