@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from kpatch.gitx import SHA_RE, Mirror, Repository, file_patch_ids, patch_ids_of
 from kpatch.gitx.patches import prefetch_patches
 from kpatch.gitx.picks import applies_each, pick
+from kpatch.gitx.rangediff import prefetch_range_diff
 from kpatch.gitx.treepicks import pick as pick_without_worktree
 from kpatch.project.state import Evidence, How, PatchRun, Phase, Settled, StackRun
 from kpatch.stack import Patch, Series
@@ -64,8 +65,10 @@ def run(mirror: Mirror, tree: Repository | None, stack: StackRun, patches: Seque
     for new in went.picked:
         parents.append(head)
         head = new or head
-    if not went.stopped:  # what the stack writer will read, formatted while the picks are classed
+    if not went.stopped:  # what the stack writer and the review will read, made while the picks are classed
         prefetch_patches(repo, stack.base, head)
+        if stack.old_base is not None and head != stack.base:  # the review's two sides: as known_side makes the old
+            prefetch_range_diff(repo, f"{stack.old_base}..{commits[-1]}", f"{stack.base}..{head}")
     hows = _classes(repo, [(patches[i], commits[i], parent, new)
                            for (i, _), parent, new in zip(todo, parents, went.picked, strict=False)])
     left = len(hows) if went.stopped else None

@@ -209,10 +209,10 @@ def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) ->
                     picked = fastpath.run(mirror, None, stack, patches, commits, report)
                 if picked is not None:
                     todo, stack.head_before = picked
-                    ws.write_state(run)  # a kill from here on undoes am's part only
                     if not todo:
                         stack.phase, stack.final_head = StackPhase.DONE, stack.head_before
-                        ws.write_state(run)
+                    ws.write_state(run)  # a kill from here on undoes am's part only
+                    if not todo:
                         continue
             if fresh:
                 scratch.parent.mkdir(parents=True, exist_ok=True)
@@ -398,7 +398,7 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None,
         for scratch in (Path(stack.tree), ws.worktree_beside(name)):
             if scratch.exists():
                 mirror.remove_worktree(scratch)
-    result = _result(ws, op, committed=True, changed=changed, reviews=reviews or {})
+    result = _result(ws, op, committed=True, changed=changed, reviews=reviews or {}, series=series)
     for name, stack in op.stacks.items():
         assert stack.final_head is not None
         run.settled[name] = Settled(base=stack.base, head=stack.final_head, stack_hash=series[name].stack_hash())
@@ -419,7 +419,8 @@ def _require(ws: Workspace) -> RunState:
 
 
 def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | None = None,
-            reviews: Mapping[str, StackDiff] | None = None) -> RebaseResult:
+            reviews: Mapping[str, StackDiff] | None = None, series: Mapping[str, Series] | None = None) -> RebaseResult:
+    """The rebase's report; `series`: the stacks as patches/ holds them now, read already (else read here)."""
     reports = []
     for name, stack in op.stacks.items():
         assert stack.old_base is not None
@@ -427,7 +428,7 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
         behind = for_stack(ws, name, stack.old_base, stack.base,
                            {p.name for p in stack.patches if classify.patch_class(p) is PatchClass.CONFLICT})
         for patch in stack.patches:
-            now_upstream = _requires(ws, name, patch.name, op)
+            now_upstream = _requires(ws, name, patch.name, op, series)
             patches.append(PatchReport(upstream=name, name=patch.name, klass=classify.patch_class(patch),
                                        applied=patch.phase is Phase.APPLIED, why=classify.why(patch, now_upstream),
                                        commit=patch.commit,
@@ -439,14 +440,18 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
     return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed, changed=changed)
 
 
-def _requires(ws: Workspace, stack: str, name: str, op: Operation) -> list[str]:
+def _requires(ws: Workspace, stack: str, name: str, op: Operation, series: Mapping[str, Series] | None) -> list[str]:
     """`Requires:` of this patch that now name an upstream patch (shown as a note)."""
-    folder = ws.stack.get(stack).patches
-    path = folder / name
-    if not path.is_file():
-        return []
+    if series is not None:  # the files patches/ holds, as the commit wrote them (a patch dropped has none)
+        patch = next((p for p in series[stack].patches if p.name == name), None)
+        requires = patch.requires if patch is not None else ()
+    else:
+        path = ws.stack.get(stack).patches / name
+        if not path.is_file():
+            return []
+        requires = parse_patch(path).requires
     found = []
-    for ref in parse_patch(path).requires:
+    for ref in requires:
         other = op.stacks.get(ref.upstream)
         target = other.patch(ref.patch) if other else None
         if target is not None and target.phase is Phase.UPSTREAM:
