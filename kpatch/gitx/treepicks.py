@@ -35,7 +35,8 @@ from kpatch.gitx.repo import SHA_RE, Repository
 from kpatch.gitx.runner import COMMITTER, popen
 
 log = logging.getLogger("kpatch.git")
-_AUTHOR = re.compile(rb"author ([^<>\n]* <[^<>\n]*> ([0-9]{1,12} [+-][0-9]{4}))")
+# The author line of a plain commit: its date as git writes it back (no leading zero), for the committer too.
+_AUTHOR = re.compile(rb"author ([^<>\n]* <[^<>\n]*> ((?:0|[1-9][0-9]{0,11}) [+-][0-9]{4}))")
 # A merge is a git process of its own (below): past this many, one `git rebase` in a sparse worktree picks faster
 # (the generated 300-patch benchmark, whose every pick is a merge, took longer with a process per pick).
 MERGES_MAX = 16
