@@ -19,7 +19,7 @@ from kpatch.errors import KpatchError
 from kpatch.output.ui import UI
 from kpatch.project.state import PatchClass
 from kpatch.project.workspace import Workspace
-from kpatch.stack.mbox import parse_patch, read_text
+from kpatch.stack.mbox import parse_head, read_text
 
 if TYPE_CHECKING:
     from kpatch.engine.reports import PatchReport, RebaseResult
@@ -141,8 +141,8 @@ def _size(stack: Stack, line: PatchReport) -> _Size:
     file is gone: a patch dropped as upstream)."""
     try:
         path = stack.get(line.upstream).patches / line.name
-        patch = parse_patch(path)
         text = read_text(path)
+        patch = parse_head(text, path)  # the rebase or the night wrote the file and read it whole already
     except (KpatchError, OSError) as err:
         log.debug("history: %s/%s not read: %s", line.upstream, line.name, err)
         return _Size(line.name, None, None, None, ())

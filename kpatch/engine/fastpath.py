@@ -21,47 +21,62 @@ from collections.abc import Callable, Sequence
 from kpatch.gitx import SHA_RE, Mirror, Repository, file_patch_ids, patch_ids_of
 from kpatch.gitx.patches import prefetch_patches
 from kpatch.gitx.picks import applies_each, pick
+from kpatch.gitx.rangediff import prefetch_range_diff
+from kpatch.gitx.treepicks import pick as pick_without_worktree
 from kpatch.project.state import Evidence, How, PatchRun, Phase, Settled, StackRun
 from kpatch.stack import Patch, Series
 
 log = logging.getLogger("kpatch.rebase")
 
 
-def originals(tree: Repository, stack: StackRun, series: Series, settled: Settled | None) -> list[str] | None:
-    """The commit of each patch (series order) when the fast path may pick them, else None."""
+def originals(repo: Repository, head: str, stack: StackRun, series: Series,
+              settled: Settled | None) -> list[str] | None:
+    """The commit of each patch (series order) when the fast path may pick them onto `head`, else None."""
     if settled is None or settled.stack_hash is None or settled.base != stack.old_base or not series.patches:
         return None
-    if any(p.phase not in (Phase.UPSTREAM, Phase.IN_FLIGHT) for p in stack.patches) or tree.head() != stack.base:
+    if any(p.phase not in (Phase.UPSTREAM, Phase.IN_FLIGHT) for p in stack.patches) or head != stack.base:
         return None  # not a fresh start: what am or a person already did stays am's
-    if settled.stack_hash != series.stack_hash() or not tree.has_commit(settled.head):
+    if settled.stack_hash != series.stack_hash() or not repo.has_commit(settled.head):
         return None
-    commits = tree.commits(settled.base, settled.head)
+    commits = repo.commits(settled.base, settled.head)
     if len(commits) != len(series.patches):
         return None
     return commits
 
 
-def run(mirror: Mirror, tree: Repository, stack: StackRun, patches: Sequence[Patch], commits: Sequence[str],
-        on_progress: Callable[[int], None]) -> list[PatchRun]:
-    """Pick the in-flight patches' commits and class them; returns the patches left for `git am` (in order)."""
+def run(mirror: Mirror, tree: Repository | None, stack: StackRun, patches: Sequence[Patch], commits: Sequence[str],
+        on_progress: Callable[[int], None]) -> tuple[list[PatchRun], str] | None:
+    """Pick the in-flight patches' commits onto the new base and class them: in the scratch worktree `tree` with
+    `git rebase`, or with no worktree at all (`tree` None; gitx/treepicks.py). Returns the patches left for
+    `git am` (in order) and the commit it goes on from; None when the picks without a worktree cannot be made
+    (the caller makes the scratch worktree and picks there)."""
     todo = [(i, r) for i, r in enumerate(stack.patches) if r.phase is Phase.IN_FLIGHT]
-    went = pick(tree, [commits[i] for i, _ in todo], on_progress)
+    wanted = [commits[i] for i, _ in todo]
+    repo: Repository = mirror if tree is None else tree
+    if tree is None:
+        went = pick_without_worktree(mirror, stack.base, wanted, on_progress)
+    else:
+        went = pick(tree, wanted, on_progress)
     if went is None:
-        return [r for _, r in todo]
+        return None if tree is None else ([r for _, r in todo], tree.head())
     on_progress(len(went.picked))
-    if not went.stopped:  # what the stack writer will read, formatted while the picks are classed
-        prefetch_patches(tree, stack.base, tree.head())
     parents: list[str] = []  # the commit each pick went onto
     head = stack.base
     for new in went.picked:
         parents.append(head)
         head = new or head
-    hows = _classes(tree, [(patches[i], commits[i], parent, new)
+    if not went.stopped:  # what the stack writer and the review will read, made while the picks are classed
+        prefetch_patches(repo, stack.base, head)
+        if stack.old_base is not None and head != stack.base:  # the review's two sides: as known_side makes the old
+            prefetch_range_diff(repo, f"{stack.old_base}..{commits[-1]}", f"{stack.base}..{head}")
+    hows = _classes(repo, [(patches[i], commits[i], parent, new)
                            for (i, _), parent, new in zip(todo, parents, went.picked, strict=False)])
     left = len(hows) if went.stopped else None
     if None in hows:
         left = hows.index(None)
-        tree.reset_hard(parents[left])
+        head = parents[left]
+        if tree is not None:
+            tree.reset_hard(head)
         log.info("fast path: %s applies without a 3-way merge but its pick differs; git am goes on from there",
                  todo[left][1].name)
     done = hows if left is None else hows[:left]
@@ -74,7 +89,7 @@ def run(mirror: Mirror, tree: Repository, stack: StackRun, patches: Sequence[Pat
             patch_run.phase, patch_run.how = Phase.APPLIED, how
     log.info("fast path: %d of %d patch(es) picked%s", len(done), len(todo),
              "" if left is None else f"; git am from {todo[left][1].name}")
-    return [r for _, r in todo[len(done):]]
+    return [r for _, r in todo[len(done):]], head
 
 
 def _classes(tree: Repository, picks: Sequence[tuple[Patch, str, str, str | None]]) -> list[How | None]:

@@ -183,31 +183,45 @@ def _advance(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) ->
         if stack.phase is not StackPhase.WAITING or blocked:
             continue
         scratch = Path(stack.tree)
-        if not mirror.owns(scratch):  # new, or half-made by an interrupted run
+        fresh = not mirror.owns(scratch)  # new, or half-made by an interrupted run: made when git am needs it
+        if fresh:
             if scratch.exists():
                 mirror.remove_worktree(scratch)
-            scratch.parent.mkdir(parents=True, exist_ok=True)
-            mirror.add_scratch(scratch, stack.base, sorted({path for p in patches for path in p.paths}))
-            killseam.reached(f"rebase:scratch:{upstream.name}")
-            for patch in stack.patches:  # a fresh scratch holds none of them
+            for patch in stack.patches:  # a fresh start holds none of them
                 if patch.phase is Phase.APPLIED:
                     patch.reset()
-        tree = Repository(scratch)
         todo = [p for p in stack.patches if not p.settled]
-        stack.phase, stack.head_before = StackPhase.RUNNING, tree.head()
+        stack.phase, stack.head_before = StackPhase.RUNNING, stack.base if fresh else Repository(scratch).head()
         for patch in todo:
             patch.reset()
             patch.phase = Phase.IN_FLIGHT
         ws.write_state(run)  # what --continue sees if this run is killed from here on
-        commits = fastpath.originals(tree, stack, series[upstream.name], run.settled.get(upstream.name))
+        commits = fastpath.originals(mirror if fresh else Repository(scratch), stack.head_before, stack,
+                                     series[upstream.name], run.settled.get(upstream.name))
         if stack.old_base is not None and patches and commits:  # the picked commits hold the files: the old side
             known_side(mirror, stack.old_base, series[upstream.name], commits)
         elif stack.old_base is not None and patches:  # the review's old side is made while git picks the stack
             prefetch_side(mirror, stack.old_base, series[upstream.name])
         with worktree_beside(ws, mirror, upstream.name, stack.base):
-            if commits:  # one process picks the stack; git am takes over at the first patch the picks cannot class
+            picked = None
+            if commits and fresh:  # picks without a worktree: git am (in the scratch) only from where they stop
                 with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:
-                    todo = fastpath.run(mirror, tree, stack, patches, commits, report)
+                    picked = fastpath.run(mirror, None, stack, patches, commits, report)
+                if picked is not None:
+                    todo, stack.head_before = picked
+                    if not todo:
+                        stack.phase, stack.final_head = StackPhase.DONE, stack.head_before
+                    ws.write_state(run)  # a kill from here on undoes am's part only
+                    if not todo:
+                        continue
+            if fresh:
+                scratch.parent.mkdir(parents=True, exist_ok=True)
+                mirror.add_scratch(scratch, stack.head_before, sorted({path for p in patches for path in p.paths}))
+                killseam.reached(f"rebase:scratch:{upstream.name}")
+            tree = Repository(scratch)
+            if commits and picked is None:  # one process picks the stack; git am takes over at the first patch
+                with ui.progress(f"rebasing {upstream.name}", len(todo)) as report:  # the picks cannot class
+                    todo, _ = fastpath.run(mirror, tree, stack, patches, commits, report) or (todo, "")
                 stack.head_before = tree.head()  # a kill from here on undoes am's part only
                 ws.write_state(run)
             am = AmRun(methods=(), stopped=False)
@@ -311,7 +325,8 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
         for patch in stack.patches:
             if patch.phase is Phase.UPSTREAM:
                 dropped[patch.name] = f"upstream ({classify.why(patch, [])}; commit {patch.commit or 'unknown'})"
-        rendered = render(Repository(Path(stack.tree)), stack.base, stack_series, dropped)
+        assert stack.final_head is not None  # the scratch worktree may never have been made: read the mirror
+        rendered = render(ws.mirror(upstream.name), stack.base, stack_series, dropped, tip=stack.final_head)
         after[upstream.name] = rendered.as_series(stack_series, dropped)
         writes.update(rendered.files)
         writes[upstream.patches / SERIES] = rendered.series
@@ -383,7 +398,7 @@ def _finish(ws: Workspace, ui: UI, run: RunState, changed: int | None = None,
         for scratch in (Path(stack.tree), ws.worktree_beside(name)):
             if scratch.exists():
                 mirror.remove_worktree(scratch)
-    result = _result(ws, op, committed=True, changed=changed, reviews=reviews or {})
+    result = _result(ws, op, committed=True, changed=changed, reviews=reviews or {}, series=series)
     for name, stack in op.stacks.items():
         assert stack.final_head is not None
         run.settled[name] = Settled(base=stack.base, head=stack.final_head, stack_hash=series[name].stack_hash())
@@ -404,7 +419,8 @@ def _require(ws: Workspace) -> RunState:
 
 
 def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | None = None,
-            reviews: Mapping[str, StackDiff] | None = None) -> RebaseResult:
+            reviews: Mapping[str, StackDiff] | None = None, series: Mapping[str, Series] | None = None) -> RebaseResult:
+    """The rebase's report; `series`: the stacks as patches/ holds them now, read already (else read here)."""
     reports = []
     for name, stack in op.stacks.items():
         assert stack.old_base is not None
@@ -412,7 +428,7 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
         behind = for_stack(ws, name, stack.old_base, stack.base,
                            {p.name for p in stack.patches if classify.patch_class(p) is PatchClass.CONFLICT})
         for patch in stack.patches:
-            now_upstream = _requires(ws, name, patch.name, op)
+            now_upstream = _requires(ws, name, patch.name, op, series)
             patches.append(PatchReport(upstream=name, name=patch.name, klass=classify.patch_class(patch),
                                        applied=patch.phase is Phase.APPLIED, why=classify.why(patch, now_upstream),
                                        commit=patch.commit,
@@ -424,14 +440,18 @@ def _result(ws: Workspace, op: Operation, *, committed: bool, changed: int | Non
     return RebaseResult(stacks=tuple(reports), github=op.github, committed=committed, changed=changed)
 
 
-def _requires(ws: Workspace, stack: str, name: str, op: Operation) -> list[str]:
+def _requires(ws: Workspace, stack: str, name: str, op: Operation, series: Mapping[str, Series] | None) -> list[str]:
     """`Requires:` of this patch that now name an upstream patch (shown as a note)."""
-    folder = ws.stack.get(stack).patches
-    path = folder / name
-    if not path.is_file():
-        return []
+    if series is not None:  # the files patches/ holds, as the commit wrote them (a patch dropped has none)
+        patch = next((p for p in series[stack].patches if p.name == name), None)
+        requires = patch.requires if patch is not None else ()
+    else:
+        path = ws.stack.get(stack).patches / name
+        if not path.is_file():
+            return []
+        requires = parse_patch(path).requires
     found = []
-    for ref in parse_patch(path).requires:
+    for ref in requires:
         other = op.stacks.get(ref.upstream)
         target = other.patch(ref.patch) if other else None
         if target is not None and target.phase is Phase.UPSTREAM:

@@ -19,7 +19,7 @@ from pathlib import Path
 from kpatch import scratch
 from kpatch.gitx.repo import Repository
 
-_RAW_DATE = re.compile(r"^[0-9]+ [+-][0-9]{4}$")
+RAW_DATE = re.compile(r"^[0-9]+ [+-][0-9]{4}$")
 _CRUD = frozenset(chr(c) for c in range(33)) | frozenset(".,:;<>\"\\'")  # git's ident.c crud(), '.' as older gits
 
 
@@ -79,17 +79,17 @@ def _sure(commit: NewCommit) -> bool:
     for who in (commit.author, commit.committer):
         for part in (who.name, who.email):
             if not part or part[0] in _CRUD or part[-1] in _CRUD or any(c in part for c in "<>\n") \
-                    or not _plain_utf8(part):
+                    or not plain_utf8(part):
                 return False
-        if not _RAW_DATE.match(who.date):
+        if not RAW_DATE.match(who.date):
             return False
     try:
-        return _plain_utf8(commit.message.decode("utf-8"))
+        return plain_utf8(commit.message.decode("utf-8"))
     except UnicodeDecodeError:  # git would rewrite it as Latin-1
         return False
 
 
-def _plain_utf8(text: str) -> bool:
+def plain_utf8(text: str) -> bool:
     """Text git's commit UTF-8 check keeps as it is: no surrogates (bytes that were not UTF-8) and none of the
     code points it refuses (U+FDD0..U+FDEF, U+xxFFFE, U+xxFFFF)."""
     return not any(0xD800 <= ord(c) <= 0xDFFF or 0xFDD0 <= ord(c) <= 0xFDEF or (ord(c) & 0xFFFE) == 0xFFFE

@@ -12,12 +12,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch import killseam, scratch
 from kpatch.gitx.am import AM_OPTIONS
 from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.repo import Repository, literal
 from kpatch.gitx.runner import COMMITTER
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 THROWAWAY_KIND = "stack"  # the temp folders of those worktrees (kpatch/scratch.py): a killed kpatch's are swept by the
 THROWAWAY_PREFIX = f"kpatch-{THROWAWAY_KIND}-"  # next writer, and their records in the mirror removed
@@ -68,8 +72,33 @@ def _stand_in(repo: Repository, base: str, paths: Sequence[str]) -> str:
     return repo.out(["commit-tree", tree], stdin=f"kpatch: {base} with only the stack's files\n".encode(), env=fixed)
 
 
+# range-diffs started ahead of need (prefetch_range_diff), by (repository, old range, new range); the latest few.
+_AHEAD: dict[tuple[Path, str, str], Future[str]] = {}
+_AHEAD_MAX = 4  # one per stack of a rebase; ones never asked for (the rebase went on with git am) age out
+
+
+def prefetch_range_diff(repo: Repository, old: str, new: str) -> None:
+    """Start `range_diff(repo, old, new)` (ranges of full SHAs) in a thread of its own: a later call for the same
+    ranges takes its result, so range-diff runs beside what the caller does next (a rebase: classing its picks,
+    format-patch, the stack writer) instead of after it."""
+    from concurrent.futures import ThreadPoolExecutor  # only here: most runs never diff ahead
+
+    while len(_AHEAD) >= _AHEAD_MAX:
+        del _AHEAD[next(iter(_AHEAD))]
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpatch-range-diff")  # joined at exit, not before
+    _AHEAD[(repo.common_dir, old, new)] = pool.submit(_range_diff, repo, old, new)
+    pool.shutdown(wait=False)
+
+
 def range_diff(repo: Repository, old: str, new: str) -> str:
     """`git range-diff --no-color OLD NEW` (two A..B ranges, neither empty), as git prints it."""
+    ahead = _AHEAD.pop((repo.common_dir, old, new), None) if _AHEAD else None
+    if ahead is not None and ahead.exception() is None:  # a failure there is raised again here, by git
+        return ahead.result()
+    return _range_diff(repo, old, new)
+
+
+def _range_diff(repo: Repository, old: str, new: str) -> str:
     return repo.run(["range-diff", "--no-color", old, new]).stdout.decode("utf-8", "replace")
 
 

@@ -148,12 +148,13 @@ def out(args: Sequence[str], cwd: Path | None = None, **kwargs: Any) -> str:
 
 
 def popen(args: Sequence[str], cwd: Path, *, env: Mapping[str, str] | None = None, user_config: bool = False,
-          with_stdout: bool = True) -> Popen[bytes]:
-    """Start git with stdout and stderr as pipes (for commands whose output kpatch reads as it comes)."""
+          with_stdout: bool = True, with_stdin: bool = False) -> Popen[bytes]:
+    """Start git with stdout and stderr as pipes (for commands whose output kpatch reads as it comes); with
+    `with_stdin`, stdin too (for a command kpatch talks to: a line in, an answer out)."""
     command = _command(args, user_config)
     log.debug("start %s (cwd=%s)", redact_text(" ".join(command)), cwd)
     try:
-        return Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
+        return Popen(command, cwd=cwd, stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
                      stdout=subprocess.PIPE if with_stdout else subprocess.DEVNULL, stderr=subprocess.PIPE,
                      env=_env(env, user_config), preexec_fn=_guard(command))
     except OSError as failure:

@@ -95,6 +95,33 @@ def read_diff(path: Path) -> list[FileDiff]:
 
 def parse_patch_text(text: str, path: Path) -> Patch:
     """The parser behind `parse_patch`, on text (also what the fuzz tests drive)."""
+    lines, headers, diff_start, (status, prs, requires, lines_of) = _message(text, path)
+    found = diff_paths(lines, diff_start, path)
+    subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers["subject"])
+    return Patch(path=path, subject=subject, author=headers["from"], date=headers["date"], status=status,
+                 prs=tuple(prs), requires=tuple(requires), paths=found.paths, new_symlinks=found.new_symlinks,
+                 new_files=found.new_files, renamed=found.renamed, backport_of=lines_of[0], lines=lines_of[1])
+
+
+@dataclass(frozen=True)
+class Head:
+    """What a patch file's mail part says (its diff not read): `parse_patch`'s subject, date and PRs."""
+
+    subject: str
+    date: str
+    prs: tuple[str, ...]
+
+
+def parse_head(text: str, path: Path) -> Head:
+    """A patch's subject, date and PRs read as `parse_patch_text` reads them, its diff not walked (for a file
+    kpatch has written and read back already: the carry history's record of it)."""
+    _lines, headers, _diff_start, (_status, prs, _requires, _lines_of) = _message(text, path)
+    return Head(subject=re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers["subject"]), date=headers["date"],
+                prs=tuple(prs))
+
+
+def _message(text: str, path: Path) -> tuple[list[str], dict[str, str], int, _Trailers]:
+    """A patch's lines, its mail headers, where its diff starts and its trailers; errors name the file and line."""
     lines = text.split("\n")
     if not MBOX_FIRST.match(lines[0]):
         raise SeriesError(f"{path}:1: not a git format-patch mbox (first line must be 'From <sha> Mon Sep 17 ...')")
@@ -105,12 +132,7 @@ def parse_patch_text(text: str, path: Path) -> Patch:
     diff_start = next((i for i in range(body_start, len(lines)) if lines[i].startswith("diff --git ")), None)
     if diff_start is None:
         raise SeriesError(f"{path}: no 'diff --git' section: the patch changes nothing")
-    status, prs, requires, lines_of = _trailers(lines, body_start, diff_start, path)
-    found = diff_paths(lines, diff_start, path)
-    subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers["subject"])
-    return Patch(path=path, subject=subject, author=headers["from"], date=headers["date"], status=status,
-                 prs=tuple(prs), requires=tuple(requires), paths=found.paths, new_symlinks=found.new_symlinks,
-                 new_files=found.new_files, renamed=found.renamed, backport_of=lines_of[0], lines=lines_of[1])
+    return lines, headers, diff_start, _trailers(lines, body_start, diff_start, path)
 
 
 def _headers(lines: list[str], path: Path) -> tuple[dict[str, str], int]:
@@ -144,9 +166,10 @@ def _decode(value: str, path: Path, index: int) -> str:
         raise SeriesError(f"{path}:{index}: undecodable mail header: {err}") from None
 
 
-def _trailers(
-    lines: list[str], start: int, end: int, path: Path
-) -> tuple[UpstreamStatus | None, list[str], list[PatchRef], tuple[tuple[str, ...], tuple[str, ...]]]:
+_Trailers = tuple[UpstreamStatus | None, list[str], list[PatchRef], tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+def _trailers(lines: list[str], start: int, end: int, path: Path) -> _Trailers:
     status: UpstreamStatus | None = None
     prs: list[str] = []
     requires: list[PatchRef] = []

@@ -17,7 +17,7 @@ import pytest
 
 from kpatch.errors import ExitCode
 from kpatch.examples.upstreams import commit, init_repo, write_stack
-from kpatch.gitx import Repository
+from kpatch.gitx import Repository, treepicks
 from kpatch.gitx.picks import pick
 from tests.support.cli import run_kpatch
 from tests.support.gitrepos import git
@@ -224,17 +224,15 @@ def test_a_three_way_apply_leaves_no_stack_hash(tmp_path: Path) -> None:
     assert picked(case) == []
 
 
-def test_commits_that_look_alike_go_through_git_am(tmp_path: Path) -> None:
-    """Two commits with the same author, date and message: the picks could not be matched to them, so there
-    are none; git am rebases the stack as it would without the fast path."""
+def test_commits_that_look_alike_are_picked_without_a_worktree_as_git_am_takes_them(tmp_path: Path) -> None:
+    """Two commits with the same author, date and message: `git rebase` picks could not be matched to them
+    (gitx.picks refuses them), but the picks without a worktree make each commit themselves and need no matching:
+    the stack is picked, and classes, files and commits are git am's."""
     fast, am = twins(tmp_path, conflict=False, same_identity=True)
     code, payload = fast.run("rebase")
     am_code, am_payload = am.run("rebase")
     assert code == am_code == 0, payload
-    assert picked(fast) == []
-    logs = (fast.root.parent / "cache" / "logs").glob("kpatch-*-rebase.log")
-    text = max(logs, key=lambda p: p.stat().st_mtime_ns).read_text()
-    assert "picks: two commits share author, date and message" in text
+    assert picked(fast) == ["fast path: 6 of 6 patch(es) picked"]
     assert stacks(payload) == stacks(am_payload)
     same_files(fast, am)
     assert fast.settled_head() == am.settled_head()
@@ -263,6 +261,31 @@ def test_picks_report_their_progress_and_what_became_of_each_commit(tmp_path: Pa
     assert seen[-1] == 2 and seen == sorted(seen)
     assert git(repo, "status", "--porcelain") == "" and not (repo / ".git" / "rebase-merge").exists()
     assert git(repo, "log", "--format=%s", "-2").splitlines() == ["ours a", "theirs"]
+
+
+def test_picks_without_a_worktree_make_the_commits_git_rebase_makes(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """gitx.treepicks against gitx.picks on the same commits: a pick merged with an upstream change to its file,
+    one already upstream (dropped), a stop at a conflict; the same commit SHAs and the same stop. Past MERGES_MAX
+    merges it answers None (the caller picks with git rebase)."""
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    a = numbered("a", 30)
+    base = commit(repo, {"a.txt": a, "b.txt": "b\n", "c.txt": "c\n"}, "base", 0)
+    ours = [commit(repo, {"a.txt": replace_line(a, 25, "ours a")}, "ours a\n\nbody  \n", 1),
+            commit(repo, {"b.txt": "b ours\n"}, "ours b", 2),
+            commit(repo, {"c.txt": "c ours\n"}, "ours c", 3)]
+    git(repo, "checkout", "-q", "--detach", base)
+    onto = commit(repo, {"a.txt": replace_line(a, 3, "theirs a"), "b.txt": "b ours\n", "c.txt": "c theirs\n"},
+                  "theirs", 10)
+    seen: list[int] = []
+    without = treepicks.pick(Repository(repo), onto, ours, seen.append)
+    assert git(repo, "rev-parse", "HEAD") == onto  # nothing moved
+    assert without is not None and without.stopped and without.picked[1] is None and len(without.picked) == 2
+    assert seen == [1, 2]
+    assert pick(Repository(repo), ours, lambda _n: None) == without  # git rebase -i, onto HEAD (the same commit)
+    monkeypatch.setattr(treepicks, "MERGES_MAX", 1)
+    assert treepicks.pick(Repository(repo), onto, ours, lambda _n: None) is None
 
 
 def test_a_discarded_worktree_commit_is_not_picked(tmp_path: Path) -> None:
