@@ -3,16 +3,20 @@ options in the sparse scratch worktree (gitx/picks.py), and the whole rebase aga
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kpatch.examples.upstreams import commit, init_repo, write_stack
 from kpatch.gitx import Repository
 from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.picks import PICK_CONFIG, PICK_OPTIONS
 from kpatch.gitx.treepicks import pick as tree_pick
+from tests.support.cli import run_kpatch
 from tests.support.rebase_repos import numbered, replace_line
 
 
@@ -65,3 +69,70 @@ def test_a_commit_the_sequencer_rewrites_is_not_picked_to_other_bytes(tmp_path: 
     assert without is None or without.picked == (rebased,), (
         _git(mirror.path, "cat-file", "commit", without.picked[0] or ""),
         _git(mirror.path, "cat-file", "commit", rebased))
+
+
+def _project(root: Path, *, am_only: bool, conflict: bool = True) -> Path:
+    """An upstream whose .gitattributes says `*.dat binary` (git merges no .dat file); a stack of two patches,
+    the first touching .gitattributes, the second a line of a.dat; upstream changes another line of a.dat (or,
+    without `conflict`, another file). Applied; with `am_only`, the run state's stack hash dropped (git am alone
+    rebases)."""
+    upstream = root / "up"
+    init_repo(upstream)
+    data = numbered("d", 30)
+    base = commit(upstream, {".gitattributes": "*.dat binary\n", "a.dat": data}, "import", 0)
+    project = root / "project"
+    write_stack(upstream, base, project / "patches" / "up", [
+        ({".gitattributes": "*.dat binary\n*.txt text\n"}, "Say txt is text\n"),
+        ({"a.dat": replace_line(data, 25, "d line 25 fixed")}, "Fix a.dat\n")])
+    if conflict:
+        commit(upstream, {"a.dat": replace_line(data, 3, "d line 3 upstream")}, "Touch a.dat", 100)
+    else:
+        commit(upstream, {"b.txt": "b\n"}, "Add b.txt", 100)
+    (project / "kpatch.toml").write_text(f"""version = 1
+
+[[upstream]]
+name = "up"
+url = "{upstream}"
+branch = "main"
+base = "{base}"
+patches = "patches/up"
+requires = []
+""")
+    assert _kpatch(project, "apply")[0] == 0
+    if am_only:
+        path = project / ".kpatch" / "state.json"
+        state = json.loads(path.read_text())
+        state["settled"]["up"]["stack_hash"] = None
+        path.write_text(json.dumps(state))
+    return project
+
+
+def _kpatch(project: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    result = run_kpatch(project, *args, "--json", "--cache-dir", str(project.parent / "cache"))
+    return result.exit_code, json.loads(result.stdout)["result"] if result.stdout.strip() else {}
+
+
+def test_a_stack_that_touches_gitattributes_rebases_as_git_am_does(tmp_path: Path) -> None:
+    """git rebase (and git am) in the scratch worktree merge with the .gitattributes it has on disk (a patch's
+    path is checked out there); git merge-tree in the bare mirror reads none. The a.dat patch is a conflict for
+    git am (a binary file, changed on both sides), so it must be one with the fast path too, and the patch files
+    the same."""
+    fast = _project(tmp_path / "fast", am_only=False)
+    am = _project(tmp_path / "am", am_only=True)
+    code, payload = _kpatch(fast, "rebase")
+    am_code, am_payload = _kpatch(am, "rebase")
+    assert am_code != 0  # git am: a.dat cannot be merged
+    classes = [[(p["name"], p["class"]) for s in r["stacks"] for p in s["patches"]] for r in (payload, am_payload)]
+    assert (code, classes[0]) == (am_code, classes[1])
+
+
+def test_a_stack_that_touches_gitattributes_is_written_as_git_am_writes_it(tmp_path: Path) -> None:
+    """Nothing to merge: the fast path and git am alone both rebase the stack, and the patch files are the same
+    bytes (format-patch in the scratch worktree writes a.dat's change as a binary patch, as its .gitattributes
+    says; in the bare mirror it would be a text diff)."""
+    fast = _project(tmp_path / "fast", am_only=False, conflict=False)
+    am = _project(tmp_path / "am", am_only=True, conflict=False)
+    assert _kpatch(fast, "rebase")[0] == _kpatch(am, "rebase")[0] == 0
+    files = [{p.name: p.read_bytes() for p in (root / "patches" / "up").iterdir()} for root in (fast, am)]
+    assert b"GIT binary patch" in files[1]["0002-Fix-a.dat.patch"]
+    assert files[0] == files[1]
