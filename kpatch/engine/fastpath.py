@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import PurePosixPath
 
 from kpatch.gitx import SHA_RE, Mirror, Repository, file_patch_ids, patch_ids_of
+from kpatch.gitx.mirror import sparse_covers
 from kpatch.gitx.patches import prefetch_patches
 from kpatch.gitx.picks import applies_each, pick
 from kpatch.gitx.rangediff import prefetch_range_diff
@@ -53,6 +55,8 @@ def run(mirror: Mirror, tree: Repository | None, stack: StackRun, patches: Seque
     todo = [(i, r) for i, r in enumerate(stack.patches) if r.phase is Phase.IN_FLIGHT]
     wanted = [commits[i] for i, _ in todo]
     repo: Repository = mirror if tree is None else tree
+    if tree is None and _attributes_on_disk(patches):
+        return None
     if tree is None:
         went = pick_without_worktree(mirror, stack.base, wanted, on_progress)
     else:
@@ -90,6 +94,15 @@ def run(mirror: Mirror, tree: Repository | None, stack: StackRun, patches: Seque
     log.info("fast path: %d of %d patch(es) picked%s", len(done), len(todo),
              "" if left is None else f"; git am from {todo[left][1].name}")
     return [r for _, r in todo[len(done):]], head
+
+
+def _attributes_on_disk(patches: Sequence[Patch]) -> bool:
+    """Whether the scratch worktree would have a .gitattributes file on disk: one a patch touches, or any of a whole
+    checkout (a path no sparse pattern names). git's merges there (`git rebase`, `git am -3`) and its format-patch
+    read those attributes (`binary`, `merge=union`, `diff=...`); in the bare mirror git reads none, so the picks
+    without a worktree would merge, and the stack be written, otherwise."""
+    paths = sorted({path for patch in patches for path in patch.paths})
+    return not sparse_covers(paths) or any(PurePosixPath(path).name == ".gitattributes" for path in paths)
 
 
 def _classes(tree: Repository, picks: Sequence[tuple[Patch, str, str, str | None]]) -> list[How | None]:

@@ -325,8 +325,12 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
         for patch in stack.patches:
             if patch.phase is Phase.UPSTREAM:
                 dropped[patch.name] = f"upstream ({classify.why(patch, [])}; commit {patch.commit or 'unknown'})"
-        assert stack.final_head is not None  # the scratch worktree may never have been made: read the mirror
-        rendered = render(ws.mirror(upstream.name), stack.base, stack_series, dropped, tip=stack.final_head)
+        assert stack.final_head is not None
+        # The scratch worktree when it was made (its format-patch reads the .gitattributes it has on disk, as it
+        # did before the picks without a worktree: fastpath._attributes_on_disk), else the mirror.
+        mirror, scratch = ws.mirror(upstream.name), Path(stack.tree)
+        tree = Repository(scratch) if mirror.owns(scratch) else mirror
+        rendered = render(tree, stack.base, stack_series, dropped, tip=stack.final_head)
         after[upstream.name] = rendered.as_series(stack_series, dropped)
         writes.update(rendered.files)
         writes[upstream.patches / SERIES] = rendered.series

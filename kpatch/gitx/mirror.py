@@ -476,6 +476,11 @@ class Mirror(Repository):
         return self.path / "rr-cache"
 
 
+def sparse_covers(paths: Sequence[str]) -> bool:
+    """Whether `Mirror.add_scratch` puts only `paths` on disk (else it checks out the whole tree)."""
+    return bool(paths) and all(_sparse_pattern(p) is not None for p in paths)
+
+
 def _sparse_pattern(path: str) -> str | None:
     """A sparse-checkout pattern that matches exactly `path` (gitignore syntax), or None when none can."""
     if not path or "\n" in path or "\r" in path:

@@ -12,9 +12,9 @@ The commit a pick makes is the one the rebase's sequencer makes with kpatch's op
 `--committer-date-is-author-date`, kpatch as committer): the original's author line and message byte for byte,
 kpatch as committer at the author's date. A pick that leaves the tree as it was leaves no commit (`--empty=drop`).
 Only plain commits are picked so: one parent (the commit before it), no header but tree, parent, author and
-committer, an author line in git's raw form, a non-empty message git's UTF-8 check keeps as it is, a change of its
-own. For anything else, or when the picks need more than MERGES_MAX merges, `pick` answers None and the caller
-picks in a worktree with `git rebase`, as before.
+committer, an author line in git's raw form (a date git writes back as it is), a non-empty message git's UTF-8
+check keeps as it is (no NUL, no blank line first), a change of its own. For anything else, or when the picks need
+more than MERGES_MAX merges, `pick` answers None and the caller picks in a worktree with `git rebase`, as before.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from kpatch.gitx.repo import SHA_RE, Repository
 from kpatch.gitx.runner import COMMITTER, popen
 
 log = logging.getLogger("kpatch.git")
-# The author line of a plain commit: its date as git writes it back (no leading zero), for the committer too.
-_AUTHOR = re.compile(rb"author ([^<>\n]* <[^<>\n]*> ((?:0|[1-9][0-9]{0,11}) [+-][0-9]{4}))")
+# The date as git writes it again (the committer's is the author's, parsed and written anew): no leading zero, a
+# zone's minutes under 60 ("01700000100" and "+0060" would come back as "1700000100" and "+0100").
+_AUTHOR = re.compile(rb"author ([^<>\n]* <[^<>\n]*> ((?:0|[1-9][0-9]{0,11}) [+-][0-9]{2}[0-5][0-9]))")
 # A merge is a git process of its own (below): past this many, one `git rebase` in a sparse worktree picks faster
 # (the generated 300-patch benchmark, whose every pick is a merge, took longer with a process per pick).
 MERGES_MAX = 16
@@ -140,7 +141,8 @@ def _plain(content: bytes) -> _Original | None:
     """A commit object's parts when it is plain (see the module's docstring), else None."""
     head, blank, message = content.partition(b"\n\n")
     lines = head.split(b"\n")
-    if not blank or len(lines) != 4 or not message.strip():
+    # The sequencer's message starts at its first line that is not blank and ends at a NUL: those are left to it.
+    if not blank or len(lines) != 4 or not message.strip() or message.startswith(b"\n") or b"\0" in content:
         return None
     tree, parent, author, committer = lines
     match = _AUTHOR.fullmatch(author)
