@@ -179,6 +179,7 @@ def test_two_projects_and_a_third_made_by_init_share_one_cache_and_work_at_once(
         mirror_of(cache, url).name for url in (project.kernels, project.app, second.kernels, second.app))
     gate = Gate(tmp_path / "gate")
     hook_gate(mirror_of(cache, project.kernels), gate)
+    forget_held_files(project.root)  # else the rebase picks the commits without a worktree: no git am to hold
     holder = start(project, "rebase", "--cache-dir", str(cache))
     gate.wait_reached([holder])
     assert json.loads((project.root / ".kpatch" / "lock").read_text())["pid"] == holder.pid

@@ -98,7 +98,8 @@ def build_template(folder: Path) -> Path:
 
 def forget_held_files(root: Path) -> None:
     """Drop the run state's record that the worktrees' commits hold exactly the patch files, so that the next
-    `kpatch apply` runs git am again instead of taking those commits (engine/reuse.py): for tests of what
+    `kpatch apply` runs git am again instead of taking those commits (engine/reuse.py), and the next `kpatch
+    rebase` picks in a scratch worktree and goes on with git am there (engine/fastpath.py): for tests of what
     happens inside that am."""
     path = root / ".kpatch" / "state.json"
     state = json.loads(path.read_text())
