@@ -15,6 +15,7 @@ from subprocess import Popen
 from kpatch import killseam
 from kpatch.errors import GitError, StorageError, UpstreamError
 from kpatch.gitx.checkout import initializing, names_worktree
+from kpatch.gitx.localobjects import link_fetched
 from kpatch.gitx.repo import UPSTREAM_REFS, Repository
 from kpatch.gitx.runner import popen, run
 from kpatch.gitx.storage import storage_problem
@@ -110,9 +111,12 @@ class Mirror(Repository):
 
     def _fetch(self, url: str, on_progress: Callable[[int], None], sleep: Callable[[float], None],
                hint: str | None) -> str | None:
-        if not self.exists:
+        created = not self.exists
+        if created:
             self._create()
         _FETCHED[self.path] = url
+        if created and url.startswith("/"):  # a path on this disk: its objects linked, the fetch finds them here
+            link_fetched(url, self.path)
         # A path on this disk (the way to work offline) is fetched whole: nothing to save, and its blobs are there.
         new = blobless_wanted() and is_url(url) and not self.refs("refs/")
         refused = new and not self._allows_filter(url)
