@@ -55,9 +55,14 @@ def link_fetched(url: str, mirror: Path, refspecs: Iterable[str] = ("refs/heads/
     files = _files(source / "objects", wanted)
     if files is None:
         return False
+    made: set[str] = set()  # the fan-out folders made so far
     try:
-        for made in files:
-            _link(source / "objects" / made, objects / made)
+        for name in files:
+            folder = name.partition("/")[0]
+            if folder not in made:
+                (objects / folder).mkdir(exist_ok=True)
+                made.add(folder)
+            _link(f"{source}/objects/{name}", f"{objects}/{name}")  # strings: 900 Paths cost 0.05 s
     except OSError as err:  # another file system, no permission, a file gone: the fetch copies what is missing
         log.debug("objects of %s not linked: %s", url, err)
         return False
@@ -118,7 +123,7 @@ def _files(objects: Path, wanted: set[str]) -> list[str] | None:
     left = set()
     for oid in wanted:
         name = f"{oid[:2]}/{oid[2:]}"
-        if _regular(objects / name):
+        if _regular(f"{objects}/{name}"):
             files.append(name)
         else:
             left.add(oid)
@@ -154,19 +159,18 @@ def _pack_objects(index: Path) -> set[str] | None:
     return {data[at:at + 20].hex() for at in range(start, start + count * 20, 20)}
 
 
-def _regular(path: Path) -> bool:
+def _regular(path: str | Path) -> bool:
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
 
 
-def _link(source: Path, target: Path) -> None:
+def _link(source: str, target: str) -> None:
     """`target` a new hard link of the regular file `source` (never of a symlink put there since it was looked at:
     one is removed again, and the linking stops)."""
-    target.parent.mkdir(exist_ok=True)
     with contextlib.suppress(FileExistsError):
         os.link(source, target, follow_symlinks=False)
     if not _regular(target):
-        target.unlink()
+        Path(target).unlink()
         raise OSError(f"{source} is no longer a regular file")
