@@ -62,7 +62,8 @@ def import_series(ws: Workspace, ui: UI, name: str, folder: Path, *, base_ref: s
         upstream, series = empty_stack(ws, name)
         where = resolve_base(ws, ui, upstream, base_ref)
         mirror, base = where.mirror, where.commit
-        date = undated(mirror, base)
+        # the base's date, for a patch without one (asked of git only then: a series of mails has their own)
+        date = undated(mirror, base) if any(not p.mail and not p.date for p in plains) else ""
         skipped: list[Skipped] = []
         touched = _touched(mirror, plains)  # every patch's paths at once (None: each is checked as it comes)
         checked = touched is not None

@@ -113,8 +113,12 @@ _FIXED = {b"MIME-Version": b"1.0", b"Content-Type": b"text/plain; charset=UTF-8"
 # An author name with nothing for mailinfo to unquote, decode, collapse or refuse (3 to 60 characters: outside
 # those, mailinfo takes the address for the name), and an address it takes whole.
 _WORD = rb"[A-Za-z0-9_'.-]+"
+_ADDRESS = rb"[A-Za-z0-9_.+-]+@[A-Za-z0-9_.-]+"
+# Or a name that is itself an address (`"djm@openbsd.org" <djm@openbsd.org>`: format-patch quotes a name holding an
+# '@'): mailinfo unquotes it, takes the address around the first '@' (the name's) and, the rest ("<...>") being no
+# name it keeps, that address for the name too.
 _FROM = re.compile(rb'(?:"(?P<quoted>' + _WORD + rb"(?: " + _WORD + rb')*)"|(?P<bare>' + _WORD + rb"(?: " + _WORD +
-                   rb")*)) <(?P<email>[A-Za-z0-9_.+-]+@[A-Za-z0-9_.-]+)>")
+                   rb')*)|"(?P<address>' + _ADDRESS + rb')") <(?P<email>' + _ADDRESS + rb")>")
 # A first message line mailinfo may take for an in-body header (a superset of what it takes: case aside).
 _IN_BODY = re.compile(rb"(?i)(>?from|subject|date|\[patch\])")
 _SPACE = b" \t\n\v\f\r"  # C's isspace()
@@ -138,13 +142,16 @@ def plain_reading(data: bytes) -> MailReading | None:
     if author is None or subject is None:
         return None
     name = author.group("quoted") or author.group("bare")
-    if not 3 <= len(name) <= 60:
+    email = author.group("email")
+    if name is None:  # a name that is an address: mailinfo's name and address are both that one
+        name = email = author.group("address")
+    elif not 3 <= len(name) <= 60:
         return None
     body, has_diff = _body(data, end + 2)
     if body is None:
         return None
     return _reading(1, subject.decode("ascii"), body.decode("utf-8", "replace"),
-                    f"{name.decode('ascii')} <{author.group('email').decode('ascii')}>", has_diff)
+                    f"{name.decode('ascii')} <{email.decode('ascii')}>", has_diff)
 
 
 def _headers(block: bytes) -> dict[bytes, bytes] | None:

@@ -15,6 +15,7 @@ from subprocess import Popen
 from kpatch import killseam
 from kpatch.errors import GitError, StorageError, UpstreamError
 from kpatch.gitx.checkout import initializing, names_worktree
+from kpatch.gitx.localobjects import link_fetched
 from kpatch.gitx.repo import UPSTREAM_REFS, Repository
 from kpatch.gitx.runner import popen, run
 from kpatch.gitx.storage import storage_problem
@@ -86,6 +87,11 @@ class Mirror(Repository):
             shutil.rmtree(left)
         fresh = parent / f"{self.path.name}.new-{os.getpid()}"
         run(["init", "--quiet", "--bare", "--", str(fresh)])
+        # The layout `_migrate_layout` gives an older mirror, written with the config git init wrote (constants: no
+        # quoting needed), so that a new mirror needs no migration and no process for it.
+        with (fresh / "config").open("a", encoding="utf-8") as config:
+            config.write(f'[remote "{REMOTE}"]\n\tfetch = +refs/heads/*:{UPSTREAM_REFS}*\n'
+                         f"[kpatch]\n\tupstreamrefs = {UPSTREAM_REFS}\n")
         if self.url is not None:
             run(["config", "--file", str(fresh / "config"), KEY_CONFIG, self.url])
         killseam.reached("mirror:init")
@@ -110,20 +116,24 @@ class Mirror(Repository):
 
     def _fetch(self, url: str, on_progress: Callable[[int], None], sleep: Callable[[float], None],
                hint: str | None) -> str | None:
-        if not self.exists:
+        created = not self.exists
+        if created:
             self._create()
         _FETCHED[self.path] = url
+        if created and url.startswith("/"):  # a path on this disk: its objects linked, the fetch finds them here
+            link_fetched(url, self.path)
         # A path on this disk (the way to work offline) is fetched whole: nothing to save, and its blobs are there.
         new = blobless_wanted() and is_url(url) and not self.refs("refs/")
         refused = new and not self._allows_filter(url)
         new = new and not refused
-        blobless = new or self.partial
+        blobless = new or (not created and self.partial)  # a mirror made just now is a full one until fetched
         last = ""
         for attempt in range(1, FETCH_TRIES + 1):
             status, stderr = self._fetch_once(url, on_progress, blobless=blobless)
             if status == 0:
                 note = self._settle_filter(url, stderr) if new else self._no_filter(url) if refused else None
-                self._migrate_layout()
+                if not created:  # a new mirror has the layout already
+                    self._migrate_layout()
                 on_progress(100)
                 # Changed-path Bloom filters let path-limited walks (already-merged detection) skip most commits.
                 self.run(["commit-graph", "write", "--reachable", "--changed-paths", "--split"])

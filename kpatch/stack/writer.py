@@ -42,14 +42,18 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
     """The patch files and series that base..tip of `tree` give, reusing the series' file names. With `pinned`
     (export: the file names a `Requires:` names, which must not change), a stack whose numbers no longer run in
     apply order (a reorder, a commit put between two) is renumbered 1..n: a rename, the contents as they were."""
-    listed = tree.commit_subjects(base, tip)
+    old = list(series.patches)
+    # format-patch's name part of each commit, asked of git once when needed (a new stack: every name, at once)
+    slugs: list[str] | None = None
+    if old:
+        listed = tree.commit_subjects(base, tip)
+    else:
+        listed, slugs = _subjects_and_slugs(tree, base, tip)
     texts = format_patches(tree, base, tip)
     if len(texts) != len(listed):
         raise WorktreeError(f"{tree.path}: {len(listed) - len(texts)} merge commit(s) in {base[:12]}..{tip}: "
                             "a patch stack is a straight line of commits")
-    old = list(series.patches)
     names: list[str] = []
-    slugs: list[str] | None = None  # format-patch's name part of each commit, asked of git once when needed
     for index, (_commit, subject) in enumerate(listed):
         same = next((p for p in old if p.subject == subject and p.name not in names), None)
         if index < len(old) and old[index].subject == subject and old[index].name not in names:
@@ -239,6 +243,14 @@ def _lines(message: str) -> list[str]:
     while out and not out[-1]:
         out.pop()
     return out
+
+
+def _subjects_and_slugs(tree: Repository, base: str, tip: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """`commit_subjects` and `_slugs` of base..tip from one `git log`."""
+    listing = tree.run(["log", "--reverse", "--format=%H %s%x00%f%x00", "--end-of-options", f"{base}..{tip}"]).stdout
+    fields = [field.strip("\n") for field in listing.decode("utf-8", "replace").split("\0")][:-1]
+    heads, slugs = fields[0::2], fields[1::2]
+    return [(head[:40], head[41:]) for head in heads], slugs
 
 
 def _slugs(tree: Repository, base: str, tip: str) -> list[str]:

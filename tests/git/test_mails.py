@@ -82,6 +82,9 @@ def test_a_subject_is_read_as_mailinfo_reads_it_or_left_to_git(subject: str, pla
     ("Ann  Dev <ann@example.invalid>", False), ("=?UTF-8?q?Zo=C3=AB?= <z@example.invalid>", False),
     ('"Ann (x) Dev" <ann@example.invalid>', False), ("ann@example.invalid", False),
     ("Ann Dev\n <ann@example.invalid>", True),
+    # a name that is an address (OpenBSD's commits in Debian's openssh): mailinfo takes it for name and address
+    ('"djm@openbsd.org" <djm@openbsd.org>', True), ('"ann@example.invalid" <other@example.invalid>', True),
+    ('"a@b@c" <a@example.invalid>', False), ("ann@example.invalid <ann@example.invalid>", False),
 ])
 def test_an_author_is_read_as_mailinfo_reads_it_or_left_to_git(author: str, plain: bool) -> None:
     text = mail("[PATCH] Fix x", author=author)
@@ -157,6 +160,20 @@ def test_format_patch_of_a_commit_read_in_process_is_read_as_git_reads_it(scratc
     if made.returncode != 0 or not subject.strip():  # git refuses some names; an empty subject is another case
         return
     [text] = format_patches(Repository(repo), base, made.stdout.strip())
+    reading = plain_reading(text)
+    event("in process" if reading is not None else "to git")
+    if reading is not None:
+        assert reading == git_reading(text)
+
+
+ADDRESS_PART = st.text("ab.+_-", min_size=1, max_size=8) | st.text("ab.@\"<> ", max_size=4)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(local=ADDRESS_PART, domain=ADDRESS_PART, email=st.sampled_from(["a@b.c", "x.y@z", "q@r"]))
+def test_a_quoted_name_that_is_an_address_read_in_process_is_read_as_git_reads_it(local: str, domain: str,
+                                                                                 email: str) -> None:
+    text = mail("[PATCH] Fix x", author=f'"{local}@{domain}" <{email}>')
     reading = plain_reading(text)
     event("in process" if reading is not None else "to git")
     if reading is not None:
