@@ -214,3 +214,24 @@ def test_a_method_torch_calls_by_name_is_reported_though_its_one_call_in_the_app
     use = USE.replace("group.gather_fp8(x)", "group.backward(x)").replace("{more}", "")
     got = reach_of(tmp_path, {"app/group.py": group, "app/use.py": use})
     assert got["gather_fp8"].reached
+
+
+ATTENTION = """
+    import torch
+
+    class Attention:
+        def forward(self, x):
+            return self._insert(x)
+
+        def _insert(self, x):
+            torch.ops._C.{op}(x)
+    """
+
+
+def test_the_path_of_a_method_called_by_name_goes_through_its_own_class_not_a_same_named_one_elsewhere(
+        tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/models/a_model/attention.py": ATTENTION.replace("{op}", "a_insert"),
+                              "app/models/b_model/attention.py": ATTENTION.replace("{op}", "b_insert")})
+    assert got["b_insert"].reached and got["a_insert"].reached
+    assert got["b_insert"].why.startswith("app/models/b_model/attention.py:6: Attention._insert used here")
+    assert "a_model" not in got["b_insert"].why

@@ -176,8 +176,24 @@ class Reach(Selection):
         uses = self._uses_by_name(func) if func is not None and not func.name.startswith("__") \
             and func.name not in CALLED_BY_TORCH else None
         if uses and func is not None:
-            return self._all_refs(f"{cls.name}.{func.name}", uses, depth) or REACHED_UNKNOWN
+            return self._all_refs(f"{cls.name}.{func.name}", self._own_first(mod, cls, uses), depth) or REACHED_UNKNOWN
         return REACHED_UNKNOWN
+
+    def _own_first(self, mod: Module, cls: ast.ClassDef, uses: list[tuple[Module, ast.AST]]
+                   ) -> list[tuple[Module, ast.AST]]:
+        """A method's uses by name, those surely of this method first: `self.name` or `cls.name` in a class built on
+        cls, then any in cls's module, then the rest (a same-named method of an unrelated class, in another module,
+        as two models' `Attention` classes are). Every use is still followed; the order only decides which reached
+        use the path names."""
+        def rank(item: tuple[Module, ast.AST]) -> int:
+            other, node = item
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("self", "cls"):
+                owner, _ = other.unit(node)
+                if owner is not None and any(c is cls for _, c in self.mro(other, owner)):
+                    return 0
+            return 1 if other is mod else 2
+        return sorted(uses, key=rank)
 
     def class_reached(self, mod: Module, cls: ast.ClassDef, depth: int) -> Verdict:
         return self._memoized(("class", mod.rel, cls.name), lambda: self._class(mod, cls, depth))
