@@ -94,6 +94,22 @@ def test_a_method_of_another_platforms_class_called_through_that_class_is_report
     assert got["cuda_warm_up"].reached
 
 
+def test_a_method_of_another_platforms_class_named_through_it_only_in_a_docstring_or_comment_is_off_xpu(
+        tmp_path: Path) -> None:
+    use = PLATFORM + '\ndef run(x):\n    """Picked as CudaPlatform.warm_up picks it."""\n' \
+        '    current_platform.warm_up(x)  # see CudaPlatform.warm_up\n'
+    got = reach_of(tmp_path, {**BACKENDS, "app/cuda.py": CUDA_PLATFORM, "app/use.py": use})
+    assert not got["cuda_warm_up"].reached
+    assert "CudaPlatformBase.warm_up is another platform's" in got["cuda_warm_up"].why
+
+
+def test_a_method_of_another_platforms_class_named_through_it_in_a_string_the_code_uses_is_reported(
+        tmp_path: Path) -> None:
+    use = PLATFORM + '\nHOOK = "app.cuda.CudaPlatform.warm_up"\n\ndef run(x):\n    current_platform.warm_up(x)\n'
+    got = reach_of(tmp_path, {**BACKENDS, "app/cuda.py": CUDA_PLATFORM, "app/use.py": use})
+    assert got["cuda_warm_up"].reached
+
+
 GROUP = """
     import torch
 
