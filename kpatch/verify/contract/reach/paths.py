@@ -4,6 +4,7 @@ uses of each up to MAX_DEPTH; a custom-op registration goes on through its `torc
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -204,12 +205,39 @@ class Reach(Selection):
         if f"{mod.name}.{cls.name}" in self.quoted():
             unselected, refs = self._unselected_backend(f"{mod.name}.{cls.name}")
             if not unselected:
-                return REACHED_UNKNOWN  # named in a string (a registry): chosen by rules the model does not read
+                quoted = self._path_strings(mod, cls)
+                if quoted is None:
+                    return REACHED_UNKNOWN  # named in a string (a registry): chosen by rules the model does not read
+                refs = quoted
         verdict = self._all_refs(f"class {cls.name}", [*refs, *self.references(mod, cls.name, skip=cls)], depth)
         if verdict is None:
             # named only by a string (a registry), or not at all: not derived
             return Verdict(False, unselected) if unselected else REACHED_UNKNOWN
         return Verdict(False, f"{unselected}; {verdict.why}") if unselected and not verdict.reached else verdict
+
+    def _path_strings(self, mod: Module, cls: ast.ClassDef) -> list[tuple[Module, ast.AST]] | None:
+        """The strings that name cls by its path (`"pkg.mod.Class"`, `"pkg.mod:Class"`), each a whole string
+        constant in code, as a platform's `get_device_communicator_cls` returns its class's path: the class is
+        loaded by name only where one of them is used. None when the path is written any other way (a comment, a
+        longer name, an f-string), or the class's name alone is in quotes (`getattr(module, "Class")`)."""
+        if self.in_quotes(cls.name):
+            return None
+        paths = {f"{mod.name}.{cls.name}", f"{mod.name}:{cls.name}"}
+        written = re.compile(b"|".join(re.escape(p.encode()) for p in paths))
+        out: list[tuple[Module, ast.AST]] = []
+        for rel in self.mentions(cls.name):
+            count = len(written.findall(self.data[rel]))
+            if not count:
+                continue
+            other = self.module(rel)
+            if other is None:
+                return None
+            found = [n for n in ast.walk(other.tree) if isinstance(n, ast.Constant) and n.value in paths
+                     and not isinstance(other.parents.get(n), ast.Expr)]
+            if len(found) != count:
+                return None
+            out += [(other, n) for n in found]
+        return out or None
 
     def _function(self, mod: Module, func: Scope, depth: int) -> Verdict:
         verdict = self._all_refs(func.name, self.references(mod, func.name, skip=func), depth)
