@@ -165,6 +165,10 @@ class Reach(Selection):
         used = self.class_reached(mod, cls, depth)
         if not used.reached:
             return used
+        if func is not None:
+            narrowed = self._past_overrides(mod, cls, func, depth)
+            if narrowed is not None:
+                return narrowed
         if func is not None and not func.name.startswith("__") and func.name != "forward" \
                 and not any(self.uses_attribute(rel, func.name) for rel in self.mentions(func.name) if rel != mod.rel) \
                 and not self.in_quotes(func.name):
@@ -179,6 +183,34 @@ class Reach(Selection):
         if uses and func is not None:
             return self._all_refs(f"{cls.name}.{func.name}", self._own_first(mod, cls, uses), depth) or REACHED_UNKNOWN
         return REACHED_UNKNOWN
+
+    def _past_overrides(self, mod: Module, cls: ast.ClassDef, func: Scope, depth: int) -> Verdict | None:
+        """A method is not run through a class built on its class that defines a method of the same name in its
+        own body and calls nothing through `super()`: the subclass's instances run the override. So when some uses
+        of cls are such subclasses, the method is reached only through the others (and through calls of it by
+        name); not reached when none of those is. None: no such subclass, no other use, or the class is named in
+        quotes (loaded by rules the model does not read)."""
+        if f"{mod.name}.{cls.name}" in self.quoted():
+            return None
+        kept: list[tuple[Module, ast.AST]] = []
+        overrides: list[str] = []
+        for other, ref in self.references(mod, cls.name, skip=cls):
+            sub = other.parents.get(ref)
+            if isinstance(sub, ast.ClassDef) and ref in sub.bases \
+                    and any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func.name
+                            for n in sub.body) \
+                    and not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super"
+                                for n in ast.walk(sub)):
+                overrides.append(f"{other.where(sub)} {sub.name}")
+            else:
+                kept.append((other, ref))
+        if not overrides or not kept:
+            return None
+        verdict = self._all_refs(f"class {cls.name}", kept, depth)
+        if verdict is None or verdict.reached:
+            return None
+        return Verdict(False, f"{cls.name}.{func.name} is overridden, without super(), by {overrides[0]} (a use of "
+                              f"{cls.name} that runs the override); {verdict.why}")
 
     def _own_first(self, mod: Module, cls: ast.ClassDef, uses: list[tuple[Module, ast.AST]]
                    ) -> list[tuple[Module, ast.AST]]:
