@@ -122,7 +122,8 @@ def test_a_method_every_xpu_subclass_overrides_without_super_is_off_xpu_when_its
     got = reach_of(tmp_path, {"app/kernels.py": INT8_KERNELS, "app/select.py": INT8_SELECT})
     verdict = got["cutlass_scaled_mm_azp"]
     assert not verdict.reached
-    assert "CutlassInt8Kernel.apply is overridden, without super(), by app/kernels.py:11 TritonInt8Kernel" in verdict.why
+    assert "CutlassInt8Kernel.apply is overridden, without super(), by app/kernels.py:11 TritonInt8Kernel" \
+        in verdict.why
     assert "listed only under PlatformEnum.CUDA" in verdict.why
     assert got["cutlass_prepare"].reached  # inherited, not overridden: the XPU kernel runs it
 

@@ -54,14 +54,12 @@ class Selection(Dispatch):
             other = self.module(rel)
             if other is None:
                 return True
-            for node in other.attributes.get(name, []):
-                if isinstance(node.value, ast.Name) and node.value.id in names:
-                    return True
-            for node in ast.walk(other.tree):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                        and not isinstance(other.parents.get(node), ast.Expr) \
-                        and pattern.search(node.value.encode(errors="replace")):
-                    return True
+            if any(isinstance(use.value, ast.Name) and use.value.id in names for use in other.attributes.get(name, [])):
+                return True
+            if any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                   and not isinstance(other.parents.get(n), ast.Expr)
+                   and pattern.search(n.value.encode(errors="replace")) for n in ast.walk(other.tree)):
+                return True
         return False
 
     def in_quotes(self, name: str) -> bool:
