@@ -26,6 +26,8 @@ class Reach(Selection):
         self._tainted: set[object] = set()
         self.unbound_on_xpu: dict[int, str] = {}  # id(a use) -> why the name it uses is not bound on XPU
         self._tables = tables.Tables(self)
+        # per class: its uses, each with the methods a subclass using it defines (none when it calls super())
+        self._subclass_uses: dict[tuple[str, str], list[tuple[Module, ast.AST, frozenset[str]]]] = {}
 
     def _memoized(self, key: object, compute: Callable[[], Verdict]) -> Verdict:
         """compute() once per key. A key asked for again while it is being computed (a cycle of callers or
@@ -192,15 +194,24 @@ class Reach(Selection):
         quotes (loaded by rules the model does not read)."""
         if f"{mod.name}.{cls.name}" in self.quoted():
             return None
+        key = (mod.rel, cls.name)
+        if key not in self._subclass_uses:
+            uses = []
+            for other, ref in self.references(mod, cls.name, skip=cls):
+                sub = other.parents.get(ref)
+                defines: frozenset[str] = frozenset()
+                if isinstance(sub, ast.ClassDef) and ref in sub.bases \
+                        and not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super"
+                                    for n in ast.walk(sub)):
+                    defines = frozenset(n.name for n in sub.body
+                                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+                uses.append((other, ref, defines))
+            self._subclass_uses[key] = uses
         kept: list[tuple[Module, ast.AST]] = []
         overrides: list[str] = []
-        for other, ref in self.references(mod, cls.name, skip=cls):
+        for other, ref, defines in self._subclass_uses[key]:
             sub = other.parents.get(ref)
-            if isinstance(sub, ast.ClassDef) and ref in sub.bases \
-                    and any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func.name
-                            for n in sub.body) \
-                    and not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super"
-                                for n in ast.walk(sub)):
+            if func.name in defines and isinstance(sub, ast.ClassDef):
                 overrides.append(f"{other.where(sub)} {sub.name}")
             else:
                 kept.append((other, ref))
