@@ -165,7 +165,8 @@ def show_contract(ui: UI, kernels: str, app: str, report: ContractReport, explai
         ui.line(f"  [yellow]dispatch keys not in the binary[/] for {len(report.keys_unread)} called op(s) the "
                 f"kernels define: {escape(', '.join(report.keys_unread[:5]))}{more}")
     ui.line(f"  [dim]not counted: {len(report.cuda_only)} listed cuda-only, {len(report.other_backends)} only "
-            f"declared by {app}'s CPU/ROCm builds, {report.off_xpu_calls} call sites in non-XPU branches, "
+            f"declared by {app}'s CPU/ROCm builds and not reached on XPU, {report.off_xpu_calls} call sites in "
+            f"non-XPU branches, "
             f"{report.probes} hasattr/getattr probes, {len(report.not_reached)} calls XPU never reaches, "
             f"{len(report.accepted)} accepted findings (the verify baseline)"
             f"{'' if explain else ' (--explain says why)'}[/]")

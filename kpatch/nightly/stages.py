@@ -244,7 +244,7 @@ def contract_lines(kernels: str, app: str, report: ContractReport) -> list[str]:
              f"finding(s), {len(report.accepted)} accepted (the verify baseline); "
              f"{sum(len(g.ops) for g in report.missing)} op(s) not served on XPU, {len(breaking)} breaking schema "
              f"difference(s), {len(report.unbound)} call(s) that do not bind; not counted: {len(report.cuda_only)} "
-             f"listed cuda-only, {len(report.other_backends)} only in {app}'s CPU/ROCm builds, "
+             f"listed cuda-only, {len(report.other_backends)} only in {app}'s CPU/ROCm builds (not reached), "
              f"{report.off_xpu_calls} call site(s) off the XPU path, {report.probes} probe(s)"]
     lines += [f"{op.namespace}.{op.op}: {op.gap.value}, called from {gaps.module} at "
               f"{', '.join(str(site) for site in op.sites[:3])}" for gaps in report.missing for op in gaps.ops]

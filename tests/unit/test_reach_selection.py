@@ -94,6 +94,22 @@ def test_a_method_of_another_platforms_class_called_through_that_class_is_report
     assert got["cuda_warm_up"].reached
 
 
+def test_a_method_of_another_platforms_class_named_through_it_only_in_a_docstring_or_comment_is_off_xpu(
+        tmp_path: Path) -> None:
+    use = PLATFORM + '\ndef run(x):\n    """Picked as CudaPlatform.warm_up picks it."""\n' \
+        '    current_platform.warm_up(x)  # see CudaPlatform.warm_up\n'
+    got = reach_of(tmp_path, {**BACKENDS, "app/cuda.py": CUDA_PLATFORM, "app/use.py": use})
+    assert not got["cuda_warm_up"].reached
+    assert "CudaPlatformBase.warm_up is another platform's" in got["cuda_warm_up"].why
+
+
+def test_a_method_of_another_platforms_class_named_through_it_in_a_string_the_code_uses_is_reported(
+        tmp_path: Path) -> None:
+    use = PLATFORM + '\nHOOK = "app.cuda.CudaPlatform.warm_up"\n\ndef run(x):\n    current_platform.warm_up(x)\n'
+    got = reach_of(tmp_path, {**BACKENDS, "app/cuda.py": CUDA_PLATFORM, "app/use.py": use})
+    assert got["cuda_warm_up"].reached
+
+
 GROUP = """
     import torch
 
@@ -214,3 +230,65 @@ def test_a_method_torch_calls_by_name_is_reported_though_its_one_call_in_the_app
     use = USE.replace("group.gather_fp8(x)", "group.backward(x)").replace("{more}", "")
     got = reach_of(tmp_path, {"app/group.py": group, "app/use.py": use})
     assert got["gather_fp8"].reached
+
+
+ATTENTION = """
+    import torch
+
+    class Attention:
+        def forward(self, x):
+            return self._insert(x)
+
+        def _insert(self, x):
+            torch.ops._C.{op}(x)
+    """
+
+
+def test_the_path_of_a_method_called_by_name_goes_through_its_own_class_not_a_same_named_one_elsewhere(
+        tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/models/a_model/attention.py": ATTENTION.replace("{op}", "a_insert"),
+                              "app/models/b_model/attention.py": ATTENTION.replace("{op}", "b_insert")})
+    assert got["b_insert"].reached and got["a_insert"].reached
+    assert got["b_insert"].why.startswith("app/models/b_model/attention.py:6: Attention._insert used here")
+    assert "a_model" not in got["b_insert"].why
+
+
+CPU_PLATFORM = """
+    from app.platform_enum import PlatformEnum
+
+    class CpuPlatform:
+        _enum = PlatformEnum.CUDA
+
+        @classmethod
+        def get_communicator_cls(cls):
+            return "app.comm.shm.ShmCommunicator"
+    """
+SHM = """
+    import torch
+
+    class ShmCommunicator:
+        def all_reduce(self, x):
+            torch.ops._C.shm_allreduce(x)
+    """
+
+
+def test_a_class_whose_path_in_quotes_only_another_platforms_method_returns_is_off_xpu(tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {**BACKENDS, "app/cpu.py": CPU_PLATFORM, "app/comm/shm.py": SHM})
+    assert not got["shm_allreduce"].reached
+    assert "class ShmCommunicator is used only where XPU does not run: app/cpu.py:9" in got["shm_allreduce"].why
+    assert "CpuPlatform.get_communicator_cls is another platform's" in got["shm_allreduce"].why
+
+
+def test_a_class_whose_path_in_quotes_code_xpu_runs_returns_or_writes_otherwise_is_reported(tmp_path: Path) -> None:
+    xpu = CPU_PLATFORM.replace("CpuPlatform", "XPUPlatform").replace("PlatformEnum.CUDA", "PlatformEnum.XPU")
+    got = reach_of(tmp_path, {**BACKENDS, "app/cpu.py": CPU_PLATFORM, "app/xpu.py": xpu, "app/comm/shm.py": SHM})
+    assert got["shm_allreduce"].reached
+    plugins = 'PLUGINS = ["app.comm.shm.ShmCommunicator.all_reduce"]\n'  # a longer name: how it is used is not read
+    got = reach_of(tmp_path / "longer", {**BACKENDS, "app/cpu.py": CPU_PLATFORM, "app/comm/shm.py": SHM,
+                                         "app/plugins.py": plugins})
+    assert got["shm_allreduce"].reached
+    named = 'import importlib\n\ndef load():\n    return getattr(importlib.import_module("app.comm.shm"), ' \
+            '"ShmCommunicator")\n'
+    got = reach_of(tmp_path / "named", {**BACKENDS, "app/cpu.py": CPU_PLATFORM, "app/comm/shm.py": SHM,
+                                        "app/loader.py": named})
+    assert got["shm_allreduce"].reached

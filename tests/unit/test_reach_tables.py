@@ -88,3 +88,51 @@ def test_a_table_imported_under_another_name_may_be_used_unseen_so_the_kernel_is
                                   "from app.select import backend_name, choose",
                                   "from app.forced import forced\n    from app.select import backend_name, choose")})
     assert got["scaled_fp4_quant"].reached
+
+
+INT8_KERNELS = """
+    import torch
+
+    class CutlassInt8Kernel:
+        def apply(self, x):
+            return torch.ops._C.cutlass_scaled_mm_azp(x)
+
+        def prepare(self, x):
+            return torch.ops._C.cutlass_prepare(x)
+
+    class TritonInt8Kernel(CutlassInt8Kernel):
+        def apply(self, x):
+            return x
+    """
+INT8_SELECT = """
+    from app.kernels import CutlassInt8Kernel, TritonInt8Kernel
+    from app.platforms import PlatformEnum, current_platform
+
+    POSSIBLE_KERNELS = {PlatformEnum.CUDA: [CutlassInt8Kernel, TritonInt8Kernel], PlatformEnum.XPU: [TritonInt8Kernel]}
+
+    def run(x):
+        kernel = POSSIBLE_KERNELS[current_platform.enum][0]()
+        kernel.prepare(x)
+        return kernel.apply(x)
+    """
+
+
+def test_a_method_every_xpu_subclass_overrides_without_super_is_off_xpu_when_its_class_is_listed_only_for_cuda(
+        tmp_path: Path) -> None:
+    got = reach_of(tmp_path, {"app/kernels.py": INT8_KERNELS, "app/select.py": INT8_SELECT})
+    verdict = got["cutlass_scaled_mm_azp"]
+    assert not verdict.reached
+    assert "CutlassInt8Kernel.apply is overridden, without super(), by app/kernels.py:11 TritonInt8Kernel" \
+        in verdict.why
+    assert "listed only under PlatformEnum.CUDA" in verdict.why
+    assert got["cutlass_prepare"].reached  # inherited, not overridden: the XPU kernel runs it
+
+
+def test_an_override_that_calls_super_or_a_direct_use_of_the_base_keeps_the_base_method_reported(
+        tmp_path: Path) -> None:
+    calls_super = INT8_KERNELS.replace("            return x\n", "            return super().apply(x)\n")
+    got = reach_of(tmp_path, {"app/kernels.py": calls_super, "app/select.py": INT8_SELECT})
+    assert got["cutlass_scaled_mm_azp"].reached
+    listed = INT8_SELECT.replace("PlatformEnum.XPU: [TritonInt8Kernel]", "PlatformEnum.XPU: [CutlassInt8Kernel]")
+    got = reach_of(tmp_path / "listed", {"app/kernels.py": INT8_KERNELS, "app/select.py": listed})
+    assert got["cutlass_scaled_mm_azp"].reached

@@ -148,7 +148,7 @@ class ContractReport:
     mismatches: tuple[Mismatch, ...]
     unbound: tuple[UnboundCall, ...]  # errors: calls on the XPU path that do not bind to the kernels' schema
     cuda_only: tuple[str, ...]  # listed ops the application calls that are indeed not served ("ns.op")
-    other_backends: tuple[str, ...]  # called ops only the application's CPU/ROCm builds declare ("ns.op")
+    other_backends: tuple[str, ...]  # called ops only the application's CPU/ROCm builds declare, not reached on XPU
     stale: tuple[str, ...]  # warnings: listed ops now served on XPU, or no longer called
     off_xpu_calls: int  # call sites inside a branch a platform check keeps off XPU (not counted as calls)
     probes: int  # hasattr/getattr(..., default) sites: the caller handles absence
@@ -334,7 +334,11 @@ def compare(kernels: Side, app: Side, sites: list[CallSite], cuda_only: tuple[Cu
             continue
         if any(c.matches(s.namespace, s.op, s.module) for c in cuda_only):
             listed.add(f"{s.namespace}.{s.op}")
-        elif (s.namespace, s.op) in app.other_backends:
+        elif (s.namespace, s.op) in app.other_backends and not verdict(s).reached:
+            # Declared only by the application's CPU or ROCm build: not counted when XPU never runs the call. Where
+            # an op is declared is no evidence of where it is called from (a backend a user picks from a registry
+            # with no platform check, `--mamba-backend cpu`, runs a CPU build's op on XPU), so a call the model
+            # cannot keep off XPU is a finding like any other.
             other.add(f"{s.namespace}.{s.op}")
         else:
             gap = _gap(kernels, s.namespace, s.op)

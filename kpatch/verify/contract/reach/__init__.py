@@ -22,6 +22,8 @@ vLLM picks code per platform in a handful of ways; each is modelled here, and ea
   returns and no code XPU runs names by its member (see backends.py); a method of another platform's class;
 - a method whose every call by name (`x.method(...)`, through any object) is not reached;
 - a class listed in a table asked only whether it holds a class (`kernel in BACKEND_KERNELS[name]`, see tables.py);
+- a method a subclass overrides without `super()`: not run through that subclass, only through the class's other uses;
+- a class whose path in quotes is written only as whole strings in code XPU never runs (another platform's method);
 - a branch a function takes on its own arguments (`if rope_dim_offset == 0 and not inverse:`), reached only
   through the calls whose arguments (or the defaults) can take it.
 

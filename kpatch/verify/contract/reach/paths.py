@@ -4,6 +4,7 @@ uses of each up to MAX_DEPTH; a custom-op registration goes on through its `torc
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ class Reach(Selection):
         self._tainted: set[object] = set()
         self.unbound_on_xpu: dict[int, str] = {}  # id(a use) -> why the name it uses is not bound on XPU
         self._tables = tables.Tables(self)
+        # per class: its uses, each with the methods a subclass using it defines (none when it calls super())
+        self._subclass_uses: dict[tuple[str, str], list[tuple[Module, ast.AST, frozenset[str]]]] = {}
 
     def _memoized(self, key: object, compute: Callable[[], Verdict]) -> Verdict:
         """compute() once per key. A key asked for again while it is being computed (a cycle of callers or
@@ -164,6 +167,10 @@ class Reach(Selection):
         used = self.class_reached(mod, cls, depth)
         if not used.reached:
             return used
+        if func is not None:
+            narrowed = self._past_overrides(mod, cls, func, depth)
+            if narrowed is not None:
+                return narrowed
         if func is not None and not func.name.startswith("__") and func.name != "forward" \
                 and not any(self.uses_attribute(rel, func.name) for rel in self.mentions(func.name) if rel != mod.rel) \
                 and not self.in_quotes(func.name):
@@ -176,8 +183,61 @@ class Reach(Selection):
         uses = self._uses_by_name(func) if func is not None and not func.name.startswith("__") \
             and func.name not in CALLED_BY_TORCH else None
         if uses and func is not None:
-            return self._all_refs(f"{cls.name}.{func.name}", uses, depth) or REACHED_UNKNOWN
+            return self._all_refs(f"{cls.name}.{func.name}", self._own_first(mod, cls, uses), depth) or REACHED_UNKNOWN
         return REACHED_UNKNOWN
+
+    def _past_overrides(self, mod: Module, cls: ast.ClassDef, func: Scope, depth: int) -> Verdict | None:
+        """A method is not run through a class built on its class that defines a method of the same name in its
+        own body and calls nothing through `super()`: the subclass's instances run the override. So when some uses
+        of cls are such subclasses, the method is reached only through the others (and through calls of it by
+        name); not reached when none of those is. None: no such subclass, no other use, or the class is named in
+        quotes (loaded by rules the model does not read)."""
+        if f"{mod.name}.{cls.name}" in self.quoted():
+            return None
+        key = (mod.rel, cls.name)
+        if key not in self._subclass_uses:
+            uses = []
+            for other, ref in self.references(mod, cls.name, skip=cls):
+                sub = other.parents.get(ref)
+                defines: frozenset[str] = frozenset()
+                if isinstance(sub, ast.ClassDef) and ref in sub.bases \
+                        and not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super"
+                                    for n in ast.walk(sub)):
+                    defines = frozenset(n.name for n in sub.body
+                                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+                uses.append((other, ref, defines))
+            self._subclass_uses[key] = uses
+        kept: list[tuple[Module, ast.AST]] = []
+        overrides: list[str] = []
+        for other, ref, defines in self._subclass_uses[key]:
+            sub = other.parents.get(ref)
+            if func.name in defines and isinstance(sub, ast.ClassDef):
+                overrides.append(f"{other.where(sub)} {sub.name}")
+            else:
+                kept.append((other, ref))
+        if not overrides or not kept:
+            return None
+        verdict = self._all_refs(f"class {cls.name}", kept, depth)
+        if verdict is None or verdict.reached:
+            return None
+        return Verdict(False, f"{cls.name}.{func.name} is overridden, without super(), by {overrides[0]} (a use of "
+                              f"{cls.name} that runs the override); {verdict.why}")
+
+    def _own_first(self, mod: Module, cls: ast.ClassDef, uses: list[tuple[Module, ast.AST]]
+                   ) -> list[tuple[Module, ast.AST]]:
+        """A method's uses by name, those surely of this method first: `self.name` or `cls.name` in a class built on
+        cls, then any in cls's module, then the rest (a same-named method of an unrelated class, in another module,
+        as two models' `Attention` classes are). Every use is still followed; the order only decides which reached
+        use the path names."""
+        def rank(item: tuple[Module, ast.AST]) -> int:
+            other, node = item
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("self", "cls"):
+                owner, _ = other.unit(node)
+                if owner is not None and any(c is cls for _, c in self.mro(other, owner)):
+                    return 0
+            return 1 if other is mod else 2
+        return sorted(uses, key=rank)
 
     def class_reached(self, mod: Module, cls: ast.ClassDef, depth: int) -> Verdict:
         return self._memoized(("class", mod.rel, cls.name), lambda: self._class(mod, cls, depth))
@@ -188,12 +248,39 @@ class Reach(Selection):
         if f"{mod.name}.{cls.name}" in self.quoted():
             unselected, refs = self._unselected_backend(f"{mod.name}.{cls.name}")
             if not unselected:
-                return REACHED_UNKNOWN  # named in a string (a registry): chosen by rules the model does not read
+                quoted = self._path_strings(mod, cls)
+                if quoted is None:
+                    return REACHED_UNKNOWN  # named in a string (a registry): chosen by rules the model does not read
+                refs = quoted
         verdict = self._all_refs(f"class {cls.name}", [*refs, *self.references(mod, cls.name, skip=cls)], depth)
         if verdict is None:
             # named only by a string (a registry), or not at all: not derived
             return Verdict(False, unselected) if unselected else REACHED_UNKNOWN
         return Verdict(False, f"{unselected}; {verdict.why}") if unselected and not verdict.reached else verdict
+
+    def _path_strings(self, mod: Module, cls: ast.ClassDef) -> list[tuple[Module, ast.AST]] | None:
+        """The strings that name cls by its path (`"pkg.mod.Class"`, `"pkg.mod:Class"`), each a whole string
+        constant in code, as a platform's `get_device_communicator_cls` returns its class's path: the class is
+        loaded by name only where one of them is used. None when the path is written any other way (a comment, a
+        longer name, an f-string), or the class's name alone is in quotes (`getattr(module, "Class")`)."""
+        if self.in_quotes(cls.name):
+            return None
+        paths = {f"{mod.name}.{cls.name}", f"{mod.name}:{cls.name}"}
+        written = re.compile(b"|".join(re.escape(p.encode()) for p in paths))
+        out: list[tuple[Module, ast.AST]] = []
+        for rel in self.mentions(cls.name):
+            count = len(written.findall(self.data[rel]))
+            if not count:
+                continue
+            other = self.module(rel)
+            if other is None:
+                return None
+            found = [n for n in ast.walk(other.tree) if isinstance(n, ast.Constant) and n.value in paths
+                     and not isinstance(other.parents.get(n), ast.Expr)]
+            if len(found) != count:
+                return None
+            out += [(other, n) for n in found]
+        return out or None
 
     def _function(self, mod: Module, func: Scope, depth: int) -> Verdict:
         verdict = self._all_refs(func.name, self.references(mod, func.name, skip=func), depth)

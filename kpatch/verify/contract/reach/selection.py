@@ -41,12 +41,26 @@ class Selection(Dispatch):
                f"platform's choice) never returns", uses
 
     def _named_through_class(self, mod: Module, cls: ast.ClassDef, name: str) -> bool:
-        """Whether any file calls `Cls.name` through cls or a class of its module built on it."""
+        """Whether any file calls `Cls.name` through cls or a class of its module built on it: in its code, or in a
+        string it may use (a qualified name resolved at run time); not in a comment or a docstring (a string
+        written as a statement of its own), which run nothing. A file that does not parse counts."""
         names = [c.name for c in mod.defs.values() if isinstance(c, ast.ClassDef)
                  and any(b is cls for _, b in self.mro(mod, c))]
         pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in names) + rb")\s*\.\s*"
                              + re.escape(name.encode()) + rb"\b")
-        return any(pattern.search(self.data[rel]) for rel in self.mentions(name))
+        for rel in self.mentions(name):
+            if not pattern.search(self.data[rel]):
+                continue
+            other = self.module(rel)
+            if other is None:
+                return True
+            if any(isinstance(use.value, ast.Name) and use.value.id in names for use in other.attributes.get(name, [])):
+                return True
+            if any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                   and not isinstance(other.parents.get(n), ast.Expr)
+                   and pattern.search(n.value.encode(errors="replace")) for n in ast.walk(other.tree)):
+                return True
+        return False
 
     def in_quotes(self, name: str) -> bool:
         """Whether some file writes name in quotes (`getattr(obj, "name")` may call a method of that name)."""
