@@ -121,9 +121,12 @@ def _files(objects: Path, wanted: set[str]) -> list[str] | None:
     its index) holding nothing else; None when some wanted object is in neither, or there are too many loose."""
     files: list[str] = []
     left = set()
+    fanout: dict[str, bool] = {}  # a fan-out folder that is a symlink (CVE-2022-39253's shape) lends nothing
     for oid in wanted:
         name = f"{oid[:2]}/{oid[2:]}"
-        if _regular(f"{objects}/{name}"):
+        if oid[:2] not in fanout:
+            fanout[oid[:2]] = _folder(f"{objects}/{oid[:2]}")
+        if fanout[oid[:2]] and _regular(f"{objects}/{name}"):
             files.append(name)
         else:
             left.add(oid)
@@ -157,6 +160,13 @@ def _pack_objects(index: Path) -> set[str] | None:
     if len(data) < start + count * 28 + 40:
         return None
     return {data[at:at + 20].hex() for at in range(start, start + count * 20, 20)}
+
+
+def _folder(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _regular(path: str | Path) -> bool:

@@ -142,3 +142,16 @@ def test_a_symlink_among_the_upstreams_objects_is_not_linked(tmp_path: Path) -> 
     git(tmp_path, "init", "-q", "--bare", str(target))
     assert not link_fetched(str(source), target)
     assert not os.path.lexists(target / "objects" / blob[:2] / blob[2:])
+
+
+def test_a_fanout_folder_that_is_a_symlink_lends_the_mirror_nothing(tmp_path: Path) -> None:
+    source = _upstream(tmp_path)
+    blob = git(source, "rev-parse", "main:file.txt")
+    fanout = source / "objects" / blob[:2]
+    moved = tmp_path / "elsewhere"
+    fanout.rename(moved)
+    fanout.symlink_to(moved)
+    target = tmp_path / "mirror.git"
+    git(tmp_path, "init", "-q", "--bare", str(target))
+    assert not link_fetched(str(source), target)
+    assert not os.path.lexists(target / "objects" / blob[:2] / blob[2:])
