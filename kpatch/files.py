@@ -6,6 +6,7 @@ import errno
 import os
 import stat
 import tarfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from io import BufferedReader
@@ -184,6 +185,33 @@ def sync_files(paths: Sequence[Path]) -> None:
 
     with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
         list(pool.map(_fsync, paths))
+
+
+_removals: list[threading.Thread] = []  # remove_later's threads not waited for yet
+_removals_lock = threading.Lock()
+
+
+def remove_later(folder: Path) -> None:
+    """Remove `folder` (and all it holds) in a thread beside the rest of the command: the command has let go of
+    it (renamed away, so nobody reads it). Removing files that were fsynced costs the file system a journal
+    commit each (a dropped journal of 90 kept copies: 0.2 s on this 2-core machine), time the command spends on
+    its report meanwhile. `removals_done` waits for it: the command's end does, and anything that would use the
+    folder's name again."""
+    import shutil
+
+    thread = threading.Thread(target=shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True},
+                              name=f"remove {folder.name}")
+    with _removals_lock:
+        _removals.append(thread)
+    thread.start()
+
+
+def removals_done() -> None:
+    """Wait for every `remove_later` of this process."""
+    with _removals_lock:
+        pending, _removals[:] = list(_removals), []
+    for thread in pending:
+        thread.join()
 
 
 def _fsync(path: Path) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from kpatch import killseam
 from kpatch.errors import WorktreeError
-from kpatch.files import new_file_mode, open_regular, sync_files, write_atomic
+from kpatch.files import new_file_mode, open_regular, remove_later, removals_done, sync_files, write_atomic
 
 JOURNAL = "journal.json"
 KILL_HOOK = killseam.KILL_AT  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
@@ -156,20 +156,23 @@ def close(folder: Path) -> None:
 
 def sweep(folder: Path) -> None:
     """Remove what a kill left of a journal being staged or dropped (never a pending journal: see the module)."""
+    removals_done()
     for suffix in _LEFTOVERS:
         shutil.rmtree(folder.with_name(folder.name + suffix), ignore_errors=True)
 
 
 def _drop(folder: Path) -> None:
-    """Remove the journal folder: renamed away first (one atomic step), then deleted."""
+    """Remove the journal folder: renamed away first (one atomic step), then deleted beside the rest of the command
+    (`files.remove_later`: its kept copies were fsynced, so each costs the file system a commit to remove)."""
     dropped = folder.with_name(folder.name + ".dropped")
+    removals_done()  # a journal this process dropped before is gone (its name is used again here)
     shutil.rmtree(dropped, ignore_errors=True)
     try:
         folder.replace(dropped)
     except FileNotFoundError:
         return
     _hook("dropped")
-    shutil.rmtree(dropped, ignore_errors=True)
+    remove_later(dropped)
 
 
 def resume(folder: Path) -> bool:
