@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from kpatch import config, killseam
@@ -61,7 +62,37 @@ log = logging.getLogger("kpatch.rebase")
 @writes("rebase")
 def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, discard: bool = False) -> RebaseResult:
     run = ws.refuse_if_busy()
-    series = load_all_series(ws.stack)
+    # The stacks are read (150 patch files parsed: 0.1-0.2 s of Python) while git fetches and resolves the first
+    # upstream; a failure before they are needed is told after a broken stack's, as when they were read first.
+    import email.parser  # noqa: F401  # what the reading imports, imported here: no import races the other thread's
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpatch-series") as pool:
+        reading = pool.submit(load_all_series, ws.stack)
+        try:
+            series, stacks, items = _checked(ws, ui, onto, run, reading, force=force)
+        except BaseException:
+            reading.result()
+            raise
+    refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
+    ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
+                      *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
+    pulls = hosts.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
+    if pulls.unavailable:  # said once, here (stderr); the result carries it for --json and the nightly report
+        ui.warn(pulls.unavailable)
+    for upstream in ws.stack.upstreams:
+        classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
+    discarded = {i.upstream.name: Repository(i.worktree).head() for i in items if discard and i.worktree.exists()}
+    with undone_on_storage_error(ws, "rebase", lambda: abort_rebase(ws, UI(quiet=True))):
+        run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable, discard=discarded)
+        ws.write_state(run)
+        return _advance(ws, ui, run, series)
+
+
+def _checked(ws: Workspace, ui: UI, onto: Mapping[str, str], run: RunState, reading: Future[dict[str, Series]], *,
+             force: bool) -> tuple[dict[str, Series], dict[str, StackRun], list[Item]]:
+    """Every upstream fetched, resolved and checked, in order, and the stacks read (`reading`, joined where first
+    needed): (the series, each stack's run, the items)."""
+    series: dict[str, Series] = {}
     for name in onto:
         ws.stack.get(name)
     stacks: dict[str, StackRun] = {}
@@ -87,6 +118,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
             direction = "goes backwards past" if mirror.is_ancestor(new, old) else "does not descend from"
             raise UsageError(f"upstream {upstream.name}: {ref} ({new[:12]}) {direction} the base {old[:12]}; "
                              "use --force to rebase onto it anyway")
+        series = series or reading.result()  # joined where first needed
         stacks[upstream.name] = StackRun(name=upstream.name, base=new, old_base=old,
                                          tree=str(ws.scratch_dir / upstream.name),
                                          patches=[PatchRun(name=p.name) for p in series[upstream.name].patches])
@@ -94,19 +126,7 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
         items.append(Item(upstream=upstream, series=series[upstream.name], base=old, mirror=mirror,
                           worktree=ws.worktree(upstream.name)))
         rerere.check(ws.stack.resolutions, upstream.name)
-    refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
-    ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
-                      *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
-    pulls = hosts.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
-    if pulls.unavailable:  # said once, here (stderr); the result carries it for --json and the nightly report
-        ui.warn(pulls.unavailable)
-    for upstream in ws.stack.upstreams:
-        classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
-    discarded = {i.upstream.name: Repository(i.worktree).head() for i in items if discard and i.worktree.exists()}
-    with undone_on_storage_error(ws, "rebase", lambda: abort_rebase(ws, UI(quiet=True))):
-        run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable, discard=discarded)
-        ws.write_state(run)
-        return _advance(ws, ui, run, series)
+    return series or reading.result(), stacks, items
 
 
 @writes("rebase --continue")
