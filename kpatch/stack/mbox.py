@@ -115,6 +115,11 @@ class Head:
 def parse_head(text: str, path: Path) -> Head:
     """A patch's subject, date and PRs read as `parse_patch_text` reads them, its diff not walked (for a file
     kpatch has written and read back already: the carry history's record of it)."""
+    cut = text.find("\ndiff --git ")
+    if cut != -1 and text.find("\n\n", 0, cut + 1) != -1:
+        # The mail part ends (a blank line) before the diff: only it is split into lines, the diff stands for one
+        # line that starts it (the same headers, trailers and errors as the whole text gives).
+        text = text[:cut + 1] + "diff --git "
     _lines, headers, _diff_start, (_status, prs, _requires, _lines_of) = _message(text, path)
     return Head(subject=re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers["subject"]), date=headers["date"],
                 prs=tuple(prs))

@@ -72,7 +72,9 @@ def test_the_encoding_is_the_json_of_dataclasses_asdict_with_enum_values() -> No
         return value
 
     original = full_state()
-    data = (json.dumps({"version": state.STATE_VERSION, **plain(asdict(original))}, indent=1) + "\n").encode()
+    fields = plain(asdict(original))
+    assert isinstance(fields, dict)
+    data = (json.dumps({"version": state.STATE_VERSION, **fields}, indent=1) + "\n").encode()
     assert state.encode(original) == data
 
 
