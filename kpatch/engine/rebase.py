@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -33,8 +34,10 @@ from kpatch.engine.reports import Outcome, PatchReport, RebaseResult, StackRepor
 from kpatch.engine.rollback import undone_on_storage_error
 from kpatch.engine.worktrees import move_back, place_worktree, worktree_beside
 from kpatch.errors import KpatchError, UpstreamError, UsageError, WorktreeError
+from kpatch.files import SERIES_FILE
 from kpatch.forge import hosts
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository, restore_preimages
+from kpatch.gitx.patches import prefetch_patch_ids
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
 from kpatch.project.state import (
@@ -53,7 +56,8 @@ from kpatch.project.state import (
     StackRun,
 )
 from kpatch.project.workspace import Workspace, writes
-from kpatch.stack import SERIES, Patch, Series, parse_patch
+from kpatch.stack import SERIES, Patch, Series, parse_patch, parse_series_text
+from kpatch.stack.mbox import read_text
 from kpatch.stack.writer import render
 
 log = logging.getLogger("kpatch.rebase")
@@ -118,6 +122,8 @@ def _checked(ws: Workspace, ui: UI, onto: Mapping[str, str], run: RunState, read
             direction = "goes backwards past" if mirror.is_ancestor(new, old) else "does not descend from"
             raise UsageError(f"upstream {upstream.name}: {ref} ({new[:12]}) {direction} the base {old[:12]}; "
                              "use --force to rebase onto it anyway")
+        if not series and not reading.done():  # the stack is still being read: its patch-ids are asked now
+            _ids_ahead(mirror, old, new, upstream.patches)
         series = series or reading.result()  # joined where first needed
         stacks[upstream.name] = StackRun(name=upstream.name, base=new, old_base=old,
                                          tree=str(ws.scratch_dir / upstream.name),
@@ -127,6 +133,28 @@ def _checked(ws: Workspace, ui: UI, onto: Mapping[str, str], run: RunState, read
                           worktree=ws.worktree(upstream.name)))
         rerere.check(ws.stack.resolutions, upstream.name)
     return series or reading.result(), stacks, items
+
+
+# What the stack reader takes for a path a diff reads or writes (stack/diff.py), on a whole patch file: a line in a
+# hunk or message that looks like one, or a quoted path, gives another set of paths, so nothing is taken ahead.
+_PATH_LINES = re.compile(r"^(?:--- a/|\+\+\+ b/|rename from |rename to |copy from |copy to )(.*?)\t*$", re.MULTILINE)
+_SAME_NAME = re.compile(r"^diff --git a/(\S+) b/\1$", re.MULTILINE)
+
+
+def _ids_ahead(mirror: Mirror, old: str, new: str, folder: Path) -> None:
+    """Start what the already-merged detection (classify.mark_merged) asks git, while the stack is read: the
+    patch-ids of old..new's commits touching the paths the stack's files name, and those of the files. It takes
+    them only if it asks exactly that (the paths the reader finds are these); else git is asked again."""
+    try:
+        names = parse_series_text(read_text(folder / SERIES, SERIES_FILE), str(folder / SERIES))
+        files = [folder / name for name in names]
+        texts = [read_text(path) for path in files]
+    except (KpatchError, OSError):
+        return  # the reader says what is wrong
+    paths = {m.group(1) for text in texts for m in _PATH_LINES.finditer(text)} | \
+        {m.group(1) for text in texts for m in _SAME_NAME.finditer(text)}
+    if files and paths:
+        prefetch_patch_ids(mirror, old, new, sorted(paths), files)
 
 
 @writes("rebase --continue")
