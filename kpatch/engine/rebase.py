@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from kpatch import config, killseam
+from kpatch.config.edit import load_editor
 from kpatch.engine import classify, fastpath, rerere
 from kpatch.engine.diff import StackDiff, forge_url, known_side, prefetch_side, rebase_diff
 from kpatch.engine.evidence import for_stack
@@ -366,6 +367,7 @@ def _commit(ws: Workspace, ui: UI, run: RunState, series: dict[str, Series]) -> 
     writes: dict[Path, bytes] = {}
     deletes: list[Path] = []
     after: dict[str, Series] = {}
+    load_editor()  # kpatch.toml's editor, loaded while git writes the patches and the review (waited for next)
     reviews = _reviews(ws, ui, op, series)  # before the files change: the old side is made from them
     for upstream in ws.stack.upstreams:
         stack, stack_series = op.stacks[upstream.name], series[upstream.name]
