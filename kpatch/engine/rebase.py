@@ -38,7 +38,7 @@ from kpatch.errors import KpatchError, UpstreamError, UsageError, WorktreeError
 from kpatch.files import SERIES_FILE
 from kpatch.forge import hosts
 from kpatch.gitx import Am, AmRun, Method, Mirror, Repository, restore_preimages
-from kpatch.gitx.patches import prefetch_patch_ids
+from kpatch.gitx.patches import drop_patch_ids_ahead, prefetch_patch_ids
 from kpatch.output.ui import UI, count
 from kpatch.project import journal
 from kpatch.project.state import (
@@ -71,21 +71,24 @@ def rebase(ws: Workspace, ui: UI, onto: Mapping[str, str], *, force: bool, disca
     # upstream; a failure before they are needed is told after a broken stack's, as when they were read first.
     import email.parser  # noqa: F401  # what the reading imports, imported here: no import races the other thread's
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpatch-series") as pool:
-        reading = pool.submit(load_all_series, ws.stack)
-        try:
-            series, stacks, items = _checked(ws, ui, onto, run, reading, force=force)
-        except BaseException:
-            reading.result()
-            raise
-    refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
-    ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
-                      *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
-    pulls = hosts.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
-    if pulls.unavailable:  # said once, here (stderr); the result carries it for --json and the nightly report
-        ui.warn(pulls.unavailable)
-    for upstream in ws.stack.upstreams:
-        classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpatch-series") as pool:
+            reading = pool.submit(load_all_series, ws.stack)
+            try:
+                series, stacks, items = _checked(ws, ui, onto, run, reading, force=force)
+            except BaseException:
+                reading.result()
+                raise
+        refuse_unexported(ws, items, run, discard=discard, doing="kpatch rebase")
+        ws.check_writable(ws.workdir, ws.kpatch_dir, ws.stack.path, *(u.patches for u in ws.stack.upstreams),
+                          *(i.worktree for i in items if i.worktree.exists()))  # moved last, after the commit point
+        pulls = hosts.check_pulls({pr for s in series.values() for p in s.patches for pr in p.prs})
+        if pulls.unavailable:  # said once, here (stderr); the result carries it for --json and the nightly report
+            ui.warn(pulls.unavailable)
+        for upstream in ws.stack.upstreams:
+            classify.mark_merged(ws.mirror(upstream.name), series[upstream.name].patches, stacks[upstream.name], pulls)
+    finally:  # what was asked ahead is for the detection above only (a run in the same process asks again)
+        drop_patch_ids_ahead()
     discarded = {i.upstream.name: Repository(i.worktree).head() for i in items if discard and i.worktree.exists()}
     with undone_on_storage_error(ws, "rebase", lambda: abort_rebase(ws, UI(quiet=True))):
         run.operation = Operation(kind=Kind.REBASE, stacks=stacks, github=pulls.unavailable, discard=discarded)

@@ -95,6 +95,12 @@ def prefetch_patch_ids(repo: Repository, since: str, until: str, paths: Sequence
     pool.shutdown(wait=False)
 
 
+def drop_patch_ids_ahead() -> None:
+    """Forget the patch-ids asked ahead and not taken: a file's are its bytes when they were asked (a run in the same
+    process, a test's, may have changed the file since)."""
+    _IDS_AHEAD.clear()
+
+
 def _taken(key: tuple[object, ...]) -> Any:
     """The result of a prefetch_patch_ids call asked just so (None: none, or it failed: the caller runs it and
     meets the failure itself)."""
