@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-import tarfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from io import BufferedReader
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tarfile
+    from concurrent.futures import Executor
 
 
 class Refused(Exception):
@@ -184,6 +190,69 @@ def sync_files(paths: Sequence[Path]) -> None:
 
     with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
         list(pool.map(_fsync, paths))
+
+
+_removals: list[threading.Thread] = []  # remove_later's threads not waited for yet
+_removals_lock = threading.Lock()
+
+
+def remove_later(folder: Path) -> None:
+    """Remove `folder` (and all it holds) in a thread beside the rest of the command: the command has let go of
+    it (renamed away, so nobody reads it). Removing files that were fsynced costs the file system a journal
+    commit each (a dropped journal of 90 kept copies: 0.2 s on this 2-core machine), time the command spends on
+    its report meanwhile. `removals_done` waits for it: the command's end does, and anything that would use the
+    folder's name again."""
+    thread = threading.Thread(target=remove_tree, args=(folder,), name=f"remove {folder.name}")
+    with _removals_lock:
+        _removals.append(thread)
+    thread.start()
+
+
+def remove_tree(folder: Path) -> None:
+    """shutil.rmtree(folder, ignore_errors=True), its files unlinked side by side: removing a file that was fsynced
+    waits for the file system's journal, and side by side those waits are shared (87 such files: 0.1-0.5 s one by
+    one, 0.02-0.08 s eight at a time, on this machine). Like rmtree it never follows a symlink: each folder is
+    opened without following one and its entries are removed relative to it; rmtree removes the folders then."""
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    opened: list[int] = []
+    try:
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="kpatch-unlink") as pool:
+            _unlink_files(pool, str(folder), None, opened)
+    except OSError:
+        pass  # what could not be listed: rmtree below removes it (or leaves it, as it would)
+    finally:
+        for fd in opened:
+            os.close(fd)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _unlink_files(pool: Executor, name: str, parent: int | None, opened: list[int]) -> None:
+    """Unlink (in `pool`) every file under the folder `name` (relative to the folder `parent`, None: the current
+    one); the folders stay. Their descriptors go to `opened`, closed by the caller once the pool is done."""
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    opened.append(fd)
+    with os.scandir(fd) as listing:
+        entries = list(listing)
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            _unlink_files(pool, entry.name, fd, opened)
+        else:
+            pool.submit(_unlink_quietly, entry.name, fd)
+
+
+def _unlink_quietly(name: str, folder: int) -> None:
+    with contextlib.suppress(OSError):  # gone already, or not removable: rmtree's ignore_errors
+        os.unlink(name, dir_fd=folder)
+
+
+def removals_done() -> None:
+    """Wait for every `remove_later` of this process."""
+    with _removals_lock:
+        pending, _removals[:] = list(_removals), []
+    for thread in pending:
+        thread.join()
 
 
 def _fsync(path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from kpatch.errors import KpatchError, UsageError
+from kpatch.files import removals_done
 from kpatch.output.runlog import setup_logging
 from kpatch.output.ui import UI
 
@@ -122,7 +123,10 @@ def kpatch_command(name: str, **settings: Any) -> Callable[[Callable[..., int]],
             options = CommonOptions(config_path=config_path, cache_dir=cache_dir, workdir=workdir, urls=urls,
                                     command=name, reads_only=name in READERS or bool(kwargs.get("check")), wait=wait,
                                     line=line)
-            return func(Context(ui, options), **kwargs)
+            try:
+                return func(Context(ui, options), **kwargs)
+            finally:
+                removals_done()  # what it left to remove beside its end (a dropped journal) is gone when it returns
 
         shared = output_options(wrapper)
         if name in WRITERS:

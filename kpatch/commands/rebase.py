@@ -19,7 +19,6 @@ from kpatch.errors import ExitCode, UsageError
 def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, abort: bool, discard: bool) -> int:
     """Move every stack onto its upstream's new head, as one transaction: all stacks or none."""
     # imported where used: the work loads when the command runs, not for its --help
-    from kpatch.dashboard.record import record_rebase
     from kpatch.engine import rebase as engine
 
     if (continue_ and abort) or ((continue_ or abort) and (onto or force or discard)):
@@ -35,6 +34,9 @@ def command(ctx: Context, onto: tuple[str, ...], force: bool, continue_: bool, a
         result = engine.continue_rebase(ws, ctx.ui)
     else:
         result = engine.rebase(ws, ctx.ui, onto_refs, force=force, discard=discard)
+    # The carry history's modules load once the rebase is done: beside the dropped journal's removal (files.py).
+    from kpatch.dashboard.record import record_rebase
+
     record_rebase(ctx.ui, ws, result)  # the carry history ([dashboard] history, else reports/nightly/)
     code = int(ExitCode.CONFLICT) if result.conflict else 0
     if ctx.ui.json_mode:

@@ -11,6 +11,11 @@ from kpatch.errors import ConfigError
 from kpatch.files import KPATCH_TOML, read_input
 
 
+def load_editor() -> None:
+    """Import what the edits below use (tomlkit, ~20-30 ms) now: a rebase loads it while git writes its patches."""
+    import tomlkit  # noqa: F401
+
+
 def with_new_bases(path: Path, bases: Mapping[str, str], *, line: str = "main") -> bytes:
     """kpatch.toml's text with `base` of the named upstreams set to full SHAs (and `base-commit` dropped): in their
     [[upstream]] tables for main, in their `[line."NAME".UPSTREAM]` tables for a release line.

@@ -138,9 +138,20 @@ class History:
 def to_line(record: Record) -> str:
     """The record as one JSON line; a secret kpatch knows of (a token in a failure message) never lands in it."""
     kind = "patch" if isinstance(record, PatchRecord) else "pull" if isinstance(record, PullRecord) else "night"
-    data = {f.metadata.get("json", f.name): value for f, value in
-            zip(dataclasses.fields(record), dataclasses.asdict(record).values(), strict=True)}
+    data = {f.metadata.get("json", f.name): _plain(getattr(record, f.name)) for f in dataclasses.fields(record)}
     return redact_text(json.dumps({"v": VERSION, "kind": kind, **data}, ensure_ascii=False, separators=(",", ":")))
+
+
+def _plain(value: object) -> object:
+    """What `dataclasses.asdict` makes of a record's field, as json.dumps writes it (a tuple as a list), without
+    asdict's copy of every value first (150 records a rebase)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
 
 
 def from_line(text: str, where: str) -> Record:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -147,9 +148,23 @@ def _size(stack: Stack, line: PatchReport) -> _Size:
         log.debug("history: %s/%s not read: %s", line.upstream, line.name, err)
         return _Size(line.name, None, None, None, ())
     body = text.split("\ndiff --git ", 1)
-    diff = body[1].splitlines() if len(body) == 2 else []
-    changed = sum(1 for row in diff if row[:1] in ("+", "-") and row != "-- " and not row.startswith(("+++ ", "--- ")))
-    return _Size(patch.subject, changed, text.count("\ndiff --git "), patch.date, patch.prs)
+    return _Size(patch.subject, _changed(body[1]) if len(body) == 2 else 0, text.count("\ndiff --git "), patch.date,
+                 patch.prs)
+
+
+_OTHER_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # where splitlines() breaks besides \n
+_SIGNED = re.compile(r"^[+-]", re.MULTILINE)
+_FILE_LINE = re.compile(r"^(?:\+\+\+ |--- )", re.MULTILINE)
+_SIGNATURE = re.compile(r"^-- $", re.MULTILINE)
+
+
+def _changed(diff: str) -> int:
+    """The diff's lines (as splitlines() cuts them) that start with + or -, but for its ---/+++ file lines and the
+    mail's `-- ` signature line: counted by the regex engine when the lines are cut at \n only (nearly always)."""
+    if _OTHER_BREAKS.search(diff) is None:
+        return len(_SIGNED.findall(diff)) - len(_FILE_LINE.findall(diff)) - len(_SIGNATURE.findall(diff))
+    return sum(1 for row in diff.splitlines()
+               if row[:1] in ("+", "-") and row != "-- " and not row.startswith(("+++ ", "--- ")))
 
 
 def _age(date: str | None, started: str) -> int | None:

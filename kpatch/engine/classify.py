@@ -4,6 +4,7 @@ and which upstream commit broke a patch."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from kpatch.forge.model import PullCheck
 from kpatch.gitx import SHA_RE, Mirror, Trial, TrialIndex, commit_patch_ids, file_patch_ids, trial
@@ -31,14 +32,18 @@ def mark_merged(mirror: Mirror, patches: Sequence[Patch], stack: StackRun, pulls
     paths = sorted({path for p in patches for path in p.paths})
     carriers: dict[str, str] = {}
     subjects: dict[str, str] = {}
-    for sha, upstream_id in commit_patch_ids(mirror, stack.old_base, stack.base, paths, subjects=subjects).items():
-        carriers.setdefault(upstream_id, sha)
-    moving = sorted({path for p in patches if p.renamed for path in p.paths})
-    if moving:  # a rename's patch-id differs without rename detection (the walk above has none: see its docstring)
-        for sha, upstream_id in commit_patch_ids(mirror, stack.old_base, stack.base, moving, subjects=subjects,
-                                                 renames=True).items():
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kpatch-patch-ids") as pool:
+        # the patch files' ids (their own git patch-id) beside the walk of the upstream's commits
+        hashing = pool.submit(file_patch_ids, mirror, [p.path for p in patches]) if patches else None
+        for sha, upstream_id in commit_patch_ids(mirror, stack.old_base, stack.base, paths,
+                                                 subjects=subjects).items():
             carriers.setdefault(upstream_id, sha)
-    ids = file_patch_ids(mirror, [p.path for p in patches]) if patches else []
+        moving = sorted({path for p in patches if p.renamed for path in p.paths})
+        if moving:  # a rename's patch-id differs without rename detection (the walk above has none: see its docstring)
+            for sha, upstream_id in commit_patch_ids(mirror, stack.old_base, stack.base, moving, subjects=subjects,
+                                                     renames=True).items():
+                carriers.setdefault(upstream_id, sha)
+        ids = hashing.result() if hashing is not None else []
     for patch, run, file_id in zip(patches, stack.patches, ids, strict=True):
         carrier = carriers.get(file_id) if file_id else None
         if carrier:

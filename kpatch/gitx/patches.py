@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kpatch import killseam, scratch
 from kpatch.gitx.mirror import Mirror
@@ -73,6 +73,43 @@ def _number(path: Path) -> int:
     return int(path.name.partition("-")[0])
 
 
+# Patch-ids asked ahead of need (prefetch_patch_ids), by what was asked; the latest few only.
+_IDS_AHEAD: dict[tuple[object, ...], Future[Any]] = {}
+
+
+def prefetch_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[str], files: Sequence[Path]) -> None:
+    """Start `commit_patch_ids(repo, since, until, paths, subjects=...)` (since and until full SHAs) and
+    `file_patch_ids(repo, files)` in threads of their own: a later call with the same arguments takes the result
+    (a rebase asks them once its stack is read, and starts them while it is read, on the paths it expects)."""
+    from concurrent.futures import ThreadPoolExecutor  # only here: most runs never hash ahead
+
+    def walk() -> tuple[dict[str, str], dict[str, str]]:
+        seen: dict[str, str] = {}
+        return _commit_patch_ids(repo, since, until, paths, verbatim=False, subjects=seen, renames=False), seen
+
+    while len(_IDS_AHEAD) >= 2 * _AHEAD_MAX:
+        del _IDS_AHEAD[next(iter(_IDS_AHEAD))]
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kpatch-patch-ids")  # joined at exit, not before
+    _IDS_AHEAD[("walk", repo.common_dir, since, until, tuple(paths), False, False)] = pool.submit(walk)
+    _IDS_AHEAD[("files", repo.common_dir, tuple(files), False)] = pool.submit(_file_patch_ids, repo, files)
+    pool.shutdown(wait=False)
+
+
+def drop_patch_ids_ahead() -> None:
+    """Forget the patch-ids asked ahead and not taken: a file's are its bytes when they were asked (a run in the same
+    process, a test's, may have changed the file since)."""
+    _IDS_AHEAD.clear()
+
+
+def _taken(key: tuple[object, ...]) -> Any:
+    """The result of a prefetch_patch_ids call asked just so (None: none, or it failed: the caller runs it and
+    meets the failure itself)."""
+    if not _IDS_AHEAD:
+        return None
+    ahead = _IDS_AHEAD.pop(key, None)
+    return ahead.result() if ahead is not None and ahead.exception() is None else None
+
+
 def patch_ids(repo: Repository, diff: bytes, *, verbatim: bool = False) -> list[tuple[str, str]]:
     """(patch-id, commit or zeros) of every patch in `diff`, in order: the one patch-id path.
 
@@ -85,6 +122,13 @@ def patch_ids(repo: Repository, diff: bytes, *, verbatim: bool = False) -> list[
 
 def file_patch_ids(repo: Repository, files: Sequence[Path], *, verbatim: bool = False) -> list[str | None]:
     """The patch-id of each patch file (None for one git finds no diff in), in one call when it can."""
+    ahead = _taken(("files", repo.common_dir, tuple(files), verbatim))
+    if ahead is not None:
+        return list(ahead)
+    return _file_patch_ids(repo, files, verbatim=verbatim)
+
+
+def _file_patch_ids(repo: Repository, files: Sequence[Path], *, verbatim: bool = False) -> list[str | None]:
     from kpatch.errors import SeriesError
     from kpatch.files import PATCH_FILE, read_input
 
@@ -107,6 +151,18 @@ def commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[s
     `renames`: diff with rename detection (as patch files are written), which pairs a removed and an added file
     only when the pathspec names both: for patches that rename a file, walked with their own paths.
     """
+    ahead = _taken(("walk", repo.common_dir, since, until, tuple(paths) if paths is not None else None, verbatim,
+                    renames))
+    if ahead is not None:
+        ids, seen = ahead
+        if subjects is not None:
+            subjects.update(seen)
+        return dict(ids)
+    return _commit_patch_ids(repo, since, until, paths, verbatim=verbatim, subjects=subjects, renames=renames)
+
+
+def _commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[str] | None, *, verbatim: bool,
+                      subjects: dict[str, str] | None, renames: bool) -> dict[str, str]:
     if paths is not None and not paths:
         return {}
     if isinstance(repo, Mirror):  # a blobless one: the blobs the diffs read, in one fetch (nothing for a full one)
@@ -158,14 +214,32 @@ def _log_patch_ids(repo: Repository, args: list[str], *, verbatim: bool, subject
     if only is not None:
         diff = _only_paths(diff, only)
     if subjects is not None:  # patch-id reads the SHA after "commit " and ignores the rest of the line
-        for line in diff.split(b"\n"):
-            if line.startswith(b"commit ") and len(line) >= 47:
-                subjects[line[7:47].decode()] = line[48:].decode("utf-8", "replace")
+        for found in _COMMIT_LINE.finditer(diff):
+            subjects[found.group(1).decode()] = (found.group(2) or b"").decode("utf-8", "replace")
     return {commit: pid for pid, commit in patch_ids(repo, diff, verbatim=verbatim)}
 
 
+_COMMIT_LINE = re.compile(rb"^commit (.{40})(?:.(.*))?$", re.MULTILINE)  # its SHA (40 bytes), and after a byte the rest
+_SECTION = re.compile(rb"^(?=diff --git |commit )", re.MULTILINE)  # where a file's or a commit's section starts
+_LONE_CR = re.compile(rb"\r(?!\n)")  # a line break to bytes.splitlines(), not to the sections' ^
+
+
 def _only_paths(diff: bytes, paths: set[str]) -> bytes:
-    """`git log -p --no-renames` output with the file sections of other paths left out."""
+    """`git log -p --no-renames` output with the file sections of other paths left out: cut into sections by the
+    regex engine (a file's from its `diff --git` line, a commit's from its `commit` line), not line by line."""
+    if _LONE_CR.search(diff):
+        return _only_paths_by_line(diff, paths)
+    kept = []
+    for section in _SECTION.split(diff):
+        if section.startswith(b"diff --git ") and \
+                _diff_path(section.split(b"\n", 1)[0][len(b"diff --git "):]) not in paths:
+            continue
+        kept.append(section)
+    return b"".join(kept)
+
+
+def _only_paths_by_line(diff: bytes, paths: set[str]) -> bytes:
+    """_only_paths, line by line as bytes.splitlines() cuts them (a lone CR too)."""
     kept: list[bytes] = []
     keep = True
     for line in diff.splitlines(keepends=True):

@@ -31,11 +31,11 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kpatch import killseam
 from kpatch.errors import WorktreeError
-from kpatch.files import new_file_mode, open_regular, sync_files, write_atomic
+from kpatch.files import new_file_mode, open_regular, removals_done, remove_later, sync_files, write_atomic
 
 JOURNAL = "journal.json"
 KILL_HOOK = killseam.KILL_AT  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
@@ -156,20 +156,23 @@ def close(folder: Path) -> None:
 
 def sweep(folder: Path) -> None:
     """Remove what a kill left of a journal being staged or dropped (never a pending journal: see the module)."""
+    removals_done()
     for suffix in _LEFTOVERS:
         shutil.rmtree(folder.with_name(folder.name + suffix), ignore_errors=True)
 
 
 def _drop(folder: Path) -> None:
-    """Remove the journal folder: renamed away first (one atomic step), then deleted."""
+    """Remove the journal folder: renamed away first (one atomic step), then deleted beside the rest of the command
+    (`files.remove_later`: its kept copies were fsynced, so each costs the file system a commit to remove)."""
     dropped = folder.with_name(folder.name + ".dropped")
+    removals_done()  # a journal this process dropped before is gone (its name is used again here)
     shutil.rmtree(dropped, ignore_errors=True)
     try:
         folder.replace(dropped)
     except FileNotFoundError:
         return
     _hook("dropped")
-    shutil.rmtree(dropped, ignore_errors=True)
+    remove_later(dropped)
 
 
 def resume(folder: Path) -> bool:
@@ -218,7 +221,8 @@ def _steps(folder: Path) -> list[Step]:
         for part in (folder, folder / "new", folder / "old"):
             if part.is_symlink():
                 raise ValueError(f"{part.name} is a symlink")
-        steps = [_step(folder, item) for item in raw["steps"]]
+        places = _Places(Path(os.path.realpath(_project(folder))))
+        steps = [_step(folder, item, places) for item in raw["steps"]]
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         why = "nested too deeply" if isinstance(err, RecursionError) else \
             err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:200]
@@ -228,7 +232,29 @@ def _steps(folder: Path) -> list[Step]:
     return steps
 
 
-def _step(folder: Path, item: object) -> Step:
+class _Places:
+    """Where the targets' folders really are, and where that is inside the project `root` (None: outside it), each
+    folder resolved once for all the steps in it (a rebase's are nearly all in one patches/ folder)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._folders: dict[str, tuple[Path, PurePosixPath | None]] = {}
+
+    def of(self, path: Path) -> tuple[Path, str | None]:
+        """(`path` with its folder resolved, its place in the project as a posix path, or None when outside)."""
+        key = str(path.parent)
+        if key not in self._folders:
+            real = Path(os.path.realpath(path.parent))
+            self._folders[key] = (real, PurePosixPath(real.relative_to(self.root).as_posix())
+                                  if real.is_relative_to(self.root) else None)
+        real, inside = self._folders[key]
+        where = real / path.name  # the last part may be a symlink: it is replaced
+        if inside is None:
+            return where, where.relative_to(self.root).as_posix() if where.is_relative_to(self.root) else None
+        return where, (inside / path.name).as_posix()
+
+
+def _step(folder: Path, item: object, places: _Places) -> Step:
     """One step, checked: its target a file of the project (folder is <project>/.kpatch/journal)."""
     if not isinstance(item, dict) or set(item) != {"target", "new", "old"}:
         raise ValueError("a step is not {target, new, old}")
@@ -238,10 +264,10 @@ def _step(folder: Path, item: object) -> Step:
     if not (new is None or (isinstance(new, str) and _STAGED.match(new))) or \
             not (old is None or (isinstance(old, str) and _KEPT.match(old))):
         raise ValueError(f"step of {target!r} names copies the journal does not make")
-    root = Path(os.path.realpath(_project(folder)))
+    root = places.root
     path = Path(target)
-    where = Path(os.path.realpath(path.parent)) / path.name  # the last part may be a symlink: it is replaced
-    inside = where.relative_to(root).as_posix() if path.is_absolute() and where.is_relative_to(root) else None
+    where, inside = places.of(path)
+    inside = inside if path.is_absolute() else None
     if inside is None or inside in ("", ".") or (inside.startswith(".kpatch/") and not _STATE.match(inside)) \
             or ".git" in Path(inside).parts:
         raise ValueError(f"step target {target!r} is not a file of the project {root}")

@@ -144,17 +144,19 @@ def _hunk(lines: list[str], index: int, path: Path) -> int:
     old = int(match.group(1)) if match.group(1) is not None else 1
     new = int(match.group(2)) if match.group(2) is not None else 1
     index += 1
-    while old > 0 or new > 0:
-        if index >= len(lines):
+    end = len(lines)
+    while old > 0 or new > 0:  # every line of every patch goes through here: by its first character, no calls
+        if index >= end:
             raise SeriesError(f"{path}:{index}: the patch ends inside a hunk")
         line = lines[index]
-        if line.startswith(" ") or line in ("", "\r"):  # an empty context line may lose its space in transit
+        first = line[:1]
+        if first == " " or not line or line == "\r":  # an empty context line may lose its space in transit
             old, new = old - 1, new - 1
-        elif line.startswith("-"):
+        elif first == "-":
             old -= 1
-        elif line.startswith("+"):
+        elif first == "+":
             new -= 1
-        elif not line.startswith("\\"):
+        elif first != "\\":
             raise SeriesError(f"{path}:{index + 1}: hunk is shorter than its header says")
         index += 1
     while index < len(lines) and lines[index].startswith("\\"):

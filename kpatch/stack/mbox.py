@@ -115,6 +115,11 @@ class Head:
 def parse_head(text: str, path: Path) -> Head:
     """A patch's subject, date and PRs read as `parse_patch_text` reads them, its diff not walked (for a file
     kpatch has written and read back already: the carry history's record of it)."""
+    cut = text.find("\ndiff --git ")
+    if cut != -1 and text.find("\n\n", 0, cut + 1) != -1:
+        # The mail part ends (a blank line) before the diff: only it is split into lines, the diff stands for one
+        # line that starts it (the same headers, trailers and errors as the whole text gives).
+        text = text[:cut + 1] + "diff --git "
     _lines, headers, _diff_start, (_status, prs, _requires, _lines_of) = _message(text, path)
     return Head(subject=re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers["subject"]), date=headers["date"],
                 prs=tuple(prs))
@@ -147,10 +152,9 @@ def _headers(lines: list[str], path: Path) -> tuple[dict[str, str], int]:
         line = lines[index]
         if not (line[0] in " \t" and index > 1) and not _HEADER.match(line):
             raise SeriesError(f"{path}:{index + 1}: malformed mail header {line[:40]!r}")
-    from email import policy
-    from email.parser import HeaderParser
+    from email.parser import HeaderParser  # its default policy is compat32 (email.policy not imported: 10 ms)
 
-    message = HeaderParser(policy=policy.compat32).parsestr("\n".join(lines[1:end]) + "\n\n")
+    message = HeaderParser().parsestr("\n".join(lines[1:end]) + "\n\n")
     headers = {key.lower(): _decode(_FOLD.sub(" ", value.strip()), path, end) for key, value in message.items()}
     return headers, end + 1
 

@@ -183,3 +183,16 @@ def test_crash_log_never_writes_through_a_planted_symlink(tmp_path: Path, monkey
     assert victim.read_text() == "precious\n"
     logs = [p for p in tmp_path.glob("kpatch-crash-*.log") if not p.is_symlink()]
     assert len(logs) == 1 and "KeyError" in logs[0].read_text()
+
+
+def test_a_rebase_tells_a_broken_patch_before_an_upstream_it_cannot_fetch(project: Project) -> None:
+    """The stack is read while git fetches the upstream: when both fail, the patch's error is the one told, as when
+    the stack was read before anything was fetched."""
+    assert project.run("apply").exit_code == 0
+    _patch(project, "kernels", K2, lambda t: "hello\n" + t)
+    before = project.snapshot()
+    result = project.run("rebase", "--url", f"kernels={project.root / 'no-such-upstream'}")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.exit_code == ExitCode.BAD_INPUT, result.output
+    assert len(errors) == 1 and re.search(rf"{K2}:1: not a git format-patch mbox", errors[0]), result.stderr
+    assert project.snapshot() == before

@@ -278,3 +278,23 @@ def test_an_append_made_between_anothers_read_and_its_rewrite_waits_for_it_and_i
     other[0].join()
     assert other_waits.is_set()
     assert [(n.date, n.behind[0].commits) for n in history.read(path).nights] == [(DAYS[0], 4), (DAYS[1], 5)]
+
+
+def test_a_record_line_is_the_json_of_dataclasses_asdict_byte_for_byte() -> None:
+    """to_line walks each record once (no asdict copy first) and writes what asdict's form wrote, nested records
+    (a night's behind and stages) and tuples included."""
+    from kpatch.output.redact import redact_text
+
+    def by_asdict(record: history.Record) -> str:
+        kind = "patch" if isinstance(record, history.PatchRecord) else \
+            "pull" if isinstance(record, history.PullRecord) else "night"
+        data = {f.metadata.get("json", f.name): value for f, value in
+                zip(dataclasses.fields(record), dataclasses.asdict(record).values(), strict=True)}
+        return redact_text(json.dumps({"v": history.VERSION, "kind": kind, **data}, ensure_ascii=False,
+                                      separators=(",", ":")))
+
+    records: list[history.Record] = [night(DAYS[0], {"kernels": 3, "app": 1}),
+                                     patch(DAYS[1], "kernels", "0001-ü.patch", lines=7, prs=("o/r#1",)),
+                                     _pull(DAYS[2], "o/r#12", "merged")]
+    assert [history.to_line(r) for r in records] == [by_asdict(r) for r in records]
+    assert '"behind":[{' in history.to_line(records[0])  # the nested records were reached

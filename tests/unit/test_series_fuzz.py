@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kpatch.dashboard.record import _changed
 from kpatch.errors import SeriesError
 from kpatch.stack import parse_patch_text, parse_series_text
+from kpatch.stack.mbox import Head, _message, parse_head
 
 HEAD = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
 PIECES = st.sampled_from([
@@ -39,3 +43,33 @@ def test_patch_parser_never_crashes(pieces: list[str], noise: str) -> None:
         assert str(err).startswith("p.patch") and "\n" not in str(err)
         return
     assert all(not p.startswith("/") and ".." not in p.split("/") for p in patch.paths)
+
+
+def _outcome(read: Callable[[], object]) -> object:
+    try:
+        return read()
+    except SeriesError as err:
+        return str(err)
+
+
+@given(st.lists(PIECES, max_size=30), st.text(max_size=40))
+def test_parse_head_reads_the_mail_part_as_the_whole_patch_parser_does(pieces: list[str], noise: str) -> None:
+    """parse_head splits only the mail part into lines (the diff left out when the headers end before it): the
+    same subject, date and PRs as parse_patch_text's mail part gives, and the same error."""
+    text = HEAD + "".join(pieces) + noise  # an mbox's first line: the cases past it
+
+    def whole() -> object:
+        _all, headers, _start, (_status, prs, _requires, _lines) = _message(text, Path("p.patch"))
+        return Head(subject=re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers["subject"]), date=headers["date"],
+                    prs=tuple(prs))
+
+    assert _outcome(lambda: parse_head(text, Path("p.patch"))) == _outcome(whole)
+
+
+@given(st.lists(st.sampled_from(["+a", "-b", " c", "--- a/x", "+++ b/x", "-- ", "--", "+", "-", "", "\r", "x\ry",
+                                 "\u2028", "\x0c+d", "2.39.2"]), max_size=40),
+       st.sampled_from(["\n", "\r\n"]))
+def test_the_history_counts_changed_lines_as_splitlines_cuts_them(rows: list[str], end: str) -> None:
+    diff = end.join(rows)
+    assert _changed(diff) == sum(1 for row in diff.splitlines() if row[:1] in ("+", "-") and row != "-- " and
+                                 not row.startswith(("+++ ", "--- ")))

@@ -57,6 +57,27 @@ def test_every_field_survives_a_round_trip() -> None:
     assert state.encode(state.decode(data, WHERE)) == data  # byte-stable
 
 
+def test_the_encoding_is_the_json_of_dataclasses_asdict_with_enum_values() -> None:
+    """The one-walk encoder writes what `dataclasses.asdict` (enums by value) wrote, byte for byte."""
+    from dataclasses import asdict
+    from enum import Enum
+
+    def plain(value: object) -> object:
+        if isinstance(value, Enum):
+            return value.value
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    original = full_state()
+    fields = plain(asdict(original))
+    assert isinstance(fields, dict)
+    data = (json.dumps({"version": state.STATE_VERSION, **fields}, indent=1) + "\n").encode()
+    assert state.encode(original) == data
+
+
 def test_an_older_file_without_the_newer_optional_fields_still_reads() -> None:
     raw = json.loads(state.encode(full_state()))
     del raw["operation"]["discard"], raw["operation"]["github"]
