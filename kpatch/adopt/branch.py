@@ -73,6 +73,7 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
                   include_upstream: bool = False, max_commits: int = MAX_COMMITS,
                   requires_auto: bool = False) -> ImportResult:
     """The commits of `branch` at `url` since the base, as NAME's stack (nothing written on any refusal)."""
+    _load_ahead()
     with ws.writer("import", ui):
         upstream, series = empty_stack(ws, name)
         where = resolve_base(ws, ui, upstream, base_ref)
@@ -238,6 +239,20 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
 
 
 # --- the fork branch --------------------------------------------------------------------------------------------
+
+
+def _load_ahead() -> None:
+    """Import, in a thread of its own, what reading the patches will need (the email parser with the modules it
+    loads when it first runs, the thread pool): this thread mostly waits for git until then."""
+    import threading
+
+    def load() -> None:
+        import concurrent.futures  # noqa: F401  # loaded, nothing more
+        from email.parser import HeaderParser
+
+        HeaderParser().parsestr("Subject: x\n\n")
+
+    threading.Thread(target=load, name="kpatch-load").start()  # not a daemon: never cut off mid-import at exit
 
 
 def _fetch_branch(mirror: Mirror, name: str, url: str, branch: str, ref: str) -> str:

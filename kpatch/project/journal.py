@@ -23,6 +23,7 @@ symlink either). A journal that cannot be read (or breaks those rules) cannot go
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
@@ -218,7 +219,8 @@ def _steps(folder: Path) -> list[Step]:
         for part in (folder, folder / "new", folder / "old"):
             if part.is_symlink():
                 raise ValueError(f"{part.name} is a symlink")
-        steps = [_step(folder, item) for item in raw["steps"]]
+        real = functools.cache(os.path.realpath)  # the project and the targets' folders, each resolved once
+        steps = [_step(folder, item, real) for item in raw["steps"]]
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         why = "nested too deeply" if isinstance(err, RecursionError) else \
             err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:200]
@@ -228,8 +230,9 @@ def _steps(folder: Path) -> list[Step]:
     return steps
 
 
-def _step(folder: Path, item: object) -> Step:
-    """One step, checked: its target a file of the project (folder is <project>/.kpatch/journal)."""
+def _step(folder: Path, item: object, real: Callable[[Path], str] = os.path.realpath) -> Step:
+    """One step, checked: its target a file of the project (folder is <project>/.kpatch/journal); `real` resolves
+    a path (os.path.realpath, or a cache of it)."""
     if not isinstance(item, dict) or set(item) != {"target", "new", "old"}:
         raise ValueError("a step is not {target, new, old}")
     target, new, old = item["target"], item["new"], item["old"]
@@ -238,9 +241,9 @@ def _step(folder: Path, item: object) -> Step:
     if not (new is None or (isinstance(new, str) and _STAGED.match(new))) or \
             not (old is None or (isinstance(old, str) and _KEPT.match(old))):
         raise ValueError(f"step of {target!r} names copies the journal does not make")
-    root = Path(os.path.realpath(_project(folder)))
+    root = Path(real(_project(folder)))
     path = Path(target)
-    where = Path(os.path.realpath(path.parent)) / path.name  # the last part may be a symlink: it is replaced
+    where = Path(real(path.parent)) / path.name  # the last part may be a symlink: it is replaced
     inside = where.relative_to(root).as_posix() if path.is_absolute() and where.is_relative_to(root) else None
     if inside is None or inside in ("", ".") or (inside.startswith(".kpatch/") and not _STATE.match(inside)) \
             or ".git" in Path(inside).parts:

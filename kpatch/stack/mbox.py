@@ -147,10 +147,9 @@ def _headers(lines: list[str], path: Path) -> tuple[dict[str, str], int]:
         line = lines[index]
         if not (line[0] in " \t" and index > 1) and not _HEADER.match(line):
             raise SeriesError(f"{path}:{index + 1}: malformed mail header {line[:40]!r}")
-    from email import policy
-    from email.parser import HeaderParser
+    from email.parser import HeaderParser  # its default policy is compat32 (email.policy itself is not loaded)
 
-    message = HeaderParser(policy=policy.compat32).parsestr("\n".join(lines[1:end]) + "\n\n")
+    message = HeaderParser().parsestr("\n".join(lines[1:end]) + "\n\n")
     headers = {key.lower(): _decode(_FOLD.sub(" ", value.strip()), path, end) for key, value in message.items()}
     return headers, end + 1
 
