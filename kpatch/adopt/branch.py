@@ -212,7 +212,17 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
     head = tip or tree.head()
     if head == base:
         raise UsageError(f"no commits to import for {upstream.name}: the stack would be empty (nothing was written)")
-    rendered = render(tree, base, series, series.dropped, tip=head)
+    staged = journal.Stager(ws.journal_dir, "import")  # the patch files staged (and fsynced) as they are read
+    try:
+        return _write_stack(ws, upstream, series, tree, where, head, staged, requires_auto=requires_auto)
+    finally:
+        staged.abandon()
+
+
+def _write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Repository, where: Base, head: str,
+                 staged: journal.Stager, *, requires_auto: bool) -> tuple[tuple[Path, ...], tuple[Suggestion, ...]]:
+    base = where.commit
+    rendered = render(tree, base, series, series.dropped, tip=head, stage=staged.put)
     suggestions = suggest(ws, upstream, tree, rendered) if upstream.requires else ()
     if requires_auto and suggestions:
         made_from = {path.name: commit for path, commit in rendered.commits.items()}
@@ -233,7 +243,7 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
     writes = {**rendered.files, upstream.patches / SERIES: rendered.series}
     if where.moved:
         writes[ws.stack.path] = with_new_bases(ws.stack.path, {upstream.name: base})
-    journal.write(ws.journal_dir, "import", writes, [])
+    journal.write(ws.journal_dir, "import", writes, [], staged)
     journal.close(ws.journal_dir)
     return tuple(rendered.files), suggestions
 

@@ -33,10 +33,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch import killseam
 from kpatch.errors import WorktreeError
-from kpatch.files import new_file_mode, open_regular, sync_files, write_atomic
+from kpatch.files import fsync_file, new_file_mode, open_regular, sync_files, write_atomic
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 JOURNAL = "journal.json"
 KILL_HOOK = killseam.KILL_AT  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
@@ -88,34 +92,131 @@ def committed(folder: Path) -> bool:
     return (folder / JOURNAL).is_file()
 
 
-def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: Iterable[Path]) -> int:
-    """Change every file in `writes` and delete every one in `deletes` as one step; return how many changed."""
+class Stager:
+    """The new contents of a journaled write, staged while the command still makes the rest (`put`): each file
+    goes to the staging folder, which a kill leaves as a leftover the next writer sweeps (never a pending
+    journal), and is fsynced in a thread as it comes. `write` then takes them as they are (the same bytes and
+    mode), so what is left for it is the folder's rename, the entries' fsyncs and the commit point. Nothing is
+    refused here: a file that could not be staged or made durable is written by `write` as always (and fails
+    there, in its words); `abandon` removes the staging of a write that never came."""
+
+    def __init__(self, folder: Path, operation: str) -> None:
+        self.folder, self.operation = folder, operation
+        self._staging = folder.with_name(folder.name + ".staging")
+        self._ready: bool | None = None  # None: not made yet; False: not staging (a pending journal, an error)
+        self._staged: dict[Path, tuple[str, bytes, int, Future[None]]] = {}  # target -> name in new/, bytes, mode
+        self._count = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    def put(self, target: Path, data: bytes) -> None:
+        """Stage `data` as the new content of `target`."""
+        if self._ready is None:
+            self._ready = self._make()
+        if not self._ready:
+            return
+        name = str(self._count)
+        self._count += 1
+        try:
+            mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else new_file_mode()
+            fd = os.open(self._staging / "new" / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fchmod(handle.fileno(), mode)
+        except OSError:
+            self._ready = False  # write() writes them all, as it always did
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kpatch-sync")
+        self._staged[target] = (name, data, mode, self._pool.submit(fsync_file, self._staging / "new" / name))
+
+    def _make(self) -> bool:
+        if self.folder.exists():  # a pending journal: write() refuses
+            return False
+        try:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            (self._staging / "new").mkdir(parents=True)
+            (self._staging / "old").mkdir()
+            (self._staging / "operation").write_text(self.operation, encoding="utf-8")
+        except OSError:
+            return False
+        return True
+
+    def take(self, operation: str) -> tuple[dict[Path, tuple[str, bytes, int]], int] | None:
+        """The files staged and made durable ({target: (name in new/, bytes, mode)}) and how many names were
+        given, once every fsync is done; None when nothing is staged (write() stages everything itself)."""
+        if not self._ready or operation != self.operation:
+            return None
+        self._ready = False  # taken: the staging folder is write()'s now
+        durable = {}
+        for target, (name, data, mode, synced) in self._staged.items():
+            if synced.exception() is None:
+                durable[target] = (name, data, mode)
+        self._close()
+        return durable, self._count
+
+    def abandon(self) -> None:
+        """Remove what was staged, when write() did not take it."""
+        self._close()
+        if self._ready:
+            self._ready = False
+            shutil.rmtree(self._staging, ignore_errors=True)
+
+    def _close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: Iterable[Path],
+          staged: Stager | None = None) -> int:
+    """Change every file in `writes` and delete every one in `deletes` as one step; return how many changed.
+    `staged`: files of `writes` staged already (the same bytes are taken as they are)."""
     if folder.exists():
         raise WorktreeError(f"{folder}: an interrupted write is pending: run 'kpatch {pending(folder)} --continue' "
                             "or '--abort' first")
     staging = folder.with_name(folder.name + ".staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "new").mkdir(parents=True)
-    (staging / "old").mkdir()
-    (staging / "operation").write_text(operation, encoding="utf-8")
+    taken = staged.take(operation) if staged is not None else None
+    ready, given = taken if taken is not None else ({}, 0)
+    if taken is None:
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "new").mkdir(parents=True)
+        (staging / "old").mkdir()
+        (staging / "operation").write_text(operation, encoding="utf-8")
     _hook("staging")
-    staging.replace(folder)
+    try:
+        staging.replace(folder)
+    except BaseException:
+        if taken is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
     steps: list[Step] = []
+    synced: set[str] = set()  # staged names already durable
     try:
         for index, (path, data) in enumerate(sorted(writes.items())):
+            early = ready.pop(path, None)
             if path.is_file() and not path.is_symlink() and path.read_bytes() == data:
                 continue
             mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else new_file_mode()
-            write_atomic(folder / "new" / str(index), data, mode=mode, durable=False)  # made durable below
-            steps.append(Step(target=str(path), new=str(index), old=_keep(folder, path, f"w{index}")))
+            if early is not None and early[1] == data and early[2] == mode:
+                name = early[0]
+                synced.add(name)
+            else:
+                name = str(given + index)
+                write_atomic(folder / "new" / name, data, mode=mode, durable=False)  # made durable below
+            steps.append(Step(target=str(path), new=name, old=_keep(folder, path, f"w{index}")))
         for index, path in enumerate(sorted(set(deletes))):
             if path.exists() or path.is_symlink():
                 steps.append(Step(target=str(path), new=None, old=_keep(folder, path, f"d{index}")))
+        for name, _data, _mode in ready.values():  # staged, but not written after all
+            (folder / "new" / name).unlink(missing_ok=True)
     except BaseException:
         _drop(folder)
         raise
     # the staged files and the kept ones, and the entries naming them, durable before the commit point below
-    sync_files([*(folder / "new" / s.new for s in steps if s.new is not None),
+    sync_files([*(folder / "new" / s.new for s in steps if s.new is not None and s.new not in synced),
                 *(folder / "old" / s.old for s in steps if s.old is not None),
                 folder / "new", folder / "old", folder, folder.parent])
     _hook(0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,19 +44,21 @@ class Rendered:
 
 
 def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str], *,
-           pinned: frozenset[str] | None = None, tip: str = "HEAD") -> Rendered:
+           pinned: frozenset[str] | None = None, tip: str = "HEAD",
+           stage: Callable[[Path, bytes], None] | None = None) -> Rendered:
     """The patch files and series that base..tip of `tree` give, reusing the series' file names. With `pinned`
     (export: the file names a `Requires:` names, which must not change), a stack whose numbers no longer run in
     apply order (a reorder, a commit put between two) is renumbered 1..n: a rename, the contents as they were.
 
     Each patch is read (as git am and kpatch will read it) as soon as git has written it, while git writes the
-    next; the refusals come afterwards, in the order they always came."""
+    next, and handed to `stage` (a journal's Stager.put) with its path; the refusals come afterwards, in the order
+    they always came."""
     with Formatting(tree, base, tip) as formatting:
         listed = tree.commit_subjects(base, tip)
         names = _names(tree, base, tip, series, listed)
         if pinned is not None:
             names = _renumbered(names, pinned)
-        reader = _Reader(tree, series.folder, names, listed, {p.path: p for p in series.patches})
+        reader = _Reader(tree, series.folder, names, listed, {p.path: p for p in series.patches}, stage)
         try:
             texts = formatting.texts(reader.read)
         finally:
@@ -125,8 +127,8 @@ class _Reader:
     in a thread), and the patch as kpatch reads it back."""
 
     def __init__(self, tree: Repository, folder: Path, names: list[str], listed: list[tuple[str, str]],
-                 old: dict[Path, Patch]) -> None:
-        self.tree, self.folder, self.names, self.listed, self.old = tree, folder, names, listed, old
+                 old: dict[Path, Patch], stage: Callable[[Path, bytes], None] | None) -> None:
+        self.tree, self.folder, self.names, self.listed, self.old, self.stage = tree, folder, names, listed, old, stage
         self.done: dict[int, _Early] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._facts: Future[dict[str, CommitFacts]] | None = None
@@ -149,6 +151,8 @@ class _Reader:
             except (SeriesError, UnicodeDecodeError) as err:
                 early.parsed = err
         self.done[index] = early
+        if self.stage is not None:
+            self.stage(target, data)
 
     def _threads(self) -> ThreadPoolExecutor:
         if self._pool is None:
