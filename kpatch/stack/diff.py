@@ -52,8 +52,9 @@ class FileDiff:
     spans: list[Span] = field(default_factory=list)  # each hunk's header: (old start, old count, new start, count)
 
 
-def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
-    """Walk the diff from `lines[start]` (a `diff --git` line) to its end (or the mbox signature `-- `)."""
+def file_diffs(lines: list[str], start: int, path: Path, *, hunks: bool = True) -> list[FileDiff]:
+    """Walk the diff from `lines[start]` (a `diff --git` line) to its end (or the mbox signature `-- `); without
+    `hunks`, the hunks are walked (and checked) but not kept."""
     files: list[FileDiff] = []
     index = start
     while index < len(lines):
@@ -68,7 +69,7 @@ def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
                 files[-1].paths.add(same)
         elif line.startswith("@@ "):
             end = _hunk(lines, index, path)
-            numbers = span(line)
+            numbers = span(line) if hunks else None
             if files and numbers:  # _hunk checked the header
                 files[-1].hunks.append(lines[index + 1:end])
                 files[-1].spans.append(numbers)
@@ -82,7 +83,7 @@ def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
 
 def diff_paths(lines: list[str], start: int, path: Path) -> DiffPaths:
     """The paths the diff from `lines[start]` reads, writes, creates (as files or symlinks) and renames to."""
-    files = file_diffs(lines, start, path)
+    files = file_diffs(lines, start, path, hunks=False)
 
     def each(pick: Callable[[FileDiff], Iterable[str]]) -> tuple[str, ...]:
         return tuple(sorted({name for f in files for name in pick(f)}))
@@ -144,17 +145,20 @@ def _hunk(lines: list[str], index: int, path: Path) -> int:
     old = int(match.group(1)) if match.group(1) is not None else 1
     new = int(match.group(2)) if match.group(2) is not None else 1
     index += 1
-    while old > 0 or new > 0:
-        if index >= len(lines):
+    size = len(lines)
+    while old > 0 or new > 0:  # every line of every hunk: by its first character, the cheapest test
+        if index >= size:
             raise SeriesError(f"{path}:{index}: the patch ends inside a hunk")
-        line = lines[index]
-        if line.startswith(" ") or line in ("", "\r"):  # an empty context line may lose its space in transit
+        first = lines[index][:1]
+        if first == " ":
             old, new = old - 1, new - 1
-        elif line.startswith("-"):
+        elif first == "-":
             old -= 1
-        elif line.startswith("+"):
+        elif first == "+":
             new -= 1
-        elif not line.startswith("\\"):
+        elif first == "" or lines[index] == "\r":  # an empty context line may lose its space in transit
+            old, new = old - 1, new - 1
+        elif first != "\\":
             raise SeriesError(f"{path}:{index + 1}: hunk is shorter than its header says")
         index += 1
     while index < len(lines) and lines[index].startswith("\\"):
