@@ -3,6 +3,7 @@ reads back out of a mail is in `mails`)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -130,13 +131,16 @@ class Formatting:
         proc, folder = self._proc, self._folder
         assert proc is not None and folder is not None
         read: dict[int, bytes] = {}  # by format-patch's number
+        seen: dict[int, str] = {}  # every file listed so far, by number
         while True:
             finished = proc.poll() is not None  # before listing: every file is whole once git has exited
-            written = {_number(path): path for path in folder.iterdir()}
-            whole = sorted(written) if finished else sorted(written)[:-1]
+            names = os.listdir(folder)  # noqa: PTH208  # names only: a Path per entry, each poll, costs more
+            if len(names) != len(seen):
+                seen.update((int(name.partition("-")[0]), name) for name in names)  # as _number reads them
+            whole = sorted(seen) if finished else sorted(seen)[:-1]
             fresh = [n for n in whole if n not in read]
             for number in fresh:
-                read[number] = text = written[number].read_bytes()
+                read[number] = text = (folder / seen[number]).read_bytes()
                 each(number - 1, text)
             if finished:
                 break
