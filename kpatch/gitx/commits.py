@@ -92,8 +92,8 @@ def _sure(commit: NewCommit) -> bool:
 def plain_utf8(text: str) -> bool:
     """Text git's commit UTF-8 check keeps as it is: no surrogates (bytes that were not UTF-8) and none of the
     code points it refuses (U+FDD0..U+FDEF, U+xxFFFE, U+xxFFFF)."""
-    return not any(0xD800 <= ord(c) <= 0xDFFF or 0xFDD0 <= ord(c) <= 0xFDEF or (ord(c) & 0xFFFE) == 0xFFFE
-                   for c in text if ord(c) > 0x7F)
+    return text.isascii() or not any(0xD800 <= ord(c) <= 0xDFFF or 0xFDD0 <= ord(c) <= 0xFDEF or
+                                     (ord(c) & 0xFFFE) == 0xFFFE for c in text if ord(c) > 0x7F)
 
 
 def _hash_objects(repo: Repository, texts: list[bytes]) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,16 +90,23 @@ def _names(tree: Repository, base: str, tip: str, series: Series, listed: list[t
     """The file name of each commit: the series' own where a patch of that subject is there, else git's."""
     old = list(series.patches)
     names: list[str] = []
+    given: set[str] = set()  # the names so far
+    taken = {p.name for p in old}  # the series' names and the names so far
+    numbers = _numbers(taken)  # theirs
     slugs: list[str] | None = None  # format-patch's name part of each commit, asked of git once when needed
     for index, (_commit, subject) in enumerate(listed):
-        same = next((p for p in old if p.subject == subject and p.name not in names), None)
-        if index < len(old) and old[index].subject == subject and old[index].name not in names:
-            names.append(old[index].name)
+        same = next((p for p in old if p.subject == subject and p.name not in given), None)
+        if index < len(old) and old[index].subject == subject and old[index].name not in given:
+            name = old[index].name
         elif same is not None:
-            names.append(same.name)
+            name = same.name
         else:
             slugs = slugs if slugs is not None else _slugs(tree, base, tip)
-            names.append(_fresh_name(index, slugs[index], {p.name for p in old} | set(names)))
+            name = _fresh_name(index, slugs[index], taken, numbers)
+        names.append(name)
+        given.add(name)
+        taken.add(name)
+        numbers |= _numbers([name])
     return names
 
 
@@ -362,10 +369,15 @@ _NAME_MAX = 64 - len(".patch") - 1
 _NUMBERED = re.compile(r"^(\d{4})-(.+)$")
 
 
-def _fresh_name(index: int, slug: str, taken: set[str]) -> str:
+def _numbers(names: Iterable[str]) -> set[int]:
+    """The NNNN of each numbered name."""
+    return {int(m.group(1)) for m in map(_NUMBERED.match, names) if m}
+
+
+def _fresh_name(index: int, slug: str, taken: set[str], numbers: set[int] | None = None) -> str:
     """`NNNN-slug.patch` as `git format-patch` names the file (cut where it cuts), unique in the folder, its number
-    too: where another file has NNNN already, the next number after the highest."""
-    numbers = {int(m.group(1)) for m in map(_NUMBERED.match, taken) if m}
+    too: where another file has NNNN already, the next number after the highest. `numbers`: `_numbers(taken)`."""
+    numbers = _numbers(taken) if numbers is None else numbers
     number = index + 1 if index + 1 not in numbers else max(numbers) + 1
     stem = f"{number:04d}-{slug}"[:_NAME_MAX]
     name, extra = f"{stem}.patch", 2
