@@ -8,14 +8,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kpatch.adopt.init import fetchable
 from kpatch.adopt.suggest import Suggestion, add_trailers, suggest
 from kpatch.config import Upstream
-from kpatch.config.edit import with_new_bases
 from kpatch.engine.plan import check_base, fetch, load_all_series, requires_problem
 from kpatch.errors import PatchConflict, UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Mirror, Repository, commit_patch_ids
-from kpatch.gitx.commits import Ident, NewCommit, chain
 from kpatch.gitx.mirror import fetch_failure
 from kpatch.gitx.repo import UPSTREAM_REFS
 from kpatch.output.redact import redact_url
@@ -66,6 +63,8 @@ def parse_source(value: str, name: str) -> tuple[str, str]:
     url, at, branch = value.rpartition("@")
     if not at or not url or not branch or ":" in branch:
         raise UsageError(f"--from takes URL_OR_PATH@BRANCH, got {value!r}")
+    from kpatch.adopt.init import fetchable  # imported where used, as the rest of init is not
+
     return fetchable(url, f"--from (upstream {name})"), branch
 
 
@@ -242,6 +241,8 @@ def _write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposi
     ws.check_writable(ws.kpatch_dir, upstream.patches, *([ws.stack.path] if where.moved else []))
     writes = {**rendered.files, upstream.patches / SERIES: rendered.series}
     if where.moved:
+        from kpatch.config.edit import with_new_bases  # only here: the base moved
+
         writes[ws.stack.path] = with_new_bases(ws.stack.path, {upstream.name: base})
     journal.write(ws.journal_dir, "import", writes, [], staged)
     journal.close(ws.journal_dir)
@@ -362,6 +363,8 @@ def _reword(tree: Repository, base: str, tip: str, originals: list[str],
     spaces collapsed that subject, and the commits after it their new parents (trees, authors, committers and dates
     kept): the stack's files then give back the commits. Real histories have them ("Fix  the cache"). Returns them
     and the commit the stack ends at now (`tip` when none was reworded). `listed`: base..tip listed already."""
+    from kpatch.gitx.commits import Ident, NewCommit, chain  # the commits of a reworded stack
+
     reworded: list[Reworded] = []
     parent = base
     made: list[NewCommit] = []  # the commits from the first one reworded on, each on the one before

@@ -54,8 +54,8 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
     next, and handed to `stage` (a journal's Stager.put) with its path; the refusals come afterwards, in the order
     they always came."""
     with Formatting(tree, base, tip) as formatting:
-        listed = tree.commit_subjects(base, tip)
-        names = _names(tree, base, tip, series, listed)
+        listed, slugs = _listing(tree, base, tip)
+        names = _names(series, listed, slugs)
         if pinned is not None:
             names = _renumbered(names, pinned)
         reader = _Reader(tree, series.folder, names, listed, {p.path: p for p in series.patches}, stage)
@@ -86,14 +86,23 @@ def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, st
                     patches=patches, commits=commits)
 
 
-def _names(tree: Repository, base: str, tip: str, series: Series, listed: list[tuple[str, str]]) -> list[str]:
+def _listing(tree: Repository, base: str, tip: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(SHA, subject) of each commit of base..tip, oldest first (`tree.commit_subjects`), and git's own file-name
+    part of each (`%f`, what format-patch names its files by: letters, digits, '.' and '_' kept, every other run of
+    characters one '-'), from one `git log`."""
+    parts = tree.run(["log", "--reverse", "--format=%H %s%x00%f%x00", "--end-of-options", f"{base}..{tip}"]).stdout
+    fields = parts.split(b"\0")[:-1]  # (sha and subject, slug) of each commit; each entry after a newline
+    entries = [field.decode("utf-8", "replace").strip("\n") for field in fields[0::2]]
+    return [(e[:40], e[41:]) for e in entries], [field.decode("ascii", "replace") for field in fields[1::2]]
+
+
+def _names(series: Series, listed: list[tuple[str, str]], slugs: list[str]) -> list[str]:
     """The file name of each commit: the series' own where a patch of that subject is there, else git's."""
     old = list(series.patches)
     names: list[str] = []
     given: set[str] = set()  # the names so far
     taken = {p.name for p in old}  # the series' names and the names so far
     numbers = _numbers(taken)  # theirs
-    slugs: list[str] | None = None  # format-patch's name part of each commit, asked of git once when needed
     for index, (_commit, subject) in enumerate(listed):
         same = next((p for p in old if p.subject == subject and p.name not in given), None)
         if index < len(old) and old[index].subject == subject and old[index].name not in given:
@@ -101,7 +110,6 @@ def _names(tree: Repository, base: str, tip: str, series: Series, listed: list[t
         elif same is not None:
             name = same.name
         else:
-            slugs = slugs if slugs is not None else _slugs(tree, base, tip)
             name = _fresh_name(index, slugs[index], taken, numbers)
         names.append(name)
         given.add(name)
@@ -355,13 +363,6 @@ def _lines(message: str) -> list[str]:
     while out and not out[-1]:
         out.pop()
     return out
-
-
-def _slugs(tree: Repository, base: str, tip: str) -> list[str]:
-    """git's own file-name part of each commit of base..tip (`%f`, what format-patch names its files by: letters,
-    digits, '.' and '_' kept, every other run of characters one '-'), oldest first."""
-    listing = tree.run(["log", "--reverse", "--format=%f", "--end-of-options", f"{base}..{tip}"]).stdout
-    return listing.decode("ascii", "replace").split("\n")[:-1]  # each line ends in a newline (an empty one too)
 
 
 # format-patch's longest name (its --filename-max-length, 64 unless configured) less ".patch" and one more byte.
