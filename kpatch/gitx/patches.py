@@ -135,13 +135,18 @@ class Formatting:
         while True:
             finished = proc.poll() is not None  # before listing: every file is whole once git has exited
             names = os.listdir(folder)  # noqa: PTH208  # names only: a Path per entry, each poll, costs more
-            if len(names) != len(seen):
+            if len(names) != len(seen):  # (once git has exited, the same count means the same files)
                 seen.update((int(name.partition("-")[0]), name) for name in names)  # as _number reads them
-            whole = sorted(seen) if finished else sorted(seen)[:-1]
-            fresh = [n for n in whole if n not in read]
+            # Taken in turn, 1, 2, ..., each once a later one is there (a listing made while git adds files may
+            # miss one: a hashed folder's order); whatever is left once git has exited, in order.
+            fresh = sorted(set(seen) - set(read)) if finished else []
+            last, number = max(seen, default=0), len(read) + 1
+            while not finished and number in seen and number < last:
+                fresh.append(number)
+                number += 1
             for number in fresh:
                 read[number] = text = (folder / seen[number]).read_bytes()
-                each(number - 1, text)
+                each(len(read) - 1, text)
             if finished:
                 break
             if not fresh:
