@@ -190,6 +190,8 @@ def test_a_chain_of_commits_is_the_one_commit_tree_writes_one_by_one(upstream: t
     tip = chain(repo, base, made)
     monkeypatch.undo()
     assert started.count("commit-tree") == (0 if one_process else 3), started
+    # the objects go in through one unpack-objects of a pack made in process (no file per object, no hash-object)
+    assert ("unpack-objects" in started) == one_process and "hash-object" not in started, started
     above = base
     for new in made:  # what commit-tree writes for each, on the one before
         env = {"GIT_AUTHOR_NAME": new.author.name, "GIT_AUTHOR_EMAIL": new.author.email,
