@@ -121,12 +121,13 @@ class Formatting:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
 
-    def texts(self, each: Callable[[int, bytes], None]) -> list[bytes]:
-        """Every patch text, in order (format_patches' list); `each(index, text)` is called for each as soon as
-        it is whole. A git failure is raised as `Repository.run` raises it."""
+    def texts(self, each: Callable[[int, bytes, Path | None], None]) -> list[bytes]:
+        """Every patch text, in order (format_patches' list); `each(index, text, file)` is called for each as soon
+        as it is whole, with the file git wrote it in (None for a run started ahead), which `each` may move away.
+        A git failure is raised as `Repository.run` raises it."""
         if self._ahead is not None:
             for index, text in enumerate(self._ahead):
-                each(index, text)
+                each(index, text, None)
             return self._ahead
         proc, folder = self._proc, self._folder
         assert proc is not None and folder is not None
@@ -135,7 +136,7 @@ class Formatting:
         while True:
             finished = proc.poll() is not None  # before listing: every file is whole once git has exited
             names = os.listdir(folder)  # noqa: PTH208  # names only: a Path per entry, each poll, costs more
-            if len(names) != len(seen):  # (once git has exited, the same count means the same files)
+            if finished or len(names) != len(seen):  # (`each` may have moved files away)
                 seen.update((int(name.partition("-")[0]), name) for name in names)  # as _number reads them
             # Taken in turn, 1, 2, ..., each once a later one is there (a listing made while git adds files may
             # miss one: a hashed folder's order); whatever is left once git has exited, in order.
@@ -146,7 +147,7 @@ class Formatting:
                 number += 1
             for number in fresh:
                 read[number] = text = (folder / seen[number]).read_bytes()
-                each(len(read) - 1, text)
+                each(len(read) - 1, text, folder / seen[number])
             if finished:
                 break
             if not fresh:

@@ -108,21 +108,24 @@ class Stager:
         self._count = 0
         self._pool: ThreadPoolExecutor | None = None
 
-    def put(self, target: Path, data: bytes) -> None:
-        """Stage `data` as the new content of `target`."""
+    def put(self, target: Path, data: bytes, holding: Path | None = None) -> None:
+        """Stage `data` as the new content of `target`; `holding`: a file of the caller's that holds exactly
+        `data`, moved here instead of written again (creating a file costs more than moving one)."""
         if self._ready is None:
             self._ready = self._make()
         if not self._ready:
             return
         name = str(self._count)
         self._count += 1
+        staged = self._staging / "new" / name
         try:
             mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else new_file_mode()
-            fd = os.open(self._staging / "new" / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fchmod(handle.fileno(), mode)
+            if not self._moved(holding, staged, mode):
+                fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fchmod(handle.fileno(), mode)
         except OSError:
             self._ready = False  # write() writes them all, as it always did
             return
@@ -131,6 +134,20 @@ class Stager:
 
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kpatch-sync")
         self._staged[target] = (name, data, mode, self._pool.submit(fsync_file, self._staging / "new" / name))
+
+    @staticmethod
+    def _moved(holding: Path | None, staged: Path, mode: int) -> bool:
+        """Whether `holding` (a regular file) is `staged` now, with `mode`."""
+        if holding is None:
+            return False
+        try:
+            if not stat.S_ISREG(os.lstat(holding).st_mode) or os.path.lexists(staged):
+                return False
+            holding.rename(staged)  # another file system (EXDEV): written instead
+        except OSError:
+            return False
+        staged.chmod(mode)
+        return True
 
     def _make(self) -> bool:
         if self.folder.exists():  # a pending journal: write() refuses

@@ -45,14 +45,14 @@ class Rendered:
 
 def render(tree: Repository, base: str, series: Series, dropped: Mapping[str, str], *,
            pinned: frozenset[str] | None = None, tip: str = "HEAD",
-           stage: Callable[[Path, bytes], None] | None = None) -> Rendered:
+           stage: Callable[[Path, bytes, Path | None], None] | None = None) -> Rendered:
     """The patch files and series that base..tip of `tree` give, reusing the series' file names. With `pinned`
     (export: the file names a `Requires:` names, which must not change), a stack whose numbers no longer run in
     apply order (a reorder, a commit put between two) is renumbered 1..n: a rename, the contents as they were.
 
     Each patch is read (as git am and kpatch will read it) as soon as git has written it, while git writes the
-    next, and handed to `stage` (a journal's Stager.put) with its path; the refusals come afterwards, in the order
-    they always came."""
+    next, and handed to `stage` (a journal's Stager.put) with its path and the file git wrote it in; the refusals
+    come afterwards, in the order they always came."""
     with Formatting(tree, base, tip) as formatting:
         listed, slugs = _listing(tree, base, tip)
         names = _names(series, listed, slugs)
@@ -142,13 +142,13 @@ class _Reader:
     in a thread), and the patch as kpatch reads it back."""
 
     def __init__(self, tree: Repository, folder: Path, names: list[str], listed: list[tuple[str, str]],
-                 old: dict[Path, Patch], stage: Callable[[Path, bytes], None] | None) -> None:
+                 old: dict[Path, Patch], stage: Callable[[Path, bytes, Path | None], None] | None) -> None:
         self.tree, self.folder, self.names, self.listed, self.old, self.stage = tree, folder, names, listed, old, stage
         self.done: dict[int, _Early] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._facts: Future[dict[str, CommitFacts]] | None = None
 
-    def read(self, index: int, data: bytes) -> None:
+    def read(self, index: int, data: bytes, written: Path | None) -> None:
         if index >= len(self.names):  # more texts than commits: refused afterwards
             return
         target = self.folder / self.names[index]
@@ -167,7 +167,7 @@ class _Reader:
                 early.parsed = err
         self.done[index] = early
         if self.stage is not None:
-            self.stage(target, data)
+            self.stage(target, data, written)
 
     def _threads(self) -> ThreadPoolExecutor:
         if self._pool is None:

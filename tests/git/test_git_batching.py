@@ -139,7 +139,7 @@ def test_format_patches_keeps_commit_order_past_9999_commits(tmp_path: Path) -> 
     assert subjects == [f"[PATCH] fix {i}" for i in range(1, count + 1)]
     seen: list[tuple[int, bytes]] = []
     with Formatting(repo, base) as formatting:  # read as git writes them: the same texts, in the same order
-        assert formatting.texts(lambda index, text: seen.append((index, text))) == texts
+        assert formatting.texts(lambda index, text, _file: seen.append((index, text))) == texts
     assert seen == list(enumerate(texts))
 
 
@@ -148,10 +148,10 @@ def test_patches_read_as_git_writes_them_are_format_patches_own(upstream: tuple[
     for tip, count in (("main~1", 3), (head, 4)):  # the second range holds a merge, which format-patch leaves out
         seen: list[tuple[int, bytes]] = []
         with Formatting(repo, base, tip) as formatting:
-            texts = formatting.texts(lambda index, text: seen.append((index, text)))  # noqa: B023  # called here
+            texts = formatting.texts(lambda index, text, _file: seen.append((index, text)))  # noqa: B023  # called here
         assert texts == format_patches(repo, base, tip) and seen == list(enumerate(texts)) and len(texts) == count
     with pytest.raises(GitError) as failed, Formatting(repo, base, "no-such-branch") as formatting:
-        formatting.texts(lambda index, text: None)
+        formatting.texts(lambda index, text, file: None)
     with pytest.raises(GitError) as before:
         format_patches(repo, base, "no-such-branch")
     assert str(failed.value) == str(before.value)

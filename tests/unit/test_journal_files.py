@@ -145,3 +145,23 @@ def test_nothing_is_staged_beside_a_pending_journal_and_the_write_is_refused_as_
     assert not (tmp_path / "journal.staging").exists()
     with pytest.raises(WorktreeError, match="an interrupted write is pending: run 'kpatch rebase --continue'"):
         journal.write(folder, "import", writes, deletes, staged)
+
+
+def test_a_file_holding_the_bytes_is_moved_into_the_staging_and_ends_as_a_plain_write_ends(tmp_path: Path) -> None:
+    root, folder = tmp_path / "project", tmp_path / "journal"
+    writes, deletes = setup(root)
+    plain_root = tmp_path / "plain"
+    plain_writes, plain_deletes = setup(plain_root)
+    holders = tmp_path / "written-by-git"
+    holders.mkdir()
+    staged = journal.Stager(folder, "import")
+    for index, (path, data) in enumerate(writes.items()):
+        (holders / str(index)).write_bytes(data)
+        (holders / str(index)).chmod(0o600)  # the staged copy gets the target's mode all the same
+        staged.put(path, data, holders / str(index))
+    assert not list(holders.iterdir())  # moved, not copied
+    assert journal.write(folder, "import", writes, deletes, staged) == STEPS
+    journal.close(folder)
+    journal.write(tmp_path / "plain-journal", "import", plain_writes, plain_deletes)
+    journal.close(tmp_path / "plain-journal")
+    assert files(root) == files(plain_root)
