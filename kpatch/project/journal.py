@@ -8,7 +8,8 @@
 The journal folder appears and goes in one rename each: it is staged as `journal.staging` (renamed to `journal`
 once its `operation` marker is written) and dropped by a rename to `journal.dropped` before it is removed, so a
 kill never leaves a half-made or half-removed journal that names no operation; the next writer removes the
-leftovers (`sweep`).
+leftovers (`sweep`). A `Stager` puts new contents in `journal.staging/new/` (and fsyncs them) while the command
+still makes the rest (import: as format-patch writes each patch); the step is the same from the rename on.
 Going back puts every target as it was from the copies. Without `journal.json` nothing was touched yet: both
 ways only drop the staging folder. `--continue` goes forward and `--abort` goes back, for every command.
 
