@@ -189,7 +189,7 @@ def sync_files(paths: Sequence[Path]) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
-        list(pool.map(_fsync, paths))
+        list(pool.map(fsync_file, paths))
 
 
 _removals: list[threading.Thread] = []  # remove_later's threads not waited for yet
@@ -255,7 +255,8 @@ def removals_done() -> None:
         thread.join()
 
 
-def _fsync(path: Path) -> None:
+def fsync_file(path: Path) -> None:
+    """Make one file (or a folder's entries) durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -8,14 +8,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kpatch.adopt.init import fetchable
 from kpatch.adopt.suggest import Suggestion, add_trailers, suggest
 from kpatch.config import Upstream
-from kpatch.config.edit import with_new_bases
 from kpatch.engine.plan import check_base, fetch, load_all_series, requires_problem
 from kpatch.errors import PatchConflict, UpstreamError, UsageError, WorktreeError
 from kpatch.gitx import Mirror, Repository, commit_patch_ids
-from kpatch.gitx.commits import Ident, NewCommit, chain
 from kpatch.gitx.mirror import fetch_failure
 from kpatch.gitx.repo import UPSTREAM_REFS
 from kpatch.output.redact import redact_url
@@ -66,6 +63,8 @@ def parse_source(value: str, name: str) -> tuple[str, str]:
     url, at, branch = value.rpartition("@")
     if not at or not url or not branch or ":" in branch:
         raise UsageError(f"--from takes URL_OR_PATH@BRANCH, got {value!r}")
+    from kpatch.adopt.init import fetchable  # imported where used, as the rest of init is not
+
     return fetchable(url, f"--from (upstream {name})"), branch
 
 
@@ -73,6 +72,7 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
                   include_upstream: bool = False, max_commits: int = MAX_COMMITS,
                   requires_auto: bool = False) -> ImportResult:
     """The commits of `branch` at `url` since the base, as NAME's stack (nothing written on any refusal)."""
+    _load_ahead()
     with ws.writer("import", ui):
         upstream, series = empty_stack(ws, name)
         where = resolve_base(ws, ui, upstream, base_ref)
@@ -80,8 +80,9 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
         ref = _ref(name)
         try:
             tip = _fetch_branch(mirror, name, url, branch, ref)
-            commits = _checked_range(mirror, base, tip, f"{redact_url(url)}@{branch}", max_commits)
-            skipped = _empty(mirror, base, commits)
+            listed = _checked_range(mirror, base, tip, f"{redact_url(url)}@{branch}", max_commits)
+            commits = [c.sha for c in listed]
+            skipped = _empty(mirror, base, listed)
             if not include_upstream:
                 skipped += _upstream(mirror, upstream, base, tip, commits, {s.commit for s in skipped})
             gone = {s.commit for s in skipped}
@@ -95,7 +96,7 @@ def import_branch(ws: Workspace, ui: UI, name: str, url: str, branch: str, *, ba
                         tree.reset_hard(made)
                     files, suggestions = write_stack(ws, upstream, series, tree, where, requires_auto=requires_auto)
             else:  # the fetched commits are the stack: written from the mirror, with no worktree
-                reworded, made = _reword(mirror, base, tip, kept)
+                reworded, made = _reword(mirror, base, tip, kept, listed)
                 files, suggestions = write_stack(ws, upstream, series, mirror, where, requires_auto=requires_auto,
                                                  tip=made)
         finally:
@@ -210,7 +211,17 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
     head = tip or tree.head()
     if head == base:
         raise UsageError(f"no commits to import for {upstream.name}: the stack would be empty (nothing was written)")
-    rendered = render(tree, base, series, series.dropped, tip=head)
+    staged = journal.Stager(ws.journal_dir, "import")  # the patch files staged (and fsynced) as they are read
+    try:
+        return _write_stack(ws, upstream, series, tree, where, head, staged, requires_auto=requires_auto)
+    finally:
+        staged.abandon()
+
+
+def _write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Repository, where: Base, head: str,
+                 staged: journal.Stager, *, requires_auto: bool) -> tuple[tuple[Path, ...], tuple[Suggestion, ...]]:
+    base = where.commit
+    rendered = render(tree, base, series, series.dropped, tip=head, stage=staged.put)
     suggestions = suggest(ws, upstream, tree, rendered) if upstream.requires else ()
     if requires_auto and suggestions:
         made_from = {path.name: commit for path, commit in rendered.commits.items()}
@@ -230,13 +241,29 @@ def write_stack(ws: Workspace, upstream: Upstream, series: Series, tree: Reposit
     ws.check_writable(ws.kpatch_dir, upstream.patches, *([ws.stack.path] if where.moved else []))
     writes = {**rendered.files, upstream.patches / SERIES: rendered.series}
     if where.moved:
+        from kpatch.config.edit import with_new_bases  # only here: the base moved
+
         writes[ws.stack.path] = with_new_bases(ws.stack.path, {upstream.name: base})
-    journal.write(ws.journal_dir, "import", writes, [])
+    journal.write(ws.journal_dir, "import", writes, [], staged)
     journal.close(ws.journal_dir)
     return tuple(rendered.files), suggestions
 
 
 # --- the fork branch --------------------------------------------------------------------------------------------
+
+
+def _load_ahead() -> None:
+    """Import, in a thread of its own, what reading the patches will need (the email parser with the modules it
+    loads when it first runs, the thread pool): this thread mostly waits for git until then."""
+    import threading
+
+    def load() -> None:
+        import concurrent.futures  # noqa: F401  # loaded, nothing more
+        from email.parser import HeaderParser
+
+        HeaderParser().parsestr("Subject: x\n\n")
+
+    threading.Thread(target=load, name="kpatch-load").start()  # not a daemon: never cut off mid-import at exit
 
 
 def _fetch_branch(mirror: Mirror, name: str, url: str, branch: str, ref: str) -> str:
@@ -251,37 +278,64 @@ def _fetch_branch(mirror: Mirror, name: str, url: str, branch: str, ref: str) ->
     return tip
 
 
-def _checked_range(mirror: Mirror, base: str, tip: str, where: str, max_commits: int) -> list[str]:
+@dataclass(frozen=True)
+class _Commit:
+    """One commit of the fork's range, as one `git log` lists it (what the checks, the empty commits and the
+    rewording read)."""
+
+    sha: str
+    parents: tuple[str, ...]
+    tree: str
+    subject: str  # %s, as `Repository.out` decodes it
+    fields: tuple[str, ...]  # what `_reword` reads: tree, author (name, email, date), committer (same), message
+
+
+# One commit per entry, NUL-terminated fields; --date=raw: the dates as git writes them into a commit.
+_LISTING = ("--format=%H%x00%P%x00%T%x00%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd%x00%s%x00%B%x00", "--date=raw")
+_FIELDS = 11
+
+
+def _listing(tree: Repository, base: str, tip: str) -> list[_Commit]:
+    """base..tip, oldest first, from one `git log`."""
+    raw = tree.run(["log", "--reverse", *_LISTING, "--end-of-options", f"{base}..{tip}"]).stdout.split(b"\0")
+    found = []
+    for at in range(0, len(raw) - _FIELDS + 1, _FIELDS):
+        sha, parents, treeish, *who, subject, message = raw[at:at + _FIELDS]
+        text = [part.decode("utf-8", "surrogateescape") for part in (treeish, *who, message)]
+        found.append(_Commit(sha=sha.lstrip(b"\n").decode(), parents=tuple(parents.decode().split()),
+                             tree=treeish.decode(), subject=subject.decode("utf-8", "replace"), fields=tuple(text)))
+    return found
+
+
+def _checked_range(mirror: Mirror, base: str, tip: str, where: str, max_commits: int) -> list[_Commit]:
     """The fork's commits since the base, oldest first: refused when the branch does not descend from the base,
     holds more than `max_commits` or holds a merge."""
     if not mirror.is_ancestor(base, tip):
         raise UsageError(f"{where} does not descend from the base {base[:12]}: give the commit it forked from "
                          "with --base (nothing was written)")
-    total = mirror.count(base, tip)
-    if total > max_commits:
-        raise UsageError(f"{where} has {total} commits since the base {base[:12]}, more than --max-commits "
+    listed = _listing(mirror, base, tip)
+    if len(listed) > max_commits:
+        raise UsageError(f"{where} has {len(listed)} commits since the base {base[:12]}, more than --max-commits "
                          f"{max_commits} (nothing was written)")
-    merges = mirror.out(["rev-list", "--reverse", "--merges", "--end-of-options", f"{base}..{tip}"]).split()
+    merges = [c.sha for c in listed if len(c.parents) > 1]
     if merges:
         raise UsageError(f"{where}: commit {merges[0][:12]} \"{mirror.commit_info(merges[0]).subject}\" is a merge;"
                          " a patch stack is a straight line of commits: rebase the branch first (nothing was written)")
-    return mirror.commits(base, tip)
+    return listed
 
 
-def _empty(mirror: Mirror, base: str, commits: list[str]) -> list[Skipped]:
+def _empty(mirror: Mirror, base: str, listed: list[_Commit]) -> list[Skipped]:
     """The commits that change nothing (the same tree as their parent)."""
-    if not commits:
+    if not listed:
         return []
-    listing = mirror.out(["log", "--reverse", "--format=%H %T %s", "--end-of-options", f"{base}..{commits[-1]}"])
     # --verify: without it, git 2.39's rev-parse prints "--end-of-options" itself before the tree, and the first
     # commit (compared with that) was never found empty.
     before = mirror.out(["rev-parse", "--verify", "--end-of-options", f"{base}^{{tree}}"])
     found = []
-    for line in listing.splitlines():
-        sha, tree, subject = [*line.split(" ", 2), ""][:3]
-        if tree == before:
-            found.append(Skipped(commit=sha, subject=subject, why="empty"))
-        before = tree
+    for commit in listed:
+        if commit.tree == before:
+            found.append(Skipped(commit=commit.sha, subject=commit.subject, why="empty"))
+        before = commit.tree
     return found
 
 
@@ -303,26 +357,27 @@ def _upstream(mirror: Mirror, upstream: Upstream, base: str, tip: str, commits: 
             for c in commits if c not in skip and ours.get(c) in theirs]
 
 
-def _reword(tree: Repository, base: str, tip: str, originals: list[str]) -> tuple[list[Reworded], str]:
+def _reword(tree: Repository, base: str, tip: str, originals: list[str],
+            listed: list[_Commit] | None = None) -> tuple[list[Reworded], str]:
     """Give each commit of base..tip (made from `originals`, in order) whose one-line subject git am reads with its
     spaces collapsed that subject, and the commits after it their new parents (trees, authors, committers and dates
     kept): the stack's files then give back the commits. Real histories have them ("Fix  the cache"). Returns them
-    and the commit the stack ends at now (`tip` when none was reworded)."""
-    form = "--format=%H%x00%T%x00%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd%x00%B%x00"
-    listing = tree.run(["log", "--reverse", "--date=raw", form, "--end-of-options", f"{base}..{tip}"]).stdout
-    fields = listing.decode("utf-8", "surrogateescape").split("\0")
+    and the commit the stack ends at now (`tip` when none was reworded). `listed`: base..tip listed already."""
+    from kpatch.gitx.commits import Ident, NewCommit, chain  # the commits of a reworded stack
+
     reworded: list[Reworded] = []
     parent = base
     made: list[NewCommit] = []  # the commits from the first one reworded on, each on the one before
-    for index, at in enumerate(range(0, len(fields) - 8, 9)):
-        commit, treeish, name, email, date, cname, cemail, cdate, message = fields[at:at + 9]
+    for index, listing in enumerate(listed if listed is not None else _listing(tree, base, tip)):
+        commit = listing.sha
+        treeish, name, email, date, cname, cemail, cdate, message = listing.fields
         read = as_am_reads(message)
         if read is not None:
             reworded.append(Reworded(commit=originals[index], file="", subject=message.partition("\n")[0],
                                      now=read.partition("\n")[0]))
             message = read
         elif not reworded:  # the commits before the first one reworded stay as they are
-            parent = commit.lstrip("\n")
+            parent = commit
             continue
         made.append(NewCommit(tree=treeish, author=Ident(name, email, date), committer=Ident(cname, cemail, cdate),
                               message=message.encode("utf-8", "surrogateescape")))

@@ -3,9 +3,11 @@ reads back out of a mail is in `mails`)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -14,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 from kpatch import killseam, scratch
 from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.repo import Repository, literal
+from kpatch.gitx.runner import failure_for, popen
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
+    from subprocess import Popen
 
 # Options that make format-patch output depend on nothing but the commit (no version, signature or
 # abbreviation noise); user and system git config is ignored for the same reason.
@@ -66,6 +70,93 @@ def _format_patches(tree: Repository, base: str, tip: str) -> list[bytes]:
     with scratch.folder("export") as folder:
         tree.run([*FORMAT_PATCH, "--output-directory", str(folder), "--end-of-options", f"{base}..{tip}"])
         return [p.read_bytes() for p in sorted(folder.iterdir(), key=_number)]
+
+
+class Formatting:
+    """`format_patches(tree, base, tip)` started now and read as git writes it (`texts`): the caller reads each
+    patch while git writes the next, instead of after the last. The same command and the same texts: git writes
+    its files one after the other, each closed before the next is opened, so a file is whole once the next one is
+    there (or git has exited). A context manager: leaving it early stops git and removes its folder."""
+
+    def __init__(self, tree: Repository, base: str, tip: str = "HEAD") -> None:
+        self._ahead: list[bytes] | None = None
+        if _AHEAD:  # started ahead already (prefetch_patches): its result, as format_patches takes it
+            ahead = _AHEAD.pop((tree.common_dir, base, tree.head() if tip == "HEAD" else tip), None)
+            if ahead is not None and ahead.exception() is None:
+                self._ahead = ahead.result()
+        self._tree = tree
+        self._proc: Popen[bytes] | None = None
+        self._folder: Path | None = None
+        self._stderr: list[bytes] = []
+        if self._ahead is not None:
+            return
+        import threading  # only here: the one reader of git's stderr while the caller polls its files
+
+        self._folder = scratch.make("export")
+        self._command = [*FORMAT_PATCH, "--output-directory", str(self._folder), "--end-of-options",
+                         f"{base}..{tip}"]
+        try:
+            self._proc = popen(self._command, tree.path, with_stdout=False)
+        except BaseException:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            raise
+        stderr = self._proc.stderr
+        assert stderr is not None
+        # drained as it comes: git blocks on a full pipe (a rename-limit warning per commit would fill it)
+        self._drain = threading.Thread(target=lambda: self._stderr.append(stderr.read()), daemon=True)
+        self._drain.start()
+
+    def __enter__(self) -> Formatting:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait()
+            self._drain.join()
+            self._proc = None
+        if self._folder is not None:
+            killseam.reached("scratch:export")
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    def texts(self, each: Callable[[int, bytes, Path | None], None]) -> list[bytes]:
+        """Every patch text, in order (format_patches' list); `each(index, text, file)` is called for each as soon
+        as it is whole, with the file git wrote it in (None for a run started ahead), which `each` may move away.
+        A git failure is raised as `Repository.run` raises it."""
+        if self._ahead is not None:
+            for index, text in enumerate(self._ahead):
+                each(index, text, None)
+            return self._ahead
+        proc, folder = self._proc, self._folder
+        assert proc is not None and folder is not None
+        read: dict[int, bytes] = {}  # by format-patch's number
+        seen: dict[int, str] = {}  # every file listed so far, by number
+        while True:
+            finished = proc.poll() is not None  # before listing: every file is whole once git has exited
+            names = os.listdir(folder)  # noqa: PTH208  # names only: a Path per entry, each poll, costs more
+            if finished or len(names) != len(seen):  # (`each` may have moved files away)
+                seen.update((int(name.partition("-")[0]), name) for name in names)  # as _number reads them
+            # Taken in turn, 1, 2, ..., each once a later one is there (a listing made while git adds files may
+            # miss one: a hashed folder's order); whatever is left once git has exited, in order.
+            fresh = sorted(set(seen) - set(read)) if finished else []
+            last, number = max(seen, default=0), len(read) + 1
+            while not finished and number in seen and number < last:
+                fresh.append(number)
+                number += 1
+            for number in fresh:
+                read[number] = text = (folder / seen[number]).read_bytes()
+                each(len(read) - 1, text, folder / seen[number])
+            if finished:
+                break
+            if not fresh:
+                time.sleep(0.002)
+        self._drain.join()
+        stderr = b"".join(self._stderr).decode("utf-8", "replace")
+        if proc.returncode != 0:
+            raise failure_for(["git", *self._command], proc.returncode, b"", stderr, self._tree.path)
+        return [read[number] for number in sorted(read)]
 
 
 def _number(path: Path) -> int:

@@ -8,7 +8,8 @@
 The journal folder appears and goes in one rename each: it is staged as `journal.staging` (renamed to `journal`
 once its `operation` marker is written) and dropped by a rename to `journal.dropped` before it is removed, so a
 kill never leaves a half-made or half-removed journal that names no operation; the next writer removes the
-leftovers (`sweep`).
+leftovers (`sweep`). A `Stager` puts new contents in `journal.staging/new/` (and fsyncs them) while the command
+still makes the rest (import: as format-patch writes each patch); the step is the same from the rename on.
 Going back puts every target as it was from the copies. Without `journal.json` nothing was touched yet: both
 ways only drop the staging folder. `--continue` goes forward and `--abort` goes back, for every command.
 
@@ -23,6 +24,7 @@ symlink either). A journal that cannot be read (or breaks those rules) cannot go
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
@@ -31,11 +33,15 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpatch import killseam
 from kpatch.errors import WorktreeError
-from kpatch.files import new_file_mode, open_regular, removals_done, remove_later, sync_files, write_atomic
+from kpatch.files import fsync_file, new_file_mode, open_regular, removals_done, remove_later, sync_files, write_atomic
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 JOURNAL = "journal.json"
 KILL_HOOK = killseam.KILL_AT  # test seam: "journal:N" SIGKILLs kpatch after N steps (0 = once staged),
@@ -87,34 +93,148 @@ def committed(folder: Path) -> bool:
     return (folder / JOURNAL).is_file()
 
 
-def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: Iterable[Path]) -> int:
-    """Change every file in `writes` and delete every one in `deletes` as one step; return how many changed."""
+class Stager:
+    """The new contents of a journaled write, staged while the command still makes the rest (`put`): each file
+    goes to the staging folder, which a kill leaves as a leftover the next writer sweeps (never a pending
+    journal), and is fsynced in a thread as it comes. `write` then takes them as they are (the same bytes and
+    mode), so what is left for it is the folder's rename, the entries' fsyncs and the commit point. Nothing is
+    refused here: a file that could not be staged or made durable is written by `write` as always (and fails
+    there, in its words); `abandon` removes the staging of a write that never came."""
+
+    def __init__(self, folder: Path, operation: str) -> None:
+        self.folder, self.operation = folder, operation
+        self._staging = folder.with_name(folder.name + ".staging")
+        self._ready: bool | None = None  # None: not made yet; False: not staging (a pending journal, an error)
+        self._staged: dict[Path, tuple[str, bytes, int, Future[None]]] = {}  # target -> name in new/, bytes, mode
+        self._count = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    def put(self, target: Path, data: bytes, holding: Path | None = None) -> None:
+        """Stage `data` as the new content of `target`; `holding`: a file of the caller's that holds exactly
+        `data`, moved here instead of written again (creating a file costs more than moving one)."""
+        if self._ready is None:
+            self._ready = self._make()
+        if not self._ready:
+            return
+        name = str(self._count)
+        self._count += 1
+        staged = self._staging / "new" / name
+        try:
+            mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else new_file_mode()
+            if not self._moved(holding, staged, mode):
+                fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fchmod(handle.fileno(), mode)
+        except OSError:
+            self._ready = False  # write() writes them all, as it always did
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kpatch-sync")
+        self._staged[target] = (name, data, mode, self._pool.submit(fsync_file, self._staging / "new" / name))
+
+    @staticmethod
+    def _moved(holding: Path | None, staged: Path, mode: int) -> bool:
+        """Whether `holding` (a regular file) is `staged` now, with `mode`."""
+        if holding is None:
+            return False
+        try:
+            if not stat.S_ISREG(os.lstat(holding).st_mode) or os.path.lexists(staged):
+                return False
+            holding.rename(staged)  # another file system (EXDEV): written instead
+        except OSError:
+            return False
+        staged.chmod(mode)
+        return True
+
+    def _make(self) -> bool:
+        if self.folder.exists():  # a pending journal: write() refuses
+            return False
+        try:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            (self._staging / "new").mkdir(parents=True)
+            (self._staging / "old").mkdir()
+            (self._staging / "operation").write_text(self.operation, encoding="utf-8")
+        except OSError:
+            return False
+        return True
+
+    def take(self, operation: str) -> tuple[dict[Path, tuple[str, bytes, int]], int] | None:
+        """The files staged and made durable ({target: (name in new/, bytes, mode)}) and how many names were
+        given, once every fsync is done; None when nothing is staged (write() stages everything itself)."""
+        if not self._ready or operation != self.operation:
+            return None
+        self._ready = False  # taken: the staging folder is write()'s now
+        durable = {}
+        for target, (name, data, mode, synced) in self._staged.items():
+            if synced.exception() is None:
+                durable[target] = (name, data, mode)
+        self._close()
+        return durable, self._count
+
+    def abandon(self) -> None:
+        """Remove what was staged, when write() did not take it."""
+        self._close()
+        if self._ready:
+            self._ready = False
+            shutil.rmtree(self._staging, ignore_errors=True)
+
+    def _close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def write(folder: Path, operation: str, writes: Mapping[Path, bytes], deletes: Iterable[Path],
+          staged: Stager | None = None) -> int:
+    """Change every file in `writes` and delete every one in `deletes` as one step; return how many changed.
+    `staged`: files of `writes` staged already (the same bytes are taken as they are)."""
     if folder.exists():
         raise WorktreeError(f"{folder}: an interrupted write is pending: run 'kpatch {pending(folder)} --continue' "
                             "or '--abort' first")
     staging = folder.with_name(folder.name + ".staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "new").mkdir(parents=True)
-    (staging / "old").mkdir()
-    (staging / "operation").write_text(operation, encoding="utf-8")
+    taken = staged.take(operation) if staged is not None else None
+    ready, given = taken if taken is not None else ({}, 0)
+    if taken is None:
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "new").mkdir(parents=True)
+        (staging / "old").mkdir()
+        (staging / "operation").write_text(operation, encoding="utf-8")
     _hook("staging")
-    staging.replace(folder)
+    try:
+        staging.replace(folder)
+    except BaseException:
+        if taken is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
     steps: list[Step] = []
+    synced: set[str] = set()  # staged names already durable
     try:
         for index, (path, data) in enumerate(sorted(writes.items())):
+            early = ready.pop(path, None)
             if path.is_file() and not path.is_symlink() and path.read_bytes() == data:
                 continue
             mode = stat.S_IMODE(path.stat().st_mode) if path.is_file() else new_file_mode()
-            write_atomic(folder / "new" / str(index), data, mode=mode, durable=False)  # made durable below
-            steps.append(Step(target=str(path), new=str(index), old=_keep(folder, path, f"w{index}")))
+            if early is not None and early[1] == data and early[2] == mode:
+                name = early[0]
+                synced.add(name)
+            else:
+                name = str(given + index)
+                write_atomic(folder / "new" / name, data, mode=mode, durable=False)  # made durable below
+            steps.append(Step(target=str(path), new=name, old=_keep(folder, path, f"w{index}")))
         for index, path in enumerate(sorted(set(deletes))):
             if path.exists() or path.is_symlink():
                 steps.append(Step(target=str(path), new=None, old=_keep(folder, path, f"d{index}")))
+        for name, _data, _mode in ready.values():  # staged, but not written after all
+            (folder / "new" / name).unlink(missing_ok=True)
     except BaseException:
         _drop(folder)
         raise
     # the staged files and the kept ones, and the entries naming them, durable before the commit point below
-    sync_files([*(folder / "new" / s.new for s in steps if s.new is not None),
+    sync_files([*(folder / "new" / s.new for s in steps if s.new is not None and s.new not in synced),
                 *(folder / "old" / s.old for s in steps if s.old is not None),
                 folder / "new", folder / "old", folder, folder.parent])
     _hook(0)
@@ -221,8 +341,8 @@ def _steps(folder: Path) -> list[Step]:
         for part in (folder, folder / "new", folder / "old"):
             if part.is_symlink():
                 raise ValueError(f"{part.name} is a symlink")
-        places = _Places(Path(os.path.realpath(_project(folder))))
-        steps = [_step(folder, item, places) for item in raw["steps"]]
+        real = functools.cache(os.path.realpath)  # the project and the targets' folders, each resolved once
+        steps = [_step(folder, item, real) for item in raw["steps"]]
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         why = "nested too deeply" if isinstance(err, RecursionError) else \
             err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:200]
@@ -232,30 +352,9 @@ def _steps(folder: Path) -> list[Step]:
     return steps
 
 
-class _Places:
-    """Where the targets' folders really are, and where that is inside the project `root` (None: outside it), each
-    folder resolved once for all the steps in it (a rebase's are nearly all in one patches/ folder)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._folders: dict[str, tuple[Path, PurePosixPath | None]] = {}
-
-    def of(self, path: Path) -> tuple[Path, str | None]:
-        """(`path` with its folder resolved, its place in the project as a posix path, or None when outside)."""
-        key = str(path.parent)
-        if key not in self._folders:
-            real = Path(os.path.realpath(path.parent))
-            self._folders[key] = (real, PurePosixPath(real.relative_to(self.root).as_posix())
-                                  if real.is_relative_to(self.root) else None)
-        real, inside = self._folders[key]
-        where = real / path.name  # the last part may be a symlink: it is replaced
-        if inside is None:
-            return where, where.relative_to(self.root).as_posix() if where.is_relative_to(self.root) else None
-        return where, (inside / path.name).as_posix()
-
-
-def _step(folder: Path, item: object, places: _Places) -> Step:
-    """One step, checked: its target a file of the project (folder is <project>/.kpatch/journal)."""
+def _step(folder: Path, item: object, real: Callable[[Path], str] = os.path.realpath) -> Step:
+    """One step, checked: its target a file of the project (folder is <project>/.kpatch/journal); `real` resolves
+    a path (os.path.realpath, or a cache of it)."""
     if not isinstance(item, dict) or set(item) != {"target", "new", "old"}:
         raise ValueError("a step is not {target, new, old}")
     target, new, old = item["target"], item["new"], item["old"]
@@ -264,10 +363,10 @@ def _step(folder: Path, item: object, places: _Places) -> Step:
     if not (new is None or (isinstance(new, str) and _STAGED.match(new))) or \
             not (old is None or (isinstance(old, str) and _KEPT.match(old))):
         raise ValueError(f"step of {target!r} names copies the journal does not make")
-    root = places.root
+    root = Path(real(_project(folder)))
     path = Path(target)
-    where, inside = places.of(path)
-    inside = inside if path.is_absolute() else None
+    where = Path(real(path.parent)) / path.name  # the last part may be a symlink: it is replaced
+    inside = where.relative_to(root).as_posix() if path.is_absolute() and where.is_relative_to(root) else None
     if inside is None or inside in ("", ".") or (inside.startswith(".kpatch/") and not _STATE.match(inside)) \
             or ".git" in Path(inside).parts:
         raise ValueError(f"step target {target!r} is not a file of the project {root}")

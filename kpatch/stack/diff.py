@@ -52,8 +52,9 @@ class FileDiff:
     spans: list[Span] = field(default_factory=list)  # each hunk's header: (old start, old count, new start, count)
 
 
-def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
-    """Walk the diff from `lines[start]` (a `diff --git` line) to its end (or the mbox signature `-- `)."""
+def file_diffs(lines: list[str], start: int, path: Path, *, hunks: bool = True) -> list[FileDiff]:
+    """Walk the diff from `lines[start]` (a `diff --git` line) to its end (or the mbox signature `-- `); without
+    `hunks`, the hunks are walked (and checked) but not kept."""
     files: list[FileDiff] = []
     index = start
     while index < len(lines):
@@ -68,7 +69,7 @@ def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
                 files[-1].paths.add(same)
         elif line.startswith("@@ "):
             end = _hunk(lines, index, path)
-            numbers = span(line)
+            numbers = span(line) if hunks else None
             if files and numbers:  # _hunk checked the header
                 files[-1].hunks.append(lines[index + 1:end])
                 files[-1].spans.append(numbers)
@@ -82,7 +83,7 @@ def file_diffs(lines: list[str], start: int, path: Path) -> list[FileDiff]:
 
 def diff_paths(lines: list[str], start: int, path: Path) -> DiffPaths:
     """The paths the diff from `lines[start]` reads, writes, creates (as files or symlinks) and renames to."""
-    files = file_diffs(lines, start, path)
+    files = file_diffs(lines, start, path, hunks=False)
 
     def each(pick: Callable[[FileDiff], Iterable[str]]) -> tuple[str, ...]:
         return tuple(sorted({name for f in files for name in pick(f)}))

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kpatch.errors import GitError
 from kpatch.examples.upstreams import commit, init_repo
 from kpatch.gitx import Am, Mirror, Repository, commit_patch_ids, format_patches, read_mail, read_mails
-from kpatch.gitx.patches import _log_patch_ids
+from kpatch.gitx.patches import Formatting, _log_patch_ids
 from tests.support.gitrepos import Project
 
 ODD = "dir with space/naïve \"q\" *x?.txt"  # quoted by git in diffs, escaped in sparse patterns
@@ -132,9 +133,28 @@ def test_format_patches_keeps_commit_order_past_9999_commits(tmp_path: Path) -> 
     subprocess.run(["git", "fast-import", "--quiet"], cwd=tree, input=b"".join(stream), check=True)
     subprocess.run(["git", "checkout", "-q", "main"], cwd=tree, check=True)
     repo = Repository(tree)
-    texts = format_patches(repo, repo.run(["rev-parse", "HEAD~10001"]).text.strip())
+    base = repo.run(["rev-parse", "HEAD~10001"]).text.strip()
+    texts = format_patches(repo, base)
     subjects = [text.split(b"\nSubject: ", 1)[1].split(b"\n", 1)[0].decode() for text in texts]
     assert subjects == [f"[PATCH] fix {i}" for i in range(1, count + 1)]
+    seen: list[tuple[int, bytes]] = []
+    with Formatting(repo, base) as formatting:  # read as git writes them: the same texts, in the same order
+        assert formatting.texts(lambda index, text, _file: seen.append((index, text))) == texts
+    assert seen == list(enumerate(texts))
+
+
+def test_patches_read_as_git_writes_them_are_format_patches_own(upstream: tuple[Repository, str, str]) -> None:
+    repo, base, head = upstream
+    for tip, count in (("main~1", 3), (head, 4)):  # the second range holds a merge, which format-patch leaves out
+        seen: list[tuple[int, bytes]] = []
+        with Formatting(repo, base, tip) as formatting:
+            texts = formatting.texts(lambda index, text, _file: seen.append((index, text)))  # noqa: B023  # called here
+        assert texts == format_patches(repo, base, tip) and seen == list(enumerate(texts)) and len(texts) == count
+    with pytest.raises(GitError) as failed, Formatting(repo, base, "no-such-branch") as formatting:
+        formatting.texts(lambda index, text, file: None)
+    with pytest.raises(GitError) as before:
+        format_patches(repo, base, "no-such-branch")
+    assert str(failed.value) == str(before.value)
 
 
 @pytest.mark.parametrize(("name", "message", "one_process"), [
@@ -170,6 +190,8 @@ def test_a_chain_of_commits_is_the_one_commit_tree_writes_one_by_one(upstream: t
     tip = chain(repo, base, made)
     monkeypatch.undo()
     assert started.count("commit-tree") == (0 if one_process else 3), started
+    # the objects go in through one unpack-objects of a pack made in process (no file per object, no hash-object)
+    assert ("unpack-objects" in started) == one_process and "hash-object" not in started, started
     above = base
     for new in made:  # what commit-tree writes for each, on the one before
         env = {"GIT_AUTHOR_NAME": new.author.name, "GIT_AUTHOR_EMAIL": new.author.email,
