@@ -268,6 +268,8 @@ def extract_tar(tar: tarfile.TarFile, dest: Path) -> None:
     """Extract `tar` into `dest` as tarfile's "data" filter does: nothing outside `dest`, no absolute or `..`
     names, no links that leave it, no devices, no setuid bits. Pythons before 3.11.4 (Debian 12's 3.11.2) have no
     filters: there the same rules are applied here."""
+    import tarfile  # the caller has loaded it: only the name is bound here (kpatch.files is imported at start-up)
+
     if hasattr(tarfile, "data_filter"):
         tar.extractall(dest, filter="data")
         return
