@@ -11,6 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from kpatch.gitx.localobjects import link_fetched
 from kpatch.gitx.mirror import Mirror
 from tests.support.gitrepos import git
@@ -131,26 +133,17 @@ def test_a_ref_the_upstream_hides_from_fetches_lends_the_mirror_nothing(tmp_path
     assert _objects(mirror.path) == _objects(_fetched(source, tmp_path / "plain.git"))
 
 
-def test_a_symlink_among_the_upstreams_objects_is_not_linked(tmp_path: Path) -> None:
+@pytest.mark.parametrize("planted", ["object file", "fan-out folder"])
+def test_a_symlink_among_the_upstreams_objects_lends_the_mirror_nothing(tmp_path: Path, planted: str) -> None:
+    """A loose object file, or the folder of two hex digits holding it, that is a symlink (the shape of
+    CVE-2022-39253, which `git clone --local` refuses): nothing is linked, the fetch copies."""
     source = _upstream(tmp_path)
     blob = git(source, "rev-parse", "main:file.txt")
     loose = source / "objects" / blob[:2] / blob[2:]
+    link = loose if planted == "object file" else loose.parent
     moved = tmp_path / "elsewhere"
-    loose.rename(moved)
-    loose.symlink_to(moved)
-    target = tmp_path / "mirror.git"
-    git(tmp_path, "init", "-q", "--bare", str(target))
-    assert not link_fetched(str(source), target)
-    assert not os.path.lexists(target / "objects" / blob[:2] / blob[2:])
-
-
-def test_a_fanout_folder_that_is_a_symlink_lends_the_mirror_nothing(tmp_path: Path) -> None:
-    source = _upstream(tmp_path)
-    blob = git(source, "rev-parse", "main:file.txt")
-    fanout = source / "objects" / blob[:2]
-    moved = tmp_path / "elsewhere"
-    fanout.rename(moved)
-    fanout.symlink_to(moved)
+    link.rename(moved)
+    link.symlink_to(moved)
     target = tmp_path / "mirror.git"
     git(tmp_path, "init", "-q", "--bare", str(target))
     assert not link_fetched(str(source), target)
