@@ -192,12 +192,19 @@ def drop_patch_ids_ahead() -> None:
     _IDS_AHEAD.clear()
 
 
-def _taken(key: tuple[object, ...]) -> Any:
+def _taken(key: Callable[[], tuple[object, ...]]) -> Any:
     """The result of a prefetch_patch_ids call asked just so (None: none, or it failed: the caller runs it and
-    meets the failure itself)."""
+    meets the failure itself). `key` is made only when something was asked ahead: it reads the repository's git
+    folder, and `git patch-id` of files needs none (a project folder that is no git repository, say)."""
     if not _IDS_AHEAD:
         return None
-    ahead = _IDS_AHEAD.pop(key, None)
+    from kpatch.errors import KpatchError
+
+    try:
+        wanted = key()
+    except KpatchError:  # no git folder there: nothing of it was asked ahead
+        return None
+    ahead = _IDS_AHEAD.pop(wanted, None)
     return ahead.result() if ahead is not None and ahead.exception() is None else None
 
 
@@ -213,7 +220,7 @@ def patch_ids(repo: Repository, diff: bytes, *, verbatim: bool = False) -> list[
 
 def file_patch_ids(repo: Repository, files: Sequence[Path], *, verbatim: bool = False) -> list[str | None]:
     """The patch-id of each patch file (None for one git finds no diff in), in one call when it can."""
-    ahead = _taken(("files", repo.common_dir, tuple(files), verbatim))
+    ahead = _taken(lambda: ("files", repo.common_dir, tuple(files), verbatim))
     if ahead is not None:
         return list(ahead)
     return _file_patch_ids(repo, files, verbatim=verbatim)
@@ -242,8 +249,8 @@ def commit_patch_ids(repo: Repository, since: str, until: str, paths: Sequence[s
     `renames`: diff with rename detection (as patch files are written), which pairs a removed and an added file
     only when the pathspec names both: for patches that rename a file, walked with their own paths.
     """
-    ahead = _taken(("walk", repo.common_dir, since, until, tuple(paths) if paths is not None else None, verbatim,
-                    renames))
+    ahead = _taken(lambda: ("walk", repo.common_dir, since, until, tuple(paths) if paths is not None else None,
+                            verbatim, renames))
     if ahead is not None:
         ids, seen = ahead
         if subjects is not None:
