@@ -137,7 +137,9 @@ def test_every_git_kpatch_starts_gets_lc_all_c_and_no_user_config(project: Proje
     calls = [line.split("|", 5) for line in log.read_text().splitlines()]
     # GitPython runs `git version` once when it is imported: it reads no repository and no setting.
     calls = [c for c in calls if c[5] != "version"]
-    fetches = [c for c in calls if " fetch " in f" {c[5]} "]
+    # what talks to an upstream (a fetch, and the ls-remote before a new mirror's first fetch that says which of a
+    # local upstream's objects it may link: kpatch/gitx/localobjects.py) reads the user's config as the fetch does
+    fetches = [c for c in calls if " fetch " in f" {c[5]} " or " ls-remote " in f" {c[5]} "]
     others = [c for c in calls if c not in fetches]
     assert len(fetches) >= 4 and len(others) > 20
     assert {(c[0], c[1]) for c in calls} == {("C", "C")}
