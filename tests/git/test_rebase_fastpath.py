@@ -20,6 +20,7 @@ from kpatch.examples.upstreams import commit, init_repo, write_stack
 from kpatch.gitx import Repository, treepicks
 from kpatch.gitx.picks import pick
 from tests.support.cli import run_kpatch
+from tests.support.example_toml import one_upstream
 from tests.support.gitrepos import git
 from tests.support.rebase_repos import numbered, replace_line
 
@@ -92,16 +93,7 @@ def build(tmp: Path, *, conflict: bool, short_context: bool = False, same_identi
                              "Rewrite f5", 100 + i)
         else:
             commit(upstream, {f"churn/{i % 4}.txt": f"churn {i}\n"}, f"churn {i}", 100 + i)
-    (root / "kpatch.toml").write_text(f"""version = 1
-
-[[upstream]]
-name = "up"
-url = "{upstream}"
-branch = "main"
-base = "{base}"
-patches = "patches/up"
-requires = []
-""")
+    (root / "kpatch.toml").write_text(one_upstream(upstream, base))
     case = Case(root=root, upstream=upstream, culprit=culprit)
     assert case.run("apply")[0] == 0
     return case

@@ -17,6 +17,7 @@ from kpatch.gitx.mirror import Mirror
 from kpatch.gitx.picks import PICK_CONFIG, PICK_OPTIONS
 from kpatch.gitx.treepicks import pick as tree_pick
 from tests.support.cli import run_kpatch
+from tests.support.example_toml import one_upstream
 from tests.support.rebase_repos import numbered, replace_line
 
 
@@ -88,16 +89,7 @@ def _project(root: Path, *, am_only: bool, conflict: bool = True) -> Path:
         commit(upstream, {"a.dat": replace_line(data, 3, "d line 3 upstream")}, "Touch a.dat", 100)
     else:
         commit(upstream, {"b.txt": "b\n"}, "Add b.txt", 100)
-    (project / "kpatch.toml").write_text(f"""version = 1
-
-[[upstream]]
-name = "up"
-url = "{upstream}"
-branch = "main"
-base = "{base}"
-patches = "patches/up"
-requires = []
-""")
+    (project / "kpatch.toml").write_text(one_upstream(upstream, base))
     assert _kpatch(project, "apply")[0] == 0
     if am_only:
         path = project / ".kpatch" / "state.json"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kpatch.examples.upstreams import commit, init_repo, write_patches
 from tests.support.cli import run_kpatch
+from tests.support.example_toml import one_upstream
 from tests.support.gitrepos import git
 
 OLD = "".join(f"old line {i}\n" for i in range(1, 41))
@@ -37,8 +38,7 @@ def _project(tmp: Path, *, upstream_renames: bool) -> Path:
             _rename(up, 103, "Move old.txt to new.txt (#7)")
         if i == 4 and upstream_renames:  # then changes the line again: only the patch-id tells it was merged
             commit(up, {"new.txt": MOVED.replace("line 20 fixed\n", "line 20 reworded\n")}, "Reword 20", 104)
-    (root / "kpatch.toml").write_text(f'version = 1\n\n[[upstream]]\nname = "up"\nurl = "{up}"\nbranch = "main"\n'
-                                      f'base = "{base}"\npatches = "patches/up"\nrequires = []\n')
+    (root / "kpatch.toml").write_text(one_upstream(up, base))
     return root
 
 

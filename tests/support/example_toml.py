@@ -23,3 +23,9 @@ def with_build_key(text: str, upstream: str, line: str) -> str:
     start = text.index(f'name = "{upstream}"')
     header = text.index("[upstream.build]\n", start) + len("[upstream.build]\n")
     return text[:header] + line + "\n" + text[header:]
+
+
+def one_upstream(url: object, base: str) -> str:
+    """kpatch.toml of a project with one upstream `up` (branch main, its patches in patches/up) at `base`."""
+    return (f'version = 1\n\n[[upstream]]\nname = "up"\nurl = "{url}"\nbranch = "main"\nbase = "{base}"\n'
+            'patches = "patches/up"\nrequires = []\n')
